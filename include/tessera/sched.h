@@ -1,0 +1,78 @@
+/* sched.h — the scheduler interface: what a scheduling policy implements and
+ * what it may call. Built-in policies and plug-ins use exactly this header.
+ *
+ * A policy must never call back into submission or waiting (tsr_submit,
+ * tsr_wait_*), never block in push or pop, and never run a task itself: it
+ * only decides which worker takes which ready task. The contract (which
+ * callbacks run concurrently, when workers are woken) is in
+ * docs/scheduler-interface.md.
+ */
+#ifndef TESSERA_SCHED_H
+#define TESSERA_SCHED_H
+
+#include <tessera/tessera.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The policy instance a callback works on. */
+typedef struct tsr_sched tsr_sched_t;
+
+/* Per-task fields reserved for the policy: an intrusive link pair, a pointer
+ * and a number, so queues need no allocation per task. The runtime zeroes
+ * them at submission and never reads them. */
+typedef struct tsr_sched_fields {
+    tsr_task_t next, prev;
+    void *data;
+    double key;
+    int worker;
+} tsr_sched_fields_t;
+
+typedef struct tsr_sched_policy {
+    const char *name;
+    const char *description;
+    /* Create the policy state (tsr_sched_set_data). Workers are not running
+     * yet. Returns TSR_OK or an error code. */
+    int (*init)(tsr_sched_t *s);
+    /* Free the state. Every queue is empty; workers have stopped. */
+    void (*deinit)(tsr_sched_t *s);
+    /* Optional: a task was submitted (it may not be ready). Called from the
+     * submitting thread, in submission order. */
+    void (*submitted)(tsr_sched_t *s, tsr_task_t t);
+    /* A task is ready. Called from any thread, concurrently. Return the
+     * worker that should take it (it will be woken), or -1 if any may. */
+    int (*push)(tsr_sched_t *s, tsr_task_t t);
+    /* Worker `worker` asks for a task; NULL if none. Called concurrently by
+     * all workers; must be cheap when there is nothing to do. */
+    tsr_task_t (*pop)(tsr_sched_t *s, int worker);
+    /* Optional: the task ran on `worker` and is complete. */
+    void (*done)(tsr_sched_t *s, tsr_task_t t, int worker);
+} tsr_sched_policy_t;
+
+/* Policy state. */
+void *tsr_sched_data(tsr_sched_t *s);
+void tsr_sched_set_data(tsr_sched_t *s, void *data);
+
+/* Workers. */
+int tsr_sched_worker_count(tsr_sched_t *s);
+int tsr_sched_worker_device(tsr_sched_t *s, int worker); /* TSR_DEVICE_… */
+
+/* What a policy may read of a task. */
+tsr_sched_fields_t *tsr_task_sched_fields(tsr_task_t t);
+int tsr_task_priority(tsr_task_t t);
+const char *tsr_task_name(tsr_task_t t);
+const tsr_codelet_t *tsr_task_codelet(tsr_task_t t);
+int tsr_task_nbuffers(tsr_task_t t);
+tsr_handle_t tsr_task_handle(tsr_task_t t, int i);
+tsr_mode_t tsr_task_mode(tsr_task_t t, int i);
+/* Whether the task has an implementation for the worker's device kind. */
+int tsr_task_runs_on(tsr_task_t t, tsr_sched_t *s, int worker);
+
+/* Built-in policies, by name ("eager", "prio"); NULL if unknown. */
+const tsr_sched_policy_t *tsr_sched_builtin(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

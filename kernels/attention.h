@@ -1,0 +1,83 @@
+/* kernels/attention.h — causal self-attention, flash style, on one
+ * (query-tile, key/value-tile) pair at a time, so that a runtime can spread
+ * one head's work over tasks and devices:
+ *   forward:  init the running state of a query tile, update it with each
+ *             key/value tile (online softmax), optionally merge states that
+ *             were built on different devices, finalize into o and lse;
+ *   backward: D = rowsum(dout * o) once per query tile, then for each tile
+ *             pair recompute the probabilities from q, k and lse and
+ *             accumulate dq, dk, dv.
+ *
+ * Must never: allocate, know about tasks, or materialise the full (T, T)
+ * score matrix.
+ *
+ * Memory order (column-major, contiguous):
+ *   q, o, dout, dq: (d, tq, nb)   query i of head b at q + (b*tq + i)*d
+ *   k, v, dk, dv:   (d, tk, nb)
+ *   ms:             (2, tq, nb)   running (max, sumexp) per query, see softmax.h
+ *   acc:            (d, tq, nb)   running unnormalised output
+ *   lse, D:         (tq, nb)
+ * nb independent heads (or batch x heads) share the same positions.
+ * q0 and k0 are the absolute sequence positions of the tiles' first query and
+ * key; query q0+i sees key k0+j iff k0+j <= q0+i (the diagonal may cross the
+ * tile anywhere).  Scores are scale * q.k (scale is usually 1/sqrt(d)); the
+ * state's max and lse are in that scaled domain.  A pair entirely above the
+ * diagonal (k0 > q0 + tq - 1) is a no-op; a runtime need not submit it.
+ */
+#ifndef TSR_KERNELS_ATTENTION_H
+#define TSR_KERNELS_ATTENTION_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ms(:, i, b) = (-inf, 0), acc = 0 */
+void tsr_cpu_attn_init(int d, int tq, int nb, float *ms, float *acc);
+
+/* Online-softmax update of a query tile's state with one key/value tile:
+ * for each query i with visible keys j:  m' = max(m, max_j s_ij),
+ *   l' = l e^(m - m') + sum_j e^(s_ij - m'),  acc' = acc e^(m - m') + sum_j e^(s_ij - m') v_j */
+void tsr_cpu_attn_fwd(int d, int tq, int tk, int nb, int q0, int k0, float scale,
+                      const float *q, const float *k, const float *v, float *ms, float *acc);
+
+/* (ms_dst, acc_dst) = merge of the two partial states (over disjoint key sets). */
+void tsr_cpu_attn_merge(int d, int tq, int nb, const float *ms_src, const float *acc_src,
+                        float *ms_dst, float *acc_dst);
+
+/* o = acc / l, lse = m + log(l); o may be acc.  A query that saw no key gets
+ * o = 0 and lse = -inf. */
+void tsr_cpu_attn_finalize(int d, int tq, int nb, const float *ms, const float *acc,
+                           float *o, float *lse);
+
+/* D(i, b) = sum_c dout(c, i, b) * o(c, i, b) */
+void tsr_cpu_attn_bwd_dot(int d, int tq, int nb, const float *o, const float *dout, float *D);
+
+/* Backward of one tile pair, ACCUMULATED into dq, dk, dv:
+ *   p_ij = e^(s_ij - lse_i) (0 where masked),  ds_ij = p_ij (dout_i . v_j - D_i)
+ *   dv_j += sum_i p_ij dout_i,  dq_i += scale sum_j ds_ij k_j,  dk_j += scale sum_i ds_ij q_i */
+void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale,
+                      const float *q, const float *k, const float *v, const float *dout,
+                      const float *lse, const float *D, float *dq, float *dk, float *dv);
+
+/* CUDA versions, device pointers, asynchronous on `stream`; 0 or a cudaError_t
+ * (cudaErrorInvalidValue for d > 256).  The CUDA backward runs two kernels
+ * (dk/dv over keys, dq over queries), with no atomics. */
+int tsr_cuda_attn_init(void *stream, int d, int tq, int nb, float *ms, float *acc);
+int tsr_cuda_attn_fwd(void *stream, int d, int tq, int tk, int nb, int q0, int k0,
+                      float scale, const float *q, const float *k, const float *v,
+                      float *ms, float *acc);
+int tsr_cuda_attn_merge(void *stream, int d, int tq, int nb, const float *ms_src,
+                        const float *acc_src, float *ms_dst, float *acc_dst);
+int tsr_cuda_attn_finalize(void *stream, int d, int tq, int nb, const float *ms,
+                           const float *acc, float *o, float *lse);
+int tsr_cuda_attn_bwd_dot(void *stream, int d, int tq, int nb, const float *o,
+                          const float *dout, float *D);
+int tsr_cuda_attn_bwd(void *stream, int d, int tq, int tk, int nb, int q0, int k0,
+                      float scale, const float *q, const float *k, const float *v,
+                      const float *dout, const float *lse, const float *D,
+                      float *dq, float *dk, float *dv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,72 @@
+/* CPU LayerNorm over the feature axis of (C, T) tiles, one token (column) at a
+ * time: the column stays in L1 between its reduction and its update, so each
+ * kernel reads the tile from memory once. */
+#include "kernels/layernorm.h"
+
+#include <math.h>
+
+#include "kernels/cpu/vecmath.h"
+
+/* x, out: (C, T); gamma, beta: (C); mean, rstd: (T) */
+void tsr_cpu_layernorm_fwd(int C, int T, const float *x, const float *gamma,
+                           const float *beta, float eps, float *out, float *mean, float *rstd)
+{
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * C;
+        float *ot = out + (size_t)t * C;
+        float mu = (float)(tsr_vsum(xt, (size_t)C) / C);
+        /* variance as mean of squared deviations: no cancellation */
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int i = 0;
+        for (; i + 8 <= C; i += 8)
+            for (int u = 0; u < 8; u++) {
+                float dv = xt[i + u] - mu;
+                acc[u] += dv * dv;
+            }
+        float var = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        for (; i < C; i++)
+            var += (xt[i] - mu) * (xt[i] - mu);
+        var /= (float)C;
+        float rs = 1.0f / sqrtf(var + eps);
+        for (int c = 0; c < C; c++)
+            ot[c] = (xt[c] - mu) * rs * gamma[c] + beta[c];
+        mean[t] = mu;
+        rstd[t] = rs;
+    }
+}
+
+/* dout, x, dx: (C, T); gamma, dgamma, dbeta: (C); mean, rstd: (T) */
+void tsr_cpu_layernorm_bwd(int C, int T, const float *dout, const float *x,
+                           const float *gamma, const float *mean, const float *rstd,
+                           float *restrict dx, float *restrict dgamma, float *restrict dbeta)
+{
+    for (int t = 0; t < T; t++) {
+        const float *dt = dout + (size_t)t * C;
+        const float *xt = x + (size_t)t * C;
+        float *dxt = dx + (size_t)t * C;
+        float mu = mean[t], rs = rstd[t];
+        /* the two reductions of the chain rule through mean and variance */
+        float a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int i = 0;
+        for (; i + 8 <= C; i += 8)
+            for (int u = 0; u < 8; u++) {
+                float g = gamma[i + u] * dt[i + u];
+                a[u] += g;
+                b[u] += g * (xt[i + u] - mu) * rs;
+            }
+        float sa = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+        float sb = ((b[0] + b[4]) + (b[1] + b[5])) + ((b[2] + b[6]) + (b[3] + b[7]));
+        for (; i < C; i++) {
+            float g = gamma[i] * dt[i];
+            sa += g;
+            sb += g * (xt[i] - mu) * rs;
+        }
+        float ma = sa / (float)C, mb = sb / (float)C;
+        for (int c = 0; c < C; c++) {
+            float xhat = (xt[c] - mu) * rs;
+            dgamma[c] += dt[c] * xhat;
+            dbeta[c] += dt[c];
+            dxt[c] += rs * (gamma[c] * dt[c] - ma - xhat * mb);
+        }
+    }
+}

@@ -1,0 +1,65 @@
+/* kernels/gemm.h — matrix products on tiles (the compute-bound core of every
+ * linear layer and of tiled GEMM benchmarks), on CPU (OpenBLAS) and CUDA
+ * (cuBLAS).
+ *
+ * Must never: allocate tile memory, know about tasks or handles, change the
+ * number of OpenBLAS threads, or change the cuBLAS handle's math mode (the
+ * precision is chosen per call).
+ *
+ * Memory order: column-major like BLAS; a tile of shape (m, n) with leading
+ * dimension ld stores element (i, j) at i + j*ld, ld >= m.  Shapes below are
+ * in this (Fortran) order.  op(X) is X or X^T.
+ */
+#ifndef TSR_KERNELS_GEMM_H
+#define TSR_KERNELS_GEMM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Transposition flags for op(). */
+enum { TSR_NOTRANS = 0, TSR_TRANS = 1 };
+
+/* Precision modes of tsr_cuda_gemm. */
+enum {
+    TSR_GEMM_FP32 = 0, /* fp32 storage, fp32 CUDA-core arithmetic */
+    TSR_GEMM_TF32 = 1  /* fp32 storage, tf32 tensor-core products, fp32 accumulation */
+};
+
+/* C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]   for b in [0, batch)
+ *   op(A[b]): (m, k), A[b] starts at a + b*stride_a, A is (m, k) or (k, m) with lda
+ *   op(B[b]): (k, n), B[b] starts at b + b*stride_b, B is (k, n) or (n, k) with ldb
+ *   C[b]:     (m, n), starts at c + b*stride_c, ldc >= m
+ * beta == 0: C is not read (NaN in C does not propagate).
+ * Preconditions: m, n, k, batch >= 0; lda >= rows of A as stored; the C
+ * matrices of different batches do not overlap. */
+void tsr_cpu_gemm(int transa, int transb, int m, int n, int k, float alpha,
+                  const float *a, int lda, int64_t stride_a,
+                  const float *b, int ldb, int64_t stride_b, float beta,
+                  float *c, int ldc, int64_t stride_c, int batch);
+
+/* Same as tsr_cpu_gemm on a CUDA stream; all pointers are device pointers.
+ * mode: TSR_GEMM_FP32 or TSR_GEMM_TF32.  cublas_handle is a cublasHandle_t
+ * with the default math mode; its stream is set to `stream`.
+ * Returns 0 or a cublasStatus_t. */
+int tsr_cuda_gemm(void *stream, void *cublas_handle, int mode,
+                  int transa, int transb, int m, int n, int k, float alpha,
+                  const float *a, int lda, int64_t stride_a,
+                  const float *b, int ldb, int64_t stride_b, float beta,
+                  float *c, int ldc, int64_t stride_c, int batch);
+
+/* bf16 storage for A and B (uint16_t bit patterns), fp32 accumulation.
+ * C is bf16 when c_is_bf16 != 0, else fp32; alpha and beta are fp32.
+ * Shapes as tsr_cpu_gemm; strides in elements.  Returns 0 or a cublasStatus_t. */
+int tsr_cuda_gemm_bf16(void *stream, void *cublas_handle,
+                       int transa, int transb, int m, int n, int k, float alpha,
+                       const uint16_t *a, int lda, int64_t stride_a,
+                       const uint16_t *b, int ldb, int64_t stride_b, float beta,
+                       void *c, int c_is_bf16, int ldc, int64_t stride_c, int batch);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

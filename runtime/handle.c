@@ -1,0 +1,396 @@
+/* runtime/handle.c — data handles and the sequential-task-flow rules that
+ * turn each access into dependencies.
+ *
+ * Per handle we keep the last writer (or the open group of COMMUTE tasks)
+ * and the readers since. A reader waits for the writers; a writer waits for
+ * the readers since the last write, or for the last writers when there were
+ * none; a COMMUTE task waits for what preceded its group, never for the
+ * other members (their mutual exclusion is enforced when they run).
+ */
+#include "runtime/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- task lists -------------------------------------------------------- */
+
+int tsr__tasklist_push(tsr_tasklist_t *l, tsr_task_t t)
+{
+    if (l->n == l->cap) {
+        tsr__tasklist_prune(l);
+        if (l->n * 2 >= l->cap) { /* still half full: grow */
+            int cap = l->cap ? l->cap * 2 : 4;
+            tsr_task_t *v = realloc(l->v, (size_t)cap * sizeof *v);
+            if (!v)
+                return TSR_ENOMEM;
+            l->v = v;
+            l->cap = cap;
+        }
+    }
+    tsr__task_ref(t);
+    l->v[l->n++] = t;
+    return TSR_OK;
+}
+
+void tsr__tasklist_clear(tsr_tasklist_t *l)
+{
+    for (int i = 0; i < l->n; i++)
+        tsr__task_unref(l->v[i]);
+    l->n = 0;
+}
+
+static bool task_done(tsr_task_t t)
+{
+    pthread_mutex_lock(&t->lock);
+    bool done = t->state == TSR_TASK_DONE;
+    pthread_mutex_unlock(&t->lock);
+    return done;
+}
+
+void tsr__tasklist_prune(tsr_tasklist_t *l)
+{
+    int k = 0;
+    for (int i = 0; i < l->n; i++) {
+        if (task_done(l->v[i]))
+            tsr__task_unref(l->v[i]);
+        else
+            l->v[k++] = l->v[i];
+    }
+    l->n = k;
+}
+
+int tsr__tasklist_copy(tsr_tasklist_t *dst, const tsr_tasklist_t *src)
+{
+    tsr__tasklist_clear(dst);
+    for (int i = 0; i < src->n; i++)
+        if (tsr__tasklist_push(dst, src->v[i]) != TSR_OK)
+            return TSR_ENOMEM;
+    return TSR_OK;
+}
+
+static void tasklist_free(tsr_tasklist_t *l)
+{
+    tsr__tasklist_clear(l);
+    free(l->v);
+    l->v = NULL;
+    l->cap = 0;
+}
+
+/* ---- dependencies ------------------------------------------------------ */
+
+/* t waits for p unless p is already complete. `reads`: t reads what p
+ * wrote, so a failure of p cancels t (a pure writer is only ordered). */
+static void depend_on(tsr_task_t t, tsr_task_t p, bool reads)
+{
+    if (p == t)
+        return;
+    pthread_mutex_lock(&p->lock);
+    if (p->state == TSR_TASK_DONE) {
+        bool failed = p->result != TSR_RESULT_OK;
+        pthread_mutex_unlock(&p->lock);
+        if (failed && reads)
+            atomic_store(&t->cancelled, 1);
+        return;
+    }
+    if (p->nsucc == p->capsucc) {
+        int cap = p->capsucc * 2;
+        uintptr_t *v = p->succ == p->succ_inline
+                           ? malloc((size_t)cap * sizeof *v)
+                           : realloc(p->succ, (size_t)cap * sizeof *v);
+        if (!v) {
+            /* Without memory for the edge, order by waiting: correct, slow. */
+            pthread_mutex_unlock(&p->lock);
+            while (!task_done(p))
+                sched_yield();
+            pthread_mutex_lock(&p->lock);
+            bool failed = p->result != TSR_RESULT_OK;
+            pthread_mutex_unlock(&p->lock);
+            if (failed && reads)
+                atomic_store(&t->cancelled, 1);
+            return;
+        }
+        if (p->succ == p->succ_inline)
+            memcpy(v, p->succ_inline, sizeof p->succ_inline);
+        p->succ = v;
+        p->capsucc = cap;
+    }
+    p->succ[p->nsucc++] = (uintptr_t)t | (reads ? 1u : 0u);
+    atomic_fetch_add_explicit(&t->ndeps, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void depend_on_all(tsr_task_t t, const tsr_tasklist_t *l, bool reads)
+{
+    for (int i = 0; i < l->n; i++)
+        depend_on(t, l->v[i], reads);
+}
+
+int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode)
+{
+    int rc = TSR_OK;
+    bool reads = mode != TSR_W;
+    pthread_mutex_lock(&h->lock);
+    if (mode == TSR_R) {
+        depend_on_all(t, &h->writers, true);
+        h->commute_open = false;
+        rc = tsr__tasklist_push(&h->readers, t);
+    } else if (mode == TSR_COMMUTE) {
+        if (!h->commute_open) {
+            /* A new group waits for what came before it. */
+            const tsr_tasklist_t *pred = h->readers.n ? &h->readers : &h->writers;
+            rc = tsr__tasklist_copy(&h->commute_pred, pred);
+            tsr__tasklist_clear(&h->writers);
+            tsr__tasklist_clear(&h->readers);
+            h->commute_open = true;
+        }
+        depend_on_all(t, &h->commute_pred, true);
+        if (rc == TSR_OK)
+            rc = tsr__tasklist_push(&h->writers, t);
+    } else { /* W, RW */
+        /* A writer waits for the readers since the last write; the edges
+         * to the last writers matter only to carry their failure to a
+         * writer that also reads (RW). */
+        tsr__tasklist_prune(&h->readers);
+        depend_on_all(t, &h->readers, false);
+        if (!h->readers.n || reads)
+            depend_on_all(t, &h->writers, reads);
+        tsr__tasklist_clear(&h->readers);
+        tsr__tasklist_clear(&h->writers);
+        tsr__tasklist_clear(&h->commute_pred);
+        h->commute_open = false;
+        rc = tsr__tasklist_push(&h->writers, t);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return rc;
+}
+
+/* ---- handle lifetime --------------------------------------------------- */
+
+static int handle_new(tsr_handle_t *out, void *ptr, size_t size, bool owned)
+{
+    if (!out)
+        return tsr__fail(TSR_EINVAL, "handle: output pointer is NULL");
+    *out = NULL;
+    if (!tsr__running())
+        return tsr__fail(TSR_ESTATE, "handle: runtime not initialized");
+    if (size == 0)
+        return tsr__fail(TSR_EINVAL, "handle: size is 0");
+    if (!owned && !ptr)
+        return tsr__fail(TSR_EINVAL, "handle_register: buffer is NULL");
+    tsr_handle_t h = calloc(1, sizeof *h);
+    if (!h)
+        return tsr__fail(TSR_ENOMEM, "handle: out of memory");
+    h->ptr = ptr;
+    h->size = size;
+    h->owned = owned;
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_mutex_lock(&tsr__rt.reg_m);
+    h->reg_next = tsr__rt.reg_head;
+    if (h->reg_next)
+        h->reg_next->reg_prev = h;
+    tsr__rt.reg_head = h;
+    pthread_mutex_unlock(&tsr__rt.reg_m);
+    *out = h;
+    return TSR_OK;
+}
+
+int tsr_handle_register(tsr_handle_t *out, void *ptr, size_t size)
+{
+    return handle_new(out, ptr, size, false);
+}
+
+int tsr_handle_alloc(tsr_handle_t *out, size_t size)
+{
+    return handle_new(out, NULL, size, true);
+}
+
+size_t tsr_handle_size(tsr_handle_t h)
+{
+    return h ? h->size : 0;
+}
+
+void *tsr__handle_ptr(tsr_handle_t h)
+{
+    void *p = __atomic_load_n(&h->ptr, __ATOMIC_ACQUIRE);
+    if (p)
+        return p;
+    pthread_mutex_lock(&h->lock);
+    if (!h->ptr) {
+        size_t sz = (h->size + 63) & ~(size_t)63;
+        p = aligned_alloc(64, sz);
+        if (p) {
+            memset(p, 0, sz);
+            __atomic_store_n(&h->ptr, p, __ATOMIC_RELEASE);
+        }
+    }
+    p = h->ptr;
+    pthread_mutex_unlock(&h->lock);
+    return p;
+}
+
+void tsr__handle_drop_memory(tsr_handle_t h)
+{
+    if (!h->owned)
+        return;
+    pthread_mutex_lock(&h->lock);
+    void *p = h->ptr;
+    __atomic_store_n(&h->ptr, NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&h->lock);
+    free(p);
+}
+
+static void handle_free(tsr_handle_t h)
+{
+    pthread_mutex_lock(&tsr__rt.reg_m);
+    if (h->reg_prev)
+        h->reg_prev->reg_next = h->reg_next;
+    else
+        tsr__rt.reg_head = h->reg_next;
+    if (h->reg_next)
+        h->reg_next->reg_prev = h->reg_prev;
+    pthread_mutex_unlock(&tsr__rt.reg_m);
+    tasklist_free(&h->writers);
+    tasklist_free(&h->readers);
+    tasklist_free(&h->commute_pred);
+    tasklist_free(&h->commute_waiting);
+    if (h->owned)
+        free(h->ptr);
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
+static int handle_check(tsr_handle_t h, const char *what)
+{
+    if (!tsr__running())
+        return tsr__fail(TSR_ESTATE, "%s: runtime not initialized", what);
+    if (!h)
+        return tsr__fail(TSR_EINVAL, "%s: handle is NULL", what);
+    return TSR_OK;
+}
+
+int tsr_handle_unregister(tsr_handle_t h)
+{
+    int rc = handle_check(h, "handle_unregister");
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&h->lock);
+    bool busy = h->acquired != NULL;
+    pthread_mutex_unlock(&h->lock);
+    if (busy)
+        return tsr__fail(TSR_EBUSY,
+                         "handle_unregister: handle is acquired; release it first");
+    tsr_task_t t;
+    rc = tsr__submit_internal(TSR_KIND_BARRIER, h, TSR_W, &t);
+    if (rc)
+        return rc;
+    tsr_task_wait(t); /* a failure of earlier tasks is reported by wait_all */
+    handle_free(h);
+    return TSR_OK;
+}
+
+int tsr_handle_acquire(tsr_handle_t h, tsr_mode_t mode, void **ptr)
+{
+    int rc = handle_check(h, "handle_acquire");
+    if (rc)
+        return rc;
+    if (!ptr)
+        return tsr__fail(TSR_EINVAL, "handle_acquire: ptr is NULL");
+    if (mode != TSR_R && mode != TSR_W && mode != TSR_RW)
+        return tsr__fail(TSR_EINVAL, "handle_acquire: mode must be R, W or RW");
+    pthread_mutex_lock(&h->lock);
+    bool busy = h->acquired != NULL;
+    pthread_mutex_unlock(&h->lock);
+    if (busy)
+        return tsr__fail(TSR_EBUSY, "handle_acquire: handle already acquired");
+    tsr_task_t t;
+    rc = tsr__submit_internal(TSR_KIND_ACQUIRE, h, mode, &t);
+    if (rc)
+        return rc;
+    /* Wait until the acquisition is ready (all conflicting tasks done). */
+    pthread_mutex_lock(&tsr__rt.wait_m);
+    atomic_fetch_add(&tsr__rt.nwaiters, 1);
+    for (;;) {
+        pthread_mutex_lock(&t->lock);
+        int st = t->state;
+        pthread_mutex_unlock(&t->lock);
+        if (st != TSR_TASK_SUBMITTED)
+            break;
+        pthread_cond_wait(&tsr__rt.wait_cv, &tsr__rt.wait_m);
+    }
+    atomic_fetch_sub(&tsr__rt.nwaiters, 1);
+    pthread_mutex_unlock(&tsr__rt.wait_m);
+    if (atomic_load(&t->cancelled)) {
+        /* A task that wrote it failed: the data cannot be trusted. */
+        tsr__task_complete(t, TSR_RESULT_CANCELLED, -1);
+        tsr__task_unref(t);
+        return tsr__fail(TSR_ETASK,
+                         "handle_acquire: a task writing the handle failed");
+    }
+    void *p = tsr__handle_ptr(h);
+    if (!p) {
+        tsr__task_complete(t, TSR_RESULT_OK, -1);
+        tsr__task_unref(t);
+        return tsr__fail(TSR_ENOMEM, "handle_acquire: cannot allocate %zu bytes",
+                         h->size);
+    }
+    pthread_mutex_lock(&h->lock);
+    h->acquired = t; /* keeps the submission reference */
+    pthread_mutex_unlock(&h->lock);
+    atomic_fetch_add(&tsr__rt.nacquired, 1);
+    *ptr = p;
+    return TSR_OK;
+}
+
+int tsr_handle_release(tsr_handle_t h)
+{
+    int rc = handle_check(h, "handle_release");
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&h->lock);
+    tsr_task_t t = h->acquired;
+    h->acquired = NULL;
+    pthread_mutex_unlock(&h->lock);
+    if (!t)
+        return tsr__fail(TSR_EINVAL, "handle_release: handle is not acquired");
+    atomic_fetch_sub(&tsr__rt.nacquired, 1);
+    tsr__task_complete(t, TSR_RESULT_OK, -1);
+    tsr__task_unref(t);
+    return TSR_OK;
+}
+
+int tsr_handle_invalidate(tsr_handle_t h)
+{
+    int rc = handle_check(h, "handle_invalidate");
+    if (rc)
+        return rc;
+    return tsr__submit_internal(TSR_KIND_INVALIDATE, h, TSR_W, NULL);
+}
+
+void tsr__handles_release_acquired(void)
+{
+    pthread_mutex_lock(&tsr__rt.reg_m);
+    for (tsr_handle_t h = tsr__rt.reg_head; h; h = h->reg_next) {
+        pthread_mutex_lock(&h->lock);
+        tsr_task_t t = h->acquired;
+        h->acquired = NULL;
+        pthread_mutex_unlock(&h->lock);
+        if (t) {
+            atomic_fetch_sub(&tsr__rt.nacquired, 1);
+            tsr__task_complete(t, TSR_RESULT_OK, -1);
+            tsr__task_unref(t);
+        }
+    }
+    pthread_mutex_unlock(&tsr__rt.reg_m);
+}
+
+void tsr__handles_unregister_all(void)
+{
+    for (;;) {
+        pthread_mutex_lock(&tsr__rt.reg_m);
+        tsr_handle_t h = tsr__rt.reg_head;
+        pthread_mutex_unlock(&tsr__rt.reg_m);
+        if (!h)
+            break;
+        handle_free(h);
+    }
+}

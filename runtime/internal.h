@@ -1,0 +1,253 @@
+/* runtime/internal.h — the runtime's private structures: tasks, handles,
+ * workers and the global state shared by the runtime's files.
+ *
+ * Nothing outside runtime/ and sched/ may include this header; the public
+ * API and the scheduler interface are the only ways in.
+ */
+#ifndef TSR_RUNTIME_INTERNAL_H
+#define TSR_RUNTIME_INTERNAL_H
+
+#include <tessera/sched.h>
+#include <tessera/tessera.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "runtime/error.h"
+
+/* ---- small task lists -------------------------------------------------- */
+
+typedef struct tsr_tasklist {
+    tsr_task_t *v;
+    int n, cap;
+} tsr_tasklist_t;
+
+/* Each list entry holds a reference on its task. */
+int tsr__tasklist_push(tsr_tasklist_t *l, tsr_task_t t);
+void tsr__tasklist_clear(tsr_tasklist_t *l);
+/* Drop entries whose task is complete. */
+void tsr__tasklist_prune(tsr_tasklist_t *l);
+int tsr__tasklist_copy(tsr_tasklist_t *dst, const tsr_tasklist_t *src);
+
+/* ---- tasks (task.c) ---------------------------------------------------- */
+
+enum tsr_task_kind {
+    TSR_KIND_USER = 0,    /* runs a codelet on a worker */
+    TSR_KIND_ACQUIRE,     /* host access: ready wakes the acquirer */
+    TSR_KIND_INVALIDATE,  /* frees runtime-owned memory when ready */
+    TSR_KIND_BARRIER,     /* completes as soon as it is ready */
+};
+
+enum tsr_task_state {
+    TSR_TASK_SUBMITTED = 0,
+    TSR_TASK_READY,
+    TSR_TASK_DONE,
+};
+
+enum tsr_task_result {
+    TSR_RESULT_OK = 0,
+    TSR_RESULT_FAILED,     /* the implementation returned nonzero */
+    TSR_RESULT_CANCELLED,  /* a predecessor failed; never ran */
+};
+
+#define TSR_SUCC_INLINE 4
+
+struct tsr_task {
+    /* what to run */
+    const tsr_codelet_t *cl;
+    const char *name;
+    uint64_t tag;
+    int priority;
+    int kind;
+    int nbuffers;
+    tsr_access_t acc[TSR_MAX_BUFFERS];
+    size_t sizes[TSR_MAX_BUFFERS];
+    size_t bytes;          /* sum of buffer sizes, for throttling */
+    uint16_t ncommute;     /* number of distinct COMMUTE handles */
+    tsr_handle_t commute[TSR_MAX_BUFFERS]; /* sorted by address */
+
+    /* dependencies */
+    atomic_int ndeps;      /* unfinished predecessors, +1 while submitting */
+    atomic_int refs;
+    atomic_int cancelled;  /* a predecessor whose data it reads failed */
+    int state;             /* state, result, waited, succ: under lock */
+    int result;
+    int error_code;        /* what the implementation returned */
+    bool waited;           /* someone sleeps in tsr_task_wait() on it */
+    /* successors; the low bit of an entry says it reads data we write */
+    uintptr_t *succ;
+    int nsucc, capsucc;
+    uintptr_t succ_inline[TSR_SUCC_INLINE];
+
+    /* for policies */
+    tsr_sched_fields_t sched;
+
+    /* host access (acquire) */
+    void *acquire_ptr;
+
+    tsr_task_t free_next;  /* free list link */
+    size_t args_size;
+    _Alignas(16) unsigned char args[TSR_MAX_ARGS];
+    pthread_mutex_t lock;  /* kept across reuse from the pool */
+};
+
+void tsr__task_ref(tsr_task_t t);
+void tsr__task_unref(tsr_task_t t);
+/* All predecessors are done: hand the task on (policy, acquirer, …). */
+void tsr__task_ready(tsr_task_t t);
+/* The task finished with `result`: release successors and waiters. */
+void tsr__task_complete(tsr_task_t t, int result, int worker);
+/* Submit an internal task of `kind` on one handle. */
+int tsr__submit_internal(int kind, tsr_handle_t h, tsr_mode_t mode,
+                         tsr_task_t *out);
+void tsr__tasks_free_pool(void);
+
+/* ---- handles (handle.c) ------------------------------------------------ */
+
+struct tsr_handle {
+    void *ptr;
+    size_t size;
+    bool owned;            /* the runtime allocated ptr */
+    pthread_mutex_t lock;  /* protects everything below */
+    /* sequential task flow state */
+    tsr_tasklist_t writers;      /* the last writer, or the commute group */
+    tsr_tasklist_t readers;      /* readers since the writers */
+    tsr_tasklist_t commute_pred; /* what the open commute group waits for */
+    bool commute_open;
+    /* commute exclusion (guarded by the runtime's commute_lock) */
+    tsr_task_t commute_owner;
+    tsr_tasklist_t commute_waiting;
+    /* host access */
+    tsr_task_t acquired;
+    /* registry of live handles */
+    struct tsr_handle *reg_prev, *reg_next;
+};
+
+/* Add the dependencies of task t accessing h with mode (not SCRATCH) and
+ * record t in h's state. Returns TSR_OK or TSR_ENOMEM. */
+int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode);
+/* The host pointer, allocating runtime-owned memory (zeroed) if needed. */
+void *tsr__handle_ptr(tsr_handle_t h);
+void tsr__handle_drop_memory(tsr_handle_t h);
+/* At shutdown: end every acquisition, then free every handle. */
+void tsr__handles_release_acquired(void);
+void tsr__handles_unregister_all(void);
+
+/* ---- commute exclusion (task.c) ---------------------------------------- */
+
+/* ---- workers (worker.c) ------------------------------------------------ */
+
+typedef struct tsr_worker {
+    int id;
+    int device_kind;
+    int cpu;                   /* core index it is bound to, or -1 */
+    pthread_t thread;
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    atomic_int sleeping;
+    /* scratch buffers, one per buffer slot */
+    void *scratch[TSR_MAX_BUFFERS];
+    size_t scratch_size[TSR_MAX_BUFFERS];
+    /* trace events */
+    struct tsr_trace_event *ev;
+    size_t nev, capev;
+    char pad[64];
+} tsr_worker_t;
+
+/* Create the worker table (no threads yet), then start the threads. */
+int tsr__workers_start(void);
+int tsr__workers_launch(void);
+void tsr__workers_stop(void);
+void tsr__workers_free(void);
+/* A task was pushed for `target` (-1: anyone): make sure a worker sees it. */
+void tsr__workers_notify(int target);
+
+/* ---- scheduler instance (sched/sched.c) -------------------------------- */
+
+struct tsr_sched {
+    const tsr_sched_policy_t *policy;
+    void *data;
+    void *dl;                  /* plug-in library, if any */
+};
+
+/* Resolve a policy by name; TSR_ENOTFOUND with a message if unknown. */
+int tsr__sched_open(tsr_sched_t *s, const char *name);
+void tsr__sched_close(tsr_sched_t *s);
+
+/* ---- tracing (trace.c) ------------------------------------------------- */
+
+struct tsr_trace_event {
+    uint64_t start_ns, end_ns;
+    char name[48];
+};
+
+void tsr__trace_record(tsr_worker_t *w, const char *name, uint64_t start,
+                       uint64_t end);
+int tsr__trace_write(const char *path);
+uint64_t tsr__now_ns(void);
+
+/* ---- global state (runtime.c) ------------------------------------------ */
+
+typedef struct tsr_runtime {
+    atomic_int initialized;
+    tsr_config_t cfg;
+    char sched_name[256];
+    char trace_path[4096];
+    bool tracing;
+    uint64_t t0_ns;
+
+    int nworkers;
+    tsr_worker_t *workers;
+    atomic_int stop;
+    atomic_uint_fast64_t epoch;   /* bumped at every push */
+    atomic_int nspinning;
+
+    tsr_sched_t sched;
+
+    /* pending work and waiting */
+    atomic_long pending;          /* submitted, not complete */
+    atomic_long pending_bytes;
+    atomic_int nwaiters;
+    atomic_int nacquired;         /* handles currently acquired */
+    atomic_int nthrottled;        /* submitters waiting for low water */
+    pthread_mutex_t wait_m;
+    pthread_cond_t wait_cv;
+    long low_water;
+    long low_water_bytes;
+
+    /* first failure since the last wait */
+    pthread_mutex_t err_m;
+    int nfailed, ncancelled;
+    char first_error[512];
+
+    /* tags: open-addressing table of (tag, pending count), under tag_m */
+    pthread_mutex_t tag_m;
+    uint64_t *tag_keys;
+    long *tag_counts;
+    size_t tag_cap, tag_used;
+
+    /* commute exclusion */
+    pthread_mutex_t commute_m;
+
+    /* live handles */
+    pthread_mutex_t reg_m;
+    struct tsr_handle *reg_head;
+
+    /* task pool */
+    pthread_mutex_t pool_m;
+    tsr_task_t pool;
+} tsr_runtime_t;
+
+extern tsr_runtime_t tsr__rt;
+
+static inline bool tsr__running(void)
+{
+    return atomic_load_explicit(&tsr__rt.initialized, memory_order_acquire);
+}
+
+/* Returns whether the tag's pending count is now zero. */
+bool tsr__tag_add(uint64_t tag, long delta);
+void tsr__record_failure(tsr_task_t t, int result);
+
+#endif

@@ -1,0 +1,198 @@
+/* runtime/runtime.c — configuration, start and stop of the runtime.
+ *
+ * The only global state of the library lives here (tsr__rt). Init must
+ * leave nothing behind when it fails; shutdown must wait for every task.
+ */
+#include "runtime/internal.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+tsr_runtime_t tsr__rt = {
+    .wait_m = PTHREAD_MUTEX_INITIALIZER,
+    .wait_cv = PTHREAD_COND_INITIALIZER,
+    .err_m = PTHREAD_MUTEX_INITIALIZER,
+    .tag_m = PTHREAD_MUTEX_INITIALIZER,
+    .commute_m = PTHREAD_MUTEX_INITIALIZER,
+    .reg_m = PTHREAD_MUTEX_INITIALIZER,
+    .pool_m = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static pthread_mutex_t init_m = PTHREAD_MUTEX_INITIALIZER;
+static int saved_blas_threads;
+
+#define DEFAULT_MAX_PENDING 65536
+
+void tsr_config_init(tsr_config_t *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->ncpu = 0;
+    cfg->sched = NULL;
+    cfg->max_pending_tasks = DEFAULT_MAX_PENDING;
+    cfg->max_pending_bytes = 0;
+    cfg->bind = 1;
+    cfg->trace_path = NULL;
+}
+
+/* Parse a non-negative integer from the environment; -1 if unset. */
+static int env_long(const char *name, long *out)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < 0)
+        return tsr__fail(TSR_EINVAL, "init: %s='%s' is not a non-negative integer",
+                         name, v);
+    *out = x;
+    return 1;
+}
+
+static int apply_env(tsr_config_t *cfg)
+{
+    long x = 0;
+    int rc;
+    if ((rc = env_long("TESSERA_NCPU", &x)) < 0)
+        return rc;
+    if (rc)
+        cfg->ncpu = (int)x;
+    if ((rc = env_long("TESSERA_MAX_PENDING", &x)) < 0)
+        return rc;
+    if (rc)
+        cfg->max_pending_tasks = (size_t)x;
+    if ((rc = env_long("TESSERA_MAX_PENDING_BYTES", &x)) < 0)
+        return rc;
+    if (rc)
+        cfg->max_pending_bytes = (size_t)x;
+    if ((rc = env_long("TESSERA_BIND", &x)) < 0)
+        return rc;
+    if (rc)
+        cfg->bind = x != 0;
+    const char *s = getenv("TESSERA_SCHED");
+    if (s && *s)
+        cfg->sched = s;
+    s = getenv("TESSERA_TRACE");
+    if (s && *s)
+        cfg->trace_path = s;
+    return TSR_OK;
+}
+
+int tsr_init(const tsr_config_t *user)
+{
+    pthread_mutex_lock(&init_m);
+    if (tsr__running()) {
+        pthread_mutex_unlock(&init_m);
+        return tsr__fail(TSR_ESTATE, "init: runtime already initialized");
+    }
+    tsr_config_t cfg;
+    if (user)
+        cfg = *user;
+    else
+        tsr_config_init(&cfg);
+    int rc = apply_env(&cfg);
+    if (rc) {
+        pthread_mutex_unlock(&init_m);
+        return rc;
+    }
+    if (cfg.max_pending_tasks == 0)
+        cfg.max_pending_tasks = DEFAULT_MAX_PENDING;
+    if (cfg.ncpu > 4096) {
+        pthread_mutex_unlock(&init_m);
+        return tsr__fail(TSR_EINVAL, "init: ncpu=%d is not plausible", cfg.ncpu);
+    }
+
+    /* Keep copies of the strings: the caller's may not outlive init. */
+    snprintf(tsr__rt.sched_name, sizeof tsr__rt.sched_name, "%s",
+             cfg.sched ? cfg.sched : "eager");
+    cfg.sched = tsr__rt.sched_name;
+    tsr__rt.tracing = cfg.trace_path != NULL;
+    if (cfg.trace_path) {
+        snprintf(tsr__rt.trace_path, sizeof tsr__rt.trace_path, "%s",
+                 cfg.trace_path);
+        cfg.trace_path = tsr__rt.trace_path;
+    }
+    tsr__rt.cfg = cfg;
+    tsr__rt.low_water = (long)(cfg.max_pending_tasks * 3 / 4);
+    tsr__rt.low_water_bytes =
+        cfg.max_pending_bytes ? (long)(cfg.max_pending_bytes * 3 / 4) : __LONG_MAX__;
+    atomic_store(&tsr__rt.stop, 0);
+    atomic_store(&tsr__rt.pending, 0);
+    atomic_store(&tsr__rt.pending_bytes, 0);
+    atomic_store(&tsr__rt.nacquired, 0);
+    atomic_store(&tsr__rt.nthrottled, 0);
+    tsr__rt.nfailed = tsr__rt.ncancelled = 0;
+    tsr__rt.first_error[0] = 0;
+    tsr__rt.t0_ns = tsr__now_ns();
+
+    rc = tsr__workers_start();
+    if (rc == TSR_OK) {
+        rc = tsr__sched_open(&tsr__rt.sched, tsr__rt.sched_name);
+        if (rc == TSR_OK) {
+            /* Tile tasks call BLAS; parallelism comes from tasks. */
+            saved_blas_threads = openblas_get_num_threads();
+            openblas_set_num_threads(1);
+            rc = tsr__workers_launch();
+            if (rc != TSR_OK) {
+                openblas_set_num_threads(saved_blas_threads);
+                tsr__sched_close(&tsr__rt.sched);
+            }
+        }
+        if (rc != TSR_OK)
+            tsr__workers_free();
+    }
+    if (rc == TSR_OK)
+        atomic_store_explicit(&tsr__rt.initialized, 1, memory_order_release);
+    pthread_mutex_unlock(&init_m);
+    return rc;
+}
+
+int tsr_shutdown(void)
+{
+    pthread_mutex_lock(&init_m);
+    if (!tsr__running()) {
+        pthread_mutex_unlock(&init_m);
+        return tsr__fail(TSR_ESTATE, "shutdown: runtime not initialized");
+    }
+    /* Acquired handles would block tasks forever: release them first. */
+    tsr__handles_release_acquired();
+    int rc = tsr_wait_all();
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", tsr_error_message());
+    tsr__handles_unregister_all();
+    tsr__workers_stop();
+    if (tsr__rt.tracing) {
+        int trc = tsr__trace_write(tsr__rt.trace_path);
+        if (rc == TSR_OK && trc != TSR_OK) {
+            rc = trc;
+            snprintf(msg, sizeof msg, "%s", tsr_error_message());
+        }
+    }
+    tsr__sched_close(&tsr__rt.sched);
+    tsr__workers_free();
+    tsr__tasks_free_pool();
+    pthread_mutex_lock(&tsr__rt.tag_m);
+    free(tsr__rt.tag_keys);
+    free(tsr__rt.tag_counts);
+    tsr__rt.tag_keys = NULL;
+    tsr__rt.tag_counts = NULL;
+    tsr__rt.tag_cap = tsr__rt.tag_used = 0;
+    pthread_mutex_unlock(&tsr__rt.tag_m);
+    openblas_set_num_threads(saved_blas_threads);
+    atomic_store_explicit(&tsr__rt.initialized, 0, memory_order_release);
+    pthread_mutex_unlock(&init_m);
+    if (rc != TSR_OK)
+        tsr__fail(rc, "%s", msg);
+    return rc;
+}
+
+int tsr_worker_count(void)
+{
+    return tsr__running() ? tsr__rt.nworkers : 0;
+}

@@ -1,0 +1,589 @@
+/* runtime/task.c — task submission, readiness, completion and waiting.
+ *
+ * A task's life: submitted (dependencies recorded, ndeps counts unfinished
+ * predecessors plus one guard held by the submitter) → ready (ndeps reached
+ * zero: pushed to the policy, or handed to an acquirer) → done (successors
+ * released, waiters woken). A failed task cancels its successors: they
+ * complete without running, so nothing runs on garbage.
+ */
+#include "runtime/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- allocation -------------------------------------------------------- */
+
+static tsr_task_t task_alloc(void)
+{
+    tsr_task_t t = NULL;
+    pthread_mutex_lock(&tsr__rt.pool_m);
+    if (tsr__rt.pool) {
+        t = tsr__rt.pool;
+        tsr__rt.pool = t->free_next;
+    }
+    pthread_mutex_unlock(&tsr__rt.pool_m);
+    if (!t) {
+        t = aligned_alloc(64, (sizeof *t + 63) & ~(size_t)63);
+        if (!t)
+            return NULL;
+        pthread_mutex_init(&t->lock, NULL);
+    }
+    /* Everything before the argument block is plain data: reset it. */
+    memset(t, 0, offsetof(struct tsr_task, args));
+    t->succ = t->succ_inline;
+    t->capsucc = TSR_SUCC_INLINE;
+    return t;
+}
+
+static void task_free(tsr_task_t t)
+{
+    if (t->succ != t->succ_inline)
+        free(t->succ);
+    pthread_mutex_lock(&tsr__rt.pool_m);
+    t->free_next = tsr__rt.pool;
+    tsr__rt.pool = t;
+    pthread_mutex_unlock(&tsr__rt.pool_m);
+}
+
+void tsr__tasks_free_pool(void)
+{
+    pthread_mutex_lock(&tsr__rt.pool_m);
+    tsr_task_t t = tsr__rt.pool;
+    tsr__rt.pool = NULL;
+    pthread_mutex_unlock(&tsr__rt.pool_m);
+    while (t) {
+        tsr_task_t n = t->free_next;
+        pthread_mutex_destroy(&t->lock);
+        free(t);
+        t = n;
+    }
+}
+
+void tsr__task_ref(tsr_task_t t)
+{
+    atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+}
+
+void tsr__task_unref(tsr_task_t t)
+{
+    if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1)
+        task_free(t);
+}
+
+/* ---- waiting ----------------------------------------------------------- */
+
+static void wake_waiters(void)
+{
+    pthread_mutex_lock(&tsr__rt.wait_m);
+    pthread_cond_broadcast(&tsr__rt.wait_cv);
+    pthread_mutex_unlock(&tsr__rt.wait_m);
+}
+
+/* Block until pred() holds; pred is evaluated under wait_m. */
+static void wait_until(bool (*pred)(void *), void *arg)
+{
+    pthread_mutex_lock(&tsr__rt.wait_m);
+    atomic_fetch_add(&tsr__rt.nwaiters, 1);
+    while (!pred(arg))
+        pthread_cond_wait(&tsr__rt.wait_cv, &tsr__rt.wait_m);
+    atomic_fetch_sub(&tsr__rt.nwaiters, 1);
+    pthread_mutex_unlock(&tsr__rt.wait_m);
+}
+
+static bool nothing_pending(void *arg)
+{
+    (void)arg;
+    return atomic_load(&tsr__rt.pending) == 0;
+}
+
+static bool below_low_water(void *arg)
+{
+    (void)arg;
+    return atomic_load(&tsr__rt.pending) <= tsr__rt.low_water &&
+           atomic_load(&tsr__rt.pending_bytes) <= tsr__rt.low_water_bytes;
+}
+
+static bool task_is_done(void *arg)
+{
+    tsr_task_t t = arg;
+    pthread_mutex_lock(&t->lock);
+    bool done = t->state == TSR_TASK_DONE;
+    t->waited = !done;
+    pthread_mutex_unlock(&t->lock);
+    return done;
+}
+
+/* Report (and forget) the failures recorded since the last wait. */
+static int take_failures(void)
+{
+    pthread_mutex_lock(&tsr__rt.err_m);
+    int nf = tsr__rt.nfailed, nc = tsr__rt.ncancelled;
+    char msg[512];
+    memcpy(msg, tsr__rt.first_error, sizeof msg);
+    tsr__rt.nfailed = tsr__rt.ncancelled = 0;
+    tsr__rt.first_error[0] = 0;
+    pthread_mutex_unlock(&tsr__rt.err_m);
+    if (nf == 0 && nc == 0)
+        return TSR_OK;
+    return tsr__fail(TSR_ETASK, "%s (%d task(s) failed, %d cancelled)", msg, nf,
+                     nc);
+}
+
+int tsr_wait_all(void)
+{
+    if (!tsr__running())
+        return tsr__fail(TSR_ESTATE, "wait_all: runtime not initialized");
+    if (atomic_load(&tsr__rt.nacquired) > 0)
+        return tsr__fail(TSR_EBUSY,
+                         "wait_all: a handle is acquired; tasks after it could "
+                         "never finish; release it first");
+    wait_until(nothing_pending, NULL);
+    return take_failures();
+}
+
+int tsr_task_wait(tsr_task_t t)
+{
+    if (!tsr__running())
+        return tsr__fail(TSR_ESTATE, "task_wait: runtime not initialized");
+    if (!t)
+        return tsr__fail(TSR_EINVAL, "task_wait: task is NULL");
+    wait_until(task_is_done, t);
+    int result = t->result, code = t->error_code;
+    const char *name = t->name;
+    int rc = TSR_OK;
+    if (result == TSR_RESULT_FAILED)
+        rc = tsr__fail(TSR_ETASK, "task '%s' failed with status %d", name, code);
+    else if (result == TSR_RESULT_CANCELLED)
+        rc = tsr__fail(TSR_ETASK,
+                       "task '%s' was cancelled: a task it depends on failed",
+                       name);
+    tsr__task_unref(t);
+    return rc;
+}
+
+/* ---- tags -------------------------------------------------------------- */
+
+static size_t tag_slot(uint64_t tag, size_t cap)
+{
+    uint64_t x = tag * 0x9E3779B97F4A7C15ull;
+    size_t i = (size_t)(x >> 17) & (cap - 1);
+    while (tsr__rt.tag_keys[i] && tsr__rt.tag_keys[i] != tag)
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+static int tag_grow(void)
+{
+    size_t ncap = tsr__rt.tag_cap ? tsr__rt.tag_cap * 2 : 64;
+    uint64_t *ok = tsr__rt.tag_keys;
+    long *oc = tsr__rt.tag_counts;
+    size_t ocap = tsr__rt.tag_cap;
+    uint64_t *nk = calloc(ncap, sizeof *nk);
+    long *nc = calloc(ncap, sizeof *nc);
+    if (!nk || !nc) {
+        free(nk);
+        free(nc);
+        return TSR_ENOMEM;
+    }
+    tsr__rt.tag_keys = nk;
+    tsr__rt.tag_counts = nc;
+    tsr__rt.tag_cap = ncap;
+    tsr__rt.tag_used = 0;
+    for (size_t i = 0; i < ocap; i++) {
+        if (ok[i] && oc[i] > 0) {
+            size_t j = tag_slot(ok[i], ncap);
+            nk[j] = ok[i];
+            nc[j] = oc[i];
+            tsr__rt.tag_used++;
+        }
+    }
+    free(ok);
+    free(oc);
+    return TSR_OK;
+}
+
+/* Caller holds tag_m. */
+static int tag_add_locked(uint64_t tag, long delta)
+{
+    if (tsr__rt.tag_used * 2 >= tsr__rt.tag_cap && delta > 0)
+        if (tag_grow() != TSR_OK)
+            return TSR_ENOMEM;
+    size_t i = tag_slot(tag, tsr__rt.tag_cap);
+    if (!tsr__rt.tag_keys[i]) {
+        tsr__rt.tag_keys[i] = tag;
+        tsr__rt.tag_used++;
+    }
+    tsr__rt.tag_counts[i] += delta;
+    return TSR_OK;
+}
+
+bool tsr__tag_add(uint64_t tag, long delta)
+{
+    pthread_mutex_lock(&tsr__rt.tag_m);
+    tag_add_locked(tag, delta);
+    size_t i = tag_slot(tag, tsr__rt.tag_cap);
+    bool zero = tsr__rt.tag_counts[i] == 0;
+    pthread_mutex_unlock(&tsr__rt.tag_m);
+    return zero;
+}
+
+static bool tag_done(void *arg)
+{
+    uint64_t tag = *(uint64_t *)arg;
+    pthread_mutex_lock(&tsr__rt.tag_m);
+    bool done = true;
+    if (tsr__rt.tag_cap) {
+        size_t i = tag_slot(tag, tsr__rt.tag_cap);
+        done = !tsr__rt.tag_keys[i] || tsr__rt.tag_counts[i] == 0;
+    }
+    pthread_mutex_unlock(&tsr__rt.tag_m);
+    return done;
+}
+
+int tsr_wait_tag(uint64_t tag)
+{
+    if (!tsr__running())
+        return tsr__fail(TSR_ESTATE, "wait_tag: runtime not initialized");
+    if (tag == 0)
+        return tsr__fail(TSR_EINVAL, "wait_tag: tag 0 means 'no tag'");
+    wait_until(tag_done, &tag);
+    return take_failures();
+}
+
+/* ---- failures ---------------------------------------------------------- */
+
+void tsr__record_failure(tsr_task_t t, int result)
+{
+    if (t->kind != TSR_KIND_USER)
+        return;
+    pthread_mutex_lock(&tsr__rt.err_m);
+    if (result == TSR_RESULT_FAILED) {
+        if (tsr__rt.nfailed == 0)
+            snprintf(tsr__rt.first_error, sizeof tsr__rt.first_error,
+                     "task '%s' failed with status %d", t->name, t->error_code);
+        tsr__rt.nfailed++;
+    } else {
+        tsr__rt.ncancelled++;
+    }
+    pthread_mutex_unlock(&tsr__rt.err_m);
+}
+
+/* ---- commute exclusion ------------------------------------------------- */
+
+/* All-or-nothing: take every COMMUTE handle of t, or park t on the first
+ * busy one. Taking them together under one lock cannot deadlock. */
+static bool commute_try_take(tsr_task_t t)
+{
+    bool ok = true;
+    pthread_mutex_lock(&tsr__rt.commute_m);
+    for (int i = 0; i < t->ncommute; i++) {
+        tsr_handle_t h = t->commute[i];
+        if (h->commute_owner) {
+            if (tsr__tasklist_push(&h->commute_waiting, t) != TSR_OK) {
+                /* Cannot park without memory: retry by yielding. */
+                pthread_mutex_unlock(&tsr__rt.commute_m);
+                sched_yield();
+                return commute_try_take(t);
+            }
+            ok = false;
+            break;
+        }
+    }
+    if (ok)
+        for (int i = 0; i < t->ncommute; i++)
+            t->commute[i]->commute_owner = t;
+    pthread_mutex_unlock(&tsr__rt.commute_m);
+    return ok;
+}
+
+static void push_to_policy(tsr_task_t t)
+{
+    int target = tsr__rt.sched.policy->push(&tsr__rt.sched, t);
+    tsr__workers_notify(target);
+}
+
+static void commute_release(tsr_task_t t)
+{
+    tsr_tasklist_t retry = {0};
+    pthread_mutex_lock(&tsr__rt.commute_m);
+    for (int i = 0; i < t->ncommute; i++) {
+        tsr_handle_t h = t->commute[i];
+        h->commute_owner = NULL;
+        for (int k = 0; k < h->commute_waiting.n; k++)
+            tsr__tasklist_push(&retry, h->commute_waiting.v[k]);
+        tsr__tasklist_clear(&h->commute_waiting);
+    }
+    pthread_mutex_unlock(&tsr__rt.commute_m);
+    for (int k = 0; k < retry.n; k++)
+        if (commute_try_take(retry.v[k]))
+            push_to_policy(retry.v[k]);
+    tsr__tasklist_clear(&retry);
+    free(retry.v);
+}
+
+/* ---- readiness and completion ------------------------------------------ */
+
+void tsr__task_ready(tsr_task_t t)
+{
+    pthread_mutex_lock(&t->lock);
+    t->state = TSR_TASK_READY;
+    pthread_mutex_unlock(&t->lock);
+
+    if (t->kind == TSR_KIND_ACQUIRE) {
+        wake_waiters();
+        return;
+    }
+    if (atomic_load(&t->cancelled)) {
+        tsr__task_complete(t, TSR_RESULT_CANCELLED, -1);
+        return;
+    }
+    if (t->kind == TSR_KIND_BARRIER) {
+        tsr__task_complete(t, TSR_RESULT_OK, -1);
+        return;
+    }
+    if (t->kind == TSR_KIND_INVALIDATE) {
+        tsr__handle_drop_memory(t->acc[0].handle);
+        tsr__task_complete(t, TSR_RESULT_OK, -1);
+        return;
+    }
+    if (t->ncommute && !commute_try_take(t))
+        return; /* parked; commute_release() pushes it */
+    push_to_policy(t);
+}
+
+void tsr__task_complete(tsr_task_t t, int result, int worker)
+{
+    if (t->ncommute && result != TSR_RESULT_CANCELLED)
+        commute_release(t);
+
+    pthread_mutex_lock(&t->lock);
+    t->state = TSR_TASK_DONE;
+    t->result = result;
+    uintptr_t *succ = t->succ;
+    int nsucc = t->nsucc;
+    bool wake = t->waited;
+    t->nsucc = 0;
+    pthread_mutex_unlock(&t->lock);
+
+    if (result != TSR_RESULT_OK)
+        tsr__record_failure(t, result);
+    for (int i = 0; i < nsucc; i++) {
+        tsr_task_t s = (tsr_task_t)(succ[i] & ~(uintptr_t)1);
+        if (result != TSR_RESULT_OK && (succ[i] & 1))
+            atomic_store(&s->cancelled, 1);
+        if (atomic_fetch_sub_explicit(&s->ndeps, 1, memory_order_acq_rel) == 1)
+            tsr__task_ready(s);
+    }
+    if (worker >= 0 && tsr__rt.sched.policy->done)
+        tsr__rt.sched.policy->done(&tsr__rt.sched, t, worker);
+    if (t->tag && tsr__tag_add(t->tag, -1))
+        wake = true;
+
+    long bytes = atomic_fetch_sub(&tsr__rt.pending_bytes, (long)t->bytes) -
+                 (long)t->bytes;
+    long left = atomic_fetch_sub(&tsr__rt.pending, 1) - 1;
+    if (left == 0)
+        wake = true;
+    if (atomic_load(&tsr__rt.nthrottled) > 0 && left <= tsr__rt.low_water &&
+        bytes <= tsr__rt.low_water_bytes)
+        wake = true;
+    /* A broadcast only when a waiter's condition may have become true. */
+    if (wake && atomic_load(&tsr__rt.nwaiters) > 0)
+        wake_waiters();
+    tsr__task_unref(t);
+}
+
+/* ---- submission -------------------------------------------------------- */
+
+static void throttle(size_t bytes)
+{
+    if (atomic_load(&tsr__rt.nacquired) > 0)
+        return; /* tasks may wait on an acquisition by this thread */
+    long maxp = (long)tsr__rt.cfg.max_pending_tasks;
+    long maxb = (long)tsr__rt.cfg.max_pending_bytes;
+    bool over = atomic_load(&tsr__rt.pending) >= maxp;
+    if (maxb > 0 && atomic_load(&tsr__rt.pending_bytes) + (long)bytes > maxb &&
+        atomic_load(&tsr__rt.pending) > 0)
+        over = true;
+    if (over) {
+        atomic_fetch_add(&tsr__rt.nthrottled, 1);
+        wait_until(below_low_water, NULL);
+        atomic_fetch_sub(&tsr__rt.nthrottled, 1);
+    }
+}
+
+static int cmp_handle(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(const tsr_handle_t *)a;
+    uintptr_t y = (uintptr_t)*(const tsr_handle_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Record dependencies and release the submission guard. */
+static int submit_common(tsr_task_t t, tsr_task_t *out)
+{
+    /* One dependency record per distinct handle, with the union of modes. */
+    tsr_handle_t hs[TSR_MAX_BUFFERS];
+    int modes[TSR_MAX_BUFFERS];
+    int nh = 0;
+    for (int i = 0; i < t->nbuffers; i++) {
+        if (t->acc[i].mode == TSR_SCRATCH)
+            continue;
+        int k = 0;
+        while (k < nh && hs[k] != t->acc[i].handle)
+            k++;
+        if (k == nh) {
+            hs[nh] = t->acc[i].handle;
+            modes[nh++] = 0;
+        }
+        modes[k] |= (int)t->acc[i].mode;
+    }
+    for (int k = 0; k < nh; k++) {
+        int m = modes[k];
+        if (m & TSR_COMMUTE)
+            m = (m == TSR_COMMUTE) ? TSR_COMMUTE : TSR_RW; /* mixed: plain RW */
+        if (m == TSR_COMMUTE)
+            t->commute[t->ncommute++] = hs[k];
+        modes[k] = m;
+    }
+    qsort(t->commute, t->ncommute, sizeof t->commute[0], cmp_handle);
+
+    throttle(t->bytes);
+    atomic_store(&t->ndeps, 1);
+    atomic_store(&t->refs, out ? 2 : 1);
+    if (t->tag)
+        tsr__tag_add(t->tag, 1);
+    atomic_fetch_add(&tsr__rt.pending, 1);
+    atomic_fetch_add(&tsr__rt.pending_bytes, (long)t->bytes);
+
+    /* If a handle's lists cannot grow, later tasks would not see this one:
+     * then run it synchronously, which keeps program order. */
+    bool sync = false;
+    for (int k = 0; k < nh; k++)
+        if (tsr__handle_depend(hs[k], t, (tsr_mode_t)modes[k]) != TSR_OK)
+            sync = t->kind != TSR_KIND_ACQUIRE;
+    if (t->kind == TSR_KIND_USER && tsr__rt.sched.policy->submitted)
+        tsr__rt.sched.policy->submitted(&tsr__rt.sched, t);
+    if (out)
+        *out = t;
+    if (sync)
+        tsr__task_ref(t);
+    if (atomic_fetch_sub_explicit(&t->ndeps, 1, memory_order_acq_rel) == 1)
+        tsr__task_ready(t);
+    if (sync) {
+        wait_until(task_is_done, t);
+        tsr__task_unref(t);
+    }
+    return TSR_OK;
+}
+
+static int bad_mode(int m)
+{
+    return m != TSR_R && m != TSR_W && m != TSR_RW && m != TSR_SCRATCH &&
+           m != TSR_COMMUTE;
+}
+
+int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
+{
+    if (out)
+        *out = NULL;
+    if (!tsr__running())
+        return tsr__fail(TSR_ESTATE, "submit: runtime not initialized");
+    if (!d || !d->codelet)
+        return tsr__fail(TSR_EINVAL, "submit: task or codelet is NULL");
+    const tsr_codelet_t *cl = d->codelet;
+    const char *name = d->name ? d->name : (cl->name ? cl->name : "(unnamed)");
+    if (d->nbuffers != cl->nbuffers)
+        return tsr__fail(TSR_EINVAL,
+                         "submit '%s': %d buffers given, codelet '%s' takes %d",
+                         name, d->nbuffers, cl->name ? cl->name : "", cl->nbuffers);
+    if (d->nbuffers < 0 || d->nbuffers > TSR_MAX_BUFFERS)
+        return tsr__fail(TSR_EINVAL, "submit '%s': %d buffers (max %d)", name,
+                         d->nbuffers, TSR_MAX_BUFFERS);
+    if (d->nbuffers > 0 && !d->buffers)
+        return tsr__fail(TSR_EINVAL, "submit '%s': buffers array is NULL", name);
+    if (d->args_size > TSR_MAX_ARGS)
+        return tsr__fail(TSR_EINVAL, "submit '%s': %zu argument bytes (max %d)",
+                         name, d->args_size, TSR_MAX_ARGS);
+    if (d->args_size && !d->args)
+        return tsr__fail(TSR_EINVAL, "submit '%s': args is NULL", name);
+    bool runnable = false;
+    for (int w = 0; w < tsr__rt.nworkers; w++)
+        if (cl->impl[tsr__rt.workers[w].device_kind])
+            runnable = true;
+    if (!runnable)
+        return tsr__fail(TSR_ENODEV,
+                         "submit '%s': codelet '%s' has no implementation for "
+                         "any worker's device",
+                         name, cl->name ? cl->name : "");
+    for (int i = 0; i < d->nbuffers; i++) {
+        if (!d->buffers[i].handle)
+            return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d is a NULL handle",
+                             name, i);
+        if (bad_mode(d->buffers[i].mode))
+            return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d has mode %d",
+                             name, i, (int)d->buffers[i].mode);
+    }
+
+    tsr_task_t t = task_alloc();
+    if (!t)
+        return tsr__fail(TSR_ENOMEM, "submit '%s': out of memory", name);
+    t->cl = cl;
+    t->name = name;
+    t->tag = d->tag;
+    t->priority = d->priority;
+    t->kind = TSR_KIND_USER;
+    t->nbuffers = d->nbuffers;
+    for (int i = 0; i < d->nbuffers; i++) {
+        t->acc[i] = d->buffers[i];
+        t->sizes[i] = d->buffers[i].handle->size;
+        t->bytes += t->sizes[i];
+    }
+    t->args_size = d->args_size;
+    if (d->args_size)
+        memcpy(t->args, d->args, d->args_size);
+    return submit_common(t, out);
+}
+
+int tsr__submit_internal(int kind, tsr_handle_t h, tsr_mode_t mode,
+                         tsr_task_t *out)
+{
+    tsr_task_t t = task_alloc();
+    if (!t)
+        return tsr__fail(TSR_ENOMEM, "out of memory");
+    static const char *names[] = {"user", "acquire", "invalidate", "unregister"};
+    t->name = names[kind];
+    t->kind = kind;
+    t->nbuffers = 1;
+    t->acc[0].handle = h;
+    t->acc[0].mode = mode;
+    t->sizes[0] = h->size;
+    return submit_common(t, out);
+}
+
+/* ---- what policies may read -------------------------------------------- */
+
+tsr_sched_fields_t *tsr_task_sched_fields(tsr_task_t t) { return &t->sched; }
+int tsr_task_priority(tsr_task_t t) { return t->priority; }
+const char *tsr_task_name(tsr_task_t t) { return t->name; }
+const tsr_codelet_t *tsr_task_codelet(tsr_task_t t) { return t->cl; }
+int tsr_task_nbuffers(tsr_task_t t) { return t->nbuffers; }
+
+tsr_handle_t tsr_task_handle(tsr_task_t t, int i)
+{
+    return (i >= 0 && i < t->nbuffers) ? t->acc[i].handle : NULL;
+}
+
+tsr_mode_t tsr_task_mode(tsr_task_t t, int i)
+{
+    return (i >= 0 && i < t->nbuffers) ? t->acc[i].mode : (tsr_mode_t)0;
+}
+
+int tsr_task_runs_on(tsr_task_t t, tsr_sched_t *s, int worker)
+{
+    (void)s;
+    if (worker < 0 || worker >= tsr__rt.nworkers)
+        return 0;
+    return t->cl && t->cl->impl[tsr__rt.workers[worker].device_kind] != NULL;
+}

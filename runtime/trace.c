@@ -1,0 +1,71 @@
+/* runtime/trace.c — task events per worker, written at shutdown as Chrome
+ * trace-event JSON (chrome://tracing, Perfetto).
+ *
+ * Recording must stay cheap and lock-free: each worker appends to its own
+ * array; only shutdown reads them all.
+ */
+#include "runtime/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tsr__trace_record(tsr_worker_t *w, const char *name, uint64_t start,
+                       uint64_t end)
+{
+    if (w->nev == w->capev) {
+        size_t cap = w->capev ? w->capev * 2 : 4096;
+        struct tsr_trace_event *ev = realloc(w->ev, cap * sizeof *ev);
+        if (!ev)
+            return; /* a trace with holes beats a failed run */
+        w->ev = ev;
+        w->capev = cap;
+    }
+    struct tsr_trace_event *e = &w->ev[w->nev++];
+    e->start_ns = start - tsr__rt.t0_ns;
+    e->end_ns = end - tsr__rt.t0_ns;
+    snprintf(e->name, sizeof e->name, "%s", name ? name : "");
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int tsr__trace_write(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return tsr__fail(TSR_EIO, "trace: cannot open '%s' for writing", path);
+    fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+    bool first = true;
+    for (int i = 0; i < tsr__rt.nworkers; i++) {
+        tsr_worker_t *w = &tsr__rt.workers[i];
+        fprintf(f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                   "\"args\":{\"name\":\"%s worker %d\"}}",
+                first ? "" : ",\n", i,
+                w->device_kind == TSR_DEVICE_CPU ? "cpu" : "cuda", i);
+        first = false;
+        for (size_t k = 0; k < w->nev; k++) {
+            const struct tsr_trace_event *e = &w->ev[k];
+            fprintf(f, ",\n{\"name\":");
+            json_string(f, e->name);
+            fprintf(f, ",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}",
+                    i, e->start_ns / 1e3, (e->end_ns - e->start_ns) / 1e3);
+        }
+    }
+    fprintf(f, "\n]}\n");
+    if (fclose(f) != 0)
+        return tsr__fail(TSR_EIO, "trace: error writing '%s'", path);
+    return TSR_OK;
+}

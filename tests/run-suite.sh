@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Run the Criterion suites of one build directory through meson and print
+# one closing line: "N passed, N failed, N skipped" (counting test cases).
+set -u
+build=${1:-build}
+shift || true
+meson test -C "$build" --print-errorlogs --num-processes 2 "$@"
+status=$?
+log="$build/meson-logs/testlog.txt"
+awk -v status="$status" '
+  /Synthesis: Tested:/ {
+    for (i = 1; i <= NF; i++) {
+      if ($i == "Tested:")  tested += $(i+1)
+      if ($i == "Passing:") passed += $(i+1)
+      if ($i == "Failing:") failed += $(i+1)
+    }
+    suites++
+  }
+  /\[SKIP\]/ { skipped++ }
+  END {
+    if (status != 0 && failed == 0) failed = 1   # a suite died without a synthesis
+    printf "%d passed, %d failed, %d skipped\n", passed, failed, skipped
+  }' "$log"
+exit $status

@@ -1,0 +1,161 @@
+/* Public API: life cycle and misuse. Every wrong call returns an error code
+ * and a message, and the runtime keeps working afterwards. */
+#include "util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int add_one(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    (void)e;
+    *(int *)b[0] += 1;
+    return 0;
+}
+
+static const tsr_codelet_t cl_add = {.name = "add_one", .impl = {add_one}, .nbuffers = 1};
+static const tsr_codelet_t cl_cuda_only = {.name = "cuda_only",
+                                           .impl = {NULL, add_one}, .nbuffers = 1};
+
+Test(api, init_shutdown_twice)
+{
+    start_runtime(2, NULL, 0);
+    cr_assert_eq(tsr_worker_count(), 2);
+    cr_assert_eq(tsr_init(NULL), TSR_ESTATE, "double init must fail");
+    stop_runtime();
+    cr_assert_eq(tsr_worker_count(), 0);
+    cr_assert_eq(tsr_shutdown(), TSR_ESTATE);
+    start_runtime(1, "prio", 0);
+    stop_runtime();
+}
+
+Test(api, calls_before_init)
+{
+    tsr_handle_t h;
+    int x = 0;
+    cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_ESTATE);
+    cr_assert_eq(tsr_wait_all(), TSR_ESTATE);
+    tsr_task_desc_t d = {.codelet = &cl_add};
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_ESTATE);
+    cr_assert(strlen(tsr_error_message()) > 0);
+}
+
+Test(api, unknown_scheduler)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.sched = "no-such-policy";
+    cr_assert_eq(tsr_init(&cfg), TSR_ENOTFOUND);
+    cr_assert(strstr(tsr_error_message(), "no-such-policy"), "%s", tsr_error_message());
+    cfg.sched = "/nonexistent/policy.so";
+    cr_assert_eq(tsr_init(&cfg), TSR_ENOTFOUND);
+    /* The failed init left nothing behind. */
+    start_runtime(1, NULL, 0);
+    stop_runtime();
+}
+
+Test(api, bad_environment)
+{
+    setenv("TESSERA_NCPU", "two", 1);
+    cr_assert_eq(tsr_init(NULL), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "TESSERA_NCPU"));
+    setenv("TESSERA_NCPU", "3", 1);
+    cr_assert_eq(tsr_init(NULL), TSR_OK);
+    cr_assert_eq(tsr_worker_count(), 3);
+    unsetenv("TESSERA_NCPU");
+    stop_runtime();
+}
+
+Test(api, misuse_of_handles_and_tasks)
+{
+    start_runtime(2, NULL, 0);
+    int x = 0;
+    tsr_handle_t h;
+    cr_assert_eq(tsr_handle_register(NULL, &x, sizeof x), TSR_EINVAL);
+    cr_assert_eq(tsr_handle_register(&h, NULL, 4), TSR_EINVAL);
+    cr_assert_eq(tsr_handle_register(&h, &x, 0), TSR_EINVAL);
+    cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
+
+    tsr_access_t acc[2] = {{h, TSR_RW}, {h, TSR_R}};
+    tsr_task_desc_t d = {.codelet = &cl_add, .nbuffers = 2, .buffers = acc};
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_EINVAL, "wrong buffer count");
+    cr_assert(strstr(tsr_error_message(), "add_one"), "%s", tsr_error_message());
+    d.nbuffers = 1;
+    tsr_access_t null_acc = {NULL, TSR_RW};
+    d.buffers = &null_acc;
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_EINVAL, "null handle");
+    tsr_access_t bad_mode = {h, (tsr_mode_t)77};
+    d.buffers = &bad_mode;
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_EINVAL, "bad mode");
+    d.buffers = acc;
+    char big[TSR_MAX_ARGS + 1];
+    d.args = big;
+    d.args_size = sizeof big;
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_EINVAL, "args too large");
+    d.args = NULL;
+    d.args_size = 0;
+    d.codelet = &cl_cuda_only;
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_ENODEV, "no CPU implementation");
+    cr_assert_eq(tsr_submit(NULL, NULL), TSR_EINVAL);
+    d.codelet = &cl_add;
+
+    /* None of the refused submissions ran; a good one does. */
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_OK);
+    cr_assert_eq(tsr_wait_all(), TSR_OK);
+
+    /* Unregister while acquired is refused; release, then it works. */
+    void *p;
+    cr_assert_eq(tsr_handle_acquire(h, TSR_R, &p), TSR_OK);
+    cr_assert_eq(*(int *)p, 1);
+    cr_assert_eq(tsr_handle_acquire(h, TSR_R, &p), TSR_EBUSY);
+    cr_assert_eq(tsr_handle_unregister(h), TSR_EBUSY);
+    cr_assert_eq(tsr_wait_all(), TSR_EBUSY);
+    cr_assert_eq(tsr_handle_release(h), TSR_OK);
+    cr_assert_eq(tsr_handle_release(h), TSR_EINVAL, "release twice");
+    cr_assert_eq(tsr_handle_acquire(h, TSR_SCRATCH, &p), TSR_EINVAL);
+    cr_assert_eq(tsr_handle_unregister(h), TSR_OK);
+    cr_assert_eq(x, 1);
+    cr_assert_eq(tsr_handle_unregister(NULL), TSR_EINVAL);
+    cr_assert_eq(tsr_task_wait(NULL), TSR_EINVAL);
+    cr_assert_eq(tsr_wait_tag(0), TSR_EINVAL);
+    stop_runtime();
+}
+
+Test(api, strerror_names_every_code)
+{
+    for (int c = TSR_EIO; c <= TSR_OK; c++)
+        cr_assert(strncmp(tsr_strerror(c), "TSR_", 4) == 0, "code %d", c);
+    cr_assert_str_eq(tsr_strerror(12345), "unknown status");
+}
+
+Test(api, shutdown_unregisters_and_releases)
+{
+    start_runtime(2, NULL, 0);
+    int x = 0;
+    tsr_handle_t h, h2;
+    cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
+    cr_assert_eq(tsr_handle_alloc(&h2, 1000), TSR_OK);
+    tsr_access_t a = {h, TSR_RW};
+    tsr_task_desc_t d = {.codelet = &cl_add, .nbuffers = 1, .buffers = &a};
+    void *p;
+    cr_assert_eq(tsr_handle_acquire(h, TSR_RW, &p), TSR_OK);
+    for (int i = 0; i < 10; i++)
+        cr_assert_eq(tsr_submit(&d, NULL), TSR_OK);
+    /* Shutdown ends the acquisition, runs the ten tasks, frees both. */
+    stop_runtime();
+    cr_assert_eq(x, 10);
+}
+
+Test(api, device_query)
+{
+    int n = tsr_cuda_device_count();
+    cr_assert_geq(n, 0);
+    tsr_device_info_t info;
+    cr_assert_eq(tsr_cuda_device_info(n, &info), TSR_ENODEV);
+    if (n == 0) {
+        cr_log_info("no CUDA device: device_info checks only the error path");
+        return;
+    }
+    cr_assert_eq(tsr_cuda_device_info(0, &info), TSR_OK);
+    cr_assert(info.total_mem > 0 && strlen(info.name) > 0);
+}

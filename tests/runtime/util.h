@@ -1,0 +1,31 @@
+/* tests/runtime/util.h — small helpers shared by the runtime tests: start
+ * the runtime with a given worker count and policy, and trivial codelets.
+ *
+ * Never hide a failure here: every helper asserts what it relies on.
+ */
+#ifndef TSR_TESTS_UTIL_H
+#define TSR_TESTS_UTIL_H
+
+#include <criterion/criterion.h>
+#include <tessera/tessera.h>
+
+static inline void start_runtime(int ncpu, const char *sched, size_t max_pending)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = ncpu;
+    cfg.sched = sched;
+    cfg.bind = 0;
+    if (max_pending)
+        cfg.max_pending_tasks = max_pending;
+    int rc = tsr_init(&cfg);
+    cr_assert_eq(rc, TSR_OK, "tsr_init: %s", tsr_error_message());
+}
+
+static inline void stop_runtime(void)
+{
+    int rc = tsr_shutdown();
+    cr_assert_eq(rc, TSR_OK, "tsr_shutdown: %s", tsr_error_message());
+}
+
+#endif
