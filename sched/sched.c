@@ -25,6 +25,13 @@ const tsr_sched_policy_t *tsr_sched_builtin(const char *name)
     return NULL;
 }
 
+const tsr_sched_policy_t *tsr_sched_builtin_at(int i)
+{
+    if (i < 0 || (size_t)i >= sizeof builtin / sizeof builtin[0])
+        return NULL;
+    return builtin[i];
+}
+
 static int check_policy(const tsr_sched_policy_t *p, const char *where)
 {
     if (!p->name || !p->push || !p->pop)

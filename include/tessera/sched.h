@@ -71,6 +71,8 @@ int tsr_task_runs_on(tsr_task_t t, tsr_sched_t *s, int worker);
 
 /* Built-in policies, by name ("eager", "prio"); NULL if unknown. */
 const tsr_sched_policy_t *tsr_sched_builtin(const char *name);
+/* The i-th built-in policy; NULL past the last. */
+const tsr_sched_policy_t *tsr_sched_builtin_at(int i);
 
 #ifdef __cplusplus
 }

@@ -12,8 +12,8 @@
 static int affine(void **b, const void *args, const tsr_exec_t *e)
 {
     (void)e;
-    int64_t *x = b[0];
-    *x = 3 * *x + *(const int64_t *)args;
+    uint64_t *x = b[0];
+    *x = 3 * *x + *(const uint64_t *)args;
     return 0;
 }
 static const tsr_codelet_t cl_affine = {.name = "affine", .impl = {affine}, .nbuffers = 1};
@@ -33,7 +33,7 @@ static int slow_read(void **b, const void *args, const tsr_exec_t *e)
      * 2 s passed: then the runtime serialized readers and the test fails). */
     for (int i = 0; i < 2000 && atomic_load(&max_readers_inside) < 2; i++)
         usleep(1000);
-    *(int64_t *)b[1] = *(int64_t *)b[0];
+    *(uint64_t *)b[1] = *(uint64_t *)b[0];
     atomic_fetch_sub(&readers_inside, 1);
     return 0;
 }
@@ -42,11 +42,11 @@ static const tsr_codelet_t cl_read = {.name = "slow_read", .impl = {slow_read}, 
 Test(stf, rw_chain_is_sequential)
 {
     start_runtime(2, NULL, 0);
-    int64_t x = 1, ref = 1;
+    uint64_t x = 1, ref = 1;
     tsr_handle_t h;
     cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
     tsr_access_t a = {h, TSR_RW};
-    for (int64_t k = 0; k < 2000; k++) {
+    for (uint64_t k = 0; k < 2000; k++) {
         tsr_task_desc_t d = {.codelet = &cl_affine, .nbuffers = 1, .buffers = &a,
                              .args = &k, .args_size = sizeof k};
         cr_assert_eq(tsr_submit(&d, NULL), TSR_OK);
@@ -60,10 +60,10 @@ Test(stf, rw_chain_is_sequential)
 Test(stf, readers_overlap_and_see_the_last_write)
 {
     start_runtime(2, NULL, 0);
-    int64_t x = 5, seen[8] = {0};
+    uint64_t x = 5, seen[8] = {0};
     tsr_handle_t h, hs[8];
     cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
-    int64_t k = 7;
+    uint64_t k = 7;
     tsr_access_t w = {h, TSR_RW};
     tsr_task_desc_t dw = {.codelet = &cl_affine, .nbuffers = 1, .buffers = &w,
                           .args = &k, .args_size = sizeof k};
@@ -87,16 +87,16 @@ Test(stf, readers_overlap_and_see_the_last_write)
 Test(stf, acquire_orders_with_tasks)
 {
     start_runtime(2, NULL, 0);
-    int64_t x = 0;
+    uint64_t x = 0;
     tsr_handle_t h;
     cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
     tsr_access_t a = {h, TSR_RW};
-    int64_t one = 1;
+    uint64_t one = 1;
     tsr_task_desc_t d = {.codelet = &cl_affine, .nbuffers = 1, .buffers = &a,
                          .args = &one, .args_size = sizeof one};
     cr_assert_eq(tsr_submit(&d, NULL), TSR_OK); /* 1 */
     cr_assert_eq(tsr_submit(&d, NULL), TSR_OK); /* 4 */
-    int64_t *p;
+    uint64_t *p;
     cr_assert_eq(tsr_handle_acquire(h, TSR_RW, (void **)&p), TSR_OK);
     cr_assert_eq(*p, 4, "acquire must wait for earlier tasks");
     cr_assert_eq(tsr_submit(&d, NULL), TSR_OK); /* must wait for release */
@@ -116,13 +116,13 @@ Test(stf, alloc_is_lazy_zeroed_and_invalidate_resets)
     tsr_handle_t h;
     cr_assert_eq(tsr_handle_alloc(&h, 4096), TSR_OK);
     cr_assert_eq(tsr_handle_size(h), 4096);
-    int64_t *p;
+    uint64_t *p;
     cr_assert_eq(tsr_handle_acquire(h, TSR_R, (void **)&p), TSR_OK);
     for (int i = 0; i < 512; i++)
         cr_assert_eq(p[i], 0);
     cr_assert_eq(tsr_handle_release(h), TSR_OK);
     tsr_access_t a = {h, TSR_RW};
-    int64_t k = 9;
+    uint64_t k = 9;
     tsr_task_desc_t d = {.codelet = &cl_affine, .nbuffers = 1, .buffers = &a,
                          .args = &k, .args_size = sizeof k};
     cr_assert_eq(tsr_submit(&d, NULL), TSR_OK);
@@ -143,14 +143,14 @@ Test(stf, alloc_is_lazy_zeroed_and_invalidate_resets)
 static int use_scratch(void **b, const void *args, const tsr_exec_t *e)
 {
     (void)args;
-    int64_t *s = b[1];
+    uint64_t *s = b[1];
     size_t n = e->sizes[1] / sizeof *s;
     for (size_t i = 0; i < n; i++)
-        s[i] = (int64_t)i;
-    int64_t sum = 0;
+        s[i] = (uint64_t)i;
+    uint64_t sum = 0;
     for (size_t i = 0; i < n; i++)
         sum += s[i];
-    *(int64_t *)b[0] += sum;
+    *(uint64_t *)b[0] += sum;
     return 0;
 }
 static const tsr_codelet_t cl_scratch = {.name = "scratch", .impl = {use_scratch}, .nbuffers = 2};
@@ -158,9 +158,9 @@ static const tsr_codelet_t cl_scratch = {.name = "scratch", .impl = {use_scratch
 Test(stf, scratch_buffers_are_private_and_sized)
 {
     start_runtime(2, NULL, 0);
-    int64_t out[64] = {0};
+    uint64_t out[64] = {0};
     tsr_handle_t hs, ho[64];
-    cr_assert_eq(tsr_handle_alloc(&hs, 1000 * sizeof(int64_t)), TSR_OK);
+    cr_assert_eq(tsr_handle_alloc(&hs, 1000 * sizeof(uint64_t)), TSR_OK);
     for (int i = 0; i < 64; i++) {
         cr_assert_eq(tsr_handle_register(&ho[i], &out[i], sizeof out[i]), TSR_OK);
         tsr_access_t acc[2] = {{ho[i], TSR_RW}, {hs, TSR_SCRATCH}};
@@ -227,11 +227,11 @@ Test(stf, prio_runs_highest_priority_first_fifo_among_equals)
 Test(stf, wait_for_one_task_and_for_a_tag)
 {
     start_runtime(2, NULL, 0);
-    int64_t x = 0, y = 0;
+    uint64_t x = 0, y = 0;
     tsr_handle_t hx, hy;
     cr_assert_eq(tsr_handle_register(&hx, &x, sizeof x), TSR_OK);
     cr_assert_eq(tsr_handle_register(&hy, &y, sizeof y), TSR_OK);
-    int64_t one = 1;
+    uint64_t one = 1;
     tsr_access_t ax = {hx, TSR_RW}, ay = {hy, TSR_RW};
     tsr_task_t last = NULL;
     for (int i = 0; i < 100; i++) {
@@ -243,7 +243,7 @@ Test(stf, wait_for_one_task_and_for_a_tag)
         cr_assert_eq(tsr_submit(&e, NULL), TSR_OK);
     }
     cr_assert_eq(tsr_task_wait(last), TSR_OK);
-    int64_t ref = 0;
+    uint64_t ref = 0;
     for (int i = 0; i < 100; i++)
         ref = 3 * ref + 1;
     cr_assert_eq(x, ref);
@@ -267,11 +267,11 @@ static const tsr_codelet_t cl_affine_count = {.name = "affine_count",
 Test(stf, throttling_bounds_pending_tasks)
 {
     start_runtime(2, NULL, 16);
-    int64_t x = 0, ref = 0;
+    uint64_t x = 0, ref = 0;
     tsr_handle_t h;
     cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
     tsr_access_t a = {h, TSR_RW};
-    for (int64_t k = 0; k < 3000; k++) {
+    for (uint64_t k = 0; k < 3000; k++) {
         tsr_task_desc_t d = {.codelet = &cl_affine_count, .nbuffers = 1,
                              .buffers = &a, .args = &k, .args_size = sizeof k};
         cr_assert_eq(tsr_submit(&d, NULL), TSR_OK);

@@ -1,0 +1,256 @@
+/* Flash-style causal attention, tile pair by tile pair, against a naive full
+ * causal softmax attention in double:
+ *  - forward over several kv tiles (+ the merge of two partial states built
+ *    over disjoint kv tiles) equals softmax(QK^T/sqrt(d) + causal mask) V and
+ *    its logsumexp;
+ *  - backward accumulated over all tile pairs equals the double analytic
+ *    gradient, which is itself checked by finite differences, and the kernel
+ *    gradient is checked by finite differences directly on small cases;
+ *  - shapes: 1x1, primes, tiles smaller than the head dimension, the diagonal
+ *    crossing tiles anywhere, kv blocks longer than the CPU's 64-key chunk,
+ *    non-zero absolute offsets, several heads; pairs above the diagonal are
+ *    submitted too and must be no-ops; outputs poisoned before each call. */
+#include "kernels/attention.h"
+#include "kt_util.h"
+
+typedef struct {
+    int d, T, nb, tq, tk, base, merge;
+} acase;
+
+/* element (c, t, b) of a full (d, T, nb) array */
+#define IX(c, t, b) ((size_t)(c) + (size_t)(t) * d + (size_t)(b) * T * d)
+
+/* O and LSE of causal attention, all in double */
+static void ref_fwd(int d, int T, int nb, double scale, const double *q, const double *k,
+                    const double *v, double *o, double *lse)
+{
+    double *s = kt_dalloc(T);
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < T; i++) {
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j <= i; j++) {
+                s[j] = 0;
+                for (int c = 0; c < d; c++)
+                    s[j] += q[IX(c, i, b)] * k[IX(c, j, b)];
+                s[j] *= scale;
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int j = 0; j <= i; j++)
+                sum += exp(s[j] - mx);
+            for (int c = 0; c < d; c++) {
+                double acc = 0;
+                for (int j = 0; j <= i; j++)
+                    acc += exp(s[j] - mx) / sum * v[IX(c, j, b)];
+                o[IX(c, i, b)] = acc;
+            }
+            lse[(size_t)b * T + i] = mx + log(sum);
+        }
+    free(s);
+}
+
+/* analytic gradients of L = sum W .* O, in double */
+static void ref_bwd(int d, int T, int nb, double scale, const double *q, const double *k,
+                    const double *v, const double *w, double *dq, double *dk, double *dv)
+{
+    size_t n = (size_t)d * T * nb;
+    double *o = kt_dalloc(n), *lse = kt_dalloc((size_t)T * nb);
+    ref_fwd(d, T, nb, scale, q, k, v, o, lse);
+    memset(dq, 0, n * sizeof(double)), memset(dk, 0, n * sizeof(double)), memset(dv, 0, n * sizeof(double));
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < T; i++) {
+            double Di = 0;
+            for (int c = 0; c < d; c++)
+                Di += w[IX(c, i, b)] * o[IX(c, i, b)];
+            for (int j = 0; j <= i; j++) {
+                double s = 0, dp = 0;
+                for (int c = 0; c < d; c++) {
+                    s += q[IX(c, i, b)] * k[IX(c, j, b)];
+                    dp += w[IX(c, i, b)] * v[IX(c, j, b)];
+                }
+                double p = exp(scale * s - lse[(size_t)b * T + i]), ds = p * (dp - Di);
+                for (int c = 0; c < d; c++) {
+                    dv[IX(c, j, b)] += p * w[IX(c, i, b)];
+                    dq[IX(c, i, b)] += scale * ds * k[IX(c, j, b)];
+                    dk[IX(c, j, b)] += scale * ds * q[IX(c, i, b)];
+                }
+            }
+        }
+    free(o), free(lse);
+}
+
+static double ref_loss(int d, int T, int nb, double scale, const double *q, const double *k,
+                       const double *v, const double *w)
+{
+    size_t n = (size_t)d * T * nb;
+    double *o = kt_dalloc(n), *lse = kt_dalloc((size_t)T * nb), l = 0;
+    ref_fwd(d, T, nb, scale, q, k, v, o, lse);
+    for (size_t e = 0; e < n; e++)
+        l += w[e] * o[e];
+    free(o), free(lse);
+    return l;
+}
+
+/* tile (d, n, nb) <-> positions [p0, p0 + n) of a full (d, T, nb) array */
+static void gather(int d, int T, int nb, int p0, int n, const float *full, float *tile)
+{
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < n; i++)
+            memcpy(tile + ((size_t)b * n + i) * d, full + IX(0, p0 + i, b), sizeof(float) * d);
+}
+
+static void scatter(int d, int T, int nb, int p0, int n, const float *tile, float *full)
+{
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < n; i++)
+            memcpy(full + IX(0, p0 + i, b), tile + ((size_t)b * n + i) * d, sizeof(float) * d);
+}
+
+static int imin(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+/* Tiled forward + backward with the CPU kernels; fills o, lse, dq, dk, dv
+ * (full arrays).  dq, dk, dv start from the given values (accumulation). */
+static void tiled(const acase *ac, const float *q, const float *k, const float *v,
+                  const float *dout, float *o, float *lse, float *dq, float *dk, float *dv)
+{
+    int d = ac->d, T = ac->T, nb = ac->nb;
+    float scale = 1.0f / sqrtf((float)d);
+    size_t mq = (size_t)d * ac->tq * nb, mk = (size_t)d * ac->tk * nb;
+    float *qt = kt_alloc(mq), *ot = kt_alloc(mq), *dot_ = kt_alloc(mq), *dqt = kt_alloc(mq);
+    float *acc = kt_alloc(mq), *acc2 = kt_alloc(mq);
+    float *ms = kt_alloc(2 * (size_t)ac->tq * nb), *ms2 = kt_alloc(2 * (size_t)ac->tq * nb);
+    float *lt = kt_alloc((size_t)ac->tq * nb), *Dt = kt_alloc((size_t)ac->tq * nb);
+    float *kt = kt_alloc(mk), *vt = kt_alloc(mk), *dkt = kt_alloc(mk), *dvt = kt_alloc(mk);
+    /* forward: one q tile at a time, all kv tiles (those above the diagonal too) */
+    for (int q0 = 0; q0 < T; q0 += ac->tq) {
+        int tq = imin(ac->tq, T - q0);
+        gather(d, T, nb, q0, tq, q, qt);
+        kt_poison(ms, 2 * (size_t)tq * nb), kt_poison(acc, (size_t)d * tq * nb);
+        tsr_cpu_attn_init(d, tq, nb, ms, acc);
+        tsr_cpu_attn_init(d, tq, nb, ms2, acc2);
+        int idx = 0;
+        for (int k0 = 0; k0 < T; k0 += ac->tk, idx++) {
+            int tk = imin(ac->tk, T - k0);
+            gather(d, T, nb, k0, tk, k, kt), gather(d, T, nb, k0, tk, v, vt);
+            int second = ac->merge && (idx % 2 == 1);
+            tsr_cpu_attn_fwd(d, tq, tk, nb, ac->base + q0, ac->base + k0, scale, qt, kt, vt,
+                             second ? ms2 : ms, second ? acc2 : acc);
+        }
+        if (ac->merge)
+            tsr_cpu_attn_merge(d, tq, nb, ms2, acc2, ms, acc);
+        kt_poison(ot, (size_t)d * tq * nb), kt_poison(lt, (size_t)tq * nb);
+        tsr_cpu_attn_finalize(d, tq, nb, ms, acc, ot, lt);
+        scatter(d, T, nb, q0, tq, ot, o);
+        for (int b = 0; b < nb; b++)
+            memcpy(lse + (size_t)b * T + q0, lt + (size_t)b * tq, sizeof(float) * tq);
+    }
+    /* backward: for each kv tile, all q tiles */
+    for (int k0 = 0; k0 < T; k0 += ac->tk) {
+        int tk = imin(ac->tk, T - k0);
+        gather(d, T, nb, k0, tk, k, kt), gather(d, T, nb, k0, tk, v, vt);
+        gather(d, T, nb, k0, tk, dk, dkt), gather(d, T, nb, k0, tk, dv, dvt);
+        for (int q0 = 0; q0 < T; q0 += ac->tq) {
+            int tq = imin(ac->tq, T - q0);
+            gather(d, T, nb, q0, tq, q, qt), gather(d, T, nb, q0, tq, o, ot);
+            gather(d, T, nb, q0, tq, dout, dot_), gather(d, T, nb, q0, tq, dq, dqt);
+            for (int b = 0; b < nb; b++)
+                memcpy(lt + (size_t)b * tq, lse + (size_t)b * T + q0, sizeof(float) * tq);
+            kt_poison(Dt, (size_t)tq * nb);
+            tsr_cpu_attn_bwd_dot(d, tq, nb, ot, dot_, Dt);
+            tsr_cpu_attn_bwd(d, tq, tk, nb, ac->base + q0, ac->base + k0, scale, qt, kt, vt,
+                             dot_, lt, Dt, dqt, dkt, dvt);
+            scatter(d, T, nb, q0, tq, dqt, dq);
+        }
+        scatter(d, T, nb, k0, tk, dkt, dk), scatter(d, T, nb, k0, tk, dvt, dv);
+    }
+    free(qt), free(ot), free(dot_), free(dqt), free(acc), free(acc2), free(ms), free(ms2);
+    free(lt), free(Dt), free(kt), free(vt), free(dkt), free(dvt);
+}
+
+static double *to_d(const float *x, size_t n)
+{
+    double *y = kt_dalloc(n);
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i];
+    return y;
+}
+
+static void run(acase ac, uint64_t salt, int with_fd)
+{
+    kt_rng r = kt_seed(salt);
+    int d = ac.d, T = ac.T, nb = ac.nb;
+    size_t n = (size_t)d * T * nb;
+    float *q = kt_rand(&r, n, -2, 2), *k = kt_rand(&r, n, -2, 2), *v = kt_rand(&r, n, -1, 1);
+    float *dout = kt_rand(&r, n, -1, 1);
+    float *o = kt_alloc(n), *lse = kt_alloc((size_t)T * nb);
+    float *dq = kt_rand(&r, n, -1, 1), *dk = kt_rand(&r, n, -1, 1), *dv = kt_rand(&r, n, -1, 1);
+    float *dq0 = kt_dup(dq, n), *dk0 = kt_dup(dk, n), *dv0 = kt_dup(dv, n);
+    tiled(&ac, q, k, v, dout, o, lse, dq, dk, dv);
+
+    double *qd = to_d(q, n), *kd = to_d(k, n), *vd = to_d(v, n), *wd = to_d(dout, n);
+    double *od = kt_dalloc(n), *ld = kt_dalloc((size_t)T * nb);
+    double scale = 1.0 / sqrt((double)d);
+    ref_fwd(d, T, nb, scale, qd, kd, vd, od, ld);
+    char what[128];
+    snprintf(what, sizeof what, "attention o d=%d T=%d nb=%d tiles %dx%d merge=%d", d, T, nb,
+             ac.tq, ac.tk, ac.merge);
+    kt_assert_close(what, o, od, n, 2e-6, 2e-5);
+    kt_assert_close("attention lse", lse, ld, (size_t)T * nb, 2e-6, 2e-6);
+
+    double *gq = kt_dalloc(n), *gk = kt_dalloc(n), *gv = kt_dalloc(n);
+    ref_bwd(d, T, nb, scale, qd, kd, vd, wd, gq, gk, gv);
+    if (with_fd) {
+        /* the double analytic gradient against central differences */
+        double *xs[3] = {qd, kd, vd}, *gs[3] = {gq, gk, gv};
+        for (int a = 0; a < 3; a++)
+            for (size_t e = 0; e < n; e++) {
+                double x0 = xs[a][e], h = 1e-6;
+                xs[a][e] = x0 + h;
+                double lp = ref_loss(d, T, nb, scale, qd, kd, vd, wd);
+                xs[a][e] = x0 - h;
+                double lm = ref_loss(d, T, nb, scale, qd, kd, vd, wd);
+                xs[a][e] = x0;
+                double fd = (lp - lm) / (2 * h);
+                cr_assert(fabs(fd - gs[a][e]) <= 1e-6 + 1e-5 * fabs(fd),
+                          "reference grad %d[%zu] = %g, finite differences %g", a, e, gs[a][e], fd);
+            }
+    }
+    for (size_t e = 0; e < n; e++)
+        gq[e] += dq0[e], gk[e] += dk0[e], gv[e] += dv0[e];
+    double tol = 1e-5 * (1 + kt_dmaxabs(gq, n));
+    kt_assert_close("attention dq", dq, gq, n, tol, 1e-4);
+    kt_assert_close("attention dk", dk, gk, n, tol, 1e-4);
+    kt_assert_close("attention dv", dv, gv, n, tol, 1e-4);
+    free(q), free(k), free(v), free(dout), free(o), free(lse), free(dq), free(dk), free(dv);
+    free(dq0), free(dk0), free(dv0), free(qd), free(kd), free(vd), free(wd), free(od), free(ld);
+    free(gq), free(gk), free(gv);
+}
+
+Test(attention, one_by_one)
+{
+    run((acase){.d = 1, .T = 1, .nb = 1, .tq = 1, .tk = 1}, 91, 1);
+    run((acase){.d = 1, .T = 3, .nb = 1, .tq = 1, .tk = 1}, 92, 1);
+}
+
+Test(attention, primes_and_diagonal_crossing_tiles)
+{
+    run((acase){.d = 8, .T = 13, .nb = 2, .tq = 5, .tk = 3}, 93, 1);
+    run((acase){.d = 7, .T = 11, .nb = 3, .tq = 11, .tk = 11}, 94, 0);
+    run((acase){.d = 5, .T = 9, .nb = 1, .tq = 2, .tk = 9, .base = 37}, 95, 1);
+    run((acase){.d = 3, .T = 17, .nb = 2, .tq = 4, .tk = 5, .merge = 1}, 96, 1);
+}
+
+Test(attention, tiles_smaller_than_head_dim)
+{
+    run((acase){.d = 16, .T = 17, .nb = 1, .tq = 7, .tk = 4, .base = 100}, 97, 0);
+    run((acase){.d = 64, .T = 40, .nb = 2, .tq = 16, .tk = 24, .merge = 1}, 98, 0);
+    run((acase){.d = 33, .T = 6, .nb = 1, .tq = 1, .tk = 2}, 99, 0);
+}
+
+Test(attention, kv_tile_longer_than_cpu_chunk)
+{
+    run((acase){.d = 4, .T = 150, .nb = 1, .tq = 50, .tk = 150}, 100, 0);
+    run((acase){.d = 4, .T = 150, .nb = 1, .tq = 70, .tk = 67, .merge = 1}, 101, 0);
+}
