@@ -39,12 +39,10 @@ void tsr__tasklist_clear(tsr_tasklist_t *l)
     l->n = 0;
 }
 
+/* DONE is stored with release under the task's lock; once seen it stays. */
 static bool task_done(tsr_task_t t)
 {
-    pthread_mutex_lock(&t->lock);
-    bool done = t->state == TSR_TASK_DONE;
-    pthread_mutex_unlock(&t->lock);
-    return done;
+    return __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == TSR_TASK_DONE;
 }
 
 void tsr__tasklist_prune(tsr_tasklist_t *l)

@@ -102,6 +102,11 @@ void tsr__task_complete(tsr_task_t t, int result, int worker);
 int tsr__submit_internal(int kind, tsr_handle_t h, tsr_mode_t mode,
                          tsr_task_t *out);
 void tsr__tasks_free_pool(void);
+void tsr__tasks_flush_cache(void);
+/* The worker index of the calling thread (-1 elsewhere), and whether the
+ * task it is completing may still hand it the next task without a wake-up. */
+extern _Thread_local int tsr__tl_worker;
+extern _Thread_local bool tsr__tl_self_slot;
 
 /* ---- handles (handle.c) ------------------------------------------------ */
 
@@ -198,6 +203,7 @@ typedef struct tsr_runtime {
     uint64_t t0_ns;
 
     int nworkers;
+    int nworkers_of_kind[TSR_DEVICE_KINDS];
     tsr_worker_t *workers;
     atomic_int stop;
     atomic_uint_fast64_t epoch;   /* bumped at every push */

@@ -14,15 +14,29 @@
 
 /* ---- allocation -------------------------------------------------------- */
 
+/* Tasks are recycled through per-thread caches: a submitting thread takes
+ * from its own, a completing worker frees into its own, and whole batches
+ * move through the global pool, so the pool lock is taken once per batch. */
+#define CACHE_BATCH 256
+static _Thread_local tsr_task_t tl_cache;
+static _Thread_local int tl_cached;
+
 static tsr_task_t task_alloc(void)
 {
     tsr_task_t t = NULL;
-    pthread_mutex_lock(&tsr__rt.pool_m);
-    if (tsr__rt.pool) {
-        t = tsr__rt.pool;
-        tsr__rt.pool = t->free_next;
+    if (!tl_cache) {
+        pthread_mutex_lock(&tsr__rt.pool_m);
+        tl_cache = tsr__rt.pool;
+        tsr__rt.pool = NULL;
+        pthread_mutex_unlock(&tsr__rt.pool_m);
+        tl_cached = 0; /* unknown length; only frees count towards a batch */
     }
-    pthread_mutex_unlock(&tsr__rt.pool_m);
+    if (tl_cache) {
+        t = tl_cache;
+        tl_cache = t->free_next;
+        if (tl_cached > 0)
+            tl_cached--;
+    }
     if (!t) {
         t = aligned_alloc(64, (sizeof *t + 63) & ~(size_t)63);
         if (!t)
@@ -36,18 +50,35 @@ static tsr_task_t task_alloc(void)
     return t;
 }
 
+/* Hand this thread's cached tasks to the global pool. */
+void tsr__tasks_flush_cache(void)
+{
+    if (!tl_cache)
+        return;
+    tsr_task_t last = tl_cache;
+    while (last->free_next)
+        last = last->free_next;
+    pthread_mutex_lock(&tsr__rt.pool_m);
+    last->free_next = tsr__rt.pool;
+    tsr__rt.pool = tl_cache;
+    pthread_mutex_unlock(&tsr__rt.pool_m);
+    tl_cache = NULL;
+    tl_cached = 0;
+}
+
 static void task_free(tsr_task_t t)
 {
     if (t->succ != t->succ_inline)
         free(t->succ);
-    pthread_mutex_lock(&tsr__rt.pool_m);
-    t->free_next = tsr__rt.pool;
-    tsr__rt.pool = t;
-    pthread_mutex_unlock(&tsr__rt.pool_m);
+    t->free_next = tl_cache;
+    tl_cache = t;
+    if (++tl_cached >= CACHE_BATCH)
+        tsr__tasks_flush_cache();
 }
 
 void tsr__tasks_free_pool(void)
 {
+    tsr__tasks_flush_cache();
     pthread_mutex_lock(&tsr__rt.pool_m);
     tsr_task_t t = tsr__rt.pool;
     tsr__rt.pool = NULL;
@@ -297,9 +328,18 @@ static bool commute_try_take(tsr_task_t t)
     return ok;
 }
 
+/* A worker completing a task will ask the policy for work right after: the
+ * first task it makes ready needs nobody woken if the worker may take it. */
+_Thread_local int tsr__tl_worker = -1;
+_Thread_local bool tsr__tl_self_slot;
+
 static void push_to_policy(tsr_task_t t)
 {
     int target = tsr__rt.sched.policy->push(&tsr__rt.sched, t);
+    if (tsr__tl_self_slot && (target == -1 || target == tsr__tl_worker)) {
+        tsr__tl_self_slot = false;
+        return;
+    }
     tsr__workers_notify(target);
 }
 
@@ -326,11 +366,11 @@ static void commute_release(tsr_task_t t)
 
 void tsr__task_ready(tsr_task_t t)
 {
-    pthread_mutex_lock(&t->lock);
-    t->state = TSR_TASK_READY;
-    pthread_mutex_unlock(&t->lock);
-
     if (t->kind == TSR_KIND_ACQUIRE) {
+        /* The acquirer sleeps until it sees READY. */
+        pthread_mutex_lock(&t->lock);
+        t->state = TSR_TASK_READY;
+        pthread_mutex_unlock(&t->lock);
         wake_waiters();
         return;
     }
@@ -358,8 +398,8 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
         commute_release(t);
 
     pthread_mutex_lock(&t->lock);
-    t->state = TSR_TASK_DONE;
     t->result = result;
+    __atomic_store_n(&t->state, TSR_TASK_DONE, __ATOMIC_RELEASE);
     uintptr_t *succ = t->succ;
     int nsucc = t->nsucc;
     bool wake = t->waited;
@@ -380,8 +420,10 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
     if (t->tag && tsr__tag_add(t->tag, -1))
         wake = true;
 
-    long bytes = atomic_fetch_sub(&tsr__rt.pending_bytes, (long)t->bytes) -
-                 (long)t->bytes;
+    long bytes = 0;
+    if (tsr__rt.cfg.max_pending_bytes)
+        bytes = atomic_fetch_sub(&tsr__rt.pending_bytes, (long)t->bytes) -
+                (long)t->bytes;
     long left = atomic_fetch_sub(&tsr__rt.pending, 1) - 1;
     if (left == 0)
         wake = true;
@@ -447,7 +489,8 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
             t->commute[t->ncommute++] = hs[k];
         modes[k] = m;
     }
-    qsort(t->commute, t->ncommute, sizeof t->commute[0], cmp_handle);
+    if (t->ncommute > 1)
+        qsort(t->commute, t->ncommute, sizeof t->commute[0], cmp_handle);
 
     throttle(t->bytes);
     atomic_store(&t->ndeps, 1);
@@ -455,7 +498,8 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
     if (t->tag)
         tsr__tag_add(t->tag, 1);
     atomic_fetch_add(&tsr__rt.pending, 1);
-    atomic_fetch_add(&tsr__rt.pending_bytes, (long)t->bytes);
+    if (tsr__rt.cfg.max_pending_bytes)
+        atomic_fetch_add(&tsr__rt.pending_bytes, (long)t->bytes);
 
     /* If a handle's lists cannot grow, later tasks would not see this one:
      * then run it synchronously, which keeps program order. */
@@ -509,8 +553,8 @@ int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
     if (d->args_size && !d->args)
         return tsr__fail(TSR_EINVAL, "submit '%s': args is NULL", name);
     bool runnable = false;
-    for (int w = 0; w < tsr__rt.nworkers; w++)
-        if (cl->impl[tsr__rt.workers[w].device_kind])
+    for (int k = 0; k < TSR_DEVICE_KINDS; k++)
+        if (cl->impl[k] && tsr__rt.nworkers_of_kind[k] > 0)
             runnable = true;
     if (!runnable)
         return tsr__fail(TSR_ENODEV,

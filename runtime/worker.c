@@ -84,12 +84,15 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     if (tsr__rt.tracing)
         tsr__trace_record(w, t->name, start, tsr__now_ns());
     t->error_code = rc;
+    tsr__tl_self_slot = true;
     tsr__task_complete(t, rc == 0 ? TSR_RESULT_OK : TSR_RESULT_FAILED, w->id);
+    tsr__tl_self_slot = false;
 }
 
 static void *worker_main(void *arg)
 {
     tsr_worker_t *w = arg;
+    tsr__tl_worker = w->id;
     bind_worker(w);
     const tsr_sched_policy_t *pol = tsr__rt.sched.policy;
     while (!atomic_load_explicit(&tsr__rt.stop, memory_order_acquire)) {
@@ -118,6 +121,7 @@ static void *worker_main(void *arg)
         atomic_store(&w->sleeping, 0);
         pthread_mutex_unlock(&w->m);
     }
+    tsr__tasks_flush_cache();
     return NULL;
 }
 
@@ -171,6 +175,7 @@ int tsr__workers_start(void)
         tsr_worker_t *w = &tsr__rt.workers[i];
         w->id = i;
         w->device_kind = TSR_DEVICE_CPU;
+        tsr__rt.nworkers_of_kind[TSR_DEVICE_CPU]++;
         /* More workers than cores share cores (oversubscription is the
          * user's choice); binding then wraps around. */
         w->cpu = tsr__rt.cfg.bind ? i % ncores : -1;
@@ -219,6 +224,8 @@ void tsr__workers_free(void)
     free(tsr__rt.workers);
     tsr__rt.workers = NULL;
     tsr__rt.nworkers = 0;
+    for (int k = 0; k < TSR_DEVICE_KINDS; k++)
+        tsr__rt.nworkers_of_kind[k] = 0;
     if (topo_loaded) {
         hwloc_topology_destroy(topo);
         topo_loaded = false;

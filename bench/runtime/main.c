@@ -16,6 +16,7 @@
 #include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,6 +221,37 @@ static void run_failed(const bench_side_t *s, const char *what)
     failures++;
 }
 
+/* The submitting thread is pinned to the last allowed CPU while the
+ * task_overhead and granularity runs go (after the side started its workers,
+ * so they do not inherit the mask). Left free, Linux places it sometimes on
+ * worker 0's core and sometimes not, and the cost per task changes by 2-4x
+ * between runs of the same binary. */
+static cpu_set_t saved_mask;
+static int pinned;
+
+static void pin_submitter(void)
+{
+    if (sched_getaffinity(0, sizeof saved_mask, &saved_mask) != 0)
+        return;
+    int last = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &saved_mask))
+            last = c;
+    if (last < 0)
+        return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(last, &one);
+    pinned = sched_setaffinity(0, sizeof one, &one) == 0;
+}
+
+static void unpin_submitter(void)
+{
+    if (pinned)
+        sched_setaffinity(0, sizeof saved_mask, &saved_mask);
+    pinned = 0;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -266,6 +298,7 @@ static void bench_overhead(void)
             const bench_side_t *s = sides[si];
             if (!s || start(s, w, "eager") != 0)
                 continue;
+            pin_submitter();
             for (int c = 0; c < OVH_NCASES; c++) {
                 double t[16], sec;
                 int ok = s->overhead((ovh_case_t)c, ntasks / 10, &sec) == 0;
@@ -280,6 +313,7 @@ static void bench_overhead(void)
                 fprintf(stderr, "  task_overhead %-8s w=%d %-12s %8.3f us/task\n",
                         s->name, w, ovh_names[c], us);
             }
+            unpin_submitter();
             stop(s);
         }
     }
@@ -309,6 +343,7 @@ static void bench_granularity(void)
         const bench_side_t *s = sides[si];
         if (!s || start(s, w, "eager") != 0)
             continue;
+        pin_submitter();
         for (int i = 0; i < NT; i++) {
             double t[8], sec;
             int ok = s->spin(T[i], ntasks[i] / 10, &sec) == 0;
@@ -325,6 +360,7 @@ static void bench_granularity(void)
                             "efficiency %.3f\n",
                     s->name, w, T[i], ntasks[i], eff);
         }
+        unpin_submitter();
         stop(s);
     }
 }

@@ -1,0 +1,418 @@
+/* CUDA flash-style causal attention on one (query tile, key/value tile) pair.
+ *
+ * A row (query or key) is owned by a group of G = DMAX/32 consecutive lanes;
+ * lane g of the group holds dimensions c = g + G*u, u < 32, in registers, so
+ * that reading a staged key/query row from shared memory hits G distinct banks
+ * (lanes of different groups read the same address: broadcast).  Dot products
+ * are reduced over the group with shuffles.  DMAX is the head dimension
+ * rounded up to 32, 64, 128 or 256; padded dimensions are zero.
+ *
+ * Forward: blocks of BQ queries stream the visible keys in chunks of BK
+ * through shared memory with an online softmax.  Backward: one kernel owns
+ * keys (dk, dv in registers, streams queries), one owns queries (dq, streams
+ * keys), both recompute p from lse, so nothing is accumulated atomically.
+ * These are CUDA-core kernels; tensor-core (mma) versions are future work. */
+#include <math.h>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/common.cuh"
+
+enum { BQ = 64 };
+
+template <int DMAX> struct geo {
+    static constexpr int G = DMAX / 32;            /* lanes per row */
+    static constexpr int BK = DMAX <= 128 ? 32 : 16; /* staged rows per chunk */
+};
+
+/* sum over the G lanes of a row group (groups are aligned within a warp) */
+template <int G> __device__ __forceinline__ float group_sum(float v)
+{
+    for (int o = G / 2; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ int visible(int tk, int q0, int k0, int i)
+{
+    long long n = (long long)q0 + i - k0 + 1;
+    return n < 0 ? 0 : (n > tk ? tk : (int)n);
+}
+
+/* Stage rows [r0, r0 + BR) of a (d, nrows) tile into sh[BR][DMAX], zero padded. */
+template <int DMAX, int BR>
+__device__ __forceinline__ void stage(float (*sh)[DMAX], const float *src, int d, int nrows, int r0)
+{
+    for (int e = threadIdx.x; e < BR * DMAX; e += blockDim.x) {
+        int rr = e / DMAX, c = e % DMAX, r = r0 + rr;
+        sh[rr][c] = (r < nrows && c < d) ? src[(size_t)r * d + c] : 0.0f;
+    }
+}
+
+/* q: (d, tq, nb), k, v: (d, tk, nb), ms: (2, tq, nb), acc: (d, tq, nb) */
+template <int DMAX>
+__global__ void k_attn_fwd(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
+                           const float *k, const float *v, float *ms, float *acc)
+{
+    constexpr int G = geo<DMAX>::G, BK = geo<DMAX>::BK;
+    __shared__ float ks[BK][DMAX], vs[BK][DMAX];
+    const int b = blockIdx.y, g = threadIdx.x % G;
+    const int i = blockIdx.x * BQ + threadIdx.x / G;
+    const bool active = i < tq;
+    const size_t row = (size_t)b * tq + i;
+    const float *kb = k + (size_t)b * tk * d, *vb = v + (size_t)b * tk * d;
+    float qr[32], ar[32];
+#pragma unroll
+    for (int u = 0; u < 32; u++) {
+        int c = g + G * u;
+        bool in = active && c < d;
+        qr[u] = in ? q[row * d + c] * scale : 0.0f; /* scores come out scaled */
+        ar[u] = in ? acc[row * d + c] : 0.0f;
+    }
+    float m = active ? ms[2 * row] : -INFINITY, l = active ? ms[2 * row + 1] : 0.0f;
+    const int nvis = active ? visible(tk, q0, k0, i) : 0;
+    const int ilast = min(tq, (int)(blockIdx.x + 1) * BQ) - 1;
+    const int nblock = visible(tk, q0, k0, ilast); /* keys any query of the block sees */
+    for (int j0 = 0; j0 < nblock; j0 += BK) {
+        __syncthreads();
+        stage<DMAX, BK>(ks, kb, d, tk, j0);
+        stage<DMAX, BK>(vs, vb, d, tk, j0);
+        __syncthreads();
+        float s[BK], cmax = -INFINITY;
+#pragma unroll
+        for (int jj = 0; jj < BK; jj++) {
+            float part = 0.0f;
+#pragma unroll
+            for (int u = 0; u < 32; u++)
+                part += qr[u] * ks[jj][g + G * u];
+            part = group_sum<G>(part);
+            s[jj] = j0 + jj < nvis ? part : -INFINITY;
+            cmax = fmaxf(cmax, s[jj]);
+        }
+        if (cmax != -INFINITY) {
+            float mnew = fmaxf(m, cmax);
+            float corr = expf(m - mnew); /* 0 when m = -inf */
+            l *= corr;
+#pragma unroll
+            for (int u = 0; u < 32; u++)
+                ar[u] *= corr;
+#pragma unroll
+            for (int jj = 0; jj < BK; jj++) {
+                float p = expf(s[jj] - mnew);
+                l += p;
+#pragma unroll
+                for (int u = 0; u < 32; u++)
+                    ar[u] += p * vs[jj][g + G * u];
+            }
+            m = mnew;
+        }
+    }
+    if (!active)
+        return;
+#pragma unroll
+    for (int u = 0; u < 32; u++) {
+        int c = g + G * u;
+        if (c < d)
+            acc[row * d + c] = ar[u];
+    }
+    if (g == 0) {
+        ms[2 * row] = m;
+        ms[2 * row + 1] = l;
+    }
+}
+
+/* Backward, key side: dk, dv for BQ keys per block, streaming queries.
+ * q, dout: (d, tq, nb); k, v, dk, dv: (d, tk, nb); lse, D: (tq, nb) */
+template <int DMAX>
+__global__ void k_attn_bwd_kv(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
+                              const float *k, const float *v, const float *dout, const float *lse,
+                              const float *D, float *dk, float *dv)
+{
+    constexpr int G = geo<DMAX>::G, BR = geo<DMAX>::BK;
+    __shared__ float qs[BR][DMAX], dos[BR][DMAX], ls[BR], Ds[BR];
+    const int b = blockIdx.y, g = threadIdx.x % G;
+    const int j = blockIdx.x * BQ + threadIdx.x / G;
+    const bool active = j < tk;
+    const size_t krow = (size_t)b * tk + j;
+    const float *qb = q + (size_t)b * tq * d, *dob = dout + (size_t)b * tq * d;
+    const float *lb = lse + (size_t)b * tq, *Db = D + (size_t)b * tq;
+    float kr[32], vr[32], dkr[32], dvr[32];
+#pragma unroll
+    for (int u = 0; u < 32; u++) {
+        int c = g + G * u;
+        bool in = active && c < d;
+        kr[u] = in ? k[krow * d + c] * scale : 0.0f;
+        vr[u] = in ? v[krow * d + c] : 0.0f;
+        dkr[u] = 0.0f, dvr[u] = 0.0f;
+    }
+    /* query i sees key j iff q0 + i >= k0 + j: the block's first key decides */
+    const int jfirst = blockIdx.x * BQ;
+    long long ist = (long long)k0 + jfirst - q0;
+    const int istart = ist < 0 ? 0 : (ist > tq ? tq : (int)ist);
+    for (int i0 = istart; i0 < tq; i0 += BR) {
+        __syncthreads();
+        stage<DMAX, BR>(qs, qb, d, tq, i0);
+        stage<DMAX, BR>(dos, dob, d, tq, i0);
+        for (int e = threadIdx.x; e < BR; e += blockDim.x) {
+            int i = i0 + e;
+            ls[e] = i < tq ? lb[i] : -INFINITY;
+            Ds[e] = i < tq ? Db[i] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int ii = 0; ii < BR; ii++) {
+            float s = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int u = 0; u < 32; u++) {
+                s += kr[u] * qs[ii][g + G * u];
+                dp += vr[u] * dos[ii][g + G * u];
+            }
+            s = group_sum<G>(s);
+            dp = group_sum<G>(dp);
+            bool vis = active && (long long)q0 + i0 + ii >= (long long)k0 + j && ls[ii] != -INFINITY;
+            float p = vis ? expf(s - ls[ii]) : 0.0f;
+            float ds = p * (dp - Ds[ii]) * scale;
+#pragma unroll
+            for (int u = 0; u < 32; u++) {
+                dvr[u] += p * dos[ii][g + G * u];
+                dkr[u] += ds * qs[ii][g + G * u];
+            }
+        }
+    }
+    if (!active)
+        return;
+#pragma unroll
+    for (int u = 0; u < 32; u++) {
+        int c = g + G * u;
+        if (c < d) {
+            dk[krow * d + c] += dkr[u];
+            dv[krow * d + c] += dvr[u];
+        }
+    }
+}
+
+/* Backward, query side: dq for BQ queries per block, streaming keys. */
+template <int DMAX>
+__global__ void k_attn_bwd_q(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
+                             const float *k, const float *v, const float *dout, const float *lse,
+                             const float *D, float *dq)
+{
+    constexpr int G = geo<DMAX>::G, BK = geo<DMAX>::BK;
+    __shared__ float ks[BK][DMAX], vs[BK][DMAX];
+    const int b = blockIdx.y, g = threadIdx.x % G;
+    const int i = blockIdx.x * BQ + threadIdx.x / G;
+    const bool active = i < tq;
+    const size_t row = (size_t)b * tq + i;
+    const float *kb = k + (size_t)b * tk * d, *vb = v + (size_t)b * tk * d;
+    float qr[32], dor[32], dqr[32];
+#pragma unroll
+    for (int u = 0; u < 32; u++) {
+        int c = g + G * u;
+        bool in = active && c < d;
+        qr[u] = in ? q[row * d + c] * scale : 0.0f;
+        dor[u] = in ? dout[row * d + c] : 0.0f;
+        dqr[u] = 0.0f;
+    }
+    const float li = active ? lse[row] : -INFINITY, Di = active ? D[row] : 0.0f;
+    const int nvis = (active && li != -INFINITY) ? visible(tk, q0, k0, i) : 0;
+    const int ilast = min(tq, (int)(blockIdx.x + 1) * BQ) - 1;
+    const int nblock = visible(tk, q0, k0, ilast);
+    for (int j0 = 0; j0 < nblock; j0 += BK) {
+        __syncthreads();
+        stage<DMAX, BK>(ks, kb, d, tk, j0);
+        stage<DMAX, BK>(vs, vb, d, tk, j0);
+        __syncthreads();
+#pragma unroll 4
+        for (int jj = 0; jj < BK; jj++) {
+            float s = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int u = 0; u < 32; u++) {
+                s += qr[u] * ks[jj][g + G * u];
+                dp += dor[u] * vs[jj][g + G * u];
+            }
+            s = group_sum<G>(s);
+            dp = group_sum<G>(dp);
+            float p = j0 + jj < nvis ? expf(s - li) : 0.0f;
+            float ds = p * (dp - Di) * scale;
+#pragma unroll
+            for (int u = 0; u < 32; u++)
+                dqr[u] += ds * ks[jj][g + G * u];
+        }
+    }
+    if (!active)
+        return;
+#pragma unroll
+    for (int u = 0; u < 32; u++) {
+        int c = g + G * u;
+        if (c < d)
+            dq[row * d + c] += dqr[u];
+    }
+}
+
+/* ms: (2, rows), acc: (d, rows) */
+__global__ void k_attn_init(int d, size_t rows, float *ms, float *acc)
+{
+    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t r = tid; r < rows; r += stride) {
+        ms[2 * r] = -INFINITY;
+        ms[2 * r + 1] = 0.0f;
+    }
+    for (size_t e = tid; e < rows * d; e += stride)
+        acc[e] = 0.0f;
+}
+
+/* one warp per row: ms_*: (2, rows), acc_*: (d, rows) */
+__global__ void k_attn_merge(int d, size_t rows, const float *ms_src, const float *acc_src,
+                             float *ms_dst, float *acc_dst)
+{
+    int lane = threadIdx.x & 31;
+    size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
+    if (r >= rows)
+        return;
+    float m1 = ms_dst[2 * r], l1 = ms_dst[2 * r + 1];
+    float m2 = ms_src[2 * r], l2 = ms_src[2 * r + 1];
+    float m = fmaxf(m1, m2);
+    if (m == -INFINITY)
+        return;
+    float c1 = expf(m1 - m), c2 = expf(m2 - m);
+    for (int c = lane; c < d; c += 32)
+        acc_dst[r * d + c] = acc_dst[r * d + c] * c1 + acc_src[r * d + c] * c2;
+    if (lane == 0) {
+        ms_dst[2 * r] = m;
+        ms_dst[2 * r + 1] = l1 * c1 + l2 * c2;
+    }
+}
+
+/* one warp per row: ms: (2, rows), acc, o: (d, rows), lse: (rows) */
+__global__ void k_attn_finalize(int d, size_t rows, const float *ms, const float *acc, float *o,
+                                float *lse)
+{
+    int lane = threadIdx.x & 31;
+    size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
+    if (r >= rows)
+        return;
+    float m = ms[2 * r], l = ms[2 * r + 1];
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int c = lane; c < d; c += 32)
+        o[r * d + c] = acc[r * d + c] * inv;
+    if (lane == 0)
+        lse[r] = l > 0.0f ? m + logf(l) : -INFINITY;
+}
+
+/* one warp per row: o, dout: (d, rows), D: (rows) */
+__global__ void k_attn_bwd_dot(int d, size_t rows, const float *o, const float *dout, float *D)
+{
+    int lane = threadIdx.x & 31;
+    size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
+    if (r >= rows)
+        return;
+    float s = 0.0f;
+    for (int c = lane; c < d; c += 32)
+        s += o[r * d + c] * dout[r * d + c];
+    s = tsr_warp_sum(s);
+    if (lane == 0)
+        D[r] = s;
+}
+
+static int dmax_of(int d)
+{
+    return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0;
+}
+
+/* pairs entirely above the diagonal, and empty tiles, do nothing */
+static bool pair_empty(int d, int tq, int tk, int nb, int q0, int k0)
+{
+    return d <= 0 || tq <= 0 || tk <= 0 || nb <= 0 || (long long)k0 > (long long)q0 + tq - 1;
+}
+
+int tsr_cuda_attn_init(void *stream, int d, int tq, int nb, float *ms, float *acc)
+{
+    size_t rows = (size_t)tq * nb;
+    if (rows == 0)
+        return 0;
+    k_attn_init<<<tsr_blocks(rows * d, 256), 256, 0, TSR_STREAM(stream)>>>(d, rows, ms, acc);
+    return tsr_launch_status();
+}
+
+int tsr_cuda_attn_fwd(void *stream, int d, int tq, int tk, int nb, int q0, int k0, float scale,
+                      const float *q, const float *k, const float *v, float *ms, float *acc)
+{
+    if (pair_empty(d, tq, tk, nb, q0, k0))
+        return 0;
+    if (nb > 65535)
+        return (int)cudaErrorInvalidValue;
+    dim3 grid((tq + BQ - 1) / BQ, nb);
+    cudaStream_t s = TSR_STREAM(stream);
+    switch (dmax_of(d)) {
+    case 32: k_attn_fwd<32><<<grid, BQ * 1, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, ms, acc); break;
+    case 64: k_attn_fwd<64><<<grid, BQ * 2, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, ms, acc); break;
+    case 128: k_attn_fwd<128><<<grid, BQ * 4, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, ms, acc); break;
+    case 256: k_attn_fwd<256><<<grid, BQ * 8, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, ms, acc); break;
+    default: return (int)cudaErrorInvalidValue;
+    }
+    return tsr_launch_status();
+}
+
+int tsr_cuda_attn_merge(void *stream, int d, int tq, int nb, const float *ms_src,
+                        const float *acc_src, float *ms_dst, float *acc_dst)
+{
+    size_t rows = (size_t)tq * nb;
+    if (rows == 0)
+        return 0;
+    k_attn_merge<<<tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream)>>>(d, rows, ms_src,
+                                                                            acc_src, ms_dst, acc_dst);
+    return tsr_launch_status();
+}
+
+int tsr_cuda_attn_finalize(void *stream, int d, int tq, int nb, const float *ms, const float *acc,
+                           float *o, float *lse)
+{
+    size_t rows = (size_t)tq * nb;
+    if (rows == 0)
+        return 0;
+    k_attn_finalize<<<tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream)>>>(d, rows, ms, acc,
+                                                                               o, lse);
+    return tsr_launch_status();
+}
+
+int tsr_cuda_attn_bwd_dot(void *stream, int d, int tq, int nb, const float *o, const float *dout,
+                          float *D)
+{
+    size_t rows = (size_t)tq * nb;
+    if (rows == 0)
+        return 0;
+    k_attn_bwd_dot<<<tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream)>>>(d, rows, o, dout, D);
+    return tsr_launch_status();
+}
+
+template <int DMAX>
+static int launch_bwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0, float scale,
+                      const float *q, const float *k, const float *v, const float *dout,
+                      const float *lse, const float *D, float *dq, float *dk, float *dv)
+{
+    constexpr int threads = BQ * geo<DMAX>::G;
+    dim3 gkv((tk + BQ - 1) / BQ, nb), gq((tq + BQ - 1) / BQ, nb);
+    k_attn_bwd_kv<DMAX><<<gkv, threads, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, dout, lse, D, dk, dv);
+    int st = tsr_launch_status();
+    if (st)
+        return st;
+    k_attn_bwd_q<DMAX><<<gq, threads, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, dout, lse, D, dq);
+    return tsr_launch_status();
+}
+
+int tsr_cuda_attn_bwd(void *stream, int d, int tq, int tk, int nb, int q0, int k0, float scale,
+                      const float *q, const float *k, const float *v, const float *dout,
+                      const float *lse, const float *D, float *dq, float *dk, float *dv)
+{
+    if (pair_empty(d, tq, tk, nb, q0, k0))
+        return 0;
+    if (nb > 65535)
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = TSR_STREAM(stream);
+    switch (dmax_of(d)) {
+    case 32: return launch_bwd<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
+    case 64: return launch_bwd<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
+    case 128: return launch_bwd<128>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
+    case 256: return launch_bwd<256>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
+    default: return (int)cudaErrorInvalidValue;
+    }
+}
