@@ -17,11 +17,11 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/common.cuh"
 
-enum { BQ = 64 };
-
 template <int DMAX> struct geo {
-    static constexpr int G = DMAX / 32;            /* lanes per row */
+    static constexpr int G = DMAX / 32;              /* lanes per row */
     static constexpr int BK = DMAX <= 128 ? 32 : 16; /* staged rows per chunk */
+    static constexpr int BR = DMAX <= 128 ? 64 : 32; /* rows owned per block */
+    static constexpr int THREADS = BR * G;
 };
 
 /* sum over the G lanes of a row group (groups are aligned within a warp) */
@@ -50,10 +50,10 @@ __device__ __forceinline__ void stage(float (*sh)[DMAX], const float *src, int d
 
 /* q: (d, tq, nb), k, v: (d, tk, nb), ms: (2, tq, nb), acc: (d, tq, nb) */
 template <int DMAX>
-__global__ void k_attn_fwd(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
+__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_fwd(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
                            const float *k, const float *v, float *ms, float *acc)
 {
-    constexpr int G = geo<DMAX>::G, BK = geo<DMAX>::BK;
+    constexpr int G = geo<DMAX>::G, BK = geo<DMAX>::BK, BQ = geo<DMAX>::BR;
     __shared__ float ks[BK][DMAX], vs[BK][DMAX];
     const int b = blockIdx.y, g = threadIdx.x % G;
     const int i = blockIdx.x * BQ + threadIdx.x / G;
@@ -123,11 +123,11 @@ __global__ void k_attn_fwd(int d, int tq, int tk, int q0, int k0, float scale, c
 /* Backward, key side: dk, dv for BQ keys per block, streaming queries.
  * q, dout: (d, tq, nb); k, v, dk, dv: (d, tk, nb); lse, D: (tq, nb) */
 template <int DMAX>
-__global__ void k_attn_bwd_kv(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
+__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_kv(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
                               const float *k, const float *v, const float *dout, const float *lse,
                               const float *D, float *dk, float *dv)
 {
-    constexpr int G = geo<DMAX>::G, BR = geo<DMAX>::BK;
+    constexpr int G = geo<DMAX>::G, BR = geo<DMAX>::BK, BQ = geo<DMAX>::BR;
     __shared__ float qs[BR][DMAX], dos[BR][DMAX], ls[BR], Ds[BR];
     const int b = blockIdx.y, g = threadIdx.x % G;
     const int j = blockIdx.x * BQ + threadIdx.x / G;
@@ -192,11 +192,11 @@ __global__ void k_attn_bwd_kv(int d, int tq, int tk, int q0, int k0, float scale
 
 /* Backward, query side: dq for BQ queries per block, streaming keys. */
 template <int DMAX>
-__global__ void k_attn_bwd_q(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
+__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_q(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
                              const float *k, const float *v, const float *dout, const float *lse,
                              const float *D, float *dq)
 {
-    constexpr int G = geo<DMAX>::G, BK = geo<DMAX>::BK;
+    constexpr int G = geo<DMAX>::G, BK = geo<DMAX>::BK, BQ = geo<DMAX>::BR;
     __shared__ float ks[BK][DMAX], vs[BK][DMAX];
     const int b = blockIdx.y, g = threadIdx.x % G;
     const int i = blockIdx.x * BQ + threadIdx.x / G;
@@ -333,6 +333,16 @@ int tsr_cuda_attn_init(void *stream, int d, int tq, int nb, float *ms, float *ac
     return tsr_launch_status();
 }
 
+template <int DMAX>
+static int launch_fwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0, float scale,
+                      const float *q, const float *k, const float *v, float *ms, float *acc)
+{
+    constexpr int BQ = geo<DMAX>::BR;
+    dim3 grid((tq + BQ - 1) / BQ, nb);
+    k_attn_fwd<DMAX><<<grid, geo<DMAX>::THREADS, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, ms, acc);
+    return tsr_launch_status();
+}
+
 int tsr_cuda_attn_fwd(void *stream, int d, int tq, int tk, int nb, int q0, int k0, float scale,
                       const float *q, const float *k, const float *v, float *ms, float *acc)
 {
@@ -340,16 +350,14 @@ int tsr_cuda_attn_fwd(void *stream, int d, int tq, int tk, int nb, int q0, int k
         return 0;
     if (nb > 65535)
         return (int)cudaErrorInvalidValue;
-    dim3 grid((tq + BQ - 1) / BQ, nb);
     cudaStream_t s = TSR_STREAM(stream);
     switch (dmax_of(d)) {
-    case 32: k_attn_fwd<32><<<grid, BQ * 1, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, ms, acc); break;
-    case 64: k_attn_fwd<64><<<grid, BQ * 2, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, ms, acc); break;
-    case 128: k_attn_fwd<128><<<grid, BQ * 4, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, ms, acc); break;
-    case 256: k_attn_fwd<256><<<grid, BQ * 8, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, ms, acc); break;
+    case 32: return launch_fwd<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
+    case 64: return launch_fwd<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
+    case 128: return launch_fwd<128>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
+    case 256: return launch_fwd<256>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
     default: return (int)cudaErrorInvalidValue;
     }
-    return tsr_launch_status();
 }
 
 int tsr_cuda_attn_merge(void *stream, int d, int tq, int nb, const float *ms_src,
@@ -389,7 +397,7 @@ static int launch_bwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int
                       const float *q, const float *k, const float *v, const float *dout,
                       const float *lse, const float *D, float *dq, float *dk, float *dv)
 {
-    constexpr int threads = BQ * geo<DMAX>::G;
+    constexpr int threads = geo<DMAX>::THREADS, BQ = geo<DMAX>::BR;
     dim3 gkv((tk + BQ - 1) / BQ, nb), gq((tq + BQ - 1) / BQ, nb);
     k_attn_bwd_kv<DMAX><<<gkv, threads, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, dout, lse, D, dk, dv);
     int st = tsr_launch_status();

@@ -2,8 +2,10 @@
  * and a message, and the runtime keeps working afterwards. */
 #include "util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int add_one(void **b, const void *args, const tsr_exec_t *e)
 {
@@ -158,4 +160,44 @@ Test(api, device_query)
     }
     cr_assert_eq(tsr_cuda_device_info(0, &info), TSR_OK);
     cr_assert(info.total_mem > 0 && strlen(info.name) > 0);
+}
+
+/* TESSERA_TRACE: one complete ("X") event per task, with its name, on the
+ * worker that ran it, in a file that is a JSON object. */
+Test(api, trace_has_one_event_per_task)
+{
+    char path[] = "/tmp/tessera-trace-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    setenv("TESSERA_TRACE", path, 1);
+    start_runtime(2, NULL, 0);
+    unsetenv("TESSERA_TRACE");
+    int x[50] = {0};
+    for (int i = 0; i < 50; i++) {
+        tsr_handle_t h;
+        cr_assert_eq(tsr_handle_register(&h, &x[i], sizeof x[i]), TSR_OK);
+        tsr_task_desc_t d = {.codelet = &cl_add, .nbuffers = 1,
+                             .buffers = &(tsr_access_t){h, TSR_RW},
+                             .name = i % 2 ? "odd \"task\"" : "even"};
+        cr_assert_eq(tsr_submit(&d, NULL), TSR_OK);
+    }
+    stop_runtime();
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    unlink(path);
+    buf[n] = 0;
+    int events = 0, odd = 0;
+    for (char *p = buf; (p = strstr(p, "\"ph\":\"X\"")) != NULL; p++)
+        events++;
+    for (char *p = buf; (p = strstr(p, "\"odd \\\"task\\\"\"")) != NULL; p++)
+        odd++;
+    cr_assert_eq(events, 50, "%d events", events);
+    cr_assert_eq(odd, 25, "names must be JSON-escaped: %d", odd);
+    cr_assert(buf[0] == '{' && strstr(buf, "]}"), "not a JSON object");
+    for (int i = 0; i < 50; i++)
+        cr_assert_eq(x[i], 1);
 }
