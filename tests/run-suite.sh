@@ -17,8 +17,9 @@ awk -v status="$status" '
     suites++
   }
   /\[SKIP\]/ { skipped++ }
+  /^Skipped: +[0-9]+/ { skipped_suites = $2 }   # whole suites (exit 77: no GPU)
   END {
     if (status != 0 && failed == 0) failed = 1   # a suite died without a synthesis
-    printf "%d passed, %d failed, %d skipped\n", passed, failed, skipped
+    printf "%d passed, %d failed, %d skipped\n", passed, failed, skipped + skipped_suites
   }' "$log"
 exit $status

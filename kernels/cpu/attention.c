@@ -29,7 +29,7 @@ void tsr_cpu_attn_init(int d, int tq, int nb, float *ms, float *acc)
 }
 
 /* q: (d, tq, nb), k, v: (d, tk, nb), ms: (2, tq, nb), acc: (d, tq, nb) */
-void tsr_cpu_attn_fwd(int d, int tq, int tk, int nb, int q0, int k0, float scale,
+TSR_CPU_CLONES void tsr_cpu_attn_fwd(int d, int tq, int tk, int nb, int q0, int k0, float scale,
                       const float *q, const float *k, const float *v, float *ms, float *acc)
 {
     float s[KB];
@@ -113,7 +113,7 @@ void tsr_cpu_attn_bwd_dot(int d, int tq, int nb, const float *o, const float *do
 }
 
 /* q, dout, dq: (d, tq, nb); k, v, dk, dv: (d, tk, nb); lse, D: (tq, nb) */
-void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale,
+TSR_CPU_CLONES void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale,
                       const float *q, const float *k, const float *v, const float *dout,
                       const float *lse, const float *D, float *dq, float *dk, float *dv)
 {

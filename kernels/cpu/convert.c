@@ -1,11 +1,12 @@
 /* CPU fp32 <-> bf16 conversion, round to nearest even, in integer arithmetic
  * (vectorizes; no dependence on the FPU rounding mode). */
 #include "kernels/convert.h"
+#include "kernels/cpu/vecmath.h"
 
 #include <string.h>
 
 /* x: (n) fp32, y: (n) bf16 */
-void tsr_cpu_f32_to_bf16(size_t n, const float *x, uint16_t *y)
+TSR_CPU_CLONES void tsr_cpu_f32_to_bf16(size_t n, const float *x, uint16_t *y)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t u;

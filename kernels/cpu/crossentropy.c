@@ -17,7 +17,7 @@ void tsr_cpu_crossentropy_fwd(int nv, int T, int v0, const float *logits, int ld
 }
 
 /* logits, dlogits: (nv, T) with ld, ldd; lse, targets: (T) */
-void tsr_cpu_crossentropy_bwd(int nv, int T, int v0, const float *logits, int ld,
+TSR_CPU_CLONES void tsr_cpu_crossentropy_bwd(int nv, int T, int v0, const float *logits, int ld,
                               const float *lse, const int32_t *targets, float scale,
                               float *dlogits, int ldd)
 {

@@ -14,7 +14,7 @@ static inline float half_one_plus_tanh(float u)
 }
 
 /* x, out: (n) */
-void tsr_cpu_gelu_fwd(size_t n, const float *x, float *out)
+TSR_CPU_CLONES void tsr_cpu_gelu_fwd(size_t n, const float *x, float *out)
 {
     for (size_t i = 0; i < n; i++) {
         float xi = x[i];
@@ -24,7 +24,7 @@ void tsr_cpu_gelu_fwd(size_t n, const float *x, float *out)
 }
 
 /* x, dout, dx: (n).  With s = sigmoid(2u): 1 - tanh(u)^2 = 4 s (1 - s). */
-void tsr_cpu_gelu_bwd(size_t n, const float *x, const float *dout, float *dx)
+TSR_CPU_CLONES void tsr_cpu_gelu_bwd(size_t n, const float *x, const float *dout, float *dx)
 {
     for (size_t i = 0; i < n; i++) {
         float xi = x[i];

@@ -8,7 +8,7 @@
 #include "kernels/cpu/vecmath.h"
 
 /* x, out: (C, T); gamma, beta: (C); mean, rstd: (T) */
-void tsr_cpu_layernorm_fwd(int C, int T, const float *x, const float *gamma,
+TSR_CPU_CLONES void tsr_cpu_layernorm_fwd(int C, int T, const float *x, const float *gamma,
                            const float *beta, float eps, float *out, float *mean, float *rstd)
 {
     for (int t = 0; t < T; t++) {
@@ -16,14 +16,14 @@ void tsr_cpu_layernorm_fwd(int C, int T, const float *x, const float *gamma,
         float *ot = out + (size_t)t * C;
         float mu = (float)(tsr_vsum(xt, (size_t)C) / C);
         /* variance as mean of squared deviations: no cancellation */
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        float acc[TSR_VACC] = {0};
         int i = 0;
-        for (; i + 8 <= C; i += 8)
-            for (int u = 0; u < 8; u++) {
+        for (; i + TSR_VACC <= C; i += TSR_VACC)
+            for (int u = 0; u < TSR_VACC; u++) {
                 float dv = xt[i + u] - mu;
                 acc[u] += dv * dv;
             }
-        float var = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        float var = tsr_vfold(acc);
         for (; i < C; i++)
             var += (xt[i] - mu) * (xt[i] - mu);
         var /= (float)C;
@@ -36,7 +36,7 @@ void tsr_cpu_layernorm_fwd(int C, int T, const float *x, const float *gamma,
 }
 
 /* dout, x, dx: (C, T); gamma, dgamma, dbeta: (C); mean, rstd: (T) */
-void tsr_cpu_layernorm_bwd(int C, int T, const float *dout, const float *x,
+TSR_CPU_CLONES void tsr_cpu_layernorm_bwd(int C, int T, const float *dout, const float *x,
                            const float *gamma, const float *mean, const float *rstd,
                            float *restrict dx, float *restrict dgamma, float *restrict dbeta)
 {
@@ -46,16 +46,16 @@ void tsr_cpu_layernorm_bwd(int C, int T, const float *dout, const float *x,
         float *dxt = dx + (size_t)t * C;
         float mu = mean[t], rs = rstd[t];
         /* the two reductions of the chain rule through mean and variance */
-        float a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        float a[TSR_VACC] = {0}, b[TSR_VACC] = {0};
         int i = 0;
-        for (; i + 8 <= C; i += 8)
-            for (int u = 0; u < 8; u++) {
+        for (; i + TSR_VACC <= C; i += TSR_VACC)
+            for (int u = 0; u < TSR_VACC; u++) {
                 float g = gamma[i + u] * dt[i + u];
                 a[u] += g;
                 b[u] += g * (xt[i + u] - mu) * rs;
             }
-        float sa = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-        float sb = ((b[0] + b[4]) + (b[1] + b[5])) + ((b[2] + b[6]) + (b[3] + b[7]));
+        float sa = tsr_vfold(a);
+        float sb = tsr_vfold(b);
         for (; i < C; i++) {
             float g = gamma[i] * dt[i];
             sa += g;

@@ -22,7 +22,7 @@ static inline void merge_state(float *m1, float *s1, float m2, float s2)
 }
 
 /* x: (m, n) with ldx; ms: (2, n) */
-void tsr_cpu_maxsumexp(int m, int n, const float *x, int ldx, float *ms, int accumulate)
+TSR_CPU_CLONES void tsr_cpu_maxsumexp(int m, int n, const float *x, int ldx, float *ms, int accumulate)
 {
     for (int j = 0; j < n; j++) {
         const float *xj = x + (size_t)j * ldx;

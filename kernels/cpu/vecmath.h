@@ -12,14 +12,38 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The build targets baseline x86-64 (SSE2).  Kernels whose loops are bound by
+ * arithmetic at that width get a second, AVX2+FMA-era (x86-64-v3) clone that
+ * the loader picks at run time on CPUs that have it.  Both clones compute the
+ * same values: ISO C mode keeps fp contraction off, and the reductions fix
+ * their association in the source (TSR_VACC partial sums), not by width. */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
+#define TSR_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define TSR_CPU_CLONES
+#endif
+
 /* exp(x) in fp32, relative error about 2 ulp for x in [-87.3, 88]; 0 below
  * -87.3 (so exp(-inf) = 0), +inf above 88, NaN stays NaN.  Cody-Waite range
- * reduction to r in [-ln2/2, ln2/2] and Cephes' polynomial; no branches. */
+ * reduction to r in [-ln2/2, ln2/2] and Cephes' polynomial.  The range
+ * checks are bit masks on the pattern, not selects: gcc turns selects into
+ * branches around float operations, which it may not if-convert under the
+ * default -ftrapping-math, and then no loop calling this vectorizes. */
 static inline float tsr_vexpf(float x)
 {
-    const float hi = 88.0f, lo = -87.3f;
-    float xc = x > hi ? hi : x;
-    xc = xc < lo ? lo : xc;
+    const uint32_t bits_hi = 0x42b00000u; /* 88.0f */
+    const uint32_t bits_lo = 0x42ae999au; /* 87.3f (magnitude of the lower bound) */
+    uint32_t ux;
+    memcpy(&ux, &x, sizeof ux);
+    uint32_t ax = ux & 0x7fffffffu, neg = ux >> 31;
+    uint32_t negm = 0u - neg;                                  /* all ones if x < 0 */
+    uint32_t bound = bits_hi ^ ((bits_hi ^ bits_lo) & negm);
+    uint32_t outm = 0u - (uint32_t)(ax > bound);              /* outside the range, or NaN */
+    uint32_t nanm = 0u - (uint32_t)(ax > 0x7f800000u);
+    uint32_t uc = (outm & (bound | (neg << 31))) | (~outm & ux); /* clamped, same sign */
+    float xc;
+    memcpy(&xc, &uc, sizeof xc);
     /* n = round(x / ln2) by the 1.5*2^23 trick (exact for |n| < 2^22) */
     const float shifter = 12582912.0f;
     float t = xc * 1.44269504088896341f + shifter;
@@ -36,33 +60,64 @@ static inline float tsr_vexpf(float x)
     p = p * r + 5.0000001201e-1f;
     p = p * z + r + 1.0f;
     int32_t e = (int32_t)n;
-    int32_t bits = (e + 127) << 23;
+    uint32_t sbits = (uint32_t)(e + 127) << 23;
     float s;
-    memcpy(&s, &bits, sizeof s);
+    memcpy(&s, &sbits, sizeof s);
     float y = p * s;
-    y = x < lo ? 0.0f : y;
-    y = x > hi ? INFINITY : y;
-    y = x != x ? x : y;
+    uint32_t uy;
+    memcpy(&uy, &y, sizeof uy);
+    uy = (outm & ~negm & 0x7f800000u) | (~outm & uy); /* +inf above, 0 below */
+    uy = (nanm & (ux | 0x00400000u)) | (~nanm & uy);
+    memcpy(&y, &uy, sizeof y);
     return y;
 }
 
-/* sum_i x[i] with 8 partial sums (vectorizes), carried into double every
- * 256 elements so long tiles keep fp32-level relative accuracy. */
+/* sqrt(x) for finite x >= 0 without libm: sqrtf carries an errno branch
+ * (default -fmath-errno) that stops vectorization.  1/sqrt from the bit
+ * trick (3.4% error), three Newton steps (error below 1e-7 relative), then
+ * x * (1/sqrt(x)); exact 0 for x = 0. */
+static inline float tsr_vsqrtf(float x)
+{
+    uint32_t ux;
+    memcpy(&ux, &x, sizeof ux);
+    uint32_t ur = 0x5f375a86u - (ux >> 1);
+    float r;
+    memcpy(&r, &ur, sizeof r);
+    float hx = 0.5f * x;
+    r = r * (1.5f - hx * r * r);
+    r = r * (1.5f - hx * r * r);
+    r = r * (1.5f - hx * r * r);
+    return x * r;
+}
+
+/* sum_i x[i] with TSR_VACC partial sums (vectorizes into several independent
+ * vector accumulators: one add chain is latency-bound far below memory
+ * bandwidth), carried into double every 256 elements so long tiles keep
+ * fp32-level relative accuracy. */
+#define TSR_VACC 32
+/* pairwise sum of the TSR_VACC partial sums */
+static inline float tsr_vfold(float *acc)
+{
+    for (int w = TSR_VACC / 2; w > 0; w /= 2)
+        for (int u = 0; u < w; u++)
+            acc[u] += acc[u + w];
+    return acc[0];
+}
+
 static inline double tsr_vsum(const float *x, size_t n)
 {
     double total = 0.0;
     size_t i = 0;
     while (i < n) {
         size_t end = n - i > 256 ? i + 256 : n;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (; i + 8 <= end; i += 8)
-            for (int u = 0; u < 8; u++)
+        float acc[TSR_VACC] = {0};
+        for (; i + TSR_VACC <= end; i += TSR_VACC)
+            for (int u = 0; u < TSR_VACC; u++)
                 acc[u] += x[i + u];
         float tail = 0.0f;
         for (; i < end; i++)
             tail += x[i];
-        total += (double)((acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) +
-                          (acc[3] + acc[7]) + tail);
+        total += (double)tsr_vfold(acc) + tail;
     }
     return total;
 }
@@ -74,15 +129,14 @@ static inline double tsr_vdot(const float *x, const float *y, size_t n)
     size_t i = 0;
     while (i < n) {
         size_t end = n - i > 256 ? i + 256 : n;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (; i + 8 <= end; i += 8)
-            for (int u = 0; u < 8; u++)
+        float acc[TSR_VACC] = {0};
+        for (; i + TSR_VACC <= end; i += TSR_VACC)
+            for (int u = 0; u < TSR_VACC; u++)
                 acc[u] += x[i + u] * y[i + u];
         float tail = 0.0f;
         for (; i < end; i++)
             tail += x[i] * y[i];
-        total += (double)((acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) +
-                          (acc[3] + acc[7]) + tail);
+        total += (double)tsr_vfold(acc) + tail;
     }
     return total;
 }
@@ -101,21 +155,34 @@ static inline float tsr_vdotf(const float *x, const float *y, int n)
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
 }
 
-/* max_i x[i], n >= 1 (NaN-agnostic). */
+/* max_i x[i], n >= 1, for non-NaN x.  Compared as integers: the key
+ * bits ^ ((bits >> 31) & 0x7fffffff) orders floats like signed ints, and an
+ * integer max vectorizes where a float select does not (-ftrapping-math). */
 static inline float tsr_vmax(const float *x, size_t n)
 {
-    float acc[8];
-    for (int u = 0; u < 8; u++)
-        acc[u] = -INFINITY;
+    int32_t acc[TSR_VACC];
+    for (int u = 0; u < TSR_VACC; u++)
+        acc[u] = INT32_MIN;
     size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int u = 0; u < 8; u++)
-            acc[u] = x[i + u] > acc[u] ? x[i + u] : acc[u];
-    float mx = -INFINITY;
-    for (int u = 0; u < 8; u++)
-        mx = acc[u] > mx ? acc[u] : mx;
-    for (; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
+    for (; i + TSR_VACC <= n; i += TSR_VACC)
+        for (int u = 0; u < TSR_VACC; u++) {
+            int32_t b;
+            memcpy(&b, &x[i + u], sizeof b);
+            int32_t key = b ^ ((b >> 31) & 0x7fffffff);
+            acc[u] = key > acc[u] ? key : acc[u];
+        }
+    int32_t mk = INT32_MIN;
+    for (int u = 0; u < TSR_VACC; u++)
+        mk = acc[u] > mk ? acc[u] : mk;
+    for (; i < n; i++) {
+        int32_t b;
+        memcpy(&b, &x[i], sizeof b);
+        int32_t key = b ^ ((b >> 31) & 0x7fffffff);
+        mk = key > mk ? key : mk;
+    }
+    int32_t b = mk ^ ((mk >> 31) & 0x7fffffff); /* the map is its own inverse */
+    float mx;
+    memcpy(&mx, &b, sizeof mx);
     return mx;
 }
 

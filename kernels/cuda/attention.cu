@@ -7,7 +7,7 @@
  * are reduced over the group with shuffles.  DMAX is the head dimension
  * rounded up to 32, 64, 128 or 256; padded dimensions are zero.
  *
- * Forward: blocks of BQ queries stream the visible keys in chunks of BK
+ * Forward: blocks of BR queries stream the visible keys in chunks of BK
  * through shared memory with an online softmax.  Backward: one kernel owns
  * keys (dk, dv in registers, streams queries), one owns queries (dq, streams
  * keys), both recompute p from lse, so nothing is accumulated atomically.
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_fwd(int d, int tq, 
     }
 }
 
-/* Backward, key side: dk, dv for BQ keys per block, streaming queries.
+/* Backward, key side: dk, dv for BR keys per block, streaming queries.
  * q, dout: (d, tq, nb); k, v, dk, dv: (d, tk, nb); lse, D: (tq, nb) */
 template <int DMAX>
 __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_kv(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_kv(int d, int t
     }
 }
 
-/* Backward, query side: dq for BQ queries per block, streaming keys. */
+/* Backward, query side: dq for BR queries per block, streaming keys. */
 template <int DMAX>
 __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_q(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
                              const float *k, const float *v, const float *dout, const float *lse,
@@ -260,57 +260,57 @@ __global__ void k_attn_init(int d, size_t rows, float *ms, float *acc)
         acc[e] = 0.0f;
 }
 
-/* one warp per row: ms_*: (2, rows), acc_*: (d, rows) */
+/* one warp per row (grid-stride): ms_*: (2, rows), acc_*: (d, rows) */
 __global__ void k_attn_merge(int d, size_t rows, const float *ms_src, const float *acc_src,
                              float *ms_dst, float *acc_dst)
 {
     int lane = threadIdx.x & 31;
-    size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
-    if (r >= rows)
-        return;
-    float m1 = ms_dst[2 * r], l1 = ms_dst[2 * r + 1];
-    float m2 = ms_src[2 * r], l2 = ms_src[2 * r + 1];
-    float m = fmaxf(m1, m2);
-    if (m == -INFINITY)
-        return;
-    float c1 = expf(m1 - m), c2 = expf(m2 - m);
-    for (int c = lane; c < d; c += 32)
-        acc_dst[r * d + c] = acc_dst[r * d + c] * c1 + acc_src[r * d + c] * c2;
-    if (lane == 0) {
-        ms_dst[2 * r] = m;
-        ms_dst[2 * r + 1] = l1 * c1 + l2 * c2;
+    size_t nwarps = ((size_t)gridDim.x * blockDim.x) >> 5;
+    for (size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; r < rows; r += nwarps) {
+        float m1 = ms_dst[2 * r], l1 = ms_dst[2 * r + 1];
+        float m2 = ms_src[2 * r], l2 = ms_src[2 * r + 1];
+        float m = fmaxf(m1, m2);
+        if (m == -INFINITY)
+            continue; /* both empty: dst stays empty */
+        float c1 = expf(m1 - m), c2 = expf(m2 - m);
+        for (int c = lane; c < d; c += 32)
+            acc_dst[r * d + c] = acc_dst[r * d + c] * c1 + acc_src[r * d + c] * c2;
+        if (lane == 0) {
+            ms_dst[2 * r] = m;
+            ms_dst[2 * r + 1] = l1 * c1 + l2 * c2;
+        }
     }
 }
 
-/* one warp per row: ms: (2, rows), acc, o: (d, rows), lse: (rows) */
+/* one warp per row (grid-stride): ms: (2, rows), acc, o: (d, rows), lse: (rows) */
 __global__ void k_attn_finalize(int d, size_t rows, const float *ms, const float *acc, float *o,
                                 float *lse)
 {
     int lane = threadIdx.x & 31;
-    size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
-    if (r >= rows)
-        return;
-    float m = ms[2 * r], l = ms[2 * r + 1];
-    float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int c = lane; c < d; c += 32)
-        o[r * d + c] = acc[r * d + c] * inv;
-    if (lane == 0)
-        lse[r] = l > 0.0f ? m + logf(l) : -INFINITY;
+    size_t nwarps = ((size_t)gridDim.x * blockDim.x) >> 5;
+    for (size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; r < rows; r += nwarps) {
+        float m = ms[2 * r], l = ms[2 * r + 1];
+        float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        for (int c = lane; c < d; c += 32)
+            o[r * d + c] = acc[r * d + c] * inv;
+        if (lane == 0)
+            lse[r] = l > 0.0f ? m + logf(l) : -INFINITY;
+    }
 }
 
-/* one warp per row: o, dout: (d, rows), D: (rows) */
+/* one warp per row (grid-stride): o, dout: (d, rows), D: (rows) */
 __global__ void k_attn_bwd_dot(int d, size_t rows, const float *o, const float *dout, float *D)
 {
     int lane = threadIdx.x & 31;
-    size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
-    if (r >= rows)
-        return;
-    float s = 0.0f;
-    for (int c = lane; c < d; c += 32)
-        s += o[r * d + c] * dout[r * d + c];
-    s = tsr_warp_sum(s);
-    if (lane == 0)
-        D[r] = s;
+    size_t nwarps = ((size_t)gridDim.x * blockDim.x) >> 5;
+    for (size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; r < rows; r += nwarps) {
+        float s = 0.0f;
+        for (int c = lane; c < d; c += 32)
+            s += o[r * d + c] * dout[r * d + c];
+        s = tsr_warp_sum(s);
+        if (lane == 0)
+            D[r] = s;
+    }
 }
 
 static int dmax_of(int d)

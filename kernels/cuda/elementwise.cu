@@ -158,8 +158,9 @@ int tsr_cuda_sum_axis(void *stream, int axis, int m, int n, float alpha, const f
     if (axis == 1) {
         if (n <= 0)
             return 0;
-        if (m <= 0) /* empty sums: y = beta y */
-            return tsr_cuda_scale(stream, (size_t)n, beta, y, y);
+        if (m <= 0) /* empty sums: y = beta y, and beta == 0 must not read y */
+            return beta == 0.0f ? tsr_cuda_fill(stream, (size_t)n, 0.0f, y)
+                                : tsr_cuda_scale(stream, (size_t)n, beta, y, y);
         k_sum_cols<<<tsr_blocks((size_t)n * 32, BLOCK), BLOCK, 0, TSR_STREAM(stream)>>>(
             m, n, alpha, x, ldx, beta, y);
     } else {

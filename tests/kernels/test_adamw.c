@@ -37,6 +37,18 @@ Test(adamw, several_steps_match_double)
     }
 }
 
+/* a zero gradient on a zero state: only the decoupled decay moves p, and
+ * nothing divides 0 by 0 */
+Test(adamw, zero_gradient_and_state)
+{
+    float p[5] = {1, -2, 0, 3, 0.5f}, m[5] = {0}, v[5] = {0}, g[5] = {0};
+    double want[5];
+    for (int i = 0; i < 5; i++)
+        want[i] = p[i] - 1e-2 * 0.1 * p[i];
+    tsr_cpu_adamw(5, 1, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f, g, p, m, v);
+    kt_assert_close("adamw p, zero gradient", p, want, 5, 1e-7, 1e-6);
+}
+
 Test(adamw, sumsq_accumulates_over_tiles)
 {
     kt_rng r = kt_seed(72);

@@ -1,0 +1,526 @@
+/* tessera-bench-kernels — time every tile kernel and compare it with
+ * ceilings measured in the same run: a STREAM-like copy for memory-bound ops
+ * and a large OpenBLAS SGEMM for compute-bound ones on the CPU (one thread:
+ * kernels run one per task); a device-to-device copy and large cuBLAS GEMMs
+ * on the GPU.  Prints a human table and one JSON line per figure.
+ *
+ * Usage: tessera-bench-kernels [--quick] [--cpu-only] [--gpu-only] [FILTER]
+ *   --quick: small shapes and few repetitions (a smoke test; figures then
+ *            measure caches, not memory)
+ *   FILTER:  run only cases whose name contains this string
+ * Bytes are logical traffic (each input read once, each output written once,
+ * read-modify-write counted twice), as STREAM counts them.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/adamw.h"
+#include "kernels/attention.h"
+#include "kernels/convert.h"
+#include "kernels/crossentropy.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/gelu.h"
+#include "kernels/gemm.h"
+#include "kernels/layernorm.h"
+#include "kernels/softmax.h"
+
+#ifdef TSR_HAVE_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#endif
+
+static int quick;
+static const char *filter;
+static double min_time = 0.3; /* seconds of repetitions per case */
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int selected(const char *name)
+{
+    return !filter || strstr(name, filter) != NULL;
+}
+
+/* Best time of one call over repetitions lasting at least min_time (and at
+ * least 3), after one warm-up call. */
+static double time_best(void (*fn)(void))
+{
+    fn();
+    double best = INFINITY, start = now();
+    int reps = 0;
+    while (reps < 3 || (now() - start < min_time && reps < 1000)) {
+        double t0 = now();
+        fn();
+        double t = now() - t0;
+        best = t < best ? t : best;
+        reps++;
+    }
+    return best;
+}
+
+static void report(const char *name, const char *shape, const char *device, double seconds,
+                   double amount, const char *unit, double ceiling)
+{
+    double value = amount / seconds / 1e9;
+    double ratio = ceiling > 0 ? value / ceiling : 0;
+    printf("%-22s %-18s %-5s %10.3f ms %9.2f %-7s ceiling %9.2f  ratio %5.2f\n", name, shape,
+           device, seconds * 1e3, value, unit, ceiling, ratio);
+    printf("{\"bench\":\"kernels\",\"case\":\"%s\",\"shape\":\"%s\",\"device\":\"%s\","
+           "\"metric\":\"%s\",\"value\":%.4g,\"unit\":\"%s\",\"ceiling\":%.4g,\"ratio\":%.3f}\n",
+           name, shape, device, unit, value, unit, ceiling, ratio);
+    fflush(stdout);
+}
+
+static float *falloc(size_t n, float lo, float hi, uint64_t seed)
+{
+    float *p = aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64);
+    if (!p) {
+        fprintf(stderr, "tessera-bench-kernels: out of memory (%zu floats)\n", n);
+        exit(1);
+    }
+    uint64_t s = seed * 0x9e3779b97f4a7c15ULL + 1;
+    for (size_t i = 0; i < n; i++) { /* also first-touches the pages */
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        p[i] = lo + (hi - lo) * (float)((s >> 40) * 0x1.0p-24);
+    }
+    return p;
+}
+
+/* ---------------------------------------------------------------- CPU */
+
+/* activation tiles (C, T): big enough to miss a 32 MiB L3 */
+static int C, T, V, NVT; /* feature, tokens, vocab tile rows for maxsumexp/CE */
+static size_t N;         /* C * T */
+static float *A, *B, *Cb, *D, *E, *G, *Bv, *Ms, *Lse;
+static uint16_t *H;
+static int32_t *Tok;
+static int GM, GT; /* gemm sizes: ceiling, tile */
+static float *GA, *GB, *GC;
+static int AD = 64, ATQ = 256, ANB = 12; /* attention tile: d, tq = tk, heads */
+static float *AQ, *AK, *AV, *AO, *ADO, *AMS, *AACC, *ALSE, *AD_, *ADQ, *ADK, *ADV;
+
+static void c_copy_stream(void)
+{
+    const float *restrict x = A;
+    float *restrict y = B;
+    for (size_t i = 0; i < N; i++)
+        y[i] = x[i];
+}
+static void c_gemm_big(void)
+{
+    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, GM, GM, GM, 1.0f, GA, GM, GB, GM, 0.0f,
+                GC, GM);
+}
+static void c_fill(void) { tsr_cpu_fill(N, 0.5f, B); }
+static void c_copy(void) { tsr_cpu_copy(N, A, B); }
+static void c_scale(void) { tsr_cpu_scale(N, 0.999f, A, B); }
+static void c_axpy(void) { tsr_cpu_axpy(N, 1e-3f, A, B); }
+static void c_add(void) { tsr_cpu_add(N, A, Cb, B); }
+static void c_bias_add(void) { tsr_cpu_bias_add(0, C, T, Bv, B, C); }
+static void c_sum_axis0(void) { tsr_cpu_sum_axis(0, C, T, 1.0f, A, C, 0.0f, Bv); }
+static void c_sum_axis1(void) { tsr_cpu_sum_axis(1, C, T, 1.0f, A, C, 0.0f, Lse); }
+static void c_ln_fwd(void) { tsr_cpu_layernorm_fwd(C, T, A, Bv, Bv + C, 1e-5f, B, Ms, Ms + T); }
+static void c_ln_bwd(void)
+{
+    tsr_cpu_layernorm_bwd(C, T, Cb, A, Bv, Ms, Ms + T, B, Bv + 2 * C, Bv + 3 * C);
+}
+static void c_gelu_fwd(void) { tsr_cpu_gelu_fwd(N, A, B); }
+static void c_gelu_bwd(void) { tsr_cpu_gelu_bwd(N, A, Cb, B); }
+static void c_maxsumexp(void) { tsr_cpu_maxsumexp(NVT, (int)(N / NVT), A, NVT, Ms, 0); }
+static void c_ce_bwd(void)
+{
+    tsr_cpu_crossentropy_bwd(NVT, (int)(N / NVT), 0, A, NVT, Lse, Tok, 1e-3f, B, NVT);
+}
+static void c_emb_fwd(void) { tsr_cpu_embedding_fwd(C, T, V, 0, Tok, D, B); }
+static void c_emb_bwd(void) { tsr_cpu_embedding_bwd(C, T, V, 0, Tok, Cb, D); }
+static void c_adamw(void) { tsr_cpu_adamw(N, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, A, B, Cb, E); }
+static void c_sumsq(void)
+{
+    float acc = 0;
+    tsr_cpu_sumsq(N, A, &acc);
+    G[0] = acc;
+}
+static void c_f2bf(void) { tsr_cpu_f32_to_bf16(N, A, H); }
+static void c_bf2f(void) { tsr_cpu_bf16_to_f32(N, H, B); }
+static void c_gemm_tile(void)
+{
+    tsr_cpu_gemm(TSR_NOTRANS, TSR_NOTRANS, GT, GT, GT, 1.0f, GA, GT, 0, GB, GT, 0, 0.0f, GC, GT, 0, 1);
+}
+/* an off-diagonal pair (all keys visible): the full work of a tile pair */
+static void c_attn_fwd(void)
+{
+    tsr_cpu_attn_fwd(AD, ATQ, ATQ, ANB, ATQ, 0, 0.125f, AQ, AK, AV, AMS, AACC);
+}
+static void c_attn_bwd(void)
+{
+    tsr_cpu_attn_bwd(AD, ATQ, ATQ, ANB, ATQ, 0, 0.125f, AQ, AK, AV, ADO, ALSE, AD_, ADQ, ADK, ADV);
+}
+
+typedef struct {
+    const char *name;
+    void (*fn)(void);
+    double bytes_per_elem; /* memory-bound: logical bytes per element of N */
+} mcase;
+
+static void run_cpu(void)
+{
+    openblas_set_num_threads(1);
+    C = 768;
+    T = quick ? 1024 : 16384; /* 48 MiB per (C, T) tile */
+    N = (size_t)C * T;
+    V = 8192; /* embedding table tile: 24 MiB */
+    NVT = 4096; /* logits tile (4096, N / 4096) */
+    A = falloc(N, -2, 2, 1), B = falloc(N, -1, 1, 2), Cb = falloc(N, -1, 1, 3);
+    E = falloc(N, 0, 1e-3f, 4), D = falloc((size_t)C * V, -1, 1, 5);
+    Bv = falloc(4 * (size_t)C, 0.5f, 1.5f, 6), Ms = falloc(2 * N / C + 2 * N / NVT, -1, 1, 7);
+    Lse = falloc(N / C + N / NVT, 8, 9, 8), G = falloc(16, 0, 1, 9);
+    H = aligned_alloc(64, ((N * 2 + 63) / 64) * 64);
+    Tok = malloc(sizeof(int32_t) * (N / C > N / NVT ? N / C : N / NVT));
+    for (size_t t = 0; t < N / C || t < N / NVT; t++)
+        Tok[t] = (int32_t)((t * 2654435761u) % (unsigned)V);
+    for (int t = 0; t < T; t++)
+        Ms[T + t] = 1.0f; /* rstd */
+    memset(H, 0, N * 2);
+
+    printf("# CPU (1 thread): ceilings\n");
+    double copy_s = time_best(c_copy_stream);
+    double bw = 8.0 * N / copy_s / 1e9;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zu", N);
+    report("stream_copy", shape, "cpu", copy_s, 8.0 * N, "GB/s", bw);
+    GM = quick ? 512 : 2048;
+    GT = quick ? 256 : 1024;
+    GA = falloc((size_t)GM * GM, -1, 1, 10), GB = falloc((size_t)GM * GM, -1, 1, 11);
+    GC = falloc((size_t)GM * GM, 0, 1, 12);
+    double gemm_s = time_best(c_gemm_big);
+    double gf = 2.0 * GM * GM * GM / gemm_s / 1e9;
+    snprintf(shape, sizeof shape, "%dx%dx%d", GM, GM, GM);
+    report("openblas_sgemm", shape, "cpu", gemm_s, 2.0 * GM * GM * GM, "GFLOP/s", gf);
+
+    printf("# CPU kernels: memory-bound (GB/s vs stream_copy)\n");
+    const mcase cases[] = {
+        {"fill", c_fill, 4},           {"copy", c_copy, 8},
+        {"scale", c_scale, 8},         {"axpy", c_axpy, 12},
+        {"add", c_add, 12},            {"bias_add", c_bias_add, 8},
+        {"sum_axis0", c_sum_axis0, 4}, {"sum_axis1", c_sum_axis1, 4},
+        {"layernorm_fwd", c_ln_fwd, 8}, {"layernorm_bwd", c_ln_bwd, 16},
+        {"gelu_fwd", c_gelu_fwd, 8},   {"gelu_bwd", c_gelu_bwd, 12},
+        {"maxsumexp", c_maxsumexp, 4}, {"crossentropy_bwd", c_ce_bwd, 8},
+        {"embedding_fwd", c_emb_fwd, 12}, {"embedding_bwd", c_emb_bwd, 12},
+        {"adamw", c_adamw, 28},        {"sumsq", c_sumsq, 4},
+        {"f32_to_bf16", c_f2bf, 6},    {"bf16_to_f32", c_bf2f, 6},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (!selected(cases[i].name))
+            continue;
+        const char *nm = cases[i].name;
+        if (!strcmp(nm, "maxsumexp") || !strcmp(nm, "crossentropy_bwd"))
+            snprintf(shape, sizeof shape, "%dx%zu", NVT, N / NVT);
+        else if (!strncmp(nm, "embedding", 9))
+            snprintf(shape, sizeof shape, "%dx%d/v%d", C, T, V);
+        else
+            snprintf(shape, sizeof shape, "%dx%d", C, T);
+        double s = time_best(cases[i].fn);
+        report(nm, shape, "cpu", s, cases[i].bytes_per_elem * N, "GB/s", bw);
+    }
+
+    printf("# CPU kernels: compute-bound (GFLOP/s vs openblas_sgemm)\n");
+    if (selected("gemm")) {
+        snprintf(shape, sizeof shape, "%dx%dx%d", GT, GT, GT);
+        report("gemm", shape, "cpu", time_best(c_gemm_tile), 2.0 * GT * GT * GT, "GFLOP/s", gf);
+    }
+    if (selected("attn")) {
+        size_t nq = (size_t)AD * ATQ * ANB;
+        AQ = falloc(nq, -1, 1, 20), AK = falloc(nq, -1, 1, 21), AV = falloc(nq, -1, 1, 22);
+        ADO = falloc(nq, -1, 1, 23), ADQ = falloc(nq, 0, 0, 24), ADK = falloc(nq, 0, 0, 25);
+        ADV = falloc(nq, 0, 0, 26), AACC = falloc(nq, 0, 0, 27), AO = falloc(nq, 0, 0, 28);
+        AMS = falloc(2 * (size_t)ATQ * ANB, 0, 0, 29), ALSE = falloc((size_t)ATQ * ANB, 0, 0, 30);
+        AD_ = falloc((size_t)ATQ * ANB, 0, 0, 31);
+        tsr_cpu_attn_init(AD, ATQ, ANB, AMS, AACC);
+        c_attn_fwd();
+        tsr_cpu_attn_finalize(AD, ATQ, ANB, AMS, AACC, AO, ALSE);
+        tsr_cpu_attn_bwd_dot(AD, ATQ, ANB, AO, ADO, AD_);
+        snprintf(shape, sizeof shape, "d%d,%dx%d,h%d", AD, ATQ, ATQ, ANB);
+        double fl = (double)AD * ATQ * ATQ * ANB;
+        report("attn_fwd", shape, "cpu", time_best(c_attn_fwd), 4 * fl, "GFLOP/s", gf);
+        report("attn_bwd", shape, "cpu", time_best(c_attn_bwd), 10 * fl, "GFLOP/s", gf);
+        free(AQ), free(AK), free(AV), free(ADO), free(ADQ), free(ADK), free(ADV), free(AACC);
+        free(AO), free(AMS), free(ALSE), free(AD_);
+    }
+    free(A), free(B), free(Cb), free(D), free(E), free(Bv), free(Ms), free(Lse), free(G);
+    free(H), free(Tok), free(GA), free(GB), free(GC);
+}
+
+/* ---------------------------------------------------------------- GPU */
+#ifdef TSR_HAVE_CUDA
+static cudaStream_t gs;
+static cublasHandle_t gh;
+static cudaEvent_t ev0, ev1;
+static size_t gN;
+static int gC, gT, gV, gNVT, gGM, gGT;
+static float *gA, *gB, *gCb, *gD, *gE, *gBv, *gMs, *gLse, *gAcc;
+static uint16_t *gH, *gH2, *gH3;
+static int32_t *gTok;
+static int gAD = 64, gATQ = 1024, gANB = 48;
+static float *gq, *gk, *gv, *gdo, *gdq, *gdk, *gdv, *gms, *gacc, *glse, *gDD;
+static int gerr;
+
+#define GCHECK(call)                                                                       \
+    do {                                                                                   \
+        int rc_ = (int)(call);                                                             \
+        if (rc_ && !gerr) {                                                                \
+            fprintf(stderr, "tessera-bench-kernels: %s failed: %d\n", #call, rc_);        \
+            gerr = rc_;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+static double gtime_best(void (*fn)(void))
+{
+    fn();
+    cudaStreamSynchronize(gs);
+    float best = INFINITY;
+    double start = now();
+    int reps = 0;
+    while (reps < 5 || (now() - start < min_time && reps < 2000)) {
+        cudaEventRecord(ev0, gs);
+        fn();
+        cudaEventRecord(ev1, gs);
+        cudaEventSynchronize(ev1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, ev0, ev1);
+        best = ms < best ? ms : best;
+        reps++;
+    }
+    return best * 1e-3;
+}
+
+static float *galloc(size_t n, float lo, float hi, uint64_t seed)
+{
+    float *d = NULL;
+    if (cudaMalloc((void **)&d, n * sizeof(float) + 64) != cudaSuccess) {
+        fprintf(stderr, "tessera-bench-kernels: cudaMalloc of %zu floats failed\n", n);
+        exit(1);
+    }
+    size_t chunk = 1 << 22;
+    float *h = falloc(chunk, lo, hi, seed);
+    for (size_t i = 0; i < n; i += chunk)
+        cudaMemcpy(d + i, h, sizeof(float) * (n - i < chunk ? n - i : chunk), cudaMemcpyHostToDevice);
+    free(h);
+    return d;
+}
+
+static void g_copy_dd(void) { cudaMemcpyAsync(gB, gA, gN * sizeof(float), cudaMemcpyDeviceToDevice, gs); }
+static void g_gemm32(void)
+{
+    GCHECK(tsr_cuda_gemm(gs, gh, TSR_GEMM_FP32, 0, 0, gGM, gGM, gGM, 1.0f, gA, gGM, 0, gB, gGM, 0, 0.0f, gCb, gGM, 0, 1));
+}
+static void g_gemmtf(void)
+{
+    GCHECK(tsr_cuda_gemm(gs, gh, TSR_GEMM_TF32, 0, 0, gGM, gGM, gGM, 1.0f, gA, gGM, 0, gB, gGM, 0, 0.0f, gCb, gGM, 0, 1));
+}
+static void g_gemmbf(void)
+{
+    GCHECK(tsr_cuda_gemm_bf16(gs, gh, 0, 0, gGM, gGM, gGM, 1.0f, gH, gGM, 0, gH2, gGM, 0, 0.0f, gH3, 1, gGM, 0, 1));
+}
+static void g_gemm32_t(void)
+{
+    GCHECK(tsr_cuda_gemm(gs, gh, TSR_GEMM_FP32, 0, 0, gGT, gGT, gGT, 1.0f, gA, gGT, 0, gB, gGT, 0, 0.0f, gCb, gGT, 0, 1));
+}
+static void g_gemmtf_t(void)
+{
+    GCHECK(tsr_cuda_gemm(gs, gh, TSR_GEMM_TF32, 0, 0, gGT, gGT, gGT, 1.0f, gA, gGT, 0, gB, gGT, 0, 0.0f, gCb, gGT, 0, 1));
+}
+static void g_gemmbf_t(void)
+{
+    GCHECK(tsr_cuda_gemm_bf16(gs, gh, 0, 0, gGT, gGT, gGT, 1.0f, gH, gGT, 0, gH2, gGT, 0, 0.0f, gH3, 1, gGT, 0, 1));
+}
+static void g_fill(void) { GCHECK(tsr_cuda_fill(gs, gN, 0.5f, gB)); }
+static void g_copy(void) { GCHECK(tsr_cuda_copy(gs, gN, gA, gB)); }
+static void g_scale(void) { GCHECK(tsr_cuda_scale(gs, gN, 0.999f, gA, gB)); }
+static void g_axpy(void) { GCHECK(tsr_cuda_axpy(gs, gN, 1e-3f, gA, gB)); }
+static void g_add(void) { GCHECK(tsr_cuda_add(gs, gN, gA, gCb, gB)); }
+static void g_bias_add(void) { GCHECK(tsr_cuda_bias_add(gs, 0, gC, gT, gBv, gB, gC)); }
+static void g_sum_axis0(void) { GCHECK(tsr_cuda_sum_axis(gs, 0, gC, gT, 1.0f, gA, gC, 0.0f, gBv)); }
+static void g_sum_axis1(void) { GCHECK(tsr_cuda_sum_axis(gs, 1, gC, gT, 1.0f, gA, gC, 0.0f, gLse)); }
+static void g_ln_fwd(void) { GCHECK(tsr_cuda_layernorm_fwd(gs, gC, gT, gA, gBv, gBv + gC, 1e-5f, gB, gMs, gMs + gT)); }
+static void g_ln_bwd(void)
+{
+    GCHECK(tsr_cuda_layernorm_bwd(gs, gC, gT, gCb, gA, gBv, gMs, gMs + gT, gB, gBv + 2 * gC, gBv + 3 * gC));
+}
+static void g_gelu_fwd(void) { GCHECK(tsr_cuda_gelu_fwd(gs, gN, gA, gB)); }
+static void g_gelu_bwd(void) { GCHECK(tsr_cuda_gelu_bwd(gs, gN, gA, gCb, gB)); }
+static void g_maxsumexp(void) { GCHECK(tsr_cuda_maxsumexp(gs, gNVT, (int)(gN / gNVT), gA, gNVT, gMs, 0)); }
+static void g_ce_bwd(void)
+{
+    GCHECK(tsr_cuda_crossentropy_bwd(gs, gNVT, (int)(gN / gNVT), 0, gA, gNVT, gLse, gTok, 1e-3f, gB, gNVT));
+}
+static void g_emb_fwd(void) { GCHECK(tsr_cuda_embedding_fwd(gs, gC, gT, gV, 0, gTok, gD, gB)); }
+static void g_emb_bwd(void) { GCHECK(tsr_cuda_embedding_bwd(gs, gC, gT, gV, 0, gTok, gCb, gD)); }
+static void g_adamw(void) { GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE)); }
+static void g_sumsq(void) { GCHECK(tsr_cuda_sumsq(gs, gN, gA, gAcc)); }
+static void g_f2bf(void) { GCHECK(tsr_cuda_f32_to_bf16(gs, gN, gA, gH)); }
+static void g_bf2f(void) { GCHECK(tsr_cuda_bf16_to_f32(gs, gN, gH, gB)); }
+static void g_attn_fwd(void)
+{
+    GCHECK(tsr_cuda_attn_fwd(gs, gAD, gATQ, gATQ, gANB, gATQ, 0, 0.125f, gq, gk, gv, gms, gacc));
+}
+static void g_attn_bwd(void)
+{
+    GCHECK(tsr_cuda_attn_bwd(gs, gAD, gATQ, gATQ, gANB, gATQ, 0, 0.125f, gq, gk, gv, gdo, glse, gDD, gdq, gdk, gdv));
+}
+
+static void run_gpu(void)
+{
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        printf("# GPU: skipped (no CUDA device: %s)\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return;
+    }
+    struct cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    printf("# GPU 0: %s\n", prop.name);
+    cudaStreamCreate(&gs);
+    cublasCreate(&gh);
+    cudaEventCreate(&ev0), cudaEventCreate(&ev1);
+    gC = 768, gT = quick ? 4096 : 65536; /* 192 MiB per (C, T) tile */
+    gN = (size_t)gC * gT, gV = 50304, gNVT = 8192;
+    gA = galloc(gN, -2, 2, 1), gB = galloc(gN, -1, 1, 2), gCb = galloc(gN, -1, 1, 3);
+    gE = galloc(gN, 0, 1e-3f, 4), gD = galloc((size_t)gC * gV, -1, 1, 5);
+    gBv = galloc(4 * (size_t)gC, 0.5f, 1.5f, 6), gMs = galloc(2 * gN / gNVT + 2 * (size_t)gT, 0.5f, 1, 7);
+    gLse = galloc(gN / gNVT + gT, 8, 9, 8), gAcc = galloc(16, 0, 0, 9);
+    cudaMalloc((void **)&gH, gN * 2), cudaMalloc((void **)&gH2, gN * 2), cudaMalloc((void **)&gH3, gN * 2);
+    cudaMemset(gH, 0x3f, gN * 2), cudaMemset(gH2, 0x3f, gN * 2);
+    size_t ntok = gN / gNVT > (size_t)gT ? gN / gNVT : (size_t)gT;
+    int32_t *htok = malloc(sizeof(int32_t) * ntok);
+    for (size_t t = 0; t < ntok; t++)
+        htok[t] = (int32_t)((t * 2654435761u) % (unsigned)gV);
+    cudaMalloc((void **)&gTok, sizeof(int32_t) * ntok);
+    cudaMemcpy(gTok, htok, sizeof(int32_t) * ntok, cudaMemcpyHostToDevice);
+    free(htok);
+
+    char shape[64];
+    printf("# GPU: ceilings\n");
+    double cs = gtime_best(g_copy_dd);
+    double bw = 8.0 * gN / cs / 1e9;
+    snprintf(shape, sizeof shape, "%zu", gN);
+    report("d2d_copy", shape, "cuda", cs, 8.0 * gN, "GB/s", bw);
+    gGM = quick ? 2048 : 8192; /* fits in the (C, T) buffers */
+    gGT = quick ? 1024 : 2048;
+    double ceil32, ceiltf, ceilbf;
+    snprintf(shape, sizeof shape, "%dx%dx%d", gGM, gGM, gGM);
+    double fl = 2.0 * gGM * gGM * gGM;
+    double s = gtime_best(g_gemm32);
+    ceil32 = fl / s / 1e9;
+    report("cublas_sgemm", shape, "cuda", s, fl, "GFLOP/s", ceil32);
+    s = gtime_best(g_gemmtf);
+    ceiltf = fl / s / 1e9;
+    report("cublas_tf32", shape, "cuda", s, fl, "GFLOP/s", ceiltf);
+    s = gtime_best(g_gemmbf);
+    ceilbf = fl / s / 1e9;
+    report("cublas_bf16", shape, "cuda", s, fl, "GFLOP/s", ceilbf);
+
+    printf("# GPU kernels: memory-bound (GB/s vs d2d_copy)\n");
+    const mcase cases[] = {
+        {"fill", g_fill, 4},           {"copy", g_copy, 8},
+        {"scale", g_scale, 8},         {"axpy", g_axpy, 12},
+        {"add", g_add, 12},            {"bias_add", g_bias_add, 8},
+        {"sum_axis0", g_sum_axis0, 4}, {"sum_axis1", g_sum_axis1, 4},
+        {"layernorm_fwd", g_ln_fwd, 8}, {"layernorm_bwd", g_ln_bwd, 16},
+        {"gelu_fwd", g_gelu_fwd, 8},   {"gelu_bwd", g_gelu_bwd, 12},
+        {"maxsumexp", g_maxsumexp, 4}, {"crossentropy_bwd", g_ce_bwd, 8},
+        {"embedding_fwd", g_emb_fwd, 12}, {"embedding_bwd", g_emb_bwd, 12},
+        {"adamw", g_adamw, 28},        {"sumsq", g_sumsq, 4},
+        {"f32_to_bf16", g_f2bf, 6},    {"bf16_to_f32", g_bf2f, 6},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !gerr; i++) {
+        if (!selected(cases[i].name))
+            continue;
+        const char *nm = cases[i].name;
+        if (!strcmp(nm, "maxsumexp") || !strcmp(nm, "crossentropy_bwd"))
+            snprintf(shape, sizeof shape, "%dx%zu", gNVT, gN / gNVT);
+        else if (!strncmp(nm, "embedding", 9))
+            snprintf(shape, sizeof shape, "%dx%d/v%d", gC, gT, gV);
+        else
+            snprintf(shape, sizeof shape, "%dx%d", gC, gT);
+        double t = gtime_best(cases[i].fn);
+        report(nm, shape, "cuda", t, cases[i].bytes_per_elem * gN, "GB/s", bw);
+    }
+
+    printf("# GPU kernels: compute-bound (GFLOP/s vs the cuBLAS GEMM of the same precision)\n");
+    if (selected("gemm") && !gerr) {
+        snprintf(shape, sizeof shape, "%dx%dx%d", gGT, gGT, gGT);
+        double f = 2.0 * gGT * gGT * gGT;
+        report("gemm_fp32", shape, "cuda", gtime_best(g_gemm32_t), f, "GFLOP/s", ceil32);
+        report("gemm_tf32", shape, "cuda", gtime_best(g_gemmtf_t), f, "GFLOP/s", ceiltf);
+        report("gemm_bf16", shape, "cuda", gtime_best(g_gemmbf_t), f, "GFLOP/s", ceilbf);
+    }
+    if (selected("attn") && !gerr) {
+        size_t nq = (size_t)gAD * gATQ * gANB, rows = (size_t)gATQ * gANB;
+        gq = galloc(nq, -1, 1, 20), gk = galloc(nq, -1, 1, 21), gv = galloc(nq, -1, 1, 22);
+        gdo = galloc(nq, -1, 1, 23), gdq = galloc(nq, 0, 0, 24), gdk = galloc(nq, 0, 0, 25);
+        gdv = galloc(nq, 0, 0, 26), gacc = galloc(nq, 0, 0, 27), gms = galloc(2 * rows, 0, 0, 28);
+        glse = galloc(rows, 0, 0, 29), gDD = galloc(rows, 0, 0, 30);
+        GCHECK(tsr_cuda_attn_init(gs, gAD, gATQ, gANB, gms, gacc));
+        g_attn_fwd();
+        GCHECK(tsr_cuda_attn_finalize(gs, gAD, gATQ, gANB, gms, gacc, gacc, glse));
+        GCHECK(tsr_cuda_attn_bwd_dot(gs, gAD, gATQ, gANB, gacc, gdo, gDD));
+        snprintf(shape, sizeof shape, "d%d,%dx%d,h%d", gAD, gATQ, gATQ, gANB);
+        double f = (double)gAD * gATQ * gATQ * gANB;
+        if (!gerr)
+            report("attn_fwd", shape, "cuda", gtime_best(g_attn_fwd), 4 * f, "GFLOP/s", ceil32);
+        if (!gerr)
+            report("attn_bwd", shape, "cuda", gtime_best(g_attn_bwd), 10 * f, "GFLOP/s", ceil32);
+        float *bufs[] = {gq, gk, gv, gdo, gdq, gdk, gdv, gacc, gms, glse, gDD};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            cudaFree(bufs[i]);
+    }
+    if (gerr)
+        printf("# GPU: stopped after an error (%d)\n", gerr);
+    float *bufs[] = {gA, gB, gCb, gE, gD, gBv, gMs, gLse, gAcc};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        cudaFree(bufs[i]);
+    cudaFree(gH), cudaFree(gH2), cudaFree(gH3), cudaFree(gTok);
+    cublasDestroy(gh);
+    cudaStreamDestroy(gs);
+}
+#endif
+
+int main(int argc, char **argv)
+{
+    int cpu = 1, gpu = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = 1, min_time = 0.05;
+        else if (!strcmp(argv[i], "--cpu-only"))
+            gpu = 0;
+        else if (!strcmp(argv[i], "--gpu-only"))
+            cpu = 0;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: %s [--quick] [--cpu-only] [--gpu-only] [FILTER]\n", argv[0]);
+            return 0;
+        } else
+            filter = argv[i];
+    }
+    if (cpu)
+        run_cpu();
+#ifdef TSR_HAVE_CUDA
+    if (gpu)
+        run_gpu();
+#else
+    if (gpu)
+        printf("# GPU: skipped (built without CUDA)\n");
+#endif
+    return 0;
+}

@@ -1,0 +1,239 @@
+/* CUDA attention, softmax pieces, cross-entropy and embedding kernels against
+ * the CPU kernels on the same inputs: attention tile pairs on, below and above
+ * the diagonal, head dimensions from 1 to 256 (every register-tile variant),
+ * tiles smaller than the head dimension and longer than one thread block;
+ * device outputs poisoned.  Skipped visibly without a GPU. */
+#include "kernels/attention.h"
+#include "kernels/crossentropy.h"
+#include "kernels/embedding.h"
+#include "kernels/softmax.h"
+#include "kt_cuda.h"
+
+typedef struct {
+    int d, tq, tk, nb, q0, k0;
+} pcase;
+
+static void attn_pair(pcase c, void *st, uint64_t salt)
+{
+    kt_rng r = kt_seed(salt);
+    int d = c.d, tq = c.tq, tk = c.tk, nb = c.nb;
+    size_t nq = (size_t)d * tq * nb, nk = (size_t)d * tk * nb, rows = (size_t)tq * nb;
+    float scale = 1.0f / sqrtf((float)d);
+    float *q = kt_rand(&r, nq, -2, 2), *k = kt_rand(&r, nk, -2, 2), *v = kt_rand(&r, nk, -1, 1);
+    float *dout = kt_rand(&r, nq, -1, 1);
+    float *ms = kt_alloc(2 * rows), *acc = kt_alloc(nq);
+    /* a state that already saw some earlier keys: finite max, positive sum */
+    for (size_t i = 0; i < rows; i++)
+        ms[2 * i] = kt_unif(&r, -1, 1), ms[2 * i + 1] = kt_unif(&r, 0.5f, 2);
+    for (size_t e = 0; e < nq; e++)
+        acc[e] = kt_unif(&r, -1, 1);
+    float *d_q = kt_to_dev(q, nq), *d_k = kt_to_dev(k, nk), *d_v = kt_to_dev(v, nk);
+    float *d_ms = kt_to_dev(ms, 2 * rows), *d_acc = kt_to_dev(acc, nq);
+    KT_CUDA_OK(tsr_cuda_attn_fwd(st, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_ms, d_acc));
+    tsr_cpu_attn_fwd(d, tq, tk, nb, c.q0, c.k0, scale, q, k, v, ms, acc);
+    float *g = kt_from_dev(d_ms, 2 * rows);
+    char what[128];
+    snprintf(what, sizeof what, "cuda attn_fwd state d=%d tq=%d tk=%d q0=%d k0=%d", d, tq, tk,
+             c.q0, c.k0);
+    kt_assert_close_f(what, g, ms, 2 * rows, 1e-5, 1e-5);
+    free(g);
+    g = kt_from_dev(d_acc, nq);
+    kt_assert_close_f("cuda attn_fwd acc", g, acc, nq, 1e-5, 1e-4);
+    free(g);
+
+    /* finalize and D on both sides, then the backward of the pair */
+    float *o = kt_alloc(nq), *lse = kt_alloc(rows), *D = kt_alloc(rows);
+    float *d_o = kt_dev(nq), *d_lse = kt_dev(rows), *d_D = kt_dev(rows), *d_do = kt_to_dev(dout, nq);
+    KT_CUDA_OK(tsr_cuda_attn_finalize(st, d, tq, nb, d_ms, d_acc, d_o, d_lse));
+    tsr_cpu_attn_finalize(d, tq, nb, ms, acc, o, lse);
+    g = kt_from_dev(d_o, nq);
+    kt_assert_close_f("cuda attn_finalize o", g, o, nq, 1e-5, 1e-4);
+    free(g);
+    g = kt_from_dev(d_lse, rows);
+    kt_assert_close_f("cuda attn_finalize lse", g, lse, rows, 1e-5, 1e-5);
+    free(g);
+    KT_CUDA_OK(tsr_cuda_attn_bwd_dot(st, d, tq, nb, d_o, d_do, d_D));
+    tsr_cpu_attn_bwd_dot(d, tq, nb, o, dout, D);
+    g = kt_from_dev(d_D, rows);
+    kt_assert_close_f("cuda attn_bwd_dot", g, D, rows, 1e-5, 1e-4);
+    free(g);
+    /* use identical inputs for the backward: the CPU's o, lse, D */
+    kt_upload(d_lse, lse, rows), kt_upload(d_D, D, rows);
+    float *dq = kt_rand(&r, nq, -1, 1), *dk = kt_rand(&r, nk, -1, 1), *dv = kt_rand(&r, nk, -1, 1);
+    float *d_dq = kt_to_dev(dq, nq), *d_dk = kt_to_dev(dk, nk), *d_dv = kt_to_dev(dv, nk);
+    KT_CUDA_OK(tsr_cuda_attn_bwd(st, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_do, d_lse,
+                                 d_D, d_dq, d_dk, d_dv));
+    tsr_cpu_attn_bwd(d, tq, tk, nb, c.q0, c.k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
+    g = kt_from_dev(d_dq, nq);
+    kt_assert_close_f("cuda attn_bwd dq", g, dq, nq, 1e-4, 1e-4);
+    free(g);
+    g = kt_from_dev(d_dk, nk);
+    kt_assert_close_f("cuda attn_bwd dk", g, dk, nk, 1e-4, 1e-4);
+    free(g);
+    g = kt_from_dev(d_dv, nk);
+    kt_assert_close_f("cuda attn_bwd dv", g, dv, nk, 1e-4, 1e-4);
+    free(g);
+    float *bufs[] = {d_q, d_k, d_v, d_ms, d_acc, d_o, d_lse, d_D, d_do, d_dq, d_dk, d_dv};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        cudaFree(bufs[i]);
+    free(q), free(k), free(v), free(dout), free(ms), free(acc), free(o), free(lse), free(D);
+    free(dq), free(dk), free(dv);
+}
+
+Test(cuda_attention, tile_pairs_all_head_dims)
+{
+    KT_REQUIRE_GPU();
+    void *st = kt_stream();
+    const pcase cases[] = {
+        {1, 1, 1, 1, 0, 0},       /* 1x1 */
+        {8, 13, 7, 2, 20, 20},    /* diagonal at the tile corner */
+        {8, 13, 7, 2, 20, 25},    /* diagonal crossing inside */
+        {33, 5, 3, 1, 10, 2},     /* tiles smaller than d, fully visible */
+        {64, 100, 70, 3, 64, 64}, /* several blocks, GPT-2 head size */
+        {64, 64, 64, 2, 0, 64},   /* above the diagonal: no-op */
+        {100, 17, 40, 1, 40, 30}, /* d rounds up to 128 */
+        {128, 70, 33, 2, 33, 0},
+        {256, 40, 37, 1, 3, 0},   /* largest supported d */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        attn_pair(cases[i], st, 400 + i);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+Test(cuda_attention, init_and_merge)
+{
+    KT_REQUIRE_GPU();
+    void *st = kt_stream();
+    kt_rng r = kt_seed(420);
+    int d = 24, tq = 9, nb = 2;
+    size_t rows = (size_t)tq * nb, n = (size_t)d * rows;
+    float *ms1 = kt_alloc(2 * rows), *ms2 = kt_alloc(2 * rows), *a1 = kt_rand(&r, n, -1, 1);
+    float *a2 = kt_rand(&r, n, -1, 1);
+    for (size_t i = 0; i < rows; i++) {
+        ms1[2 * i] = kt_unif(&r, -3, 3), ms1[2 * i + 1] = kt_unif(&r, 0.5f, 3);
+        ms2[2 * i] = kt_unif(&r, -3, 3), ms2[2 * i + 1] = kt_unif(&r, 0.5f, 3);
+    }
+    ms2[0] = -INFINITY, ms2[1] = 0; /* an empty source row */
+    float *d1 = kt_to_dev(ms1, 2 * rows), *d2 = kt_to_dev(ms2, 2 * rows);
+    float *e1 = kt_to_dev(a1, n), *e2 = kt_to_dev(a2, n);
+    KT_CUDA_OK(tsr_cuda_attn_merge(st, d, tq, nb, d2, e2, d1, e1));
+    tsr_cpu_attn_merge(d, tq, nb, ms2, a2, ms1, a1);
+    float *g = kt_from_dev(d1, 2 * rows);
+    kt_assert_close_f("cuda attn_merge ms", g, ms1, 2 * rows, 1e-6, 1e-5);
+    free(g);
+    g = kt_from_dev(e1, n);
+    kt_assert_close_f("cuda attn_merge acc", g, a1, n, 1e-6, 1e-5);
+    free(g);
+    KT_CUDA_OK(tsr_cuda_attn_init(st, d, tq, nb, d1, e1));
+    tsr_cpu_attn_init(d, tq, nb, ms1, a1);
+    g = kt_from_dev(d1, 2 * rows);
+    kt_assert_close_f("cuda attn_init ms", g, ms1, 2 * rows, 0, 0);
+    free(g);
+    g = kt_from_dev(e1, n);
+    kt_assert_close_f("cuda attn_init acc", g, a1, n, 0, 0);
+    free(g);
+    cudaFree(d1), cudaFree(d2), cudaFree(e1), cudaFree(e2);
+    free(ms1), free(ms2), free(a1), free(a2);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+Test(cuda_softmax, maxsumexp_merge_logsumexp)
+{
+    KT_REQUIRE_GPU();
+    void *st = kt_stream();
+    kt_rng r = kt_seed(430);
+    const int shapes[][2] = {{1, 1}, {37, 5}, {5000, 9}};
+    for (int s = 0; s < 3; s++) {
+        int m = shapes[s][0], n = shapes[s][1], ld = m + 3;
+        float *x = kt_rand(&r, (size_t)ld * n, -30, 30);
+        if (m > 2)
+            x[1] = -INFINITY;
+        float *ms = kt_alloc(2 * n), *ms2 = kt_alloc(2 * n), *lse = kt_alloc(n);
+        float *d_x = kt_to_dev(x, (size_t)ld * n), *d_ms = kt_dev(2 * n), *d_ms2 = kt_dev(2 * n);
+        float *d_lse = kt_dev(n);
+        int half = m / 2;
+        /* rows [0, half) then [half, m) accumulated; the whole column again merged */
+        if (half > 0) {
+            KT_CUDA_OK(tsr_cuda_maxsumexp(st, half, n, d_x, ld, d_ms, 0));
+            tsr_cpu_maxsumexp(half, n, x, ld, ms, 0);
+        }
+        KT_CUDA_OK(tsr_cuda_maxsumexp(st, m - half, n, d_x + half, ld, d_ms, half > 0));
+        tsr_cpu_maxsumexp(m - half, n, x + half, ld, ms, half > 0);
+        KT_CUDA_OK(tsr_cuda_maxsumexp(st, m, n, d_x, ld, d_ms2, 0));
+        tsr_cpu_maxsumexp(m, n, x, ld, ms2, 0);
+        KT_CUDA_OK(tsr_cuda_maxsumexp_merge(st, n, d_ms2, d_ms));
+        tsr_cpu_maxsumexp_merge(n, ms2, ms);
+        KT_CUDA_OK(tsr_cuda_logsumexp(st, n, d_ms, d_lse));
+        tsr_cpu_logsumexp(n, ms, lse);
+        float *g = kt_from_dev(d_ms, 2 * n);
+        kt_assert_close_f("cuda maxsumexp", g, ms, 2 * n, 1e-6, 1e-5);
+        free(g);
+        g = kt_from_dev(d_lse, n);
+        kt_assert_close_f("cuda logsumexp", g, lse, n, 1e-5, 1e-6);
+        free(g);
+        cudaFree(d_x), cudaFree(d_ms), cudaFree(d_ms2), cudaFree(d_lse);
+        free(x), free(ms), free(ms2), free(lse);
+    }
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+Test(cuda_crossentropy, loss_and_gradient_on_a_vocab_tile)
+{
+    KT_REQUIRE_GPU();
+    void *st = kt_stream();
+    kt_rng r = kt_seed(440);
+    int nv = 1000, T = 13, v0 = 500, ld = nv + 4;
+    float *x = kt_rand(&r, (size_t)ld * T, -5, 5), *lse = kt_rand(&r, T, 5, 8);
+    int32_t tg[13];
+    for (int t = 0; t < T; t++)
+        tg[t] = kt_randint(&r, 0, 2000); /* half of them outside the tile */
+    tg[2] = -1;
+    float *loss = kt_rand(&r, T, 0, 1), *grad = kt_alloc((size_t)ld * T);
+    float *d_x = kt_to_dev(x, (size_t)ld * T), *d_lse = kt_to_dev(lse, T), *d_loss = kt_to_dev(loss, T);
+    int32_t *d_tg = kt_to_dev_bytes(tg, sizeof tg);
+    float *d_grad = kt_dev((size_t)ld * T);
+    KT_CUDA_OK(tsr_cuda_crossentropy_fwd(st, nv, T, v0, d_x, ld, d_lse, d_tg, d_loss));
+    tsr_cpu_crossentropy_fwd(nv, T, v0, x, ld, lse, tg, loss);
+    KT_CUDA_OK(tsr_cuda_crossentropy_bwd(st, nv, T, v0, d_x, ld, d_lse, d_tg, 0.1f, d_grad, ld));
+    tsr_cpu_crossentropy_bwd(nv, T, v0, x, ld, lse, tg, 0.1f, grad, ld);
+    float *g = kt_from_dev(d_loss, T);
+    kt_assert_close_f("cuda crossentropy loss", g, loss, T, 1e-6, 1e-6);
+    free(g);
+    g = kt_from_dev(d_grad, (size_t)ld * T);
+    for (int t = 0; t < T; t++) /* compare the tile, not the ld padding */
+        kt_assert_close_f("cuda crossentropy dlogits", g + (size_t)t * ld, grad + (size_t)t * ld,
+                          (size_t)nv, 1e-8, 1e-5);
+    free(g);
+    cudaFree(d_x), cudaFree(d_lse), cudaFree(d_loss), cudaFree(d_tg), cudaFree(d_grad);
+    free(x), free(lse), free(loss), free(grad);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+Test(cuda_embedding, gather_and_scatter_add)
+{
+    KT_REQUIRE_GPU();
+    void *st = kt_stream();
+    kt_rng r = kt_seed(450);
+    int C = 300, T = 50, nv = 20, v0 = 10;
+    int32_t tok[50];
+    for (int t = 0; t < T; t++)
+        tok[t] = kt_randint(&r, 0, 40); /* repeats, and ids outside [10, 30) */
+    float *w = kt_rand(&r, (size_t)C * nv, -1, 1), *out = kt_rand(&r, (size_t)C * T, -1, 1);
+    float *dout = kt_rand(&r, (size_t)C * T, -1, 1), *dw = kt_rand(&r, (size_t)C * nv, -1, 1);
+    float *d_w = kt_to_dev(w, (size_t)C * nv), *d_out = kt_to_dev(out, (size_t)C * T);
+    float *d_dout = kt_to_dev(dout, (size_t)C * T), *d_dw = kt_to_dev(dw, (size_t)C * nv);
+    int32_t *d_tok = kt_to_dev_bytes(tok, sizeof tok);
+    KT_CUDA_OK(tsr_cuda_embedding_fwd(st, C, T, nv, v0, d_tok, d_w, d_out));
+    KT_CUDA_OK(tsr_cuda_embedding_bwd(st, C, T, nv, v0, d_tok, d_dout, d_dw));
+    tsr_cpu_embedding_fwd(C, T, nv, v0, tok, w, out);
+    tsr_cpu_embedding_bwd(C, T, nv, v0, tok, dout, dw);
+    float *g = kt_from_dev(d_out, (size_t)C * T);
+    kt_assert_close_f("cuda embedding fwd", g, out, (size_t)C * T, 0, 0);
+    free(g);
+    g = kt_from_dev(d_dw, (size_t)C * nv);
+    kt_assert_close_f("cuda embedding bwd", g, dw, (size_t)C * nv, 1e-6, 1e-6);
+    free(g);
+    cudaFree(d_w), cudaFree(d_out), cudaFree(d_dout), cudaFree(d_dw), cudaFree(d_tok);
+    free(w), free(out), free(dout), free(dw);
+    cudaStreamDestroy((cudaStream_t)st);
+}
