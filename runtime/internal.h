@@ -208,6 +208,8 @@ typedef struct tsr_runtime {
     atomic_int stop;
     atomic_uint_fast64_t epoch;   /* bumped at every push */
     atomic_int nspinning;
+    atomic_int nsleeping;
+    atomic_long nqueued;          /* pushed to the policy, not yet popped */
 
     tsr_sched_t sched;
 

@@ -335,6 +335,7 @@ _Thread_local bool tsr__tl_self_slot;
 
 static void push_to_policy(tsr_task_t t)
 {
+    atomic_fetch_add(&tsr__rt.nqueued, 1);
     int target = tsr__rt.sched.policy->push(&tsr__rt.sched, t);
     if (tsr__tl_self_slot && (target == -1 || target == tsr__tl_worker)) {
         tsr__tl_self_slot = false;

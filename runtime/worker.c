@@ -9,6 +9,7 @@
 #include "runtime/internal.h"
 
 #include <hwloc.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,8 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     tsr__tl_self_slot = false;
 }
 
+static void wake_one_sleeper(void);
+
 static void *worker_main(void *arg)
 {
     tsr_worker_t *w = arg;
@@ -99,6 +102,11 @@ static void *worker_main(void *arg)
         uint64_t e = atomic_load(&tsr__rt.epoch);
         tsr_task_t t = pol->pop(&tsr__rt.sched, w->id);
         if (t) {
+            /* Tasks still queued while a worker sleeps (a polling worker
+             * absorbs the wake-ups of a burst of pushes): pass one on. */
+            if (atomic_fetch_sub(&tsr__rt.nqueued, 1) > 1 &&
+                atomic_load(&tsr__rt.nsleeping) > 0)
+                wake_one_sleeper();
             run_task(w, t);
             continue;
         }
@@ -106,7 +114,13 @@ static void *worker_main(void *arg)
         atomic_fetch_add(&tsr__rt.nspinning, 1);
         bool changed = false;
         for (int i = 0; i < SPIN_ROUNDS && !changed; i++) {
-            cpu_relax();
+            /* Yield now and then: with more threads than cores (a submitter
+             * beside every worker) the spinner may hold the core the
+             * submitter needs. */
+            if (i % 128 == 127)
+                sched_yield();
+            else
+                cpu_relax();
             changed = atomic_load_explicit(&tsr__rt.epoch, memory_order_relaxed) != e;
         }
         if (changed) {
@@ -115,10 +129,16 @@ static void *worker_main(void *arg)
         }
         pthread_mutex_lock(&w->m);
         atomic_store(&w->sleeping, 1);
+        atomic_fetch_add(&tsr__rt.nsleeping, 1);
         atomic_fetch_sub(&tsr__rt.nspinning, 1);
-        while (atomic_load(&tsr__rt.epoch) == e && !atomic_load(&tsr__rt.stop))
+        /* A waker claims us by clearing `sleeping` (then signals under m):
+         * once claimed we go back to the policy even if the epoch did not
+         * move, so a claimed worker can never stay asleep. */
+        while (atomic_load(&w->sleeping) && atomic_load(&tsr__rt.epoch) == e &&
+               !atomic_load(&tsr__rt.stop))
             pthread_cond_wait(&w->cv, &w->m);
         atomic_store(&w->sleeping, 0);
+        atomic_fetch_sub(&tsr__rt.nsleeping, 1);
         pthread_mutex_unlock(&w->m);
     }
     tsr__tasks_flush_cache();
@@ -132,23 +152,34 @@ static void wake(tsr_worker_t *w)
     pthread_mutex_unlock(&w->m);
 }
 
+/* Claim a sleeping worker (so that the next notify picks another one even
+ * if this one has not run yet) and wake it. */
+static bool claim_and_wake(tsr_worker_t *w)
+{
+    if (!atomic_load(&w->sleeping) || !atomic_exchange(&w->sleeping, 0))
+        return false;
+    wake(w);
+    return true;
+}
+
+static void wake_one_sleeper(void)
+{
+    for (int i = 0; i < tsr__rt.nworkers; i++)
+        if (claim_and_wake(&tsr__rt.workers[i]))
+            return;
+}
+
 void tsr__workers_notify(int target)
 {
     atomic_fetch_add(&tsr__rt.epoch, 1);
     if (target >= 0 && target < tsr__rt.nworkers) {
-        if (atomic_load(&tsr__rt.workers[target].sleeping))
-            wake(&tsr__rt.workers[target]);
+        claim_and_wake(&tsr__rt.workers[target]);
         return;
     }
     /* A polling worker sees the new epoch by itself. */
     if (atomic_load(&tsr__rt.nspinning) > 0)
         return;
-    for (int i = 0; i < tsr__rt.nworkers; i++) {
-        if (atomic_load(&tsr__rt.workers[i].sleeping)) {
-            wake(&tsr__rt.workers[i]);
-            return;
-        }
-    }
+    wake_one_sleeper();
 }
 
 int tsr__workers_start(void)

@@ -20,7 +20,13 @@ static int eager_init(tsr_sched_t *s)
     eager_t *q = calloc(1, sizeof *q);
     if (!q)
         return TSR_ENOMEM;
-    pthread_mutex_init(&q->m, NULL);
+    /* Adaptive: spin briefly before sleeping, since the critical sections
+     * are a few instructions long and contended by submitter and workers. */
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&q->m, &attr);
+    pthread_mutexattr_destroy(&attr);
     tsr_sched_set_data(s, q);
     return TSR_OK;
 }

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- options -------------------------------------------------------------- */
 
@@ -34,7 +35,8 @@ static struct {
     int only[B_COUNT]; /* all zero: run everything */
     const char *sched;        /* Tessera policy override */
     const char *starpu_sched; /* StarPU policy override */
-} opt = {.workers = 2};
+    int reps;                 /* gemm_tiled / potrf_tiled repetitions */
+} opt = {.workers = 2, .reps = 1};
 
 static void usage(FILE *f)
 {
@@ -52,7 +54,10 @@ static void usage(FILE *f)
             "  --sched P        Tessera policy for every benchmark (default: "
             "prio for\n"
             "                   potrf_tiled, eager elsewhere)\n"
-            "  --starpu-sched P the same for StarPU\n");
+            "  --starpu-sched P the same for StarPU\n"
+            "  --reps N         runs per gemm_tiled/potrf_tiled figure, "
+            "median kept\n"
+            "                   (default 1)\n");
 }
 
 static int parse_only(char *list)
@@ -88,6 +93,8 @@ typedef struct figure {
     const char *metric, *unit;
     int lower_better;
     int has_value, has_peer;
+    int noisy; /* other processes used the CPUs during a run, even after
+                  retries */
     double value, peer_value;
     const char *peer;
 } figure_t;
@@ -137,12 +144,29 @@ static void num(char *buf, size_t n, int has, double v)
         snprintf(buf, n, "null");
 }
 
+/* The 1-minute load average: other processes make every figure noisy. */
+static double loadavg(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
+static double load_start;
+
 static void print_results(const bench_side_t *peer)
 {
     printf("\n");
     printf("Tessera runtime benchmarks: %d workers%s; peer: %s\n", opt.workers,
            opt.quick ? " (quick)" : "",
            peer ? peer->name : "starpu: not built");
+    printf("load average: %.2f at start, %.2f at end (busy machines give "
+           "noisy figures)\n", load_start, loadavg());
     printf("ratio > 1 means Tessera is better (less time per task, higher "
            "efficiency or GFLOP/s)\n\n");
     printf("%-14s %-22s %3s %-12s %10s  %-8s %10s %8s\n", "bench", "case", "w",
@@ -158,13 +182,19 @@ static void print_results(const bench_side_t *peer)
         num(v, sizeof v, f->has_value, f->value);
         num(pv, sizeof pv, f->has_peer, f->peer_value);
         if (ratio_of(f, &ratio))
-            snprintf(r, sizeof r, "%.2f", ratio);
+            snprintf(r, sizeof r, "%.2f%s", ratio, f->noisy ? "?" : "");
         else
             snprintf(r, sizeof r, "-");
         printf("%-14s %-22s %3d %-12s %10s  %-8s %10s %8s\n", f->bench,
                f->kase, f->workers, f->metric, f->has_value ? v : "FAILED",
                f->peer, f->has_peer ? pv : "-", r);
     }
+    int nnoisy = 0;
+    for (int i = 0; i < nfigs; i++)
+        nnoisy += figs[i].noisy;
+    if (nnoisy)
+        printf("?: other processes used more than 5%% of the CPUs during a run "
+               "of this figure, even after retries: distrust it\n");
     printf("\n");
     for (int i = 0; i < nfigs; i++) {
         const figure_t *f = &figs[i];
@@ -258,6 +288,82 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* ---- interference ----------------------------------------------------------
+ * On a shared machine another process halves whichever side runs at that
+ * moment. Around every timed run we read how much CPU time the whole machine
+ * spent busy (/proc/stat) minus what this process spent (/proc/self/stat):
+ * if others used more than 5% of the CPUs, the run is repeated (after a
+ * pause) a few times, and the figure is marked noisy if it never was quiet.
+ */
+typedef struct guard {
+    unsigned long long busy0, own0;
+    int attempt, max, noisy;
+} guard_t;
+
+static void cpu_ticks(unsigned long long *busy, unsigned long long *own)
+{
+    unsigned long long v[8] = {0};
+    *busy = *own = 0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (f) {
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8)
+            *busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+        fclose(f);
+    }
+    f = fopen("/proc/self/stat", "r");
+    if (f) {
+        char buf[1024];
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = 0;
+        fclose(f);
+        /* fields after the command name, which may hold spaces */
+        char *p = strrchr(buf, ')');
+        unsigned long long ut, st;
+        if (p && sscanf(p + 2,
+                        "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                        &ut, &st) == 2)
+            *own = ut + st;
+    }
+}
+
+static void guard_init(guard_t *g, int max_retries)
+{
+    memset(g, 0, sizeof *g);
+    g->max = max_retries;
+}
+
+static void guard_start(guard_t *g)
+{
+    cpu_ticks(&g->busy0, &g->own0);
+}
+
+/* After a run of `wall` seconds: 1 if it should run again. */
+static int guard_again(guard_t *g, double wall, const char *what)
+{
+    unsigned long long busy, own;
+    cpu_ticks(&busy, &own);
+    if (busy == 0)
+        return 0; /* no /proc: cannot tell */
+    double hz = (double)sysconf(_SC_CLK_TCK);
+    double ncpu = (double)sysconf(_SC_NPROCESSORS_ONLN);
+    long long ticks = (long long)(busy - g->busy0) - (long long)(own - g->own0);
+    double foreign = (double)ticks / hz;
+    /* +2 ticks: the accounting is coarse */
+    if (foreign <= 0.05 * wall * ncpu + 2.0 / hz)
+        return 0;
+    if (g->attempt < g->max) {
+        g->attempt++;
+        fprintf(stderr, "  (%s: other processes used %.0f%% of the CPUs; "
+                        "running it again)\n",
+                what, 100.0 * foreign / (wall * ncpu));
+        sleep(1);
+        return 1;
+    }
+    g->noisy = 1;
+    return 0;
+}
+
 static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
@@ -302,8 +408,19 @@ static void bench_overhead(void)
             for (int c = 0; c < OVH_NCASES; c++) {
                 double t[16], sec;
                 int ok = s->overhead((ovh_case_t)c, ntasks / 10, &sec) == 0;
-                for (int r = 0; r < reps && ok; r++)
-                    ok = s->overhead((ovh_case_t)c, ntasks, &t[r]) == 0;
+                /* guarded as a whole: one run may be shorter than the
+                 * kernel's CPU accounting tick */
+                guard_t g;
+                guard_init(&g, 3);
+                double wall;
+                do {
+                    guard_start(&g);
+                    wall = tm_now();
+                    for (int r = 0; r < reps && ok; r++)
+                        ok = s->overhead((ovh_case_t)c, ntasks, &t[r]) == 0;
+                    wall = tm_now() - wall;
+                } while (ok && guard_again(&g, wall, ovh_names[c]));
+                f[c]->noisy |= g.noisy;
                 if (!ok) {
                     run_failed(s, ovh_names[c]);
                     continue;
@@ -347,8 +464,17 @@ static void bench_granularity(void)
         for (int i = 0; i < NT; i++) {
             double t[8], sec;
             int ok = s->spin(T[i], ntasks[i] / 10, &sec) == 0;
-            for (int r = 0; r < reps && ok; r++)
-                ok = s->spin(T[i], ntasks[i], &t[r]) == 0;
+            guard_t g;
+            guard_init(&g, 3);
+            double wall;
+            do {
+                guard_start(&g);
+                wall = tm_now();
+                for (int r = 0; r < reps && ok; r++)
+                    ok = s->spin(T[i], ntasks[i], &t[r]) == 0;
+                wall = tm_now() - wall;
+            } while (ok && guard_again(&g, wall, f[i]->kase));
+            f[i]->noisy |= g.noisy;
             if (!ok) {
                 run_failed(s, f[i]->kase);
                 continue;
@@ -412,15 +538,25 @@ static double tiled_rel_error(const tiled_matrix_t *c, const void *ref)
 }
 
 static double ref_gemm(size_t elem, int n, const void *a, const void *b,
-                       void *c)
+                       void *c, int *noisy)
 {
     /* a small call first, so OpenBLAS starts its threads outside the timing */
     openblas_set_num_threads(opt.workers);
     bench_tile_gemm(elem, 64, 64, 64, a, b, c);
-    memset(c, 0, (size_t)n * (size_t)n * elem);
-    double t0 = tm_now();
-    bench_tile_gemm(elem, n, n, n, a, b, c);
-    return tm_now() - t0;
+    double t[16];
+    guard_t g;
+    guard_init(&g, 2);
+    for (int r = 0; r < opt.reps; r++) {
+        memset(c, 0, (size_t)n * (size_t)n * elem);
+        guard_start(&g);
+        double t0 = tm_now();
+        bench_tile_gemm(elem, n, n, n, a, b, c);
+        t[r] = tm_now() - t0;
+        if (guard_again(&g, t[r], "openblas reference"))
+            r--;
+    }
+    *noisy = g.noisy;
+    return median(t, opt.reps);
 }
 
 static void bench_gemm(void)
@@ -449,7 +585,8 @@ static void bench_gemm(void)
             fill_random(a, count, elem, 1);
             fill_random(b, count, elem, 2);
             double flops = 2.0 * n * (double)n * n;
-            double t_ref = ref_gemm(elem, n, a, b, cref);
+            int ref_noisy = 0;
+            double t_ref = ref_gemm(elem, n, a, b, cref, &ref_noisy);
             fprintf(stderr, "  gemm_tiled    openblas %s N=%d %d threads  "
                             "%7.1f GFLOP/s\n",
                     prec, n, w, flops / t_ref * 1e-9);
@@ -461,6 +598,7 @@ static void bench_gemm(void)
                 figure_t *fo = add_figure("gemm_tiled", kase, w, "gflops",
                                           "GFLOP/s", 0, "openblas");
                 put(fo, 1, flops / t_ref * 1e-9);
+                fo->noisy = ref_noisy;
                 tiled_matrix_t ta = {.n = 0}, tb = {.n = 0}, tc = {.n = 0};
                 if (tm_alloc(&ta, n, tiles[ti], elem) ||
                     tm_alloc(&tb, n, tiles[ti], elem) ||
@@ -477,17 +615,29 @@ static void bench_gemm(void)
                     const bench_side_t *s = sides[si];
                     if (!s)
                         continue;
-                    tm_zero(&tc);
                     if (start(s, w, "eager") != 0)
                         continue;
-                    double sec;
-                    int rc = s->gemm(&ta, &tb, &tc, &sec);
+                    double t[16], err = 0;
+                    int rc = 0;
+                    guard_t g;
+                    guard_init(&g, 2);
+                    for (int r = 0; r < opt.reps && rc == 0; r++) {
+                        tm_zero(&tc);
+                        guard_start(&g);
+                        rc = s->gemm(&ta, &tb, &tc, &t[r]);
+                        double e = rc ? 0 : tiled_rel_error(&tc, cref);
+                        err = e > err || e != e ? e : err;
+                        if (rc == 0 && guard_again(&g, t[r], kase))
+                            r--;
+                    }
+                    fs->noisy |= g.noisy;
+                    if (si == 0)
+                        fo->noisy |= g.noisy;
                     stop(s);
                     if (rc != 0) {
                         run_failed(s, kase);
                         continue;
                     }
-                    double err = tiled_rel_error(&tc, cref);
                     if (!(err <= tol)) {
                         fprintf(stderr, "tessera-bench-runtime: %s %s: "
                                         "WRONG result, relative error %.2e\n",
@@ -495,7 +645,7 @@ static void bench_gemm(void)
                         failures++;
                         continue;
                     }
-                    double gf = flops / sec * 1e-9;
+                    double gf = flops / median(t, opt.reps) * 1e-9;
                     put(fs, si, gf);
                     if (si == 0) {
                         fo->value = gf;
@@ -533,13 +683,23 @@ static void bench_potrf(void)
         return;
     }
     chol_spd_matrix(orig, n, 1);
-    memcpy(ref, orig, count * sizeof *ref);
     openblas_set_num_threads(w);
     double warm[4] = {4.0, 1.0, 1.0, 4.0};
     LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', 2, warm, 2);
-    double t0 = tm_now();
-    int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', n, ref, n);
-    double t_ref = tm_now() - t0;
+    double tr[16];
+    int info = 0;
+    guard_t gr;
+    guard_init(&gr, 2);
+    for (int r = 0; r < opt.reps && info == 0; r++) {
+        memcpy(ref, orig, count * sizeof *ref);
+        guard_start(&gr);
+        double t0 = tm_now();
+        info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', n, ref, n);
+        tr[r] = tm_now() - t0;
+        if (info == 0 && guard_again(&gr, tr[r], "lapacke reference"))
+            r--;
+    }
+    double t_ref = median(tr, opt.reps);
     double flops = chol_flops(n);
     if (info != 0) {
         fprintf(stderr, "tessera-bench-runtime: LAPACKE_dpotrf info=%d\n",
@@ -558,6 +718,7 @@ static void bench_potrf(void)
         figure_t *fl = add_figure("potrf_tiled", kase, w, "gflops", "GFLOP/s",
                                   0, "lapacke");
         put(fl, 1, flops / t_ref * 1e-9);
+        fl->noisy = gr.noisy;
         tiled_matrix_t ta;
         if (tm_alloc(&ta, n, tiles[ti], sizeof(double)) != 0) {
             fprintf(stderr, "tessera-bench-runtime: no memory for %s\n", kase);
@@ -568,17 +729,29 @@ static void bench_potrf(void)
             const bench_side_t *s = sides[si];
             if (!s)
                 continue;
-            tm_from_full(&ta, orig);
             if (start(s, w, "prio") != 0)
                 continue;
-            double sec;
-            int rc = s->potrf(&ta, &sec);
+            double t[16], err = 0;
+            int rc = 0;
+            guard_t g;
+            guard_init(&g, 2);
+            for (int r = 0; r < opt.reps && rc == 0; r++) {
+                tm_from_full(&ta, orig);
+                guard_start(&g);
+                rc = s->potrf(&ta, &t[r]);
+                double e = rc ? 0 : chol_rel_error(&ta, ref);
+                err = e > err || e != e ? e : err;
+                if (rc == 0 && guard_again(&g, t[r], kase))
+                    r--;
+            }
+            fs->noisy |= g.noisy;
+            if (si == 0)
+                fl->noisy |= g.noisy;
             stop(s);
             if (rc != 0) {
                 run_failed(s, kase);
                 continue;
             }
-            double err = chol_rel_error(&ta, ref);
             if (!(err <= CHOL_TOLERANCE)) {
                 fprintf(stderr, "tessera-bench-runtime: %s %s: WRONG factor, "
                                 "relative error %.2e\n",
@@ -586,7 +759,7 @@ static void bench_potrf(void)
                 failures++;
                 continue;
             }
-            double gf = flops / sec * 1e-9;
+            double gf = flops / median(t, opt.reps) * 1e-9;
             put(fs, si, gf);
             if (si == 0) {
                 fl->value = gf;
@@ -629,6 +802,15 @@ int main(int argc, char **argv)
             }
             opt.workers = (int)w;
             i++;
+        } else if (!strcmp(a, "--reps") && v) {
+            char *end;
+            long r = strtol(v, &end, 10);
+            if (*end || r < 1 || r > 15) {
+                usage(stderr);
+                return 2;
+            }
+            opt.reps = (int)r;
+            i++;
         } else if (!strcmp(a, "--sched") && v) {
             opt.sched = v;
             i++;
@@ -647,6 +829,7 @@ int main(int argc, char **argv)
 #else
     fprintf(stderr, "starpu: not built\n");
 #endif
+    load_start = loadavg();
     fprintf(stderr, "tessera-bench-runtime: %d workers%s; OpenBLAS %s\n",
             opt.workers, opt.quick ? ", quick" : "", openblas_get_config());
 
