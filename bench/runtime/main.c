@@ -777,6 +777,17 @@ static void bench_potrf(void)
 
 /* ---- main ------------------------------------------------------------------- */
 
+/* A whole number in [lo, hi]; -1 if v is anything else. */
+static int parse_int(const char *v, long lo, long hi, int *out)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || x < lo || x > hi)
+        return -1;
+    *out = (int)x;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -794,22 +805,16 @@ int main(int argc, char **argv)
                 return 2;
             i++;
         } else if (!strcmp(a, "--workers") && v) {
-            char *end;
-            long w = strtol(v, &end, 10);
-            if (*end || w < 1 || w > 1024) {
+            if (parse_int(v, 1, 1024, &opt.workers) != 0) {
                 usage(stderr);
                 return 2;
             }
-            opt.workers = (int)w;
             i++;
         } else if (!strcmp(a, "--reps") && v) {
-            char *end;
-            long r = strtol(v, &end, 10);
-            if (*end || r < 1 || r > 15) {
+            if (parse_int(v, 1, 15, &opt.reps) != 0) {
                 usage(stderr);
                 return 2;
             }
-            opt.reps = (int)r;
             i++;
         } else if (!strcmp(a, "--sched") && v) {
             opt.sched = v;
