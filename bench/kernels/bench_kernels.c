@@ -68,6 +68,19 @@ static double time_best(void (*fn)(void))
     return best;
 }
 
+/* The shape label of a memory-bound case: (vocab tile x rows) for the
+ * softmax/cross-entropy cases, (C x T / vocab) for embedding, else C x T. */
+static void case_shape(char *buf, size_t len, const char *nm, int C, int T, int V,
+                       int NVT, size_t N)
+{
+    if (!strcmp(nm, "maxsumexp") || !strcmp(nm, "crossentropy_bwd"))
+        snprintf(buf, len, "%dx%zu", NVT, N / (size_t)NVT);
+    else if (!strncmp(nm, "embedding", 9))
+        snprintf(buf, len, "%dx%d/v%d", C, T, V);
+    else
+        snprintf(buf, len, "%dx%d", C, T);
+}
+
 static void report(const char *name, const char *shape, const char *device, double seconds,
                    double amount, const char *unit, double ceiling)
 {
@@ -224,12 +237,7 @@ static void run_cpu(void)
         if (!selected(cases[i].name))
             continue;
         const char *nm = cases[i].name;
-        if (!strcmp(nm, "maxsumexp") || !strcmp(nm, "crossentropy_bwd"))
-            snprintf(shape, sizeof shape, "%dx%zu", NVT, N / NVT);
-        else if (!strncmp(nm, "embedding", 9))
-            snprintf(shape, sizeof shape, "%dx%d/v%d", C, T, V);
-        else
-            snprintf(shape, sizeof shape, "%dx%d", C, T);
+        case_shape(shape, sizeof shape, nm, C, T, V, NVT, N);
         double s = time_best(cases[i].fn);
         report(nm, shape, "cpu", s, cases[i].bytes_per_elem * N, "GB/s", bw);
     }
@@ -448,12 +456,7 @@ static void run_gpu(void)
         if (!selected(cases[i].name))
             continue;
         const char *nm = cases[i].name;
-        if (!strcmp(nm, "maxsumexp") || !strcmp(nm, "crossentropy_bwd"))
-            snprintf(shape, sizeof shape, "%dx%zu", gNVT, gN / gNVT);
-        else if (!strncmp(nm, "embedding", 9))
-            snprintf(shape, sizeof shape, "%dx%d/v%d", gC, gT, gV);
-        else
-            snprintf(shape, sizeof shape, "%dx%d", gC, gT);
+        case_shape(shape, sizeof shape, nm, gC, gT, gV, gNVT, gN);
         double t = gtime_best(cases[i].fn);
         report(nm, shape, "cuda", t, cases[i].bytes_per_elem * gN, "GB/s", bw);
     }

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -491,6 +492,29 @@ static void bench_granularity(void)
     }
 }
 
+/* opt.reps timed runs of one figure, each rerun while another process
+ * interfered (guard); t[r] the seconds of run r, *err the worst error
+ * (NaN wins). Returns the first nonzero status of a run. */
+typedef int (*rep_fn)(void *ctx, double *sec, double *err);
+
+static int timed_reps(rep_fn fn, void *ctx, const char *kase, double *t,
+                      double *err, bool *noisy)
+{
+    int rc = 0;
+    guard_t g;
+    guard_init(&g, 2);
+    for (int r = 0; r < opt.reps && rc == 0; r++) {
+        double e = 0;
+        guard_start(&g);
+        rc = fn(ctx, &t[r], &e);
+        *err = e > *err || e != e ? e : *err;
+        if (rc == 0 && guard_again(&g, t[r], kase))
+            r--;
+    }
+    *noisy = g.noisy;
+    return rc;
+}
+
 /* ---- gemm_tiled ------------------------------------------------------------- */
 
 static void fill_random(void *p, size_t count, size_t elem, uint64_t seed)
@@ -559,6 +583,21 @@ static double ref_gemm(size_t elem, int n, const void *a, const void *b,
     return median(t, opt.reps);
 }
 
+typedef struct gemm_rep {
+    const bench_side_t *s;
+    tiled_matrix_t *a, *b, *c;
+    const void *cref;
+} gemm_rep_t;
+
+static int gemm_rep(void *ctx, double *sec, double *err)
+{
+    gemm_rep_t *g = ctx;
+    tm_zero(g->c);
+    int rc = g->s->gemm(g->a, g->b, g->c, sec);
+    *err = rc ? 0 : tiled_rel_error(g->c, g->cref);
+    return rc;
+}
+
 static void bench_gemm(void)
 {
     static const int full_n[] = {4096, 8192}, quick_n[] = {2048};
@@ -618,21 +657,12 @@ static void bench_gemm(void)
                     if (start(s, w, "eager") != 0)
                         continue;
                     double t[16], err = 0;
-                    int rc = 0;
-                    guard_t g;
-                    guard_init(&g, 2);
-                    for (int r = 0; r < opt.reps && rc == 0; r++) {
-                        tm_zero(&tc);
-                        guard_start(&g);
-                        rc = s->gemm(&ta, &tb, &tc, &t[r]);
-                        double e = rc ? 0 : tiled_rel_error(&tc, cref);
-                        err = e > err || e != e ? e : err;
-                        if (rc == 0 && guard_again(&g, t[r], kase))
-                            r--;
-                    }
-                    fs->noisy |= g.noisy;
+                    gemm_rep_t ctx = {s, &ta, &tb, &tc, cref};
+                    bool noisy = false;
+                    int rc = timed_reps(gemm_rep, &ctx, kase, t, &err, &noisy);
+                    fs->noisy |= noisy;
                     if (si == 0)
-                        fo->noisy |= g.noisy;
+                        fo->noisy |= noisy;
                     stop(s);
                     if (rc != 0) {
                         run_failed(s, kase);
@@ -667,6 +697,21 @@ static void bench_gemm(void)
 }
 
 /* ---- potrf_tiled ---------------------------------------------------------- */
+
+typedef struct potrf_rep {
+    const bench_side_t *s;
+    tiled_matrix_t *a;
+    const double *orig, *ref;
+} potrf_rep_t;
+
+static int potrf_rep(void *ctx, double *sec, double *err)
+{
+    potrf_rep_t *p = ctx;
+    tm_from_full(p->a, p->orig);
+    int rc = p->s->potrf(p->a, sec);
+    *err = rc ? 0 : chol_rel_error(p->a, p->ref);
+    return rc;
+}
 
 static void bench_potrf(void)
 {
@@ -732,21 +777,12 @@ static void bench_potrf(void)
             if (start(s, w, "prio") != 0)
                 continue;
             double t[16], err = 0;
-            int rc = 0;
-            guard_t g;
-            guard_init(&g, 2);
-            for (int r = 0; r < opt.reps && rc == 0; r++) {
-                tm_from_full(&ta, orig);
-                guard_start(&g);
-                rc = s->potrf(&ta, &t[r]);
-                double e = rc ? 0 : chol_rel_error(&ta, ref);
-                err = e > err || e != e ? e : err;
-                if (rc == 0 && guard_again(&g, t[r], kase))
-                    r--;
-            }
-            fs->noisy |= g.noisy;
+            potrf_rep_t ctx = {s, &ta, orig, ref};
+            bool noisy = false;
+            int rc = timed_reps(potrf_rep, &ctx, kase, t, &err, &noisy);
+            fs->noisy |= noisy;
             if (si == 0)
-                fl->noisy |= g.noisy;
+                fl->noisy |= noisy;
             stop(s);
             if (rc != 0) {
                 run_failed(s, kase);
