@@ -123,22 +123,66 @@ static void depend_on_all(tsr_task_t t, const tsr_tasklist_t *l, bool reads)
         depend_on(t, l->v[i], reads);
 }
 
-int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode)
+/* Close h's open REDUX group: a REDUCE task that waits for every member
+ * becomes the last writer. Handle lock held. Its submission guard is left
+ * for the caller to drop once the lock is released. */
+static int close_redux_group(tsr_handle_t h, tsr_task_t *reduce)
+{
+    tsr_task_t r = tsr__task_new_reduce(h->redux);
+    if (!r)
+        return TSR_ENOMEM;
+    depend_on_all(r, &h->writers, true);
+    tsr__tasklist_clear(&h->writers);
+    tsr__tasklist_clear(&h->readers);
+    tsr__tasklist_clear(&h->commute_pred);
+    h->redux = NULL;
+    *reduce = r;
+    return tsr__tasklist_push(&h->writers, r);
+}
+
+/* A new group (COMMUTE or REDUX) waits for what came before it. */
+static int open_group(tsr_handle_t h)
+{
+    const tsr_tasklist_t *pred = h->readers.n ? &h->readers : &h->writers;
+    int rc = tsr__tasklist_copy(&h->commute_pred, pred);
+    tsr__tasklist_clear(&h->writers);
+    tsr__tasklist_clear(&h->readers);
+    return rc;
+}
+
+int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode, int slot,
+                       tsr_task_t *reduce)
 {
     int rc = TSR_OK;
     bool reads = mode != TSR_W;
+    *reduce = NULL;
     pthread_mutex_lock(&h->lock);
+    if (mode == TSR_REDUX) {
+        if (!h->redux) {
+            h->commute_open = false;
+            rc = open_group(h);
+            h->redux = tsr__redux_group_new(h);
+            if (!h->redux)
+                rc = TSR_ENOMEM;
+        }
+        depend_on_all(t, &h->commute_pred, true);
+        t->group_of[slot] = h->redux;
+        if (rc == TSR_OK)
+            rc = tsr__tasklist_push(&h->writers, t);
+        pthread_mutex_unlock(&h->lock);
+        return rc;
+    }
+    if (h->redux)
+        rc = close_redux_group(h, reduce);
     if (mode == TSR_R) {
         depend_on_all(t, &h->writers, true);
         h->commute_open = false;
-        rc = tsr__tasklist_push(&h->readers, t);
+        if (rc == TSR_OK)
+            rc = tsr__tasklist_push(&h->readers, t);
     } else if (mode == TSR_COMMUTE) {
         if (!h->commute_open) {
-            /* A new group waits for what came before it. */
-            const tsr_tasklist_t *pred = h->readers.n ? &h->readers : &h->writers;
-            rc = tsr__tasklist_copy(&h->commute_pred, pred);
-            tsr__tasklist_clear(&h->writers);
-            tsr__tasklist_clear(&h->readers);
+            int r2 = open_group(h);
+            rc = rc ? rc : r2;
             h->commute_open = true;
         }
         depend_on_all(t, &h->commute_pred, true);
@@ -156,7 +200,8 @@ int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode)
         tsr__tasklist_clear(&h->writers);
         tsr__tasklist_clear(&h->commute_pred);
         h->commute_open = false;
-        rc = tsr__tasklist_push(&h->writers, t);
+        int r2 = tsr__tasklist_push(&h->writers, t);
+        rc = rc ? rc : r2;
     }
     pthread_mutex_unlock(&h->lock);
     return rc;
@@ -164,7 +209,7 @@ int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode)
 
 /* ---- handle lifetime --------------------------------------------------- */
 
-static int handle_new(tsr_handle_t *out, void *ptr, size_t size, bool owned)
+static int handle_new(tsr_handle_t *out, void *ptr, size_t size, bool registered)
 {
     if (!out)
         return tsr__fail(TSR_EINVAL, "handle: output pointer is NULL");
@@ -173,15 +218,11 @@ static int handle_new(tsr_handle_t *out, void *ptr, size_t size, bool owned)
         return tsr__fail(TSR_ESTATE, "handle: runtime not initialized");
     if (size == 0)
         return tsr__fail(TSR_EINVAL, "handle: size is 0");
-    if (!owned && !ptr)
+    if (registered && !ptr)
         return tsr__fail(TSR_EINVAL, "handle_register: buffer is NULL");
-    tsr_handle_t h = calloc(1, sizeof *h);
+    tsr_handle_t h = tsr__handle_new_internal(ptr, size);
     if (!h)
         return tsr__fail(TSR_ENOMEM, "handle: out of memory");
-    h->ptr = ptr;
-    h->size = size;
-    h->owned = owned;
-    pthread_mutex_init(&h->lock, NULL);
     pthread_mutex_lock(&tsr__rt.reg_m);
     h->reg_next = tsr__rt.reg_head;
     if (h->reg_next)
@@ -192,14 +233,37 @@ static int handle_new(tsr_handle_t *out, void *ptr, size_t size, bool owned)
     return TSR_OK;
 }
 
+tsr_handle_t tsr__handle_new_internal(void *ptr, size_t size)
+{
+    tsr_handle_t h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->entry = tsr__entry_new(ptr, size);
+    if (!h->entry) {
+        free(h);
+        return NULL;
+    }
+    h->size = size;
+    h->registered = ptr != NULL;
+    h->internal = true;
+    pthread_mutex_init(&h->lock, NULL);
+    return h;
+}
+
 int tsr_handle_register(tsr_handle_t *out, void *ptr, size_t size)
 {
-    return handle_new(out, ptr, size, false);
+    int rc = handle_new(out, ptr, size, true);
+    if (rc == TSR_OK)
+        (*out)->internal = false;
+    return rc;
 }
 
 int tsr_handle_alloc(tsr_handle_t *out, size_t size)
 {
-    return handle_new(out, NULL, size, true);
+    int rc = handle_new(out, NULL, size, false);
+    if (rc == TSR_OK)
+        (*out)->internal = false;
+    return rc;
 }
 
 size_t tsr_handle_size(tsr_handle_t h)
@@ -207,52 +271,46 @@ size_t tsr_handle_size(tsr_handle_t h)
     return h ? h->size : 0;
 }
 
-void *tsr__handle_ptr(tsr_handle_t h)
+/* Host access through the directory: pin h's host copy with `mode`. */
+static int host_access(tsr_handle_t h, tsr_mem_req_t *r, int mode)
 {
-    void *p = __atomic_load_n(&h->ptr, __ATOMIC_ACQUIRE);
-    if (p)
-        return p;
-    pthread_mutex_lock(&h->lock);
-    if (!h->ptr) {
-        size_t sz = (h->size + 63) & ~(size_t)63;
-        p = aligned_alloc(64, sz);
-        if (p) {
-            memset(p, 0, sz);
-            __atomic_store_n(&h->ptr, p, __ATOMIC_RELEASE);
-        }
+    memset(r, 0, sizeof *r);
+    r->node = 0;
+    r->n = 1;
+    r->e[0] = h->entry;
+    r->mode[0] = (uint8_t)mode;
+    return tsr__mem_acquire_sync(r);
+}
+
+int tsr__handle_flush(tsr_handle_t h)
+{
+    if (!h->registered)
+        return TSR_OK;
+    tsr_mem_req_t r;
+    int rc = host_access(h, &r, TSR_MEM_R);
+    if (rc == TSR_OK)
+        tsr__mem_release(&r);
+    return rc == TSR_OK ? TSR_OK
+                        : tsr__fail(rc, "unregister: cannot write the data back: %s", r.err);
+}
+
+void tsr__handle_free(tsr_handle_t h)
+{
+    if (!h->internal) {
+        pthread_mutex_lock(&tsr__rt.reg_m);
+        if (h->reg_prev)
+            h->reg_prev->reg_next = h->reg_next;
+        else
+            tsr__rt.reg_head = h->reg_next;
+        if (h->reg_next)
+            h->reg_next->reg_prev = h->reg_prev;
+        pthread_mutex_unlock(&tsr__rt.reg_m);
     }
-    p = h->ptr;
-    pthread_mutex_unlock(&h->lock);
-    return p;
-}
-
-void tsr__handle_drop_memory(tsr_handle_t h)
-{
-    if (!h->owned)
-        return;
-    pthread_mutex_lock(&h->lock);
-    void *p = h->ptr;
-    __atomic_store_n(&h->ptr, NULL, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&h->lock);
-    free(p);
-}
-
-static void handle_free(tsr_handle_t h)
-{
-    pthread_mutex_lock(&tsr__rt.reg_m);
-    if (h->reg_prev)
-        h->reg_prev->reg_next = h->reg_next;
-    else
-        tsr__rt.reg_head = h->reg_next;
-    if (h->reg_next)
-        h->reg_next->reg_prev = h->reg_prev;
-    pthread_mutex_unlock(&tsr__rt.reg_m);
     tasklist_free(&h->writers);
     tasklist_free(&h->readers);
     tasklist_free(&h->commute_pred);
     tasklist_free(&h->commute_waiting);
-    if (h->owned)
-        free(h->ptr);
+    tsr__entry_free(h->entry);
     pthread_mutex_destroy(&h->lock);
     free(h);
 }
@@ -282,8 +340,9 @@ int tsr_handle_unregister(tsr_handle_t h)
     if (rc)
         return rc;
     tsr_task_wait(t); /* a failure of earlier tasks is reported by wait_all */
-    handle_free(h);
-    return TSR_OK;
+    rc = tsr__handle_flush(h);
+    tsr__handle_free(h);
+    return rc;
 }
 
 int tsr_handle_acquire(tsr_handle_t h, tsr_mode_t mode, void **ptr)
@@ -324,15 +383,21 @@ int tsr_handle_acquire(tsr_handle_t h, tsr_mode_t mode, void **ptr)
         return tsr__fail(TSR_ETASK,
                          "handle_acquire: a task writing the handle failed");
     }
-    void *p = tsr__handle_ptr(h);
-    if (!p) {
+    tsr_mem_req_t *req = malloc(sizeof *req);
+    rc = req ? host_access(h, req, mode == TSR_R ? TSR_MEM_R
+                                   : mode == TSR_W ? TSR_MEM_W : TSR_MEM_RW)
+             : TSR_ENOMEM;
+    if (rc != TSR_OK) {
         tsr__task_complete(t, TSR_RESULT_OK, -1);
         tsr__task_unref(t);
-        return tsr__fail(TSR_ENOMEM, "handle_acquire: cannot allocate %zu bytes",
-                         h->size);
+        rc = tsr__fail(rc, "handle_acquire: %s", req ? req->err : "out of memory");
+        free(req);
+        return rc;
     }
+    void *p = req->ptr[0];
     pthread_mutex_lock(&h->lock);
     h->acquired = t; /* keeps the submission reference */
+    h->acq_req = req;
     pthread_mutex_unlock(&h->lock);
     atomic_fetch_add(&tsr__rt.nacquired, 1);
     *ptr = p;
@@ -346,10 +411,14 @@ int tsr_handle_release(tsr_handle_t h)
         return rc;
     pthread_mutex_lock(&h->lock);
     tsr_task_t t = h->acquired;
+    tsr_mem_req_t *req = h->acq_req;
     h->acquired = NULL;
+    h->acq_req = NULL;
     pthread_mutex_unlock(&h->lock);
     if (!t)
         return tsr__fail(TSR_EINVAL, "handle_release: handle is not acquired");
+    tsr__mem_release(req);
+    free(req);
     atomic_fetch_sub(&tsr__rt.nacquired, 1);
     tsr__task_complete(t, TSR_RESULT_OK, -1);
     tsr__task_unref(t);
@@ -364,14 +433,54 @@ int tsr_handle_invalidate(tsr_handle_t h)
     return tsr__submit_internal(TSR_KIND_INVALIDATE, h, TSR_W, NULL);
 }
 
+int tsr_handle_wont_use(tsr_handle_t h)
+{
+    int rc = handle_check(h, "handle_wont_use");
+    if (rc)
+        return rc;
+    return tsr__submit_internal(TSR_KIND_WONTUSE, h, TSR_R, NULL);
+}
+
+int tsr_handle_set_reduction(tsr_handle_t h, const tsr_codelet_t *init,
+                             const tsr_codelet_t *reduce)
+{
+    int rc = handle_check(h, "handle_set_reduction");
+    if (rc)
+        return rc;
+    if (!init || !reduce)
+        return tsr__fail(TSR_EINVAL, "handle_set_reduction: a codelet is NULL");
+    if (init->nbuffers != 1 || reduce->nbuffers != 2)
+        return tsr__fail(TSR_EINVAL,
+                         "handle_set_reduction: init takes 1 buffer (it has %d), "
+                         "reduce takes 2 (it has %d)",
+                         init->nbuffers, reduce->nbuffers);
+    pthread_mutex_lock(&h->lock);
+    bool open = h->redux != NULL;
+    if (!open) {
+        h->redux_init = init;
+        h->redux_reduce = reduce;
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (open)
+        return tsr__fail(TSR_EBUSY, "handle_set_reduction: REDUX tasks on the "
+                         "handle are pending; access it another way first");
+    return TSR_OK;
+}
+
 void tsr__handles_release_acquired(void)
 {
     pthread_mutex_lock(&tsr__rt.reg_m);
     for (tsr_handle_t h = tsr__rt.reg_head; h; h = h->reg_next) {
         pthread_mutex_lock(&h->lock);
         tsr_task_t t = h->acquired;
+        tsr_mem_req_t *req = h->acq_req;
         h->acquired = NULL;
+        h->acq_req = NULL;
         pthread_mutex_unlock(&h->lock);
+        if (req) {
+            tsr__mem_release(req);
+            free(req);
+        }
         if (t) {
             atomic_fetch_sub(&tsr__rt.nacquired, 1);
             tsr__task_complete(t, TSR_RESULT_OK, -1);
@@ -381,14 +490,18 @@ void tsr__handles_release_acquired(void)
     pthread_mutex_unlock(&tsr__rt.reg_m);
 }
 
-void tsr__handles_unregister_all(void)
+int tsr__handles_unregister_all(void)
 {
+    int rc = TSR_OK;
     for (;;) {
         pthread_mutex_lock(&tsr__rt.reg_m);
         tsr_handle_t h = tsr__rt.reg_head;
         pthread_mutex_unlock(&tsr__rt.reg_m);
         if (!h)
             break;
-        handle_free(h);
+        int r = tsr__handle_flush(h);
+        rc = rc ? rc : r;
+        tsr__handle_free(h);
     }
+    return rc;
 }

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "memory/memory.h"
 #include "runtime/error.h"
 
 /* ---- small task lists -------------------------------------------------- */
@@ -37,6 +38,8 @@ enum tsr_task_kind {
     TSR_KIND_ACQUIRE,     /* host access: ready wakes the acquirer */
     TSR_KIND_INVALIDATE,  /* frees runtime-owned memory when ready */
     TSR_KIND_BARRIER,     /* completes as soon as it is ready */
+    TSR_KIND_WONTUSE,     /* marks the handle's copies for eviction */
+    TSR_KIND_REDUCE,      /* combines a handle's REDUX accumulators */
 };
 
 enum tsr_task_state {
@@ -83,8 +86,20 @@ struct tsr_task {
     /* for policies */
     tsr_sched_fields_t sched;
 
-    /* host access (acquire) */
-    void *acquire_ptr;
+    /* data on the worker's memory node */
+    tsr_mem_req_t mreq;
+    int8_t slot[TSR_MAX_BUFFERS];  /* buffer i is mreq entry slot[i]; -1: scratch */
+    atomic_int data_state;         /* DATA_FETCHING, DATA_READY */
+    int run_worker;                /* the worker that holds it */
+    /* REDUX buffers: the group at submission, the worker's accumulator
+     * once the task is taken (NULL elsewhere) */
+    struct tsr_redux_group *group_of[TSR_MAX_BUFFERS];
+    bool acc_of[TSR_MAX_BUFFERS];   /* buffer i became an accumulator */
+    uint16_t nodep;            /* buffers recorded in no handle's STF state */
+    bool internal;             /* submitted by the runtime: never throttled */
+    /* REDUCE: the group it combines; a task completing `then` with it */
+    struct tsr_redux_group *group;
+    tsr_task_t then;
 
     tsr_task_t free_next;  /* free list link */
     size_t args_size;
@@ -98,6 +113,9 @@ void tsr__task_unref(tsr_task_t t);
 void tsr__task_ready(tsr_task_t t);
 /* The task finished with `result`: release successors and waiters. */
 void tsr__task_complete(tsr_task_t t, int result, int worker);
+/* `then` completes with `first`'s result when `first` completes; consumes
+ * a reference on `first`. */
+void tsr__task_chain(tsr_task_t first, tsr_task_t then);
 /* Submit an internal task of `kind` on one handle. */
 int tsr__submit_internal(int kind, tsr_handle_t h, tsr_mode_t mode,
                          tsr_task_t *out);
@@ -111,9 +129,11 @@ extern _Thread_local bool tsr__tl_self_slot;
 /* ---- handles (handle.c) ------------------------------------------------ */
 
 struct tsr_handle {
-    void *ptr;
+    tsr_entry_t *entry;    /* its copies, in the memory directory */
     size_t size;
-    bool owned;            /* the runtime allocated ptr */
+    bool registered;       /* the application's buffer is the host copy */
+    bool internal;         /* a REDUX accumulator: not in the registry */
+    bool acc_initialized;  /* accumulator: the init codelet has run */
     pthread_mutex_t lock;  /* protects everything below */
     /* sequential task flow state */
     tsr_tasklist_t writers;      /* the last writer, or the commute group */
@@ -125,27 +145,72 @@ struct tsr_handle {
     tsr_tasklist_t commute_waiting;
     /* host access */
     tsr_task_t acquired;
+    tsr_mem_req_t *acq_req;
+    /* order-free reduction: codelets, and the open group's accumulators
+     * (one per worker, created by the first REDUX task a worker runs) */
+    const tsr_codelet_t *redux_init, *redux_reduce;
+    struct tsr_redux_group *redux;
     /* registry of live handles */
     struct tsr_handle *reg_prev, *reg_next;
 };
 
-/* Add the dependencies of task t accessing h with mode (not SCRATCH) and
- * record t in h's state. Returns TSR_OK or TSR_ENOMEM. */
-int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode);
-/* The host pointer, allocating runtime-owned memory (zeroed) if needed. */
-void *tsr__handle_ptr(tsr_handle_t h);
-void tsr__handle_drop_memory(tsr_handle_t h);
+/* Add the dependencies of task t accessing h with mode (not SCRATCH) as
+ * its buffer `slot`, and record t in h's state. An access that closes a
+ * REDUX group returns the group's REDUCE task in *reduce, whose
+ * submission guard the caller drops. Returns TSR_OK or TSR_ENOMEM. */
+int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode, int slot,
+                       tsr_task_t *reduce);
+/* A handle outside the registry (REDUX accumulators, and the body of
+ * tsr_handle_register/alloc). ptr: the host buffer, or NULL. */
+tsr_handle_t tsr__handle_new_internal(void *ptr, size_t size);
+void tsr__handle_free(tsr_handle_t h);
+/* Write a registered buffer's latest data back to it (waits). */
+int tsr__handle_flush(tsr_handle_t h);
 /* At shutdown: end every acquisition, then free every handle. */
 void tsr__handles_release_acquired(void);
-void tsr__handles_unregister_all(void);
+int tsr__handles_unregister_all(void);
+
+/* ---- order-free reduction (redux.c) ------------------------------------ */
+
+/* The accumulators of one REDUX group of a handle: one per worker, made
+ * by the first REDUX task that worker takes. */
+typedef struct tsr_redux_group {
+    struct tsr_handle *h;
+    pthread_mutex_t lock;
+    int n;
+    struct tsr_handle *acc[];
+} tsr_redux_group_t;
+
+tsr_redux_group_t *tsr__redux_group_new(tsr_handle_t h);
+/* The accumulator of worker w (made on first use), or NULL without memory. */
+tsr_handle_t tsr__redux_acc(tsr_redux_group_t *g, int w);
+/* A REDUCE task for g (not yet submitted: its guard is held). */
+tsr_task_t tsr__task_new_reduce(tsr_redux_group_t *g);
+/* The REDUCE task is ready: submit the combining tree; it completes when
+ * the last combination does. */
+void tsr__redux_start(tsr_task_t reduce);
+void tsr__redux_group_free(tsr_redux_group_t *g);
+/* Submit an internal two-buffer task (dst RW, src R) that is never
+ * throttled; dst_dep: record it in dst's STF state. */
+int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_handle_t dst,
+                     bool dst_dep, tsr_handle_t src, tsr_task_t *out);
 
 /* ---- commute exclusion (task.c) ---------------------------------------- */
 
 /* ---- workers (worker.c) ------------------------------------------------ */
 
+#define TSR_PIPE_MAX 8
+enum { DATA_FETCHING = 0, DATA_READY = 1 };
+
 typedef struct tsr_worker {
     int id;
     int device_kind;
+    int node;                  /* memory node its tasks' data must be on */
+    int depth;                 /* tasks it holds at once (fetching or running) */
+    tsr_task_t inflight[TSR_PIPE_MAX]; /* in pop order */
+    int ninflight;
+    /* counters (written by the worker, read after wait_all) */
+    uint64_t ntasks, busy_ns, wait_ns;
     int cpu;                   /* core index it is bound to, or -1 */
     pthread_t thread;
     pthread_mutex_t m;
@@ -204,6 +269,7 @@ typedef struct tsr_runtime {
 
     int nworkers;
     int nworkers_of_kind[TSR_DEVICE_KINDS];
+    int nnodes;                   /* memory nodes */
     tsr_worker_t *workers;
     atomic_int stop;
     atomic_uint_fast64_t epoch;   /* bumped at every push */

@@ -7,6 +7,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,7 @@ void tsr_config_init(tsr_config_t *cfg)
     cfg->max_pending_bytes = 0;
     cfg->bind = 1;
     cfg->trace_path = NULL;
+    cfg->ncuda = -1;
 }
 
 /* Parse a non-negative integer from the environment; -1 if unset. */
@@ -75,6 +77,47 @@ static int apply_env(tsr_config_t *cfg)
         return rc;
     if (rc)
         cfg->bind = x != 0;
+    if ((rc = env_long("TESSERA_NSIM", &x)) < 0)
+        return rc;
+    if (rc)
+        cfg->nsim = (int)x;
+    if ((rc = env_long("TESSERA_NCUDA", &x)) < 0)
+        return rc;
+    if (rc)
+        cfg->ncuda = (int)x;
+    if ((rc = env_long("TESSERA_SIM_BW", &x)) < 0)
+        return rc;
+    if (rc)
+        cfg->sim_bandwidth = (double)x * 1e6; /* MB/s */
+    if ((rc = env_long("TESSERA_SIM_LATENCY", &x)) < 0)
+        return rc;
+    if (rc)
+        cfg->sim_latency = (double)x * 1e-6; /* µs */
+    static const struct {
+        const char *name;
+        size_t offset;
+    } limits[] = {
+        {"TESSERA_LIMIT_SIM_MEM", offsetof(tsr_config_t, sim_mem)},
+        {"TESSERA_LIMIT_CUDA_MEM", offsetof(tsr_config_t, cuda_mem)},
+        {"TESSERA_LIMIT_HOST_MEM", offsetof(tsr_config_t, host_mem)},
+    };
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        if ((rc = env_long(limits[i].name, &x)) < 0)
+            return rc;
+        if (rc && x == 0)
+            return tsr__fail(TSR_EINVAL, "init: %s=0: a memory limit is in MiB and "
+                             "must be positive", limits[i].name);
+        if (rc)
+            *(size_t *)((char *)cfg + limits[i].offset) = (size_t)x << 20;
+    }
+    if ((rc = env_long("TESSERA_PIPELINE", &x)) < 0)
+        return rc;
+    if (rc)
+        cfg->pipeline = (int)x;
+    if ((rc = env_long("TESSERA_STATS", &x)) < 0)
+        return rc;
+    if (rc)
+        cfg->stats = x != 0;
     const char *s = getenv("TESSERA_SCHED");
     if (s && *s)
         cfg->sched = s;
@@ -103,9 +146,14 @@ int tsr_init(const tsr_config_t *user)
     }
     if (cfg.max_pending_tasks == 0)
         cfg.max_pending_tasks = DEFAULT_MAX_PENDING;
-    if (cfg.ncpu > 4096) {
+    if (cfg.ncpu > 4096 || cfg.nsim < 0 || cfg.nsim > 16 || cfg.pipeline < 0 ||
+        cfg.pipeline > 8 || cfg.sim_bandwidth < 0 || cfg.sim_latency < 0) {
         pthread_mutex_unlock(&init_m);
-        return tsr__fail(TSR_EINVAL, "init: ncpu=%d is not plausible", cfg.ncpu);
+        return tsr__fail(TSR_EINVAL,
+                         "init: ncpu=%d, nsim=%d (0-16), pipeline=%d (0-8), sim "
+                         "bandwidth %g, sim latency %g: out of range",
+                         cfg.ncpu, cfg.nsim, cfg.pipeline, cfg.sim_bandwidth,
+                         cfg.sim_latency);
     }
 
     /* Keep copies of the strings: the caller's may not outlive init. */
@@ -131,6 +179,23 @@ int tsr_init(const tsr_config_t *user)
     tsr__rt.first_error[0] = 0;
     tsr__rt.t0_ns = tsr__now_ns();
 
+    tsr_mem_config_t mc = {
+        .nsim = cfg.nsim,
+        .sim_capacity = cfg.sim_mem ? cfg.sim_mem : (size_t)256 << 20,
+        .sim_bandwidth = cfg.sim_bandwidth,
+        .sim_latency = cfg.sim_latency,
+        .ncuda = cfg.ncuda,
+        .cuda_capacity = cfg.cuda_mem,
+        .host_capacity = cfg.host_mem,
+        .tracing = tsr__rt.tracing,
+    };
+    char err[256];
+    rc = tsr__mem_init(&mc, err, sizeof err);
+    if (rc != TSR_OK) {
+        pthread_mutex_unlock(&init_m);
+        return tsr__fail(rc, "init: memory nodes: %s", err);
+    }
+    tsr__rt.nnodes = tsr__mem_node_count();
     rc = tsr__workers_start();
     if (rc == TSR_OK) {
         rc = tsr__sched_open(&tsr__rt.sched, tsr__rt.sched_name);
@@ -147,6 +212,8 @@ int tsr_init(const tsr_config_t *user)
         if (rc != TSR_OK)
             tsr__workers_free();
     }
+    if (rc != TSR_OK)
+        tsr__mem_shutdown();
     if (rc == TSR_OK)
         atomic_store_explicit(&tsr__rt.initialized, 1, memory_order_release);
     pthread_mutex_unlock(&init_m);
@@ -165,8 +232,15 @@ int tsr_shutdown(void)
     int rc = tsr_wait_all();
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", tsr_error_message());
-    tsr__handles_unregister_all();
+    int urc = tsr__handles_unregister_all();
+    if (rc == TSR_OK && urc != TSR_OK) {
+        rc = urc;
+        snprintf(msg, sizeof msg, "%s", tsr_error_message());
+    }
+    if (tsr__rt.cfg.stats)
+        tsr_stats_print(stderr);
     tsr__workers_stop();
+    tsr__mem_stop();
     if (tsr__rt.tracing) {
         int trc = tsr__trace_write(tsr__rt.trace_path);
         if (rc == TSR_OK && trc != TSR_OK) {
@@ -176,6 +250,7 @@ int tsr_shutdown(void)
     }
     tsr__sched_close(&tsr__rt.sched);
     tsr__workers_free();
+    tsr__mem_shutdown();
     tsr__tasks_free_pool();
     pthread_mutex_lock(&tsr__rt.tag_m);
     free(tsr__rt.tag_keys);

@@ -286,11 +286,15 @@ int tsr_wait_tag(uint64_t tag)
 
 void tsr__record_failure(tsr_task_t t, int result)
 {
-    if (t->kind != TSR_KIND_USER)
+    if (t->kind != TSR_KIND_USER && t->kind != TSR_KIND_REDUCE)
         return;
     pthread_mutex_lock(&tsr__rt.err_m);
     if (result == TSR_RESULT_FAILED) {
-        if (tsr__rt.nfailed == 0)
+        if (tsr__rt.nfailed == 0 && t->mreq.err[0])
+            snprintf(tsr__rt.first_error, sizeof tsr__rt.first_error,
+                     "task '%s' failed with status %d: %s", t->name, t->error_code,
+                     t->mreq.err);
+        else if (tsr__rt.nfailed == 0)
             snprintf(tsr__rt.first_error, sizeof tsr__rt.first_error,
                      "task '%s' failed with status %d", t->name, t->error_code);
         tsr__rt.nfailed++;
@@ -333,10 +337,24 @@ static bool commute_try_take(tsr_task_t t)
 _Thread_local int tsr__tl_worker = -1;
 _Thread_local bool tsr__tl_self_slot;
 
+/* A policy that assigns the task to a worker starts its inputs moving to
+ * that worker's memory node at once. */
+static void prefetch_for(tsr_task_t t, int target)
+{
+    int node = tsr__rt.workers[target].node;
+    for (int i = 0; i < t->nbuffers; i++) {
+        int m = t->acc[i].mode;
+        if (m != TSR_SCRATCH && m != TSR_W && m != TSR_REDUX)
+            tsr__mem_prefetch(t->acc[i].handle->entry, node);
+    }
+}
+
 static void push_to_policy(tsr_task_t t)
 {
     atomic_fetch_add(&tsr__rt.nqueued, 1);
     int target = tsr__rt.sched.policy->push(&tsr__rt.sched, t);
+    if (target >= 0 && target < tsr__rt.nworkers && tsr__rt.nnodes > 1)
+        prefetch_for(t, target);
     if (tsr__tl_self_slot && (target == -1 || target == tsr__tl_worker)) {
         tsr__tl_self_slot = false;
         return;
@@ -384,8 +402,17 @@ void tsr__task_ready(tsr_task_t t)
         return;
     }
     if (t->kind == TSR_KIND_INVALIDATE) {
-        tsr__handle_drop_memory(t->acc[0].handle);
+        tsr__mem_invalidate(t->acc[0].handle->entry);
         tsr__task_complete(t, TSR_RESULT_OK, -1);
+        return;
+    }
+    if (t->kind == TSR_KIND_WONTUSE) {
+        tsr__mem_wont_use(t->acc[0].handle->entry);
+        tsr__task_complete(t, TSR_RESULT_OK, -1);
+        return;
+    }
+    if (t->kind == TSR_KIND_REDUCE) {
+        tsr__redux_start(t);
         return;
     }
     if (t->ncommute && !commute_try_take(t))
@@ -404,8 +431,15 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
     uintptr_t *succ = t->succ;
     int nsucc = t->nsucc;
     bool wake = t->waited;
+    tsr_task_t then = t->then;
     t->nsucc = 0;
+    t->then = NULL;
     pthread_mutex_unlock(&t->lock);
+    if (t->kind == TSR_KIND_REDUCE) {
+        /* Every combination has completed (or none was submitted). */
+        tsr__redux_group_free(t->group);
+        t->group = NULL;
+    }
 
     if (result != TSR_RESULT_OK)
         tsr__record_failure(t, result);
@@ -434,7 +468,29 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
     /* A broadcast only when a waiter's condition may have become true. */
     if (wake && atomic_load(&tsr__rt.nwaiters) > 0)
         wake_waiters();
+    if (then) {
+        if (result != TSR_RESULT_OK) {
+            then->error_code = t->error_code;
+            snprintf(then->mreq.err, sizeof then->mreq.err, "%s", t->mreq.err);
+        }
+        tsr__task_complete(then, result == TSR_RESULT_OK ? TSR_RESULT_OK
+                                                         : TSR_RESULT_FAILED, -1);
+    }
     tsr__task_unref(t);
+}
+
+void tsr__task_chain(tsr_task_t first, tsr_task_t then)
+{
+    pthread_mutex_lock(&first->lock);
+    bool done = first->state == TSR_TASK_DONE;
+    int result = first->result;
+    if (!done)
+        first->then = then;
+    pthread_mutex_unlock(&first->lock);
+    if (done)
+        tsr__task_complete(then, result == TSR_RESULT_OK ? TSR_RESULT_OK
+                                                         : TSR_RESULT_FAILED, -1);
+    tsr__task_unref(first); /* the reference the submitter kept */
 }
 
 /* ---- submission -------------------------------------------------------- */
@@ -463,21 +519,39 @@ static int cmp_handle(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Drop a submission guard: the task may become ready. */
+static void release_guard(tsr_task_t t)
+{
+    if (atomic_fetch_sub_explicit(&t->ndeps, 1, memory_order_acq_rel) == 1)
+        tsr__task_ready(t);
+}
+
+/* Count a new task as pending (and in its tag). */
+static void count_pending(tsr_task_t t)
+{
+    if (t->tag)
+        tsr__tag_add(t->tag, 1);
+    atomic_fetch_add(&tsr__rt.pending, 1);
+    if (tsr__rt.cfg.max_pending_bytes)
+        atomic_fetch_add(&tsr__rt.pending_bytes, (long)t->bytes);
+}
+
 /* Record dependencies and release the submission guard. */
 static int submit_common(tsr_task_t t, tsr_task_t *out)
 {
     /* One dependency record per distinct handle, with the union of modes. */
     tsr_handle_t hs[TSR_MAX_BUFFERS];
-    int modes[TSR_MAX_BUFFERS];
+    int modes[TSR_MAX_BUFFERS], first[TSR_MAX_BUFFERS];
     int nh = 0;
     for (int i = 0; i < t->nbuffers; i++) {
-        if (t->acc[i].mode == TSR_SCRATCH)
+        if (t->acc[i].mode == TSR_SCRATCH || (t->nodep & (1u << i)))
             continue;
         int k = 0;
         while (k < nh && hs[k] != t->acc[i].handle)
             k++;
         if (k == nh) {
             hs[nh] = t->acc[i].handle;
+            first[nh] = i;
             modes[nh++] = 0;
         }
         modes[k] |= (int)t->acc[i].mode;
@@ -493,29 +567,29 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
     if (t->ncommute > 1)
         qsort(t->commute, t->ncommute, sizeof t->commute[0], cmp_handle);
 
-    throttle(t->bytes);
+    if (!t->internal)
+        throttle(t->bytes);
     atomic_store(&t->ndeps, 1);
     atomic_store(&t->refs, out ? 2 : 1);
-    if (t->tag)
-        tsr__tag_add(t->tag, 1);
-    atomic_fetch_add(&tsr__rt.pending, 1);
-    if (tsr__rt.cfg.max_pending_bytes)
-        atomic_fetch_add(&tsr__rt.pending_bytes, (long)t->bytes);
+    count_pending(t);
 
     /* If a handle's lists cannot grow, later tasks would not see this one:
      * then run it synchronously, which keeps program order. */
     bool sync = false;
-    for (int k = 0; k < nh; k++)
-        if (tsr__handle_depend(hs[k], t, (tsr_mode_t)modes[k]) != TSR_OK)
+    for (int k = 0; k < nh; k++) {
+        tsr_task_t reduce = NULL;
+        if (tsr__handle_depend(hs[k], t, (tsr_mode_t)modes[k], first[k], &reduce) != TSR_OK)
             sync = t->kind != TSR_KIND_ACQUIRE;
+        if (reduce)
+            release_guard(reduce);
+    }
     if (t->kind == TSR_KIND_USER && tsr__rt.sched.policy->submitted)
         tsr__rt.sched.policy->submitted(&tsr__rt.sched, t);
     if (out)
         *out = t;
     if (sync)
         tsr__task_ref(t);
-    if (atomic_fetch_sub_explicit(&t->ndeps, 1, memory_order_acq_rel) == 1)
-        tsr__task_ready(t);
+    release_guard(t);
     if (sync) {
         wait_until(task_is_done, t);
         tsr__task_unref(t);
@@ -523,10 +597,70 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
     return TSR_OK;
 }
 
+tsr_task_t tsr__task_new_reduce(tsr_redux_group_t *g)
+{
+    tsr_task_t t = task_alloc();
+    if (!t)
+        return NULL;
+    t->kind = TSR_KIND_REDUCE;
+    t->name = "redux";
+    t->group = g;
+    t->internal = true;
+    atomic_store(&t->ndeps, 1);
+    atomic_store(&t->refs, 1);
+    count_pending(t);
+    return t;
+}
+
+int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_handle_t dst,
+                     bool dst_dep, tsr_handle_t src, tsr_task_t *out)
+{
+    tsr_task_t t = task_alloc();
+    if (!t)
+        return TSR_ENOMEM;
+    t->cl = cl;
+    t->name = name;
+    t->kind = TSR_KIND_USER;
+    t->internal = true;
+    t->nbuffers = 2;
+    t->acc[0] = (tsr_access_t){dst, TSR_RW};
+    t->acc[1] = (tsr_access_t){src, TSR_R};
+    t->nodep = dst_dep ? 0 : 1;
+    for (int i = 0; i < 2; i++) {
+        t->sizes[i] = t->acc[i].handle->size;
+        t->bytes += t->sizes[i];
+    }
+    return submit_common(t, out);
+}
+
 static int bad_mode(int m)
 {
     return m != TSR_R && m != TSR_W && m != TSR_RW && m != TSR_SCRATCH &&
-           m != TSR_COMMUTE;
+           m != TSR_COMMUTE && m != TSR_REDUX;
+}
+
+/* A REDUX access needs the handle's codelets, an init implementation
+ * wherever the task may run, and no other access to the same handle. */
+static int check_redux(const tsr_task_desc_t *d, const tsr_codelet_t *cl,
+                       const char *name, int i)
+{
+    tsr_handle_t h = d->buffers[i].handle;
+    pthread_mutex_lock(&h->lock);
+    const tsr_codelet_t *init = h->redux_init, *red = h->redux_reduce;
+    pthread_mutex_unlock(&h->lock);
+    if (!init || !red)
+        return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d is REDUX but the handle "
+                         "has no reduction codelets (tsr_handle_set_reduction)", name, i);
+    for (int k = 0; k < TSR_DEVICE_KINDS; k++)
+        if (cl->impl[k] && tsr__rt.nworkers_of_kind[k] > 0 && !init->impl[k])
+            return tsr__fail(TSR_EINVAL, "submit '%s': REDUX init codelet '%s' has no "
+                             "implementation for device kind %d, where the task may run",
+                             name, init->name ? init->name : "", k);
+    for (int j = 0; j < d->nbuffers; j++)
+        if (j != i && d->buffers[j].handle == h)
+            return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d is REDUX and buffer %d "
+                             "accesses the same handle", name, i, j);
+    return TSR_OK;
 }
 
 int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
@@ -569,6 +703,11 @@ int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
         if (bad_mode(d->buffers[i].mode))
             return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d has mode %d",
                              name, i, (int)d->buffers[i].mode);
+        if (d->buffers[i].mode == TSR_REDUX) {
+            int rc = check_redux(d, cl, name, i);
+            if (rc)
+                return rc;
+        }
     }
 
     tsr_task_t t = task_alloc();
@@ -597,7 +736,8 @@ int tsr__submit_internal(int kind, tsr_handle_t h, tsr_mode_t mode,
     tsr_task_t t = task_alloc();
     if (!t)
         return tsr__fail(TSR_ENOMEM, "out of memory");
-    static const char *names[] = {"user", "acquire", "invalidate", "unregister"};
+    static const char *names[] = {"user",       "acquire", "invalidate",
+                                  "unregister", "wont-use", "redux"};
     t->name = names[kind];
     t->kind = kind;
     t->nbuffers = 1;

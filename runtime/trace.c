@@ -1,5 +1,6 @@
-/* runtime/trace.c — task events per worker, written at shutdown as Chrome
- * trace-event JSON (chrome://tracing, Perfetto).
+/* runtime/trace.c — task events per worker and copy events per memory
+ * node's engine, written at shutdown as Chrome trace-event JSON
+ * (chrome://tracing, Perfetto).
  *
  * Recording must stay cheap and lock-free: each worker appends to its own
  * array; only shutdown reads them all.
@@ -54,7 +55,7 @@ int tsr__trace_write(const char *path)
         fprintf(f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
                    "\"args\":{\"name\":\"%s worker %d\"}}",
                 first ? "" : ",\n", i,
-                w->device_kind == TSR_DEVICE_CPU ? "cpu" : "cuda", i);
+                tsr__mem_node(w->node)->name, i);
         first = false;
         for (size_t k = 0; k < w->nev; k++) {
             const struct tsr_trace_event *e = &w->ev[k];
@@ -62,6 +63,22 @@ int tsr__trace_write(const char *path)
             json_string(f, e->name);
             fprintf(f, ",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}",
                     i, e->start_ns / 1e3, (e->end_ns - e->start_ns) / 1e3);
+        }
+    }
+    /* One track per copy engine, after the workers' tracks. */
+    for (int n = 1; n < tsr__rt.nnodes; n++) {
+        tsr_node_t *node = tsr__mem_node(n);
+        int tid = tsr__rt.nworkers + n;
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                   "\"args\":{\"name\":\"%s copy engine\"}}",
+                tid, node->name);
+        for (size_t k = 0; k < node->nev; k++) {
+            const tsr_copy_event_t *e = &node->ev[k];
+            fprintf(f, ",\n{\"name\":\"%s %s->%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,"
+                       "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":%zu}}",
+                    e->src == e->dst ? "zero" : "copy", tsr__mem_node(e->src)->name,
+                    tsr__mem_node(e->dst)->name, tid, (e->start_ns - tsr__rt.t0_ns) / 1e3,
+                    (e->end_ns - e->start_ns) / 1e3, e->bytes);
         }
     }
     fprintf(f, "\n]}\n");

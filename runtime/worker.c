@@ -51,25 +51,107 @@ static void bind_worker(tsr_worker_t *w)
     hwloc_bitmap_free(set);
 }
 
-/* Run one task on worker w. */
+/* ---- data ---------------------------------------------------------------- */
+
+static int mem_mode(int mode)
+{
+    switch (mode) {
+    case TSR_R: return TSR_MEM_R;
+    case TSR_W: return TSR_MEM_W;
+    default: return TSR_MEM_RW; /* RW, COMMUTE, REDUX accumulators */
+    }
+}
+
+/* Engine or kicking thread: every buffer of t is on its worker's node. */
+static void data_ready(tsr_mem_req_t *r)
+{
+    tsr_task_t t = r->arg;
+    tsr_worker_t *w = &tsr__rt.workers[t->run_worker];
+    pthread_mutex_lock(&w->m);
+    atomic_store(&t->data_state, DATA_READY);
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->m);
+}
+
+static void fail_task(tsr_worker_t *w, tsr_task_t t, int code)
+{
+    t->error_code = code;
+    tsr__task_complete(t, TSR_RESULT_FAILED, w->id);
+}
+
+/* Ask the directory for t's buffers on w's node: one entry per distinct
+ * handle with the union of its modes; REDUX buffers become the worker's
+ * accumulator. Returns false if the task failed at once. */
+static bool start_task(tsr_worker_t *w, tsr_task_t t)
+{
+    tsr_mem_req_t *r = &t->mreq;
+    r->node = w->node;
+    r->n = 0;
+    r->done = data_ready;
+    r->arg = t;
+    t->run_worker = w->id;
+    atomic_store(&t->data_state, DATA_FETCHING);
+    for (int i = 0; i < t->nbuffers; i++) {
+        t->slot[i] = -1;
+        int mode = t->acc[i].mode;
+        if (mode == TSR_SCRATCH)
+            continue;
+        tsr_handle_t h = t->acc[i].handle;
+        if (mode == TSR_REDUX) {
+            h = tsr__redux_acc(t->group_of[i], w->id);
+            if (!h) {
+                snprintf(r->err, sizeof r->err, "no memory for a REDUX accumulator");
+                fail_task(w, t, TSR_ENOMEM);
+                return false;
+            }
+            t->acc[i].handle = h; /* from now on the task works on it */
+            t->acc[i].mode = TSR_RW;
+            t->acc_of[i] = true;
+        }
+        int k = 0;
+        while (k < r->n && r->e[k] != h->entry)
+            k++;
+        if (k == r->n) {
+            r->e[k] = h->entry;
+            r->mode[k] = 0;
+            r->n++;
+        }
+        r->mode[k] |= (uint8_t)mem_mode(t->acc[i].mode);
+        t->slot[i] = (int8_t)k;
+    }
+    int rc = tsr__mem_acquire(r);
+    if (rc < 0) {
+        fail_task(w, t, rc);
+        return false;
+    }
+    if (rc == 1)
+        atomic_store(&t->data_state, DATA_READY);
+    return true;
+}
+
+static void *scratch_buffer(tsr_worker_t *w, int i, size_t size)
+{
+    if (w->scratch_size[i] < size) {
+        free(w->scratch[i]);
+        size_t sz = (size + 63) & ~(size_t)63;
+        w->scratch[i] = aligned_alloc(64, sz);
+        w->scratch_size[i] = w->scratch[i] ? sz : 0;
+    }
+    return w->scratch[i];
+}
+
+/* Run one task whose data is on w's node, release its data, complete it. */
 static void run_task(tsr_worker_t *w, tsr_task_t t)
 {
+    tsr_node_t *node = tsr__mem_node(w->node);
     void *bufs[TSR_MAX_BUFFERS];
     for (int i = 0; i < t->nbuffers; i++) {
-        if (t->acc[i].mode == TSR_SCRATCH) {
-            if (w->scratch_size[i] < t->sizes[i]) {
-                free(w->scratch[i]);
-                size_t sz = (t->sizes[i] + 63) & ~(size_t)63;
-                w->scratch[i] = aligned_alloc(64, sz);
-                w->scratch_size[i] = w->scratch[i] ? sz : 0;
-            }
-            bufs[i] = w->scratch[i];
-        } else {
-            bufs[i] = tsr__handle_ptr(t->acc[i].handle);
-        }
+        bufs[i] = t->slot[i] >= 0 ? t->mreq.ptr[t->slot[i]]
+                                  : scratch_buffer(w, i, t->sizes[i]);
         if (!bufs[i]) {
-            t->error_code = TSR_ENOMEM;
-            tsr__task_complete(t, TSR_RESULT_FAILED, w->id);
+            tsr__mem_release(&t->mreq);
+            snprintf(t->mreq.err, sizeof t->mreq.err, "no memory for a scratch buffer");
+            fail_task(w, t, TSR_ENOMEM);
             return;
         }
     }
@@ -78,16 +160,76 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
         .device_kind = w->device_kind,
         .nbuffers = t->nbuffers,
         .sizes = t->sizes,
-        .cuda_stream = NULL,
+        .memory_node = w->node,
     };
-    uint64_t start = tsr__rt.tracing ? tsr__now_ns() : 0;
-    int rc = t->cl->impl[w->device_kind](bufs, t->args, &exec);
+    if (node->ops->exec_begin)
+        node->ops->exec_begin(node, &exec.cuda_stream, &exec.cublas_handle);
+    uint64_t start = tsr__now_ns();
+    int rc = 0;
+    /* A worker's first REDUX task of a group sets its accumulator to the
+     * neutral element first. */
+    for (int i = 0; i < t->nbuffers && rc == 0; i++) {
+        tsr_handle_t a = t->acc_of[i] ? t->acc[i].handle : NULL;
+        if (a && !a->acc_initialized) {
+            const tsr_codelet_t *init = t->group_of[i]->h->redux_init;
+            tsr_exec_t ie = exec;
+            ie.nbuffers = 1;
+            ie.sizes = &t->sizes[i];
+            rc = init->impl[w->device_kind](&bufs[i], NULL, &ie);
+            a->acc_initialized = rc == 0;
+        }
+    }
+    if (rc == 0)
+        rc = t->cl->impl[w->device_kind](bufs, t->args, &exec);
+    if (node->ops->exec_end) {
+        int erc = node->ops->exec_end(node, t->mreq.err, sizeof t->mreq.err);
+        if (rc == 0)
+            rc = erc;
+    }
+    uint64_t end = tsr__now_ns();
+    w->busy_ns += end - start;
+    w->ntasks++;
     if (tsr__rt.tracing)
-        tsr__trace_record(w, t->name, start, tsr__now_ns());
+        tsr__trace_record(w, t->name, start, end);
     t->error_code = rc;
+    tsr__mem_release(&t->mreq);
     tsr__tl_self_slot = true;
     tsr__task_complete(t, rc == 0 ? TSR_RESULT_OK : TSR_RESULT_FAILED, w->id);
     tsr__tl_self_slot = false;
+}
+
+/* The first task of w's pipeline whose data is there, or -1. */
+static int first_ready(tsr_worker_t *w)
+{
+    for (int i = 0; i < w->ninflight; i++)
+        if (atomic_load(&w->inflight[i]->data_state) == DATA_READY)
+            return i;
+    return -1;
+}
+
+/* Run a task of the pipeline, waiting for its data if none is there.
+ * Tasks run in any order once their data is: they are all ready, so none
+ * depends on another, and a later one may hold memory an earlier one
+ * waits for. */
+static void run_next(tsr_worker_t *w)
+{
+    int i = first_ready(w);
+    if (i < 0) {
+        uint64_t t0 = tsr__now_ns();
+        pthread_mutex_lock(&w->m);
+        while ((i = first_ready(w)) < 0)
+            pthread_cond_wait(&w->cv, &w->m);
+        pthread_mutex_unlock(&w->m);
+        w->wait_ns += tsr__now_ns() - t0;
+    }
+    tsr_task_t t = w->inflight[i];
+    for (int k = i + 1; k < w->ninflight; k++)
+        w->inflight[k - 1] = w->inflight[k];
+    w->ninflight--;
+    if (atomic_load(&t->mreq.status) != TSR_OK)
+        fail_task(w, t, atomic_load(&t->mreq.status));
+    else
+        run_task(w, t);
 }
 
 static void wake_one_sleeper(void);
@@ -100,16 +242,28 @@ static void *worker_main(void *arg)
     const tsr_sched_policy_t *pol = tsr__rt.sched.policy;
     while (!atomic_load_explicit(&tsr__rt.stop, memory_order_acquire)) {
         uint64_t e = atomic_load(&tsr__rt.epoch);
-        tsr_task_t t = pol->pop(&tsr__rt.sched, w->id);
-        if (t) {
+        /* Keep the pipeline full: the next tasks' inputs move while one
+         * runs. */
+        bool took = false;
+        while (w->ninflight < w->depth) {
+            tsr_task_t t = pol->pop(&tsr__rt.sched, w->id);
+            if (!t)
+                break;
+            took = true;
             /* Tasks still queued while a worker sleeps (a polling worker
              * absorbs the wake-ups of a burst of pushes): pass one on. */
             if (atomic_fetch_sub(&tsr__rt.nqueued, 1) > 1 &&
                 atomic_load(&tsr__rt.nsleeping) > 0)
                 wake_one_sleeper();
-            run_task(w, t);
+            if (start_task(w, t))
+                w->inflight[w->ninflight++] = t;
+        }
+        if (w->ninflight > 0) {
+            run_next(w);
             continue;
         }
+        if (took)
+            continue;
         /* Poll a while: a task often arrives within microseconds. */
         atomic_fetch_add(&tsr__rt.nspinning, 1);
         bool changed = false;
@@ -197,16 +351,33 @@ int tsr__workers_start(void)
             hwloc_topology_destroy(topo);
         }
     }
-    int n = tsr__rt.cfg.ncpu > 0 ? tsr__rt.cfg.ncpu : ncores;
+    /* One CPU worker per core not taken by an accelerator's worker, then
+     * one worker per accelerator node (a GPU's driver thread, or a
+     * simulated accelerator running CPU implementations). */
+    int nacc = tsr__mem_node_count() - 1;
+    int ncpu = tsr__rt.cfg.ncpu > 0   ? tsr__rt.cfg.ncpu
+               : tsr__rt.cfg.ncpu < 0 ? 0
+               : (ncores - nacc > 1 ? ncores - nacc : 1);
+    int n = ncpu + nacc;
+    if (n == 0)
+        return tsr__fail(TSR_EINVAL, "init: no CPU workers and no accelerators");
     tsr__rt.workers = calloc((size_t)n, sizeof *tsr__rt.workers);
     if (!tsr__rt.workers)
         return tsr__fail(TSR_ENOMEM, "init: cannot allocate %d workers", n);
     tsr__rt.nworkers = n;
+    int depth = tsr__rt.cfg.pipeline > 0 ? tsr__rt.cfg.pipeline : 4;
+    if (depth > TSR_PIPE_MAX)
+        depth = TSR_PIPE_MAX;
     for (int i = 0; i < n; i++) {
         tsr_worker_t *w = &tsr__rt.workers[i];
         w->id = i;
-        w->device_kind = TSR_DEVICE_CPU;
-        tsr__rt.nworkers_of_kind[TSR_DEVICE_CPU]++;
+        w->node = i < ncpu ? 0 : 1 + (i - ncpu);
+        tsr_node_t *node = tsr__mem_node(w->node);
+        w->device_kind = node->kind == TSR_NODE_KIND_CUDA ? TSR_DEVICE_CUDA : TSR_DEVICE_CPU;
+        /* A CPU worker's data is already in host memory: nothing to
+         * overlap, and holding tasks would only keep them from others. */
+        w->depth = w->node == 0 ? 1 : depth;
+        tsr__rt.nworkers_of_kind[w->device_kind]++;
         /* More workers than cores share cores (oversubscription is the
          * user's choice); binding then wraps around. */
         w->cpu = tsr__rt.cfg.bind ? i % ncores : -1;

@@ -50,13 +50,25 @@ const char *tsr_error_message(void);
 /* ---- initialization ---------------------------------------------------- */
 
 typedef struct tsr_config {
-    int ncpu;                  /* CPU workers; <= 0: one per core */
+    int ncpu;                  /* CPU workers; 0: one per core not driving an
+                                  accelerator; < 0: none (accelerators only) */
     const char *sched;         /* policy name; NULL: "eager" */
     size_t max_pending_tasks;  /* submission throttles above this; 0: default */
     size_t max_pending_bytes;  /* …and above this many bytes of buffers
                                   touched by pending tasks; 0: unlimited */
     int bind;                  /* bind workers to cores (hwloc); 1 default */
     const char *trace_path;    /* Chrome trace JSON written at shutdown */
+    /* memory nodes (see docs/memory.md) */
+    int nsim;                  /* simulated accelerators */
+    size_t sim_mem;            /* bytes per simulated accelerator; 0: 256 MiB */
+    double sim_bandwidth;      /* bytes/s of a simulated copy engine; 0: no limit */
+    double sim_latency;        /* seconds added to every simulated copy */
+    int ncuda;                 /* GPUs to drive; -1: every one */
+    size_t cuda_mem;           /* bytes usable per GPU; 0: what is free */
+    size_t host_mem;           /* bytes of runtime-allocated host copies; 0: no limit */
+    int pipeline;              /* tasks an accelerator worker holds at once
+                                  (inputs of the next copy while one runs); 0: 4 */
+    int stats;                 /* print memory counters at shutdown */
 } tsr_config_t;
 
 /* Fill cfg with defaults (environment not yet applied). */
@@ -64,8 +76,10 @@ void tsr_config_init(tsr_config_t *cfg);
 
 /* Start the runtime. cfg may be NULL (defaults). The environment overrides
  * cfg: TESSERA_NCPU, TESSERA_SCHED, TESSERA_MAX_PENDING,
- * TESSERA_MAX_PENDING_BYTES, TESSERA_BIND, TESSERA_TRACE (see
- * docs/configuration.md). */
+ * TESSERA_MAX_PENDING_BYTES, TESSERA_BIND, TESSERA_TRACE, TESSERA_NSIM,
+ * TESSERA_SIM_BW (MB/s), TESSERA_SIM_LATENCY (µs), TESSERA_NCUDA,
+ * TESSERA_LIMIT_SIM_MEM, TESSERA_LIMIT_CUDA_MEM, TESSERA_LIMIT_HOST_MEM
+ * (MiB), TESSERA_PIPELINE, TESSERA_STATS (see docs/configuration.md). */
 int tsr_init(const tsr_config_t *cfg);
 
 /* Wait for every task, stop the workers, write the trace, free everything.
@@ -95,16 +109,20 @@ int tsr_handle_unregister(tsr_handle_t h);
 /* Size in bytes (0 for a NULL handle). */
 size_t tsr_handle_size(tsr_handle_t h);
 
-/* Access modes. COMMUTE: read-write access by tasks that may run in any
- * order among themselves but never at the same time (an accumulation);
- * SCRATCH: the task gets a private, uninitialized buffer of the handle's
- * size, and no dependency is created. */
+/* Access modes. W: the task overwrites the whole buffer (its contents on
+ * entry are undefined). COMMUTE: read-write access by tasks that may run in
+ * any order among themselves but never at the same time (an accumulation);
+ * REDUX: an accumulation into a private per-worker copy, combined into the
+ * handle by its reduction codelet when the handle is next accessed (see
+ * tsr_handle_set_reduction); SCRATCH: the task gets a private,
+ * uninitialized buffer of the handle's size, and no dependency is created. */
 typedef enum tsr_mode {
     TSR_R = 1,
     TSR_W = 2,
     TSR_RW = 3,
     TSR_SCRATCH = 4,
     TSR_COMMUTE = 8,
+    TSR_REDUX = 16,
 } tsr_mode_t;
 
 /* Host access in program order: waits until every task submitted before on
@@ -115,9 +133,13 @@ int tsr_handle_acquire(tsr_handle_t h, tsr_mode_t mode, void **ptr);
 int tsr_handle_release(tsr_handle_t h);
 
 /* The contents are no longer needed: ordered after the tasks submitted
- * before; memory the runtime allocated for the handle is freed, and the next
- * reader sees zeros. A registered buffer is left as it is. */
+ * before; every copy is dropped without being written back, and the next
+ * reader sees zeros — or, for a registered buffer, the buffer as it is. */
 int tsr_handle_invalidate(tsr_handle_t h);
+
+/* A hint, ordered after the tasks submitted before: h will not be used
+ * soon, so its copies on accelerators are the first to be evicted. */
+int tsr_handle_wont_use(tsr_handle_t h);
 
 /* ---- codelets ---------------------------------------------------------- */
 
@@ -132,6 +154,8 @@ typedef struct tsr_exec {
     int nbuffers;
     const size_t *sizes;    /* size in bytes of each buffer */
     void *cuda_stream;      /* cudaStream_t for CUDA implementations */
+    void *cublas_handle;    /* cublasHandle_t bound to cuda_stream */
+    int memory_node;        /* where the buffers are (0: host) */
 } tsr_exec_t;
 
 /* An implementation: buffers[i] is the i-th buffer of the task on the
@@ -187,6 +211,53 @@ int tsr_wait_tag(uint64_t tag);
 /* Wait for every task submitted so far. Returns TSR_ETASK if any task failed
  * since the previous wait (tsr_error_message() names the first). */
 int tsr_wait_all(void);
+
+/* ---- order-free reduction ---------------------------------------------- */
+
+/* Enable TSR_REDUX on h: `init` (1 buffer, W) sets a private accumulator to
+ * the neutral element, `reduce` (2 buffers: RW destination, R source) adds
+ * the source into the destination. Tasks accessing h in TSR_REDUX mode run
+ * in any order, concurrently, each worker accumulating into its own copy;
+ * the next other access to h first combines the copies into h, as a tree.
+ * Both codelets need an implementation for every device kind that runs
+ * the REDUX tasks. */
+int tsr_handle_set_reduction(tsr_handle_t h, const tsr_codelet_t *init,
+                             const tsr_codelet_t *reduce);
+
+/* ---- memory nodes and counters ----------------------------------------- */
+
+enum { TSR_NODE_HOST = 0, TSR_NODE_SIM = 1, TSR_NODE_CUDA = 2 };
+
+typedef struct tsr_node_stats {
+    int kind;                  /* TSR_NODE_… */
+    char name[32];             /* "host", "sim0", "cuda0", … */
+    size_t capacity;           /* bytes the runtime may allocate there */
+    size_t used, peak;         /* bytes allocated now, and at most */
+    uint64_t fetches;          /* copies into this node (and zero fills) */
+    uint64_t evictions;        /* valid copies evicted to make room */
+    uint64_t writebacks;       /* of which written back to the host first */
+    uint64_t waits;            /* requests that waited for memory */
+    uint64_t bytes_in, bytes_out; /* moved into / out of this node */
+} tsr_node_stats_t;
+
+int tsr_memory_node_count(void);
+int tsr_memory_node_stats(int node, tsr_node_stats_t *out);
+/* Bytes copied from node src to node dst since tsr_init. */
+uint64_t tsr_memory_link_bytes(int src, int dst);
+
+typedef struct tsr_worker_stats {
+    int device_kind;           /* TSR_DEVICE_… of its implementations */
+    int memory_node;
+    uint64_t tasks;            /* tasks run */
+    double busy_s;             /* time in implementations */
+    double wait_data_s;        /* time with nothing runnable, waiting for data */
+} tsr_worker_stats_t;
+
+int tsr_worker_stats(int worker, tsr_worker_stats_t *out);
+
+/* Print the counters above (one line per node, link matrix, per-worker
+ * waiting), as TESSERA_STATS=1 does at shutdown. `f` is a FILE *. */
+int tsr_stats_print(void *f);
 
 /* ---- devices ----------------------------------------------------------- */
 

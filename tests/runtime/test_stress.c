@@ -1,14 +1,16 @@
 /* Randomized stress: thousands of random tasks over random handles with
  * random modes, each an order-sensitive update, checked against executing
  * the same sequence one task at a time. Also host acquisitions at random
- * points, compared with the sequential state at that point. */
+ * points, compared with the sequential state at that point. With simulated
+ * accelerators whose memory holds 1/8 of the working set, the same checks
+ * cover the directory: fetches, write-backs, eviction and waiting. */
 #include "util.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define NHANDLES 24
+#define NHANDLES 48
 #define WORDS 4
 #define NTASKS 3000
 
@@ -64,7 +66,8 @@ static int stress_kernel(void **b, const void *args, const tsr_exec_t *e)
 
 static tsr_codelet_t codelets[TSR_MAX_BUFFERS + 1];
 
-static void run_one(unsigned seed, int ncpu, const char *sched, size_t max_pending)
+static void run_sim(unsigned seed, int ncpu, const char *sched, size_t max_pending,
+                    int nsim, size_t sim_mem)
 {
     static uint64_t data[NHANDLES][WORDS], ref[NHANDLES][WORDS];
     uint64_t scratch_ref[TSR_MAX_BUFFERS][WORDS];
@@ -77,7 +80,7 @@ static void run_one(unsigned seed, int ncpu, const char *sched, size_t max_pendi
             data[h][k] = ref[h][k] = hash64((uint64_t)(h * WORDS + k) ^ seed);
     memset(mixlog, 0, sizeof mixlog);
 
-    start_runtime(ncpu, sched, max_pending);
+    start_runtime_sim(ncpu, sched, max_pending, nsim, sim_mem);
     tsr_handle_t hs[NHANDLES];
     for (int h = 0; h < NHANDLES; h++)
         cr_assert_eq(tsr_handle_register(&hs[h], data[h], sizeof data[h]), TSR_OK);
@@ -90,7 +93,8 @@ static void run_one(unsigned seed, int ncpu, const char *sched, size_t max_pendi
             int h = rand() % NHANDLES;
             uint64_t *p;
             tsr_mode_t m = rand() % 2 ? TSR_R : TSR_RW;
-            cr_assert_eq(tsr_handle_acquire(hs[h], m, (void **)&p), TSR_OK);
+            cr_assert_eq(tsr_handle_acquire(hs[h], m, (void **)&p), TSR_OK, "%s",
+                         tsr_error_message());
             for (int k = 0; k < WORDS; k++)
                 cr_assert_eq(p[k], ref[h][k], "seed %u: acquire of handle %d at task %d",
                              seed, h, t);
@@ -142,9 +146,11 @@ static void run_one(unsigned seed, int ncpu, const char *sched, size_t max_pendi
             cr_assert_eq(data[h][k], ref[h][k], "seed %u: handle %d word %d", seed, h, k);
 }
 
-/* A handle used twice in a task with R and a write mode would make the
- * reference depend on the kernel's read/write order; the generator above
- * avoids it, and this checks the generator keeps to that. */
+static void run_one(unsigned seed, int ncpu, const char *sched, size_t max_pending)
+{
+    run_sim(seed, ncpu, sched, max_pending, 0, 0);
+}
+
 Test(stress, eager_many_seeds)
 {
     for (unsigned seed = 1; seed <= 12; seed++)
@@ -155,4 +161,29 @@ Test(stress, prio_many_seeds)
 {
     for (unsigned seed = 100; seed < 112; seed++)
         run_one(seed, 1 + (int)(seed % 4), "prio", seed % 3 ? 0 : 8);
+}
+
+/* Two simulated accelerators, each holding 1/8 of the working set (6 of
+ * 48 handles; a task touches at most 5): every task on them fetches,
+ * evicts and writes back, and the CPU workers read what they wrote. */
+#define SIM_MEM (sizeof(uint64_t) * WORDS * NHANDLES / 8)
+
+Test(stress, sim_eager_small_memory, .timeout = 600)
+{
+    for (unsigned seed = 200; seed < 210; seed++)
+        run_sim(seed, 1 + (int)(seed % 3), "eager", seed % 3 ? 0 : 8, 2, SIM_MEM);
+}
+
+Test(stress, sim_prio_small_memory, .timeout = 600)
+{
+    for (unsigned seed = 300; seed < 310; seed++)
+        run_sim(seed, 1 + (int)(seed % 2), "prio", seed % 4 ? 0 : 8, 2, SIM_MEM);
+}
+
+/* Accelerators only: every task runs off the host, data returns to the
+ * host only through acquisitions, write-backs and unregistration. */
+Test(stress, sim_only, .timeout = 600)
+{
+    for (unsigned seed = 400; seed < 406; seed++)
+        run_sim(seed, -1, seed % 2 ? "eager" : "prio", 0, 1 + (int)(seed % 2), SIM_MEM);
 }

@@ -9,17 +9,27 @@
 #include <criterion/criterion.h>
 #include <tessera/tessera.h>
 
-static inline void start_runtime(int ncpu, const char *sched, size_t max_pending)
+/* nsim simulated accelerators of sim_mem bytes each (0: none). */
+static inline void start_runtime_sim(int ncpu, const char *sched, size_t max_pending,
+                                     int nsim, size_t sim_mem)
 {
     tsr_config_t cfg;
     tsr_config_init(&cfg);
     cfg.ncpu = ncpu;
     cfg.sched = sched;
     cfg.bind = 0;
+    cfg.nsim = nsim;
+    cfg.sim_mem = sim_mem;
+    cfg.ncuda = 0;
     if (max_pending)
         cfg.max_pending_tasks = max_pending;
     int rc = tsr_init(&cfg);
     cr_assert_eq(rc, TSR_OK, "tsr_init: %s", tsr_error_message());
+}
+
+static inline void start_runtime(int ncpu, const char *sched, size_t max_pending)
+{
+    start_runtime_sim(ncpu, sched, max_pending, 0, 0);
 }
 
 static inline void stop_runtime(void)

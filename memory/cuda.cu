@@ -1,0 +1,915 @@
+/* memory/cuda.cu — one GPU as a memory node: its memory (a caching pool
+ * over large cudaMalloc chunks), its copy engine (one thread per GPU that
+ * moves data between the host, this GPU and its peers on two DMA streams,
+ * through pinned staging buffers when the host memory is pageable), and
+ * the stream and cuBLAS handle that kernels on this GPU run with.
+ *
+ * Must never: call a copy's completion from the thread that queued it or
+ * from a CUDA host callback (completions queue more copies, that is, call
+ * CUDA), nor while holding the queue lock; cudaMalloc once per tile; leave
+ * a calling thread with a different current device than it had (alloc,
+ * free, open and close run on any thread); abort the process on a CUDA
+ * error (every one becomes TSR_EDEVICE with the call and the error named).
+ *
+ * The engine thread, in a loop: takes the jobs queued by copy(); starts
+ * them in order on the inbound lane (host or peer -> this GPU, zero fills)
+ * or the outbound lane (this GPU -> host or peer), each lane with its own
+ * non-blocking stream; moves staged copies on by one chunk per lane per
+ * turn; and completes jobs whose last operation's event has fired. When
+ * nothing moved it waits: on a staging buffer's event if a staged copy
+ * needs that buffer next (a short DMA), otherwise on the queue's condition
+ * variable for a short, growing time (a new job wakes it at once).
+ */
+#include <atomic>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* memory.h is a C11 header whose counters use the <stdatomic.h> type
+ * names, which C++17 does not define. std::atomic<T> has the size and
+ * alignment of _Atomic T, and this file only uses fields of tsr_node_t
+ * that come before the first atomic one. */
+typedef std::atomic<bool> atomic_bool;
+typedef std::atomic<char> atomic_char;
+typedef std::atomic<signed char> atomic_schar;
+typedef std::atomic<unsigned char> atomic_uchar;
+typedef std::atomic<short> atomic_short;
+typedef std::atomic<unsigned short> atomic_ushort;
+typedef std::atomic<int> atomic_int;
+typedef std::atomic<unsigned int> atomic_uint;
+typedef std::atomic<long> atomic_long;
+typedef std::atomic<unsigned long> atomic_ulong;
+typedef std::atomic<long long> atomic_llong;
+typedef std::atomic<unsigned long long> atomic_ullong;
+typedef std::atomic<intptr_t> atomic_intptr_t;
+typedef std::atomic<uintptr_t> atomic_uintptr_t;
+typedef std::atomic<size_t> atomic_size_t;
+typedef std::atomic<ptrdiff_t> atomic_ptrdiff_t;
+typedef std::atomic<intmax_t> atomic_intmax_t;
+typedef std::atomic<uintmax_t> atomic_uintmax_t;
+typedef std::atomic<int_least32_t> atomic_int_least32_t;
+typedef std::atomic<uint_least32_t> atomic_uint_least32_t;
+typedef std::atomic<int_least64_t> atomic_int_least64_t;
+typedef std::atomic<uint_least64_t> atomic_uint_least64_t;
+typedef std::atomic<int_fast32_t> atomic_int_fast32_t;
+typedef std::atomic<uint_fast32_t> atomic_uint_fast32_t;
+typedef std::atomic<int_fast64_t> atomic_int_fast64_t;
+typedef std::atomic<uint_fast64_t> atomic_uint_fast64_t;
+
+extern "C" {
+#include "memory/memory.h"
+}
+#include "memory/pool.h"
+#include "tessera/tessera.h"
+
+#define STAGE_BUFS 4                      /* pinned buffers per direction */
+#define STAGE_BYTES ((size_t)8 << 20)     /* bytes per pinned buffer */
+#define FLIGHT_MAX 32                     /* jobs in flight per direction */
+#define MARGIN_MIN ((size_t)512 << 20)    /* left free when capacity is 0 */
+#define MAX_DEVICES 64
+#define WAIT_MIN_NS 2000                  /* idle wait: 2 us, doubling … */
+#define WAIT_MAX_NS 200000                /* … up to 200 us */
+
+enum { LANE_IN = 0, LANE_OUT = 1 };
+
+/* One pinned staging buffer and the event that marks the end of the DMA
+ * that last used it. */
+typedef struct stage {
+    char *buf;
+    cudaEvent_t ev;
+    bool busy;              /* ev recorded, not yet seen complete */
+    size_t off, len;        /* outbound: which part of the job it holds */
+} stage_t;
+
+/* A job whose operations are all issued: done when ev has fired. */
+typedef struct flight {
+    tsr_copy_t *c;
+    cudaEvent_t ev;         /* created at open, one per slot */
+    bool has_ev;            /* ev was recorded after the job */
+    int status;             /* TSR_OK, or the error met while issuing */
+    char what[64];          /* the job's main call, for an error message */
+} flight_t;
+
+/* One direction of the engine: its stream, its staging ring, the jobs
+ * waiting for it, the staged job being moved, and the jobs in flight. */
+typedef struct lane {
+    cudaStream_t stream;
+    stage_t st[STAGE_BUFS];
+    int head;               /* next buffer to fill (in) or to DMA into (out) */
+    int tail, nbusy;        /* out: oldest buffer still to copy to the host */
+    tsr_copy_t *q_head, *q_tail;
+    tsr_copy_t *cur;        /* staged job in progress */
+    size_t off;             /* bytes of cur issued */
+    int status;             /* cur's first error */
+    char what[64];
+    flight_t fl[FLIGHT_MAX];
+    int fl_head, fl_n;
+} lane_t;
+
+typedef struct cuda_node {
+    tsr_node_t *node;
+    int dev;
+    tsr_pool_t pool;
+    bool pool_ready;
+
+    pthread_mutex_t m;      /* head, tail, stop */
+    pthread_cond_t cv;
+    bool sync_ready;
+    tsr_copy_t *head, *tail;
+    bool stop;
+    pthread_t thread;
+    bool thread_started;
+
+    lane_t lane[2];         /* engine thread only */
+    cudaEvent_t wait_ev;    /* engine: the staging event it is blocked on */
+
+    cudaStream_t compute;
+    cublasHandle_t blas;
+    bool peer_ok[MAX_DEVICES];
+} cuda_node_t;
+
+/* What exec_begin met, for the exec_end of the same thread. */
+static thread_local int exec_status;
+static thread_local char exec_err[TSR_MEM_ERR];
+
+/* ---- small helpers ------------------------------------------------------ */
+
+/* Fill c->err with "<what> on <node>: <error> (<code>)", clear the
+ * thread's last CUDA error, and return TSR_EDEVICE. */
+static int copy_fail(const cuda_node_t *g, tsr_copy_t *c, const char *what, cudaError_t e)
+{
+    snprintf(c->err, sizeof c->err, "%s on %s: %s (%d)", what, g->node->name,
+             cudaGetErrorString(e), (int)e);
+    (void)cudaGetLastError();
+    return TSR_EDEVICE;
+}
+
+/* Same for open's error buffer. */
+static int open_fail(char *err, size_t errlen, int device, const char *what, cudaError_t e)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s on cuda%d: %s (%d)", what, device, cudaGetErrorString(e),
+                 (int)e);
+    (void)cudaGetLastError();
+    return TSR_EDEVICE;
+}
+
+/* Run on g's device from any thread: remember the caller's device so it
+ * can be put back. */
+static int device_enter(const cuda_node_t *g)
+{
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        prev = -1;
+    }
+    if (prev != g->dev && cudaSetDevice(g->dev) != cudaSuccess)
+        (void)cudaGetLastError();
+    return prev;
+}
+
+static void device_leave(const cuda_node_t *g, int prev)
+{
+    if (prev >= 0 && prev != g->dev && cudaSetDevice(prev) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+/* Whether a host pointer is page-locked (or managed) memory that the DMA
+ * engines can read or write directly; pageable memory goes through staging. */
+static bool host_is_pinned(const void *p)
+{
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeManaged;
+}
+
+/* The device a pointer's memory lives on, or -1 if it is host memory. */
+static int device_of(const void *p)
+{
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return a.type == cudaMemoryTypeDevice ? a.device : -1;
+}
+
+/* ---- memory: a pool over cudaMalloc chunks ------------------------------ */
+
+/* The pool's backend: one cudaMalloc per chunk, on this GPU. */
+static void *chunk_alloc(void *ctx, size_t bytes)
+{
+    cuda_node_t *g = (cuda_node_t *)ctx;
+    int prev = device_enter(g);
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
+        p = NULL;
+    }
+    device_leave(g, prev);
+    return p;
+}
+
+static void chunk_free(void *ctx, void *p, size_t bytes)
+{
+    (void)bytes;
+    cuda_node_t *g = (cuda_node_t *)ctx;
+    int prev = device_enter(g);
+    if (cudaFree(p) != cudaSuccess)
+        (void)cudaGetLastError();
+    device_leave(g, prev);
+}
+
+/* Node memory: the pool trims and retries once when cudaMalloc fails. */
+static void *cuda_alloc(tsr_node_t *n, size_t size)
+{
+    cuda_node_t *g = (cuda_node_t *)n->impl;
+    return g ? tsr_pool_alloc(&g->pool, size) : NULL;
+}
+
+/* Back to the pool, which knows the block's size. */
+static void cuda_free(tsr_node_t *n, void *p, size_t size)
+{
+    (void)size;
+    cuda_node_t *g = (cuda_node_t *)n->impl;
+    if (g)
+        tsr_pool_free(&g->pool, p);
+}
+
+/* ---- copies: queueing ---------------------------------------------------- */
+
+/* Queue c for the engine (any thread). Only checks that one side is this
+ * GPU; everything else is found out, and reported, by the engine. */
+static int cuda_copy(tsr_node_t *n, tsr_copy_t *c)
+{
+    cuda_node_t *g = (cuda_node_t *)n->impl;
+    if (!c)
+        return TSR_EINVAL;
+    if (!g || !c->done || !c->dst) {
+        snprintf(c->err, sizeof c->err, "%s: copy without %s", n->name,
+                 !g ? "an open node" : !c->done ? "a completion" : "a destination");
+        return TSR_EINVAL;
+    }
+    if (!c->src && c->dst_node != n->id) {
+        snprintf(c->err, sizeof c->err, "%s: zero fill of node %d queued here", n->name,
+                 c->dst_node);
+        return TSR_EINVAL;
+    }
+    if (c->dst_node != n->id && c->src_node != n->id) {
+        snprintf(c->err, sizeof c->err, "%s: copy from node %d to node %d queued here",
+                 n->name, c->src_node, c->dst_node);
+        return TSR_EINVAL;
+    }
+    c->next = NULL;
+    c->t_start = c->t_end = 0;
+    if (!c->t_queued)
+        c->t_queued = tsr__mem_now_ns();
+    pthread_mutex_lock(&g->m);
+    if (g->stop) {
+        pthread_mutex_unlock(&g->m);
+        snprintf(c->err, sizeof c->err, "%s: the copy engine is stopping", n->name);
+        return TSR_ESTATE;
+    }
+    if (g->tail)
+        g->tail->next = c;
+    else
+        g->head = c;
+    g->tail = c;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->m);
+    return TSR_OK;
+}
+
+/* ---- copies: the engine --------------------------------------------------- */
+
+/* The end of a job, on the engine thread: time stamps, the node's counters
+ * (successful copies only: a failed one moved nothing), then the
+ * completion, which may queue more copies. */
+static void complete(cuda_node_t *g, tsr_copy_t *c, int status)
+{
+    c->t_end = tsr__mem_now_ns();
+    if (!c->t_start)
+        c->t_start = c->t_end;
+    if (status == TSR_OK)
+        tsr__node_copy_event(g->node, c);
+    c->done(c->arg, status);
+}
+
+/* A job whose operations are issued on L's stream: record its event and
+ * put it in flight (a slot is free: the caller checked). */
+static void flight_push(cuda_node_t *g, lane_t *L, tsr_copy_t *c, int status, const char *what)
+{
+    flight_t *f = &L->fl[(L->fl_head + L->fl_n) % FLIGHT_MAX];
+    f->c = c;
+    f->status = status;
+    snprintf(f->what, sizeof f->what, "%s", what);
+    cudaError_t e = cudaEventRecord(f->ev, L->stream);
+    f->has_ev = e == cudaSuccess;
+    if (e != cudaSuccess && f->status == TSR_OK)
+        f->status = copy_fail(g, c, "cudaEventRecord(copy done)", e);
+    L->fl_n++;
+}
+
+/* Complete L's flights whose events have fired, oldest first (a stream
+ * runs in order, so a later one cannot be done before an earlier one). */
+static bool lane_reap(cuda_node_t *g, lane_t *L)
+{
+    bool progress = false;
+    while (L->fl_n > 0) {
+        flight_t *f = &L->fl[L->fl_head];
+        int status = f->status;
+        if (f->has_ev) {
+            cudaError_t e = cudaEventQuery(f->ev);
+            if (e == cudaErrorNotReady)
+                break;
+            if (e != cudaSuccess && status == TSR_OK)
+                status = copy_fail(g, f->c, f->what, e); /* the copy itself failed */
+        }
+        tsr_copy_t *c = f->c;
+        f->c = NULL;
+        L->fl_head = (L->fl_head + 1) % FLIGHT_MAX;
+        L->fl_n--;
+        complete(g, c, status);
+        progress = true;
+    }
+    return progress;
+}
+
+/* Start L's waiting jobs in order: a copy the DMA engines can do alone is
+ * issued and put in flight; a staged one (pageable host memory) becomes
+ * L->cur and the next ones wait until it is all issued. */
+static bool lane_start(cuda_node_t *g, lane_t *L, bool in)
+{
+    bool progress = false;
+    while (L->q_head && !L->cur && L->fl_n < FLIGHT_MAX) {
+        tsr_copy_t *c = L->q_head;
+        L->q_head = c->next;
+        if (!L->q_head)
+            L->q_tail = NULL;
+        c->next = NULL;
+        c->t_start = tsr__mem_now_ns();
+        progress = true;
+
+        const int me = g->node->id;
+        char what[64];
+        cudaError_t e = cudaSuccess;
+        if (in && !c->src) {
+            snprintf(what, sizeof what, "cudaMemsetAsync(%zu bytes)", c->size);
+            e = cudaMemsetAsync(c->dst, 0, c->size, L->stream);
+        } else if (in) {
+            int sdev = c->src_node == me ? g->dev : device_of(c->src);
+            if (sdev == g->dev) {
+                snprintf(what, sizeof what, "cudaMemcpyAsync(D2D, %zu bytes)", c->size);
+                e = cudaMemcpyAsync(c->dst, c->src, c->size, cudaMemcpyDeviceToDevice,
+                                    L->stream);
+            } else if (sdev >= 0) {
+                snprintf(what, sizeof what, "cudaMemcpyPeerAsync(cuda%d->cuda%d, %zu bytes)",
+                         sdev, g->dev, c->size);
+                e = cudaMemcpyPeerAsync(c->dst, g->dev, c->src, sdev, c->size, L->stream);
+            } else if (host_is_pinned(c->src)) {
+                snprintf(what, sizeof what, "cudaMemcpyAsync(H2D, %zu bytes)", c->size);
+                e = cudaMemcpyAsync(c->dst, c->src, c->size, cudaMemcpyDefault, L->stream);
+            } else {
+                L->cur = c; /* pageable: staged by lane_in_step */
+                L->off = 0;
+                L->status = TSR_OK;
+                snprintf(L->what, sizeof L->what, "staged H2D copy of %zu bytes", c->size);
+                break;
+            }
+        } else {
+            int ddev = device_of(c->dst);
+            if (ddev >= 0 && ddev != g->dev) {
+                snprintf(what, sizeof what, "cudaMemcpyPeerAsync(cuda%d->cuda%d, %zu bytes)",
+                         g->dev, ddev, c->size);
+                e = cudaMemcpyPeerAsync(c->dst, ddev, c->src, g->dev, c->size, L->stream);
+            } else if (ddev == g->dev) {
+                snprintf(what, sizeof what, "cudaMemcpyAsync(D2D, %zu bytes)", c->size);
+                e = cudaMemcpyAsync(c->dst, c->src, c->size, cudaMemcpyDeviceToDevice,
+                                    L->stream);
+            } else if (host_is_pinned(c->dst)) {
+                snprintf(what, sizeof what, "cudaMemcpyAsync(D2H, %zu bytes)", c->size);
+                e = cudaMemcpyAsync(c->dst, c->src, c->size, cudaMemcpyDefault, L->stream);
+            } else {
+                L->cur = c; /* pageable: staged by lane_out_step */
+                L->off = 0;
+                L->status = TSR_OK;
+                snprintf(L->what, sizeof L->what, "staged D2H copy of %zu bytes", c->size);
+                break;
+            }
+        }
+        flight_push(g, L, c, e == cudaSuccess ? TSR_OK : copy_fail(g, c, what, e), what);
+    }
+    return progress;
+}
+
+/* Host -> device through staging, one chunk per call: copy the next chunk
+ * of pageable memory into the next pinned buffer (once the DMA that last
+ * used it is done) and DMA it to the GPU; the memcpy of a chunk overlaps
+ * the DMAs of the chunks before it. When the whole job is issued, it goes
+ * in flight. */
+static bool lane_in_step(cuda_node_t *g, lane_t *L)
+{
+    tsr_copy_t *c = L->cur;
+    if (!c)
+        return false;
+    if (L->status != TSR_OK || L->off == c->size) {
+        if (L->fl_n == FLIGHT_MAX)
+            return false; /* wait for a flight to end */
+        L->cur = NULL;
+        flight_push(g, L, c, L->status, L->what);
+        return true;
+    }
+    stage_t *b = &L->st[L->head];
+    if (b->busy) {
+        cudaError_t e = cudaEventQuery(b->ev);
+        if (e == cudaErrorNotReady) {
+            g->wait_ev = b->ev;
+            return false;
+        }
+        b->busy = false;
+        if (e != cudaSuccess) {
+            L->status = copy_fail(g, c, "cudaEventQuery(H2D staging buffer)", e);
+            return true;
+        }
+    }
+    size_t len = c->size - L->off < STAGE_BYTES ? c->size - L->off : STAGE_BYTES;
+    memcpy(b->buf, (const char *)c->src + L->off, len);
+    cudaError_t e = cudaMemcpyAsync((char *)c->dst + L->off, b->buf, len,
+                                    cudaMemcpyHostToDevice, L->stream);
+    if (e != cudaSuccess) {
+        char what[64];
+        snprintf(what, sizeof what, "cudaMemcpyAsync(H2D, %zu bytes)", len);
+        L->status = copy_fail(g, c, what, e);
+        return true;
+    }
+    e = cudaEventRecord(b->ev, L->stream);
+    if (e != cudaSuccess) {
+        L->status = copy_fail(g, c, "cudaEventRecord(H2D staging buffer)", e);
+        return true;
+    }
+    b->busy = true;
+    L->head = (L->head + 1) % STAGE_BUFS;
+    L->off += len;
+    return true;
+}
+
+/* Device -> host through staging: DMA the next chunk into a free pinned
+ * buffer (up to STAGE_BUFS chunks ahead) and copy the oldest finished one
+ * out to the pageable destination. The job is complete when every chunk
+ * is copied out (or, after an error, when the chunks issued have landed). */
+static bool lane_out_step(cuda_node_t *g, lane_t *L)
+{
+    tsr_copy_t *c = L->cur;
+    if (!c)
+        return false;
+    bool progress = false;
+    if (L->status == TSR_OK && L->off < c->size && L->nbusy < STAGE_BUFS) {
+        stage_t *b = &L->st[L->head];
+        size_t len = c->size - L->off < STAGE_BYTES ? c->size - L->off : STAGE_BYTES;
+        cudaError_t e = cudaMemcpyAsync(b->buf, (const char *)c->src + L->off, len,
+                                        cudaMemcpyDeviceToHost, L->stream);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(b->ev, L->stream);
+        if (e != cudaSuccess) {
+            char what[64];
+            snprintf(what, sizeof what, "cudaMemcpyAsync(D2H, %zu bytes)", len);
+            L->status = copy_fail(g, c, what, e);
+        } else {
+            b->off = L->off;
+            b->len = len;
+            b->busy = true;
+            L->head = (L->head + 1) % STAGE_BUFS;
+            L->nbusy++;
+            L->off += len;
+        }
+        progress = true;
+    }
+    if (L->nbusy > 0) {
+        stage_t *b = &L->st[L->tail];
+        cudaError_t e = cudaEventQuery(b->ev);
+        if (e == cudaErrorNotReady) {
+            if (!progress)
+                g->wait_ev = b->ev;
+        } else {
+            if (e != cudaSuccess && L->status == TSR_OK) {
+                char what[64];
+                snprintf(what, sizeof what, "cudaMemcpyAsync(D2H, %zu bytes)", b->len);
+                L->status = copy_fail(g, c, what, e);
+            }
+            if (L->status == TSR_OK)
+                memcpy((char *)c->dst + b->off, b->buf, b->len);
+            b->busy = false;
+            L->tail = (L->tail + 1) % STAGE_BUFS;
+            L->nbusy--;
+            progress = true;
+        }
+    }
+    if (L->nbusy == 0 && (L->status != TSR_OK || L->off == c->size)) {
+        L->cur = NULL;
+        complete(g, c, L->status);
+        progress = true;
+    }
+    return progress;
+}
+
+/* Whether the engine has anything queued, started or in flight. */
+static bool engine_busy(const cuda_node_t *g)
+{
+    for (int i = 0; i < 2; i++) {
+        const lane_t *L = &g->lane[i];
+        if (L->q_head || L->cur || L->fl_n || L->nbusy)
+            return true;
+    }
+    return false;
+}
+
+/* Move the jobs queued by copy() to their lanes. g->m held. */
+static void engine_take(cuda_node_t *g)
+{
+    const int me = g->node->id;
+    while (g->head) {
+        tsr_copy_t *c = g->head;
+        g->head = c->next;
+        c->next = NULL;
+        lane_t *L = &g->lane[c->dst_node == me ? LANE_IN : LANE_OUT];
+        if (L->q_tail)
+            L->q_tail->next = c;
+        else
+            L->q_head = c;
+        L->q_tail = c;
+    }
+    g->tail = NULL;
+}
+
+/* The engine thread (see the top of the file): take, start, step, reap;
+ * wait when nothing moved; leave once stopped with nothing left. */
+static void *engine_main(void *arg)
+{
+    cuda_node_t *g = (cuda_node_t *)arg;
+    /* A failure here shows up as the error of every copy's first call. */
+    if (cudaSetDevice(g->dev) != cudaSuccess)
+        (void)cudaGetLastError();
+    long wait_ns = WAIT_MIN_NS;
+    for (;;) {
+        pthread_mutex_lock(&g->m);
+        while (!g->head && !engine_busy(g) && !g->stop)
+            pthread_cond_wait(&g->cv, &g->m);
+        engine_take(g);
+        bool quit = g->stop && !engine_busy(g);
+        pthread_mutex_unlock(&g->m);
+        if (quit)
+            break;
+
+        g->wait_ev = NULL;
+        bool progress = lane_start(g, &g->lane[LANE_IN], true);
+        progress |= lane_start(g, &g->lane[LANE_OUT], false);
+        progress |= lane_in_step(g, &g->lane[LANE_IN]);
+        progress |= lane_out_step(g, &g->lane[LANE_OUT]);
+        progress |= lane_reap(g, &g->lane[LANE_IN]);
+        progress |= lane_reap(g, &g->lane[LANE_OUT]);
+        if (progress) {
+            wait_ns = WAIT_MIN_NS;
+        } else if (g->wait_ev) {
+            /* a staged copy needs this buffer next: at most one chunk's DMA */
+            if (cudaEventSynchronize(g->wait_ev) != cudaSuccess)
+                (void)cudaGetLastError(); /* seen again by the query */
+        } else {
+            /* only flights: sleep briefly, or until copy() queues a job */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            long ns = ts.tv_nsec + wait_ns;
+            ts.tv_sec += ns / 1000000000L;
+            ts.tv_nsec = ns % 1000000000L;
+            pthread_mutex_lock(&g->m);
+            if (!g->head)
+                pthread_cond_timedwait(&g->cv, &g->m, &ts);
+            pthread_mutex_unlock(&g->m);
+            wait_ns = wait_ns * 2 > WAIT_MAX_NS ? WAIT_MAX_NS : wait_ns * 2;
+        }
+    }
+    return NULL;
+}
+
+/* ---- peers ---------------------------------------------------------------- */
+
+/* The engine reaches the host, and the GPUs it has peer access to both
+ * ways (enabled at open). */
+static bool cuda_peer(tsr_node_t *n, const tsr_node_t *other)
+{
+    const cuda_node_t *g = (const cuda_node_t *)n->impl;
+    if (!g || !other || other == n)
+        return false;
+    if (other->kind == TSR_NODE_KIND_HOST)
+        return true;
+    return other->kind == TSR_NODE_KIND_CUDA && other->index >= 0 &&
+           other->index < MAX_DEVICES && other->index != g->dev && g->peer_ok[other->index];
+}
+
+/* ---- kernels --------------------------------------------------------------- */
+
+/* On the GPU's driver thread before a kernel: make this GPU current and
+ * hand out the compute stream and the cuBLAS handle bound to it. */
+static void cuda_exec_begin(tsr_node_t *n, void **stream, void **blas)
+{
+    cuda_node_t *g = (cuda_node_t *)n->impl;
+    exec_status = TSR_OK;
+    cudaError_t e = cudaSetDevice(g->dev);
+    if (e != cudaSuccess) {
+        snprintf(exec_err, sizeof exec_err, "cudaSetDevice(%d) on %s: %s (%d)", g->dev,
+                 n->name, cudaGetErrorString(e), (int)e);
+        (void)cudaGetLastError();
+        exec_status = TSR_EDEVICE;
+    }
+    if (stream)
+        *stream = (void *)g->compute;
+    if (blas)
+        *blas = (void *)g->blas;
+}
+
+/* After the kernel: wait for the compute stream, and turn an error of the
+ * kernel (asynchronous, or from its launch) into TSR_EDEVICE. */
+static int cuda_exec_end(tsr_node_t *n, char *err, size_t errlen)
+{
+    cuda_node_t *g = (cuda_node_t *)n->impl;
+    if (exec_status != TSR_OK) {
+        exec_status = TSR_OK;
+        if (err && errlen)
+            snprintf(err, errlen, "%s", exec_err);
+        return TSR_EDEVICE;
+    }
+    cudaError_t e = cudaStreamSynchronize(g->compute);
+    const char *what = "cudaStreamSynchronize(compute)";
+    cudaError_t last = cudaGetLastError(); /* also clears a launch error */
+    if (e == cudaSuccess && last != cudaSuccess) {
+        e = last;
+        what = "kernel launch (cudaGetLastError)";
+    }
+    if (e == cudaSuccess)
+        return TSR_OK;
+    if (err && errlen)
+        snprintf(err, errlen, "%s on %s: %s (%d)", what, n->name, cudaGetErrorString(e),
+                 (int)e);
+    return TSR_EDEVICE;
+}
+
+/* ---- open and close ---------------------------------------------------------- */
+
+/* Free whatever open created, in reverse (g may be half built). The engine
+ * thread has stopped. */
+static void node_destroy(cuda_node_t *g)
+{
+    int prev = device_enter(g);
+    if (g->blas)
+        cublasDestroy(g->blas);
+    if (g->compute)
+        cudaStreamDestroy(g->compute);
+    for (int i = 0; i < 2; i++) {
+        lane_t *L = &g->lane[i];
+        if (L->stream)
+            cudaStreamSynchronize(L->stream);
+        for (int k = 0; k < FLIGHT_MAX; k++)
+            if (L->fl[k].ev)
+                cudaEventDestroy(L->fl[k].ev);
+        for (int k = 0; k < STAGE_BUFS; k++) {
+            if (L->st[k].ev)
+                cudaEventDestroy(L->st[k].ev);
+            if (L->st[k].buf)
+                cudaFreeHost(L->st[k].buf);
+        }
+        if (L->stream)
+            cudaStreamDestroy(L->stream);
+    }
+    if (g->pool_ready)
+        tsr_pool_destroy(&g->pool); /* the chunks: cudaFree */
+    (void)cudaGetLastError();
+    device_leave(g, prev);
+    if (g->sync_ready) {
+        pthread_mutex_destroy(&g->m);
+        pthread_cond_destroy(&g->cv);
+    }
+    free(g);
+}
+
+/* Stop the engine once every queued copy is complete, then free it all. */
+static void cuda_close(tsr_node_t *n)
+{
+    cuda_node_t *g = (cuda_node_t *)n->impl;
+    if (!g)
+        return;
+    if (g->thread_started) {
+        pthread_mutex_lock(&g->m);
+        g->stop = true;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->m);
+        pthread_join(g->thread, NULL);
+    }
+    node_destroy(g);
+    n->impl = NULL;
+}
+
+/* The ops table, filled by name (C++17 has no designated initializers). */
+static tsr_node_ops_t make_ops(void)
+{
+    tsr_node_ops_t o;
+    memset(&o, 0, sizeof o);
+    o.alloc = cuda_alloc;
+    o.free = cuda_free;
+    o.copy = cuda_copy;
+    o.peer = cuda_peer;
+    o.exec_begin = cuda_exec_begin;
+    o.exec_end = cuda_exec_end;
+    o.close = cuda_close;
+    return o;
+}
+
+static const tsr_node_ops_t cuda_ops = make_ops();
+
+extern "C" {
+
+/* GPUs the runtime can open: 0 without a device or a driver (not an error;
+ * the sticky error that leaves behind is cleared). */
+int tsr__cuda_node_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+/* Open GPU `device` as node n. Creates, on that device, the streams, the
+ * staging buffers and events, the cuBLAS handle, peer access to the other
+ * GPUs that allow it both ways, the memory pool (empty: chunks come on
+ * demand) and the engine thread. On failure nothing stays open and n's
+ * ops are left unset. */
+int tsr__cuda_node_open(tsr_node_t *n, int device, size_t capacity, char *err, size_t errlen)
+{
+    int count = tsr__cuda_node_count();
+    if (!n || device < 0 || device >= count || device >= MAX_DEVICES) {
+        if (err && errlen)
+            snprintf(err, errlen, "cuda%d: no such device (%d usable)", device, count);
+        return n ? TSR_ENODEV : TSR_EINVAL;
+    }
+    cuda_node_t *g = (cuda_node_t *)calloc(1, sizeof *g);
+    if (!g) {
+        if (err && errlen)
+            snprintf(err, errlen, "cuda%d: out of host memory", device);
+        return TSR_ENOMEM;
+    }
+    g->node = n;
+    g->dev = device;
+    int rc = TSR_OK;
+    int prev = device_enter(g);
+    cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess) {
+        rc = open_fail(err, errlen, device, "cudaSetDevice", e);
+        goto fail;
+    }
+
+    if (capacity == 0) {
+        size_t fr = 0, tot = 0;
+        e = cudaMemGetInfo(&fr, &tot);
+        if (e != cudaSuccess) {
+            rc = open_fail(err, errlen, device, "cudaMemGetInfo", e);
+            goto fail;
+        }
+        size_t margin = tot / 20 > MARGIN_MIN ? tot / 20 : MARGIN_MIN;
+        if (fr <= margin) {
+            if (err && errlen)
+                snprintf(err, errlen, "cuda%d: %zu MiB free, no more than the %zu MiB kept free",
+                         device, fr >> 20, margin >> 20);
+            rc = TSR_ENOMEM;
+            goto fail;
+        }
+        capacity = fr - margin;
+    }
+
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        int r1 = pthread_mutex_init(&g->m, NULL);
+        int r2 = pthread_cond_init(&g->cv, &ca);
+        pthread_condattr_destroy(&ca);
+        if (r1 != 0 || r2 != 0) {
+            if (r1 == 0)
+                pthread_mutex_destroy(&g->m);
+            if (r2 == 0)
+                pthread_cond_destroy(&g->cv);
+            if (err && errlen)
+                snprintf(err, errlen, "cuda%d: cannot create the engine's lock", device);
+            rc = TSR_ENOMEM;
+            goto fail;
+        }
+        g->sync_ready = true;
+    }
+
+    if ((e = cudaStreamCreateWithFlags(&g->compute, cudaStreamNonBlocking)) != cudaSuccess) {
+        rc = open_fail(err, errlen, device, "cudaStreamCreateWithFlags(compute)", e);
+        goto fail;
+    }
+    for (int i = 0; i < 2; i++) {
+        lane_t *L = &g->lane[i];
+        if ((e = cudaStreamCreateWithFlags(&L->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+            rc = open_fail(err, errlen, device, "cudaStreamCreateWithFlags(copy)", e);
+            goto fail;
+        }
+        for (int k = 0; k < STAGE_BUFS; k++) {
+            if ((e = cudaHostAlloc((void **)&L->st[k].buf, STAGE_BYTES, cudaHostAllocDefault)) !=
+                cudaSuccess) {
+                L->st[k].buf = NULL;
+                rc = open_fail(err, errlen, device, "cudaHostAlloc(staging)", e);
+                goto fail;
+            }
+            if ((e = cudaEventCreateWithFlags(&L->st[k].ev, cudaEventDisableTiming)) !=
+                cudaSuccess) {
+                rc = open_fail(err, errlen, device, "cudaEventCreateWithFlags", e);
+                goto fail;
+            }
+        }
+        for (int k = 0; k < FLIGHT_MAX; k++)
+            if ((e = cudaEventCreateWithFlags(&L->fl[k].ev, cudaEventDisableTiming)) !=
+                cudaSuccess) {
+                rc = open_fail(err, errlen, device, "cudaEventCreateWithFlags", e);
+                goto fail;
+            }
+    }
+
+    {
+        cublasStatus_t s = cublasCreate(&g->blas);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            g->blas = NULL;
+            if (err && errlen)
+                snprintf(err, errlen, "cublasCreate on cuda%d: cuBLAS status %d", device, (int)s);
+            rc = TSR_EDEVICE;
+            goto fail;
+        }
+        s = cublasSetStream(g->blas, g->compute);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            if (err && errlen)
+                snprintf(err, errlen, "cublasSetStream on cuda%d: cuBLAS status %d", device,
+                         (int)s);
+            rc = TSR_EDEVICE;
+            goto fail;
+        }
+    }
+
+    /* Peer access, both ways or not at all; the other GPU enables its own
+     * side when it opens. Already enabled (a second open) is fine. */
+    for (int o = 0; o < count && o < MAX_DEVICES; o++) {
+        if (o == device)
+            continue;
+        int ab = 0, ba = 0;
+        if (cudaDeviceCanAccessPeer(&ab, device, o) != cudaSuccess ||
+            cudaDeviceCanAccessPeer(&ba, o, device) != cudaSuccess || !ab || !ba) {
+            (void)cudaGetLastError();
+            continue;
+        }
+        e = cudaDeviceEnablePeerAccess(o, 0);
+        g->peer_ok[o] = e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled;
+        (void)cudaGetLastError();
+    }
+
+    if ((rc = tsr_pool_init(&g->pool, 0, chunk_alloc, chunk_free, g)) != TSR_OK) {
+        if (err && errlen)
+            snprintf(err, errlen, "cuda%d: cannot create the memory pool", device);
+        goto fail;
+    }
+    g->pool_ready = true;
+
+    n->kind = TSR_NODE_KIND_CUDA;
+    n->index = device;
+    snprintf(n->name, sizeof n->name, "cuda%d", device);
+    n->capacity = capacity;
+    if (pthread_create(&g->thread, NULL, engine_main, g) != 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "cuda%d: cannot start the copy engine thread", device);
+        rc = TSR_ENOMEM;
+        goto fail;
+    }
+    g->thread_started = true;
+    device_leave(g, prev);
+    n->impl = g;
+    n->ops = &cuda_ops;
+    return TSR_OK;
+
+fail:
+    device_leave(g, prev);
+    node_destroy(g);
+    return rc;
+}
+
+} /* extern "C" */

@@ -1,0 +1,1097 @@
+/* memory/directory.c — the coherence directory: replicas of every entry on
+ * every node, their MSI state, allocation with LRU eviction, asynchronous
+ * fetches, and the per-node FIFO of requests waiting for memory.
+ *
+ * Locks, in the order they may be taken:
+ *   entry lock  →  node lock (a device node before the host node)  →  engine queue
+ * An evictor holds a node lock and only *tries* entry locks, so it never
+ * waits against the order. Copy completions run on engine threads; a
+ * completion never holds a lock while it calls a waiter.
+ *
+ * Why requests are all-or-nothing and FIFO: a request that pinned part of
+ * its buffers and waited for the rest could hold what another waiting
+ * request needs, and two such requests either deadlock or, if they evict
+ * each other's buffers, livelock. A request reserves every byte it needs
+ * at once, and a later request never overtakes a waiting one.
+ */
+#include "memory/memory.h"
+
+#include <tessera/tessera.h>
+
+#include <stdarg.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ST_I = 0, ST_S = 1, ST_M = 2 };
+
+/* A fetch ended without making its replica valid: a write elsewhere made
+ * what it copied stale. A waiter that needs the data fetches again. */
+#define FETCH_STALE 1
+
+typedef struct waiter {
+    void (*fn)(void *arg, int k, int status, const char *err);
+    void *arg;
+    int k;        /* the waiter's own index (a request's entry) */
+} waiter_t;
+
+/* A copy into one replica in flight; other requests for the same replica
+ * join its waiters. A fetch that must go through the host first waits for
+ * the host replica (via_host) before its own copy is queued. */
+typedef struct fetch {
+    tsr_copy_t copy;
+    tsr_entry_t *e;
+    int dst, src;          /* src -1: zero fill */
+    bool src_pinned;       /* the copy was queued: the source is pinned */
+    uint64_t version;      /* the entry's version when the fetch started */
+    waiter_t *w;
+    int nw, capw;
+    waiter_t winline[2];
+} fetch_t;
+
+struct tsr_replica {
+    void *ptr;
+    tsr_entry_t *entry;
+    fetch_t *fetch;              /* copy into this replica in flight */
+    tsr_replica_t *prev, *next;  /* node->reps, under the node lock */
+    uint64_t last_use;
+    int busy;                    /* pins: requests and copies */
+    int wbusy;                   /* of which by requests that write it */
+    uint16_t node;
+    uint8_t state;
+    bool alloc;       /* ptr is node memory counted in node->used */
+    bool user;        /* ptr is the application's buffer (host) */
+    bool prefetched;  /* fetched ahead: kept unless a request needs room */
+    bool evicting;    /* a write-back is in flight before freeing */
+    bool wont_use;
+};
+
+struct tsr_entry {
+    pthread_mutex_t lock;
+    size_t size;
+    uint64_t version;   /* bumped at every write */
+    bool zero;          /* never written: every node may zero-fill */
+    bool dead;          /* freed by the owner; replicas go when copies end */
+    atomic_int refs;    /* the owner + fetches in flight */
+    int nnodes;
+    tsr_replica_t rep[];
+};
+
+static int nnodes(void) { return tsr__mem_node_count(); }
+static tsr_node_t *node(int i) { return tsr__mem_node(i); }
+
+static void seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void seterr(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, TSR_MEM_ERR, fmt, ap);
+    va_end(ap);
+}
+
+static bool valid(const tsr_replica_t *r) { return r->state != ST_I; }
+
+static int count_valid(const tsr_entry_t *e)
+{
+    int n = 0;
+    for (int j = 0; j < e->nnodes; j++)
+        n += valid(&e->rep[j]);
+    return n;
+}
+
+static uint64_t tick(tsr_node_t *n) { return atomic_fetch_add(&n->clock, 1) + 1; }
+
+static void kick(tsr_node_t *n);
+
+/* ---- pins -------------------------------------------------------------- */
+
+static void pin(tsr_replica_t *r)
+{
+    if (r->busy++ == 0)
+        atomic_fetch_add(&node(r->node)->npinned, 1);
+}
+
+/* Returns whether the replica became idle. */
+static bool unpin(tsr_replica_t *r)
+{
+    if (--r->busy == 0) {
+        atomic_fetch_sub(&node(r->node)->npinned, 1);
+        return true;
+    }
+    return false;
+}
+
+/* A request's pin; one that writes also keeps other fetches out. */
+static void pin_req(tsr_replica_t *r, int mode)
+{
+    pin(r);
+    if (mode & TSR_MEM_W)
+        r->wbusy++;
+}
+
+/* Returns whether the replica became idle. A write pin dropped on the
+ * host may unblock write-backs that other nodes wait for: the caller then
+ * kicks them (see kick_all). */
+static bool unpin_req(tsr_replica_t *r, int mode, bool *unblocked)
+{
+    if ((mode & TSR_MEM_W) && --r->wbusy == 0 && r->node == 0)
+        *unblocked = true;
+    return unpin(r);
+}
+
+static void kick_all(void);
+
+/* ---- replica memory ---------------------------------------------------- */
+
+static void used_add(tsr_node_t *n, size_t bytes)
+{
+    n->used += bytes;
+    if (n->used > n->peak)
+        n->peak = n->used;
+}
+
+/* Allocate e's replica on node nd. Entry lock held. `reserved`: the bytes
+ * are already counted in node->used; else they are counted here and the
+ * allocation fails (no waiting) past the node's capacity. */
+static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, char *err)
+{
+    tsr_node_t *n = node(nd);
+    tsr_replica_t *r = &e->rep[nd];
+    if (!reserved) {
+        pthread_mutex_lock(&n->lock);
+        if (n->used + e->size > n->capacity) {
+            size_t used = n->used;
+            pthread_mutex_unlock(&n->lock);
+            atomic_fetch_add(&n->alloc_failures, 1);
+            seterr(err, "%s: %zu bytes needed, %zu of %zu in use and nothing "
+                   "can be written back", n->name, e->size, used, n->capacity);
+            return TSR_ENOMEM;
+        }
+        used_add(n, e->size);
+        pthread_mutex_unlock(&n->lock);
+    }
+    void *p = n->ops->alloc(n, e->size);
+    pthread_mutex_lock(&n->lock);
+    if (!p) {
+        n->used -= e->size;
+        pthread_mutex_unlock(&n->lock);
+        atomic_fetch_add(&n->alloc_failures, 1);
+        seterr(err, "%s: cannot allocate %zu bytes", n->name, e->size);
+        return TSR_ENOMEM;
+    }
+    r->ptr = p;
+    r->alloc = true;
+    r->state = ST_I;
+    r->prev = NULL;
+    r->next = n->reps;
+    if (n->reps)
+        n->reps->prev = r;
+    n->reps = r;
+    pthread_mutex_unlock(&n->lock);
+    return TSR_OK;
+}
+
+/* Free a replica's memory. Entry lock and node lock held. */
+static void rep_free_locked(tsr_node_t *n, tsr_replica_t *r, size_t size)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        n->reps = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+    n->used -= size;
+    n->ops->free(n, r->ptr, size);
+    r->ptr = NULL;
+    r->alloc = false;
+    r->state = ST_I;
+    r->prefetched = r->wont_use = false;
+}
+
+/* Entry lock held. */
+static void rep_free(tsr_entry_t *e, int nd)
+{
+    tsr_node_t *n = node(nd);
+    pthread_mutex_lock(&n->lock);
+    rep_free_locked(n, &e->rep[nd], e->size);
+    pthread_mutex_unlock(&n->lock);
+}
+
+/* An idle, invalid, runtime-owned replica holds memory for nothing. */
+static bool rep_freeable(const tsr_replica_t *r)
+{
+    return r->alloc && r->busy == 0 && !r->fetch && !r->evicting;
+}
+
+/* ---- entries ----------------------------------------------------------- */
+
+tsr_entry_t *tsr__entry_new(void *host_ptr, size_t size)
+{
+    int nn = nnodes();
+    tsr_entry_t *e = calloc(1, sizeof *e + (size_t)nn * sizeof e->rep[0]);
+    if (!e)
+        return NULL;
+    pthread_mutex_init(&e->lock, NULL);
+    e->size = size;
+    e->nnodes = nn;
+    e->zero = host_ptr == NULL;
+    atomic_init(&e->refs, 1);
+    for (int j = 0; j < nn; j++) {
+        e->rep[j].entry = e;
+        e->rep[j].node = (uint16_t)j;
+    }
+    if (host_ptr) {
+        e->rep[0].ptr = host_ptr;
+        e->rep[0].user = true;
+        e->rep[0].state = ST_M;
+    }
+    return e;
+}
+
+size_t tsr__entry_size(const tsr_entry_t *e) { return e->size; }
+
+static void entry_destroy(tsr_entry_t *e)
+{
+    for (int j = 0; j < e->nnodes; j++)
+        if (e->rep[j].alloc)
+            rep_free(e, j);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+static void entry_unref(tsr_entry_t *e)
+{
+    if (atomic_fetch_sub(&e->refs, 1) == 1)
+        entry_destroy(e);
+}
+
+void tsr__entry_free(tsr_entry_t *e)
+{
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->lock);
+    e->dead = true;
+    for (int j = 0; j < e->nnodes; j++)
+        if (rep_freeable(&e->rep[j]))
+            rep_free(e, j);
+    pthread_mutex_unlock(&e->lock);
+    for (int j = 0; j < e->nnodes; j++)
+        kick(node(j));
+    entry_unref(e);
+}
+
+/* ---- fetches ----------------------------------------------------------- */
+
+static int add_waiter(fetch_t *f, waiter_t w)
+{
+    if (!w.fn)
+        return TSR_OK;
+    if (f->nw == f->capw) {
+        int cap = f->capw * 2;
+        waiter_t *v = f->w == f->winline ? malloc((size_t)cap * sizeof *v)
+                                         : realloc(f->w, (size_t)cap * sizeof *v);
+        if (!v)
+            return TSR_ENOMEM;
+        if (f->w == f->winline)
+            memcpy(v, f->winline, sizeof f->winline);
+        f->w = v;
+        f->capw = cap;
+    }
+    f->w[f->nw++] = w;
+    return TSR_OK;
+}
+
+static void fetch_copy_done(void *arg, int status);
+static void fetch_host_ready(void *arg, int k, int status, const char *err);
+
+/* The source to copy e from onto dst: the host if valid, else a valid
+ * replica the copy engines connect to dst directly; -2 when the data must
+ * go through the host; -1 when nothing is valid. Entry lock held. */
+static int pick_source(tsr_entry_t *e, int dst)
+{
+    if (dst != 0 && valid(&e->rep[0]))
+        return 0;
+    int any = -1;
+    for (int j = 0; j < e->nnodes; j++) {
+        if (j == dst || !valid(&e->rep[j]))
+            continue;
+        if (dst == 0 || node(dst)->ops->peer(node(dst), node(j)))
+            return j;
+        any = j;
+    }
+    return any >= 0 ? -2 : -1;
+}
+
+/* Queue f's copy on the engine of the node that is not the host. Entry
+ * lock held; the source replica is pinned until the copy ends. */
+static int queue_copy(fetch_t *f, char *err)
+{
+    tsr_entry_t *e = f->e;
+    int engine = f->dst != 0 ? f->dst : f->src;
+    if (f->src >= 0)
+        pin(&e->rep[f->src]);
+    f->src_pinned = f->src >= 0;
+    f->copy = (tsr_copy_t){
+        .src_node = f->src >= 0 ? f->src : f->dst,
+        .dst_node = f->dst,
+        .src = f->src >= 0 ? e->rep[f->src].ptr : NULL,
+        .dst = e->rep[f->dst].ptr,
+        .size = e->size,
+        .done = fetch_copy_done,
+        .arg = f,
+        .t_queued = tsr__mem_now_ns(),
+    };
+    tsr_node_t *n = node(engine);
+    int rc = n->ops->copy(n, &f->copy);
+    if (rc != TSR_OK) {
+        if (f->src >= 0)
+            unpin(&e->rep[f->src]);
+        f->src_pinned = false;
+        seterr(err, "%s", f->copy.err[0] ? f->copy.err : "cannot queue a copy");
+        return rc;
+    }
+    return TSR_OK;
+}
+
+/* Start making e's replica on dst valid (it is allocated); w is told when
+ * it is. Entry lock held. The fetch pins its target and holds a reference
+ * on the entry. `demand`: the caller pinned the target to use it; any
+ * other fetch (write-back, prefetch, a hop through the host) must not land
+ * in a replica someone holds, who may be writing it. */
+static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *err)
+{
+    tsr_replica_t *R = &e->rep[dst];
+    if (R->fetch)
+        return add_waiter(R->fetch, w) == TSR_OK
+                   ? TSR_OK
+                   : (seterr(err, "out of memory for a fetch waiter"), TSR_ENOMEM);
+    if (!demand && R->wbusy > 0) {
+        seterr(err, "%s copy is being written", node(dst)->name);
+        return TSR_EBUSY;
+    }
+    fetch_t *f = calloc(1, sizeof *f);
+    if (!f) {
+        seterr(err, "out of memory for a fetch");
+        return TSR_ENOMEM;
+    }
+    f->e = e;
+    f->dst = dst;
+    f->version = e->version;
+    f->w = f->winline;
+    f->capw = 2;
+    add_waiter(f, w);
+    int rc = TSR_OK;
+    if (e->zero) {
+        f->src = -1;
+        rc = queue_copy(f, err);
+    } else {
+        int src = pick_source(e, dst);
+        if (src == -1) {
+            seterr(err, "no valid copy of a %zu-byte buffer to fetch from", e->size);
+            rc = TSR_EINVAL;
+        } else if (src >= 0) {
+            f->src = src;
+            rc = queue_copy(f, err);
+        } else {
+            /* Through the host: make the host replica valid first. */
+            f->src = 0;
+            tsr_replica_t *H = &e->rep[0];
+            if (!H->alloc && !H->user)
+                rc = rep_alloc(e, 0, false, err);
+            if (rc == TSR_OK)
+                rc = fetch_start(e, 0, (waiter_t){fetch_host_ready, f, 0}, false, err);
+        }
+    }
+    if (rc != TSR_OK) {
+        if (f->w != f->winline)
+            free(f->w);
+        free(f);
+        return rc;
+    }
+    R->fetch = f;
+    pin(R);
+    atomic_fetch_add(&e->refs, 1);
+    atomic_fetch_add(&node(dst)->fetches, 1);
+    return TSR_OK;
+}
+
+/* End a fetch: tell its waiters (the target still pinned, so that a
+ * waiter continuing from it finds it in place), then drop its pins. */
+static void fetch_finish(fetch_t *f, int status, const char *err)
+{
+    tsr_entry_t *e = f->e;
+    for (int i = 0; i < f->nw; i++)
+        f->w[i].fn(f->w[i].arg, f->w[i].k, status, err);
+    pthread_mutex_lock(&e->lock);
+    tsr_replica_t *R = &e->rep[f->dst];
+    bool idle = unpin(R);
+    bool src_idle = f->src_pinned && unpin(&e->rep[f->src]);
+    /* An invalid or abandoned replica nobody waits for gives its memory back. */
+    bool freed = false;
+    if (idle && rep_freeable(R) && (e->dead || !valid(R))) {
+        rep_free(e, f->dst);
+        freed = true;
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (idle || freed)
+        kick(node(f->dst));
+    if (src_idle)
+        kick(node(f->src));
+    if (f->w != f->winline)
+        free(f->w);
+    free(f);
+    entry_unref(e);
+}
+
+/* Engine thread: the copy into f's replica ended. */
+static void fetch_copy_done(void *arg, int status)
+{
+    fetch_t *f = arg;
+    tsr_entry_t *e = f->e;
+    pthread_mutex_lock(&e->lock);
+    tsr_replica_t *R = &e->rep[f->dst];
+    /* A write since the start makes what was copied stale. */
+    bool src_ok = f->src < 0 ? e->zero : valid(&e->rep[f->src]);
+    if (status == TSR_OK && f->version == e->version && src_ok && !e->dead) {
+        R->state = ST_S;
+        if (f->src >= 0 && e->rep[f->src].state == ST_M)
+            e->rep[f->src].state = ST_S;
+    } else if (status == TSR_OK) {
+        status = FETCH_STALE;
+    }
+    R->fetch = NULL;
+    pthread_mutex_unlock(&e->lock);
+    fetch_finish(f, status, f->copy.err);
+}
+
+/* The host replica of a two-hop fetch is valid (or failed): queue hop 2.
+ * If what reached the host is stale, route the fetch again from wherever
+ * the data is now. */
+static void fetch_host_ready(void *arg, int k, int status, const char *err)
+{
+    (void)k;
+    fetch_t *f = arg;
+    tsr_entry_t *e = f->e;
+    char msg[TSR_MEM_ERR];
+    pthread_mutex_lock(&e->lock);
+    if (status == FETCH_STALE || (status == TSR_OK && !valid(&e->rep[0]))) {
+        f->version = e->version;
+        int src = e->zero ? -1 : pick_source(e, f->dst);
+        if (src == -2) {
+            status = fetch_start(e, 0, (waiter_t){fetch_host_ready, f, 0}, false, msg);
+            if (status == TSR_OK) {
+                pthread_mutex_unlock(&e->lock);
+                return;
+            }
+            err = msg;
+        } else if (src == -1 && !e->zero) {
+            status = TSR_EINVAL;
+            err = "no valid copy to fetch from";
+        } else {
+            f->src = src;
+            status = TSR_OK;
+        }
+    }
+    if (status == TSR_OK)
+        status = queue_copy(f, msg), err = msg;
+    if (status != TSR_OK)
+        e->rep[f->dst].fetch = NULL;
+    pthread_mutex_unlock(&e->lock);
+    if (status != TSR_OK) {
+        if (err != f->copy.err)
+            snprintf(f->copy.err, sizeof f->copy.err, "%s", err);
+        fetch_finish(f, status, f->copy.err);
+    }
+}
+
+/* ---- eviction ---------------------------------------------------------- */
+
+typedef struct cand {
+    tsr_replica_t *r;
+    uint64_t key;
+} cand_t;
+
+static int cmp_cand(const void *a, const void *b)
+{
+    uint64_t x = ((const cand_t *)a)->key, y = ((const cand_t *)b)->key;
+    return (x > y) - (x < y);
+}
+
+static void evict_done(void *arg, int k, int status, const char *err);
+
+/* Free at least `want` bytes of node n, now or when write-backs end.
+ * Node lock held. Order: invalid copies, copies marked wont-use, then
+ * least recently used; copies prefetched for queued work only for a
+ * `demand` (a granted request would otherwise wait forever). Returns the
+ * bytes freed at once. */
+typedef struct evict_result {
+    int skipped;  /* copies not looked at: their entry was locked */
+    int blocked;  /* dirty copies whose write-back cannot start now */
+    int busy;     /* copies in use (not counting `self`'s own pins) */
+} evict_result_t;
+
+static bool req_has(const tsr_mem_req_t *r, const tsr_entry_t *e)
+{
+    for (int k = 0; r && k < r->n; k++)
+        if (r->e[k] == e && r->pinned[k])
+            return true;
+    return false;
+}
+
+static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, evict_result_t *res,
+                           const tsr_mem_req_t *self)
+{
+    size_t cap = 0, nc = 0;
+    evict_result_t dummy;
+    if (!res)
+        res = &dummy;
+    res->skipped = res->blocked = res->busy = 0;
+    int *skipped = &res->skipped;
+    for (tsr_replica_t *r = n->reps; r; r = r->next)
+        cap++;
+    if (!cap)
+        return 0;
+    cand_t *c = malloc(cap * sizeof *c);
+    if (!c)
+        return 0;
+    for (tsr_replica_t *r = n->reps; r; r = r->next) {
+        tsr_entry_t *e = r->entry;
+        if (pthread_mutex_trylock(&e->lock) != 0) {
+            (*skipped)++;
+            continue;
+        }
+        if (r->busy == 0 && !r->fetch && !r->evicting && !e->dead &&
+            (demand || !r->prefetched)) {
+            uint64_t cls = !valid(r) ? 0 : r->wont_use ? 1 : r->prefetched ? 3 : 2;
+            c[nc++] = (cand_t){r, (cls << 60) | (r->last_use & ((1ull << 60) - 1))};
+        } else if (r->fetch || r->evicting || r->busy > (req_has(self, e) ? 1 : 0)) {
+            res->busy++;
+        }
+        pthread_mutex_unlock(&e->lock);
+    }
+    qsort(c, nc, sizeof *c, cmp_cand);
+    size_t freed = 0, pending = n->evicting_bytes;
+    for (size_t i = 0; i < nc && freed + pending < want; i++) {
+        tsr_replica_t *r = c[i].r;
+        tsr_entry_t *e = r->entry;
+        if (pthread_mutex_trylock(&e->lock) != 0) {
+            (*skipped)++;
+            continue;
+        }
+        if (r->alloc && r->busy == 0 && !r->fetch && !r->evicting && !e->dead) {
+            bool clean = !valid(r) || e->zero || count_valid(e) > 1;
+            if (clean) {
+                bool was_valid = valid(r);
+                rep_free_locked(n, r, e->size);
+                freed += e->size;
+                atomic_fetch_add(was_valid ? &n->evictions : &n->dropped, 1);
+                if (was_valid && count_valid(e) == 1)
+                    for (int j = 0; j < e->nnodes; j++)
+                        if (valid(&e->rep[j]))
+                            e->rep[j].state = ST_M;
+            } else if (n->id != 0) {
+                /* The only valid copy: write it back to the host first. */
+                char err[TSR_MEM_ERR];
+                r->evicting = true;
+                pin(r);
+                int rc = fetch_start(e, 0, (waiter_t){evict_done, r, 0}, false, err);
+                if (rc == TSR_OK) {
+                    n->evicting_bytes += e->size;
+                    pending += e->size;
+                    atomic_fetch_add(&n->writebacks, 1);
+                } else {
+                    /* The host copy is being written (the copy here is
+                     * about to be stale), or the host is full. */
+                    res->blocked += rc == TSR_EBUSY;
+                    r->evicting = false;
+                    unpin(r);
+                }
+            }
+        }
+        pthread_mutex_unlock(&e->lock);
+    }
+    free(c);
+    return freed;
+}
+
+/* A write-back for an eviction ended: free the replica unless it was
+ * pinned again meanwhile or the write-back failed. */
+static void evict_done(void *arg, int k, int status, const char *err)
+{
+    (void)err;
+    (void)k;
+    if (status == FETCH_STALE)
+        status = TSR_OK; /* written elsewhere: this copy is invalid, free it */
+    tsr_replica_t *r = arg;
+    tsr_entry_t *e = r->entry;
+    tsr_node_t *n = node(r->node);
+    pthread_mutex_lock(&e->lock);
+    pthread_mutex_lock(&n->lock);
+    n->evicting_bytes -= e->size;
+    r->evicting = false;
+    unpin(r);
+    if (status == TSR_OK && r->alloc && r->busy == 0 && !r->fetch &&
+        (!valid(r) || count_valid(e) > 1)) {
+        rep_free_locked(n, r, e->size);
+        atomic_fetch_add(&n->evictions, 1);
+    }
+    pthread_mutex_unlock(&n->lock);
+    pthread_mutex_unlock(&e->lock);
+    kick(n);
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static void req_fail(tsr_mem_req_t *r, int status, const char *err)
+{
+    int zero = 0;
+    if (atomic_compare_exchange_strong(&r->status, &zero, status))
+        snprintf(r->err, sizeof r->err, "%s", err ? err : "");
+}
+
+/* Drop r's pins. `wake`: let waiting requests of the node look again (not
+ * when r itself is the head that failed to fit: its pins do not help it). */
+static void unpin_all(tsr_mem_req_t *r, bool wake)
+{
+    bool idle = false, unblocked = false;
+    for (int k = 0; k < r->n; k++) {
+        if (!r->pinned[k])
+            continue;
+        tsr_entry_t *e = r->e[k];
+        pthread_mutex_lock(&e->lock);
+        idle |= unpin_req(&e->rep[r->node], r->mode[k], &unblocked);
+        pthread_mutex_unlock(&e->lock);
+        r->pinned[k] = false;
+    }
+    if (wake && idle)
+        kick(node(r->node));
+    if (unblocked)
+        kick_all();
+}
+
+/* Drop the guard (or a copy's count) of r. When it was the last: a failed
+ * request lets go of its pins; `call_done` tells the owner. Returns 1
+ * (complete and valid), 0 (copies still outstanding) or the error. */
+static int req_settle(tsr_mem_req_t *r, bool call_done)
+{
+    if (atomic_fetch_sub(&r->pending, 1) != 1)
+        return 0;
+    int st = atomic_load(&r->status);
+    r->granted = st == TSR_OK;
+    if (st != TSR_OK)
+        unpin_all(r, true);
+    else
+        atomic_fetch_add(&node(r->node)->granted, 1);
+    if (call_done)
+        r->done(r);
+    return st != TSR_OK ? st : 1;
+}
+
+static void req_fetch_done(void *arg, int k, int status, const char *err)
+{
+    tsr_mem_req_t *r = arg;
+    if (status == FETCH_STALE) {
+        /* The fetch we joined copied stale data: fetch the current one.
+         * A writer only waited for the copy to land. */
+        tsr_entry_t *e = r->e[k];
+        char msg[TSR_MEM_ERR];
+        status = TSR_OK;
+        pthread_mutex_lock(&e->lock);
+        tsr_replica_t *R = &e->rep[r->node];
+        if ((r->mode[k] & TSR_MEM_R) && !valid(R)) {
+            status = fetch_start(e, r->node, (waiter_t){req_fetch_done, r, k}, true, msg);
+            err = msg;
+            if (status == TSR_OK) {
+                pthread_mutex_unlock(&e->lock);
+                return; /* still pending, on the new fetch */
+            }
+        }
+        pthread_mutex_unlock(&e->lock);
+    }
+    if (status != TSR_OK)
+        req_fail(r, status, err);
+    req_settle(r, true);
+}
+
+/* Phase 1: pin the replicas already on the node (so that nothing evicts
+ * them while we reserve the rest). Returns the bytes still missing; *own
+ * counts the replicas our pins made busy. */
+static size_t pin_present(tsr_mem_req_t *r, long *own)
+{
+    size_t need = 0;
+    *own = 0;
+    for (int k = 0; k < r->n; k++) {
+        tsr_entry_t *e = r->e[k];
+        pthread_mutex_lock(&e->lock);
+        tsr_replica_t *R = &e->rep[r->node];
+        if (R->alloc || R->user) {
+            *own += R->busy == 0;
+            pin_req(R, r->mode[k]);
+            r->pinned[k] = true;
+        } else {
+            need += e->size;
+        }
+        pthread_mutex_unlock(&e->lock);
+    }
+    return need;
+}
+
+/* Phase 2: allocate the missing replicas from `reserved` bytes, pin them,
+ * and start every fetch. Errors go to r->status; pins stay flagged in
+ * r->pinned for req_settle to drop. */
+static void alloc_and_fetch(tsr_mem_req_t *r, size_t reserved)
+{
+    int nd = r->node;
+    tsr_node_t *n = node(nd);
+    char err[TSR_MEM_ERR] = "";
+    for (int k = 0; k < r->n; k++) {
+        tsr_entry_t *e = r->e[k];
+        int rc = TSR_OK;
+        pthread_mutex_lock(&e->lock);
+        tsr_replica_t *R = &e->rep[nd];
+        if (!r->pinned[k]) {
+            if (!R->alloc && !R->user) {
+                /* Someone else may have allocated it meanwhile: then the
+                 * reservation is returned below. */
+                bool res = reserved >= e->size;
+                rc = rep_alloc(e, nd, res, err);
+                if (rc == TSR_OK && res)
+                    reserved -= e->size;
+            }
+            if (rc == TSR_OK) {
+                pin_req(R, r->mode[k]);
+                r->pinned[k] = true;
+            }
+        }
+        if (rc == TSR_OK) {
+            R->prefetched = R->wont_use = false;
+            R->last_use = tick(n);
+            r->ptr[k] = R->ptr;
+            /* A copy into the replica in flight must land before the task
+             * touches it, whatever the mode; a writer also waits for a
+             * write-back reading it (an eviction it cut short). */
+            bool need_fetch = R->fetch || ((r->mode[k] & TSR_MEM_R) && !valid(R));
+            if (!need_fetch && R->evicting && (r->mode[k] & TSR_MEM_W) &&
+                e->rep[0].fetch) {
+                atomic_fetch_add(&r->pending, 1);
+                rc = add_waiter(e->rep[0].fetch, (waiter_t){req_fetch_done, r, k});
+                if (rc != TSR_OK) {
+                    atomic_fetch_sub(&r->pending, 1);
+                    seterr(err, "out of memory for a fetch waiter");
+                }
+            }
+            if (need_fetch && !R->fetch && e->zero && nd == 0) {
+                memset(R->ptr, 0, e->size); /* zeros on the host: no engine */
+                R->state = ST_S;
+                atomic_fetch_add(&n->zero_fills, 1);
+                need_fetch = false;
+            }
+            if (need_fetch) {
+                atomic_fetch_add(&r->pending, 1);
+                rc = fetch_start(e, nd, (waiter_t){req_fetch_done, r, k}, true, err);
+                if (rc != TSR_OK)
+                    atomic_fetch_sub(&r->pending, 1);
+            }
+        }
+        pthread_mutex_unlock(&e->lock);
+        if (rc != TSR_OK) {
+            req_fail(r, rc, err);
+            break;
+        }
+    }
+    if (reserved) {
+        pthread_mutex_lock(&n->lock);
+        n->used -= reserved;
+        pthread_mutex_unlock(&n->lock);
+    }
+}
+
+static void wait_push(tsr_node_t *n, tsr_mem_req_t *r)
+{
+    r->wnext = NULL;
+    if (n->wait_tail)
+        n->wait_tail->wnext = r;
+    else
+        n->wait_head = r;
+    n->wait_tail = r;
+    atomic_fetch_add(&n->nwaiting, 1);
+    atomic_fetch_add(&n->waits, 1);
+}
+
+static void wait_pop(tsr_node_t *n)
+{
+    tsr_mem_req_t *r = n->wait_head;
+    n->wait_head = r->wnext;
+    if (!n->wait_head)
+        n->wait_tail = NULL;
+    atomic_fetch_sub(&n->nwaiting, 1);
+}
+
+/* Reserve r's memory (evicting as needed), pin and start the fetches.
+ * Returns 1 when granted (errors of the fetches are in r->status), 0 when
+ * r waits in the node's queue holding nothing, or an error (nothing held).
+ * A request from the queue is its head (only the kicking thread touches
+ * it), and leaves the queue unless it waits on. */
+static int try_grant(tsr_mem_req_t *r, bool from_queue)
+{
+    tsr_node_t *n = node(r->node);
+    long own;
+    size_t need = pin_present(r, &own);
+    pthread_mutex_lock(&n->lock);
+    bool my_turn = from_queue || !n->wait_head;
+    bool fits = n->used + need <= n->capacity;
+    evict_result_t ev = {0, 0, 0};
+    if (my_turn && !fits) {
+        evict_locked(n, n->used + need - n->capacity, true, &ev, r);
+        fits = n->used + need <= n->capacity;
+    }
+    if (my_turn && fits) {
+        if (from_queue)
+            wait_pop(n);
+        used_add(n, need);
+        n->reserving += need;
+        pthread_mutex_unlock(&n->lock);
+        alloc_and_fetch(r, need);
+        pthread_mutex_lock(&n->lock);
+        n->reserving -= need;
+        pthread_mutex_unlock(&n->lock);
+        return 1;
+    }
+    if (from_queue) {
+        /* Every copy looked at, none in use but by us, no write-back or
+         * grant under way: no release or eviction will ever make room. (A
+         * copy in use when we looked will kick us when it is released.) A
+         * copy we could not look at (its entry was locked for a moment)
+         * means: look again soon. */
+        (void)own;
+        bool idle = ev.busy == 0 && n->evicting_bytes == 0 && n->reserving == 0 &&
+                    ev.blocked == 0;
+        bool hopeless = idle && ev.skipped == 0;
+        if (idle && ev.skipped) {
+            pthread_mutex_unlock(&n->lock);
+            unpin_all(r, false);
+            return 2;
+        }
+        if (hopeless) {
+            wait_pop(n);
+            seterr(r->err, "%s: %zu bytes needed, %zu of %zu in use, nothing "
+                   "can be evicted", n->name, need, n->used, n->capacity);
+            atomic_store(&r->status, TSR_ENOMEM);
+        }
+        pthread_mutex_unlock(&n->lock);
+        unpin_all(r, false);
+        return hopeless ? TSR_ENOMEM : 0;
+    }
+    /* Wait in line, holding nothing: drop the pins before the request is
+     * visible to a kicker, then kick, so that room made meanwhile (or an
+     * empty line) is not missed. */
+    pthread_mutex_unlock(&n->lock);
+    unpin_all(r, false);
+    pthread_mutex_lock(&n->lock);
+    wait_push(n, r);
+    pthread_mutex_unlock(&n->lock);
+    kick(n);
+    return 0;
+}
+
+/* Grant waiting requests of n, in order, while memory allows. One thread
+ * at a time; another caller meanwhile asks it to look again. */
+static void kick(tsr_node_t *n)
+{
+    if (atomic_load(&n->nwaiting) == 0)
+        return;
+    pthread_mutex_lock(&n->lock);
+    if (n->kicking) {
+        n->kick_again = true;
+        pthread_mutex_unlock(&n->lock);
+        return;
+    }
+    n->kicking = true;
+    for (;;) {
+        tsr_mem_req_t *r = n->wait_head;
+        if (!r)
+            break;
+        n->kick_again = false;
+        pthread_mutex_unlock(&n->lock);
+        int rc = try_grant(r, true);
+        if (rc == 2)
+            sched_yield(); /* an entry was locked for a moment: look again */
+        else if (rc != 0)
+            req_settle(r, true); /* granted, or failed holding nothing */
+        pthread_mutex_lock(&n->lock);
+        if (rc == 0 && !n->kick_again)
+            break;
+    }
+    n->kicking = false;
+    pthread_mutex_unlock(&n->lock);
+}
+
+int tsr__mem_acquire(tsr_mem_req_t *r)
+{
+    tsr_node_t *n = node(r->node);
+    r->granted = false;
+    r->err[0] = 0;
+    atomic_store(&r->status, TSR_OK);
+    atomic_store(&r->pending, 1);
+    r->t_start = tsr__mem_now_ns();
+    size_t total = 0;
+    for (int k = 0; k < r->n; k++) {
+        total += r->e[k]->size;
+        r->pinned[k] = false;
+        r->ptr[k] = NULL;
+    }
+    if (total > n->capacity) {
+        seterr(r->err, "buffers of %zu bytes do not fit in %s, whose capacity is %zu "
+               "bytes", total, n->name, n->capacity);
+        atomic_store(&r->status, TSR_ENOMEM);
+        return TSR_ENOMEM;
+    }
+    int rc = try_grant(r, false);
+    if (rc <= 0)
+        return rc; /* waiting (done() comes later), or failed holding nothing */
+    return req_settle(r, false);
+}
+
+void tsr__mem_release(tsr_mem_req_t *r)
+{
+    int nd = r->node;
+    bool kick_node[TSR_MAX_NODES] = {false};
+    bool unblocked = false;
+    for (int k = 0; k < r->n; k++) {
+        tsr_entry_t *e = r->e[k];
+        pthread_mutex_lock(&e->lock);
+        tsr_replica_t *R = &e->rep[nd];
+        if (r->mode[k] & TSR_MEM_W) {
+            e->version++;
+            e->zero = false;
+            for (int j = 0; j < e->nnodes; j++) {
+                if (j == nd)
+                    continue;
+                tsr_replica_t *o = &e->rep[j];
+                o->state = ST_I;
+                if (rep_freeable(o)) {
+                    rep_free(e, j);
+                    kick_node[j] = true;
+                }
+            }
+            R->state = ST_M;
+        }
+        R->last_use = tick(node(nd));
+        if (unpin_req(R, r->mode[k], &unblocked))
+            kick_node[nd] = true;
+        pthread_mutex_unlock(&e->lock);
+    }
+    r->granted = false;
+    for (int j = 0; j < nnodes(); j++)
+        if (kick_node[j] || unblocked)
+            kick(node(j));
+}
+
+static void kick_all(void)
+{
+    for (int j = 1; j < nnodes(); j++)
+        kick(node(j));
+}
+
+typedef struct sync_wait {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    bool done;
+} sync_wait_t;
+
+static void sync_done(tsr_mem_req_t *r)
+{
+    sync_wait_t *s = r->arg;
+    pthread_mutex_lock(&s->m);
+    s->done = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->m);
+}
+
+int tsr__mem_acquire_sync(tsr_mem_req_t *r)
+{
+    sync_wait_t s = {.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    r->done = sync_done;
+    r->arg = &s;
+    int rc = tsr__mem_acquire(r);
+    if (rc == 0) {
+        pthread_mutex_lock(&s.m);
+        while (!s.done)
+            pthread_cond_wait(&s.cv, &s.m);
+        pthread_mutex_unlock(&s.m);
+        rc = atomic_load(&r->status) == TSR_OK ? 1 : atomic_load(&r->status);
+    }
+    pthread_mutex_destroy(&s.m);
+    pthread_cond_destroy(&s.cv);
+    return rc < 0 ? rc : TSR_OK;
+}
+
+/* ---- hints ------------------------------------------------------------- */
+
+void tsr__mem_prefetch(tsr_entry_t *e, int nd)
+{
+    tsr_node_t *n = node(nd);
+    char err[TSR_MEM_ERR];
+    pthread_mutex_lock(&e->lock);
+    tsr_replica_t *R = &e->rep[nd];
+    if (R->fetch || valid(R) || e->dead || (!e->zero && count_valid(e) == 0)) {
+        pthread_mutex_unlock(&e->lock);
+        return;
+    }
+    if (!R->alloc && !R->user) {
+        /* Room now or never: a prefetch neither waits nor writes back. */
+        pthread_mutex_lock(&n->lock);
+        bool room = !n->wait_head && n->used + e->size <= n->capacity;
+        if (!room && !n->wait_head) {
+            evict_locked(n, n->used + e->size - n->capacity, false, NULL, NULL);
+            room = n->used + e->size <= n->capacity;
+        }
+        if (room)
+            used_add(n, e->size);
+        pthread_mutex_unlock(&n->lock);
+        if (!room || rep_alloc(e, nd, true, err) != TSR_OK) {
+            pthread_mutex_unlock(&e->lock);
+            return;
+        }
+    }
+    R->prefetched = true;
+    R->last_use = tick(n);
+    if (e->zero && nd == 0) {
+        memset(R->ptr, 0, e->size);
+        R->state = ST_S;
+    } else {
+        (void)fetch_start(e, nd, (waiter_t){NULL, NULL, 0}, false, err);
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+void tsr__mem_invalidate(tsr_entry_t *e)
+{
+    bool kicks[TSR_MAX_NODES] = {false};
+    pthread_mutex_lock(&e->lock);
+    e->version++;
+    e->zero = !e->rep[0].user;
+    for (int j = 0; j < e->nnodes; j++) {
+        tsr_replica_t *R = &e->rep[j];
+        R->state = R->user ? ST_M : ST_I;
+        if (rep_freeable(R)) {
+            rep_free(e, j);
+            kicks[j] = true;
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    for (int j = 0; j < nnodes(); j++)
+        if (kicks[j])
+            kick(node(j));
+}
+
+void tsr__mem_wont_use(tsr_entry_t *e)
+{
+    pthread_mutex_lock(&e->lock);
+    for (int j = 1; j < e->nnodes; j++)
+        if (e->rep[j].alloc)
+            e->rep[j].wont_use = true;
+    pthread_mutex_unlock(&e->lock);
+}

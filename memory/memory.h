@@ -1,0 +1,235 @@
+/* memory/memory.h — memory nodes, the coherence directory and data movement.
+ *
+ * A memory node is host RAM, one GPU's memory, or a simulated accelerator's
+ * memory. Every piece of data (a tile) has a directory entry with one
+ * replica slot per node; the directory knows which replicas are valid,
+ * allocates replicas (evicting least-recently-used idle ones), and moves
+ * data between nodes asynchronously on each node's copy engine.
+ *
+ * The runtime asks for data with a request: a set of (entry, mode) on one
+ * node. A request is granted all-or-nothing and in FIFO order per node, so
+ * two requests can never evict each other's buffers forever.
+ *
+ * Must never: know about tasks, dependencies or policies; block on a copy
+ * while holding a lock; free or move an application's registered buffer;
+ * evict a replica that is pinned by a request.
+ */
+#ifndef TSR_MEMORY_MEMORY_H
+#define TSR_MEMORY_MEMORY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TSR_MAX_NODES 32
+#define TSR_MEM_MAX_BUFFERS 16
+#define TSR_MEM_ERR 200
+
+enum tsr_node_kind { TSR_NODE_KIND_HOST = 0, TSR_NODE_KIND_SIM, TSR_NODE_KIND_CUDA };
+
+/* Access modes as the directory sees them (the runtime maps its modes). */
+enum { TSR_MEM_R = 1, TSR_MEM_W = 2, TSR_MEM_RW = 3 };
+
+typedef struct tsr_node tsr_node_t;
+typedef struct tsr_entry tsr_entry_t;
+
+/* ---- copies ------------------------------------------------------------ */
+
+typedef void (*tsr_copy_done_fn)(void *arg, int status);
+
+/* One transfer, queued on the copy engine of the node that performs it.
+ * src == NULL asks for `size` zero bytes at dst. The engine calls
+ * done(arg, status) exactly once, on its own thread, never from inside
+ * the call that queued the copy; status is 0 or a negative TSR_E… code
+ * with a message in err. */
+typedef struct tsr_copy {
+    int src_node, dst_node;
+    const void *src;
+    void *dst;
+    size_t size;
+    tsr_copy_done_fn done;
+    void *arg;
+    char err[TSR_MEM_ERR];
+    uint64_t t_queued, t_start, t_end;  /* ns, filled by the engine */
+    struct tsr_copy *next;              /* engine queue link */
+} tsr_copy_t;
+
+/* ---- memory nodes ------------------------------------------------------ */
+
+/* What each kind of node implements. */
+typedef struct tsr_node_ops {
+    /* size bytes of node memory (64-byte aligned at least), or NULL. The
+     * directory does the capacity accounting; alloc only fails when the
+     * underlying memory is really exhausted. */
+    void *(*alloc)(tsr_node_t *n, size_t size);
+    void (*free)(tsr_node_t *n, void *p, size_t size);
+    /* Queue a copy on this node's engine. One side of the copy is this
+     * node; the other is the host or, when peer() says so, a node of the
+     * same kind. Returns 0, or a TSR_E… code if it cannot even be queued. */
+    int (*copy)(tsr_node_t *n, tsr_copy_t *c);
+    /* Whether this node's engine can copy directly from/to `other`. */
+    bool (*peer)(tsr_node_t *n, const tsr_node_t *other);
+    /* Around one kernel run on this node by a worker (optional): begin
+     * fills the stream / library handle the implementation needs; end
+     * waits for the kernel's completion and turns a device error into a
+     * TSR_E… code with a message naming the call. */
+    void (*exec_begin)(tsr_node_t *n, void **stream, void **blas);
+    int (*exec_end)(tsr_node_t *n, char *err, size_t errlen);
+    /* Stop the engine (queued copies complete first) and free everything. */
+    void (*close)(tsr_node_t *n);
+} tsr_node_ops_t;
+
+typedef struct tsr_copy_event {
+    uint64_t start_ns, end_ns;
+    size_t bytes;
+    int src, dst;
+} tsr_copy_event_t;
+
+typedef struct tsr_replica tsr_replica_t;
+typedef struct tsr_mem_req tsr_mem_req_t;
+
+struct tsr_node {
+    int id;                 /* index in the node table; 0 is the host */
+    int kind;               /* TSR_NODE_KIND_… */
+    int index;              /* among nodes of its kind (device number) */
+    char name[32];
+    const tsr_node_ops_t *ops;
+    void *impl;             /* the kind's private state */
+    size_t capacity;        /* bytes the directory may allocate here */
+
+    pthread_mutex_t lock;   /* everything below, up to the counters */
+    size_t used;            /* allocated + reserved bytes */
+    size_t peak;
+    tsr_replica_t *reps;    /* every allocated replica (for eviction) */
+    tsr_mem_req_t *wait_head, *wait_tail; /* requests waiting for memory */
+    bool kicking, kick_again;
+    size_t evicting_bytes;  /* write-backs in flight that will free memory */
+    size_t reserving;       /* reserved by grants not yet pinned */
+
+    atomic_int nwaiting;    /* requests in the wait queue */
+    atomic_long npinned;    /* replicas with busy > 0 */
+    atomic_uint_fast64_t clock; /* LRU time */
+
+    /* counters */
+    atomic_uint_fast64_t evictions, writebacks, dropped, fetches, zero_fills;
+    atomic_uint_fast64_t alloc_failures, granted, waits;
+
+    /* copy trace, written by the engine thread only */
+    tsr_copy_event_t *ev;
+    size_t nev, capev;
+    bool tracing;
+};
+
+/* ---- requests ---------------------------------------------------------- */
+
+/* A request for entries on one node. The caller fills node, n, e[], mode[],
+ * done and arg; the directory fills ptr[] and status/err. */
+struct tsr_mem_req {
+    int node;
+    int n;
+    tsr_entry_t *e[TSR_MEM_MAX_BUFFERS];
+    uint8_t mode[TSR_MEM_MAX_BUFFERS];    /* TSR_MEM_R/W/RW */
+    void *ptr[TSR_MEM_MAX_BUFFERS];
+    /* called once when every entry is valid and pinned on node (or the
+     * request failed), from the thread that completed the last copy */
+    void (*done)(tsr_mem_req_t *r);
+    void *arg;
+
+    /* directory state */
+    atomic_int pending;       /* copies outstanding + 1 guard */
+    atomic_int status;        /* 0 or the first TSR_E… code */
+    char err[TSR_MEM_ERR];
+    bool pinned[TSR_MEM_MAX_BUFFERS];
+    bool granted;
+    uint64_t t_start;
+    tsr_mem_req_t *wnext;
+};
+
+/* ---- configuration and lifetime ---------------------------------------- */
+
+typedef struct tsr_mem_config {
+    int nsim;               /* simulated accelerators */
+    size_t sim_capacity;    /* bytes per simulated accelerator */
+    double sim_bandwidth;   /* bytes per second per copy; 0: unthrottled */
+    double sim_latency;     /* seconds per copy */
+    int ncuda;              /* GPUs to use: -1 every one */
+    size_t cuda_capacity;   /* 0: what the device has free, less a margin */
+    size_t host_capacity;   /* runtime-allocated host bytes; 0: unlimited */
+    bool tracing;           /* keep copy events */
+} tsr_mem_config_t;
+
+/* Open the host node, nsim simulated nodes and the GPUs. On failure
+ * returns a TSR_E… code with a message in err and leaves nothing open. */
+int tsr__mem_init(const tsr_mem_config_t *cfg, char *err, size_t errlen);
+/* Stop every node's engine after its queued copies, and free its memory.
+ * Every entry must have been freed. Counters and copy events stay readable
+ * until tsr__mem_shutdown. */
+void tsr__mem_stop(void);
+/* Stop (if not yet) and forget every node. */
+void tsr__mem_shutdown(void);
+
+int tsr__mem_node_count(void);
+tsr_node_t *tsr__mem_node(int id);
+
+/* ---- entries ----------------------------------------------------------- */
+
+/* A directory entry of `size` bytes. host_ptr: the application's buffer,
+ * which becomes the host replica (valid); NULL: the data is zeros until
+ * first written, and memory is allocated where it is first used. */
+tsr_entry_t *tsr__entry_new(void *host_ptr, size_t size);
+size_t tsr__entry_size(const tsr_entry_t *e);
+/* Forget the entry: replicas are freed once no copy is in flight. The
+ * caller makes sure no request uses it any more. */
+void tsr__entry_free(tsr_entry_t *e);
+
+/* ---- data access ------------------------------------------------------- */
+
+/* Make r's entries valid and pinned on r->node. Returns 1 if that is done
+ * already (done() is not called), 0 if it will be (done() is called), or
+ * a negative TSR_E… code with a message in r->err (nothing stays pinned).
+ * A request that needs more memory than the node has free waits, in FIFO
+ * order, for replicas to be evicted or released. */
+int tsr__mem_acquire(tsr_mem_req_t *r);
+/* After use: entries accessed with W become the only valid copy, on
+ * r->node; every pin is dropped. Only for a request that was granted. */
+void tsr__mem_release(tsr_mem_req_t *r);
+/* Acquire and wait: for host access by the application's thread. */
+int tsr__mem_acquire_sync(tsr_mem_req_t *r);
+
+/* Start moving e to node if there is room without waiting; the replica is
+ * then kept unless a granted request needs the space. A hint: never fails. */
+void tsr__mem_prefetch(tsr_entry_t *e, int node);
+/* The contents are no longer needed: drop every replica without
+ * writing back; the next reader sees zeros (or, for a registered buffer,
+ * the host buffer as it is). No request may use e meanwhile. */
+void tsr__mem_invalidate(tsr_entry_t *e);
+/* e will not be used soon: its idle copies off the host are evicted first. */
+void tsr__mem_wont_use(tsr_entry_t *e);
+
+/* Bytes moved from node s to node d since init (zero fills count as s=d). */
+uint64_t tsr__mem_link_bytes(int s, int d);
+
+/* ---- node kinds (node.c, sim.c, cuda.cu) ------------------------------- */
+
+int tsr__host_node_open(tsr_node_t *n, size_t capacity, char *err, size_t errlen);
+int tsr__sim_node_open(tsr_node_t *n, size_t capacity, double bandwidth,
+                       double latency, char *err, size_t errlen);
+/* Number of usable GPUs (0 without CUDA), and open GPU `device` as node n
+ * with at most `capacity` bytes (0: what is free less a margin). */
+int tsr__cuda_node_count(void);
+int tsr__cuda_node_open(tsr_node_t *n, int device, size_t capacity, char *err,
+                        size_t errlen);
+
+/* Record a finished copy in its node's trace and counters (engines call it). */
+void tsr__node_copy_event(tsr_node_t *n, const tsr_copy_t *c);
+
+/* Host memory for replicas (NUMA-local to the calling thread when the
+ * machine has several NUMA nodes, else from jemalloc where built with it). */
+void *tsr__host_alloc(size_t size);
+void tsr__host_free(void *p, size_t size);
+
+uint64_t tsr__mem_now_ns(void);
+
+#endif

@@ -1,0 +1,228 @@
+/* memory/node.c — the table of memory nodes, the host node and its
+ * allocator, and the transfer counters every engine reports to.
+ *
+ * Must never: hand out host memory that the directory did not count, or
+ * keep a lock while an engine runs a copy.
+ */
+#include "memory/memory.h"
+
+#include <tessera/tessera.h>
+
+#include <numa.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef TSR_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
+static struct {
+    int n;
+    tsr_node_t nodes[TSR_MAX_NODES];
+    atomic_uint_fast64_t link[TSR_MAX_NODES][TSR_MAX_NODES];
+    bool numa;  /* several NUMA nodes: place large buffers locally */
+} mem;
+
+uint64_t tsr__mem_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int tsr__mem_node_count(void) { return mem.n; }
+tsr_node_t *tsr__mem_node(int id) { return &mem.nodes[id]; }
+
+uint64_t tsr__mem_link_bytes(int s, int d)
+{
+    if (s < 0 || d < 0 || s >= mem.n || d >= mem.n)
+        return 0;
+    return atomic_load(&mem.link[s][d]);
+}
+
+/* ---- host memory ------------------------------------------------------- */
+
+/* Large buffers on a multi-NUMA machine are mapped on the calling
+ * thread's node: the worker that first needs a tile gets it locally. */
+#define NUMA_MIN (2u << 20)
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+void *tsr__host_alloc(size_t size)
+{
+    if (mem.numa && size >= NUMA_MIN)
+        return numa_alloc_local(size);
+#ifdef TSR_HAVE_JEMALLOC
+    return mallocx(round64(size), MALLOCX_ALIGN(64));
+#else
+    return aligned_alloc(64, round64(size));
+#endif
+}
+
+void tsr__host_free(void *p, size_t size)
+{
+    if (!p)
+        return;
+    if (mem.numa && size >= NUMA_MIN) {
+        numa_free(p, size);
+        return;
+    }
+#ifdef TSR_HAVE_JEMALLOC
+    dallocx(p, 0);
+#else
+    free(p);
+#endif
+}
+
+static void *host_alloc(tsr_node_t *n, size_t size)
+{
+    (void)n;
+    return tsr__host_alloc(size);
+}
+
+static void host_free(tsr_node_t *n, void *p, size_t size)
+{
+    (void)n;
+    tsr__host_free(p, size);
+}
+
+/* The host has no engine: the other side of every copy performs it. */
+static int host_copy(tsr_node_t *n, tsr_copy_t *c)
+{
+    snprintf(c->err, sizeof c->err, "%s: the host performs no copies", n->name);
+    return TSR_EINVAL;
+}
+
+static bool host_peer(tsr_node_t *n, const tsr_node_t *other)
+{
+    (void)n;
+    (void)other;
+    return true;
+}
+
+static void host_close(tsr_node_t *n) { (void)n; }
+
+static const tsr_node_ops_t host_ops = {
+    .alloc = host_alloc,
+    .free = host_free,
+    .copy = host_copy,
+    .peer = host_peer,
+    .close = host_close,
+};
+
+int tsr__host_node_open(tsr_node_t *n, size_t capacity, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    n->kind = TSR_NODE_KIND_HOST;
+    n->index = 0;
+    snprintf(n->name, sizeof n->name, "host");
+    n->ops = &host_ops;
+    n->capacity = capacity ? capacity : SIZE_MAX;
+    mem.numa = numa_available() >= 0 && numa_max_node() > 0;
+    return TSR_OK;
+}
+
+/* ---- counters and trace ------------------------------------------------ */
+
+void tsr__node_copy_event(tsr_node_t *n, const tsr_copy_t *c)
+{
+    if (c->src_node >= 0 && c->dst_node >= 0 && c->src_node < mem.n && c->dst_node < mem.n)
+        atomic_fetch_add(&mem.link[c->src_node][c->dst_node], c->size);
+    if (!n->tracing)
+        return;
+    if (n->nev == n->capev) {
+        size_t cap = n->capev ? n->capev * 2 : 1024;
+        tsr_copy_event_t *v = realloc(n->ev, cap * sizeof *v);
+        if (!v)
+            return; /* the trace loses an event, the run goes on */
+        n->ev = v;
+        n->capev = cap;
+    }
+    n->ev[n->nev++] = (tsr_copy_event_t){c->t_start, c->t_end, c->size, c->src_node,
+                                         c->dst_node};
+}
+
+/* ---- the node table ---------------------------------------------------- */
+
+static tsr_node_t *node_new(bool tracing)
+{
+    tsr_node_t *n = &mem.nodes[mem.n];
+    memset(n, 0, sizeof *n);
+    n->id = mem.n;
+    pthread_mutex_init(&n->lock, NULL);
+    n->tracing = tracing;
+    return n;
+}
+
+static void node_close(tsr_node_t *n)
+{
+    if (n->ops && n->ops->close)
+        n->ops->close(n);
+    n->ops = NULL;
+    free(n->ev);
+    n->ev = NULL;
+    n->nev = n->capev = 0;
+    pthread_mutex_destroy(&n->lock);
+}
+
+int tsr__mem_init(const tsr_mem_config_t *cfg, char *err, size_t errlen)
+{
+    mem.n = 0;
+    for (int s = 0; s < TSR_MAX_NODES; s++)
+        for (int d = 0; d < TSR_MAX_NODES; d++)
+            atomic_store(&mem.link[s][d], 0);
+    int ngpu = tsr__cuda_node_count();
+    int use = cfg->ncuda < 0 ? ngpu : cfg->ncuda;
+    if (use > ngpu) {
+        snprintf(err, errlen, "%d GPU(s) requested, %d usable", use, ngpu);
+        return TSR_ENODEV;
+    }
+    if (1 + use + cfg->nsim > TSR_MAX_NODES) {
+        snprintf(err, errlen, "%d memory nodes requested (at most %d)",
+                 1 + use + cfg->nsim, TSR_MAX_NODES);
+        return TSR_EINVAL;
+    }
+    int rc = tsr__host_node_open(node_new(cfg->tracing), cfg->host_capacity, err, errlen);
+    if (rc == TSR_OK)
+        mem.n++;
+    for (int g = 0; rc == TSR_OK && g < use; g++) {
+        rc = tsr__cuda_node_open(node_new(cfg->tracing), g, cfg->cuda_capacity, err,
+                                 errlen);
+        if (rc == TSR_OK)
+            mem.n++;
+    }
+    for (int s = 0; rc == TSR_OK && s < cfg->nsim; s++) {
+        tsr_node_t *n = node_new(cfg->tracing);
+        rc = tsr__sim_node_open(n, cfg->sim_capacity, cfg->sim_bandwidth,
+                                cfg->sim_latency, err, errlen);
+        if (rc == TSR_OK) {
+            n->index = s;
+            snprintf(n->name, sizeof n->name, "sim%d", s);
+            mem.n++;
+        }
+    }
+    if (rc != TSR_OK) {
+        pthread_mutex_destroy(&mem.nodes[mem.n].lock);
+        tsr__mem_shutdown();
+    }
+    return rc;
+}
+
+void tsr__mem_stop(void)
+{
+    for (int i = mem.n - 1; i >= 0; i--) {
+        tsr_node_t *n = &mem.nodes[i];
+        if (n->ops && n->ops->close)
+            n->ops->close(n);
+        n->ops = NULL;
+    }
+}
+
+void tsr__mem_shutdown(void)
+{
+    for (int i = mem.n - 1; i >= 0; i--)
+        node_close(&mem.nodes[i]);
+    mem.n = 0;
+}
