@@ -100,6 +100,16 @@ static int count_valid(const tsr_entry_t *e)
     return n;
 }
 
+/* When one valid copy is left, it is the modified one (MSI). */
+static void relabel(tsr_entry_t *e)
+{
+    if (count_valid(e) != 1)
+        return;
+    for (int j = 0; j < e->nnodes; j++)
+        if (valid(&e->rep[j]))
+            e->rep[j].state = ST_M;
+}
+
 static uint64_t tick(tsr_node_t *n) { return atomic_fetch_add(&n->clock, 1) + 1; }
 
 static void kick(tsr_node_t *n);
@@ -252,6 +262,14 @@ tsr_entry_t *tsr__entry_new(void *host_ptr, size_t size)
 
 size_t tsr__entry_size(const tsr_entry_t *e) { return e->size; }
 
+void tsr__entry_inspect(tsr_entry_t *e, int nd, tsr_replica_info_t *out)
+{
+    pthread_mutex_lock(&e->lock);
+    const tsr_replica_t *R = &e->rep[nd];
+    *out = (tsr_replica_info_t){R->state, R->alloc, R->busy, R->fetch != NULL, R->ptr};
+    pthread_mutex_unlock(&e->lock);
+}
+
 static void entry_destroy(tsr_entry_t *e)
 {
     for (int j = 0; j < e->nnodes; j++)
@@ -371,6 +389,16 @@ static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *e
         seterr(err, "%s copy is being written", node(dst)->name);
         return TSR_EBUSY;
     }
+    if (!R->alloc && !R->user) {
+        /* Only a write-back or a hop lands in the host without a request
+         * having allocated the replica; the host does not wait. */
+        int rc = dst == 0 ? rep_alloc(e, 0, false, err) : TSR_EINVAL;
+        if (rc != TSR_OK) {
+            if (dst != 0)
+                seterr(err, "internal: fetch into an unallocated %s copy", node(dst)->name);
+            return rc;
+        }
+    }
     fetch_t *f = calloc(1, sizeof *f);
     if (!f) {
         seterr(err, "out of memory for a fetch");
@@ -397,11 +425,7 @@ static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *e
         } else {
             /* Through the host: make the host replica valid first. */
             f->src = 0;
-            tsr_replica_t *H = &e->rep[0];
-            if (!H->alloc && !H->user)
-                rc = rep_alloc(e, 0, false, err);
-            if (rc == TSR_OK)
-                rc = fetch_start(e, 0, (waiter_t){fetch_host_ready, f, 0}, false, err);
+            rc = fetch_start(e, 0, (waiter_t){fetch_host_ready, f, 0}, false, err);
         }
     }
     if (rc != TSR_OK) {
@@ -417,27 +441,29 @@ static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *e
     return TSR_OK;
 }
 
-/* End a fetch: tell its waiters (the target still pinned, so that a
- * waiter continuing from it finds it in place), then drop its pins. */
+/* End a fetch: drop its pins (a copy that turned out invalid gives its
+ * memory back at once), then tell its waiters. A waiter that continues
+ * from the target (a hop through the host) pins what it needs itself. */
 static void fetch_finish(fetch_t *f, int status, const char *err)
 {
     tsr_entry_t *e = f->e;
-    for (int i = 0; i < f->nw; i++)
-        f->w[i].fn(f->w[i].arg, f->w[i].k, status, err);
     pthread_mutex_lock(&e->lock);
     tsr_replica_t *R = &e->rep[f->dst];
-    bool idle = unpin(R);
-    bool src_idle = f->src_pinned && unpin(&e->rep[f->src]);
-    /* An invalid or abandoned replica nobody waits for gives its memory back. */
-    bool freed = false;
-    if (idle && rep_freeable(R) && (e->dead || !valid(R))) {
-        rep_free(e, f->dst);
-        freed = true;
+    bool kick_dst = unpin(R), kick_src = false;
+    if (f->src_pinned) {
+        tsr_replica_t *S = &e->rep[f->src];
+        kick_src = unpin(S);
+        if (kick_src && rep_freeable(S) && (e->dead || !valid(S)))
+            rep_free(e, f->src);
     }
+    if (kick_dst && rep_freeable(R) && (e->dead || !valid(R)) && f->nw == 0)
+        rep_free(e, f->dst);
     pthread_mutex_unlock(&e->lock);
-    if (idle || freed)
+    for (int i = 0; i < f->nw; i++)
+        f->w[i].fn(f->w[i].arg, f->w[i].k, status, err);
+    if (kick_dst)
         kick(node(f->dst));
-    if (src_idle)
+    if (kick_src)
         kick(node(f->src));
     if (f->w != f->winline)
         free(f->w);
@@ -587,10 +613,7 @@ static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, evict_result
                 rep_free_locked(n, r, e->size);
                 freed += e->size;
                 atomic_fetch_add(was_valid ? &n->evictions : &n->dropped, 1);
-                if (was_valid && count_valid(e) == 1)
-                    for (int j = 0; j < e->nnodes; j++)
-                        if (valid(&e->rep[j]))
-                            e->rep[j].state = ST_M;
+                relabel(e);
             } else if (n->id != 0) {
                 /* The only valid copy: write it back to the host first. */
                 char err[TSR_MEM_ERR];
@@ -636,6 +659,7 @@ static void evict_done(void *arg, int k, int status, const char *err)
         (!valid(r) || count_valid(e) > 1)) {
         rep_free_locked(n, r, e->size);
         atomic_fetch_add(&n->evictions, 1);
+        relabel(e);
     }
     pthread_mutex_unlock(&n->lock);
     pthread_mutex_unlock(&e->lock);

@@ -208,6 +208,17 @@ void tsr__mem_invalidate(tsr_entry_t *e);
 /* e will not be used soon: its idle copies off the host are evicted first. */
 void tsr__mem_wont_use(tsr_entry_t *e);
 
+/* What the directory knows of e's replica on node (for tests and tools). */
+typedef struct tsr_replica_info {
+    int state;        /* 0 invalid, 1 shared, 2 modified (the only valid copy) */
+    bool allocated;   /* holds node memory (a registered buffer does not count) */
+    int busy;         /* pins */
+    bool fetching;
+    void *ptr;
+} tsr_replica_info_t;
+
+void tsr__entry_inspect(tsr_entry_t *e, int node, tsr_replica_info_t *out);
+
 /* Bytes moved from node s to node d since init (zero fills count as s=d). */
 uint64_t tsr__mem_link_bytes(int s, int d);
 

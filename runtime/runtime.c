@@ -209,11 +209,11 @@ int tsr_init(const tsr_config_t *user)
                 tsr__sched_close(&tsr__rt.sched);
             }
         }
-        if (rc != TSR_OK)
-            tsr__workers_free();
     }
-    if (rc != TSR_OK)
+    if (rc != TSR_OK) {
+        tsr__workers_free(); /* also after a failed start: the topology */
         tsr__mem_shutdown();
+    }
     if (rc == TSR_OK)
         atomic_store_explicit(&tsr__rt.initialized, 1, memory_order_release);
     pthread_mutex_unlock(&init_m);
