@@ -10,7 +10,7 @@ DEB_PACKAGES = meson ninja-build pkg-config gcc libopenblas-dev liblapacke-dev \
                libhwloc-dev libnuma-dev libjemalloc-dev libcriterion-dev \
                libstarpu-dev
 
-.PHONY: all deps build test demo sanitize asan tsan bench-runtime bench-kernels \
+.PHONY: all deps build test demo sanitize asan tsan bench-runtime bench-kernels bench-offload \
         install clean
 
 all: build
@@ -62,6 +62,9 @@ bench-runtime: build
 
 bench-kernels: build
 	$(BUILD)/bench/kernels/tessera-bench-kernels
+
+bench-offload: build
+	$(BUILD)/bench/offload/tessera-bench-offload
 
 install: build
 	meson install -C $(BUILD)
