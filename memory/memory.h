@@ -240,6 +240,9 @@ void tsr__node_copy_event(tsr_node_t *n, const tsr_copy_t *c);
  * machine has several NUMA nodes, else from jemalloc where built with it). */
 void *tsr__host_alloc(size_t size);
 void tsr__host_free(void *p, size_t size);
+/* The same as node operations (the host's, and a simulated node's). */
+void *tsr__host_node_alloc(tsr_node_t *n, size_t size);
+void tsr__host_node_free(tsr_node_t *n, void *p, size_t size);
 
 uint64_t tsr__mem_now_ns(void);
 

@@ -75,13 +75,13 @@ void tsr__host_free(void *p, size_t size)
 #endif
 }
 
-static void *host_alloc(tsr_node_t *n, size_t size)
+void *tsr__host_node_alloc(tsr_node_t *n, size_t size)
 {
     (void)n;
     return tsr__host_alloc(size);
 }
 
-static void host_free(tsr_node_t *n, void *p, size_t size)
+void tsr__host_node_free(tsr_node_t *n, void *p, size_t size)
 {
     (void)n;
     tsr__host_free(p, size);
@@ -104,8 +104,8 @@ static bool host_peer(tsr_node_t *n, const tsr_node_t *other)
 static void host_close(tsr_node_t *n) { (void)n; }
 
 static const tsr_node_ops_t host_ops = {
-    .alloc = host_alloc,
-    .free = host_free,
+    .alloc = tsr__host_node_alloc,
+    .free = tsr__host_node_free,
     .copy = host_copy,
     .peer = host_peer,
     .close = host_close,

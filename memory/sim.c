@@ -26,18 +26,6 @@ typedef struct sim {
     double latency;    /* seconds per copy */
 } sim_t;
 
-static void *sim_alloc(tsr_node_t *n, size_t size)
-{
-    (void)n;
-    return tsr__host_alloc(size);
-}
-
-static void sim_free(tsr_node_t *n, void *p, size_t size)
-{
-    (void)n;
-    tsr__host_free(p, size);
-}
-
 static int sim_copy(tsr_node_t *n, tsr_copy_t *c)
 {
     sim_t *s = n->impl;
@@ -120,8 +108,8 @@ static void sim_close(tsr_node_t *n)
 }
 
 static const tsr_node_ops_t sim_ops = {
-    .alloc = sim_alloc,
-    .free = sim_free,
+    .alloc = tsr__host_node_alloc, /* its memory is host RAM */
+    .free = tsr__host_node_free,
     .copy = sim_copy,
     .peer = sim_peer,
     .close = sim_close,

@@ -57,67 +57,61 @@ static int env_long(const char *name, long *out)
     return 1;
 }
 
+/* How a numeric variable lands in the configuration. */
+enum env_kind {
+    ENV_INT,    /* int field */
+    ENV_SIZE,   /* size_t field */
+    ENV_FLAG,   /* int field, any nonzero is 1 */
+    ENV_MIB,    /* size_t field in bytes; the variable is in MiB, > 0 */
+    ENV_SCALED, /* double field = value * scale */
+};
+
+static const struct env_var {
+    const char *name;
+    size_t offset;
+    enum env_kind kind;
+    double scale;
+} env_vars[] = {
+    {"TESSERA_NCPU", offsetof(tsr_config_t, ncpu), ENV_INT, 0},
+    {"TESSERA_MAX_PENDING", offsetof(tsr_config_t, max_pending_tasks), ENV_SIZE, 0},
+    {"TESSERA_MAX_PENDING_BYTES", offsetof(tsr_config_t, max_pending_bytes), ENV_SIZE, 0},
+    {"TESSERA_BIND", offsetof(tsr_config_t, bind), ENV_FLAG, 0},
+    {"TESSERA_NSIM", offsetof(tsr_config_t, nsim), ENV_INT, 0},
+    {"TESSERA_NCUDA", offsetof(tsr_config_t, ncuda), ENV_INT, 0},
+    {"TESSERA_SIM_BW", offsetof(tsr_config_t, sim_bandwidth), ENV_SCALED, 1e6},     /* MB/s */
+    {"TESSERA_SIM_LATENCY", offsetof(tsr_config_t, sim_latency), ENV_SCALED, 1e-6}, /* µs */
+    {"TESSERA_LIMIT_SIM_MEM", offsetof(tsr_config_t, sim_mem), ENV_MIB, 0},
+    {"TESSERA_LIMIT_CUDA_MEM", offsetof(tsr_config_t, cuda_mem), ENV_MIB, 0},
+    {"TESSERA_LIMIT_HOST_MEM", offsetof(tsr_config_t, host_mem), ENV_MIB, 0},
+    {"TESSERA_PIPELINE", offsetof(tsr_config_t, pipeline), ENV_INT, 0},
+    {"TESSERA_STATS", offsetof(tsr_config_t, stats), ENV_FLAG, 0},
+};
+
 static int apply_env(tsr_config_t *cfg)
 {
-    long x = 0;
-    int rc;
-    if ((rc = env_long("TESSERA_NCPU", &x)) < 0)
-        return rc;
-    if (rc)
-        cfg->ncpu = (int)x;
-    if ((rc = env_long("TESSERA_MAX_PENDING", &x)) < 0)
-        return rc;
-    if (rc)
-        cfg->max_pending_tasks = (size_t)x;
-    if ((rc = env_long("TESSERA_MAX_PENDING_BYTES", &x)) < 0)
-        return rc;
-    if (rc)
-        cfg->max_pending_bytes = (size_t)x;
-    if ((rc = env_long("TESSERA_BIND", &x)) < 0)
-        return rc;
-    if (rc)
-        cfg->bind = x != 0;
-    if ((rc = env_long("TESSERA_NSIM", &x)) < 0)
-        return rc;
-    if (rc)
-        cfg->nsim = (int)x;
-    if ((rc = env_long("TESSERA_NCUDA", &x)) < 0)
-        return rc;
-    if (rc)
-        cfg->ncuda = (int)x;
-    if ((rc = env_long("TESSERA_SIM_BW", &x)) < 0)
-        return rc;
-    if (rc)
-        cfg->sim_bandwidth = (double)x * 1e6; /* MB/s */
-    if ((rc = env_long("TESSERA_SIM_LATENCY", &x)) < 0)
-        return rc;
-    if (rc)
-        cfg->sim_latency = (double)x * 1e-6; /* µs */
-    static const struct {
-        const char *name;
-        size_t offset;
-    } limits[] = {
-        {"TESSERA_LIMIT_SIM_MEM", offsetof(tsr_config_t, sim_mem)},
-        {"TESSERA_LIMIT_CUDA_MEM", offsetof(tsr_config_t, cuda_mem)},
-        {"TESSERA_LIMIT_HOST_MEM", offsetof(tsr_config_t, host_mem)},
-    };
-    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
-        if ((rc = env_long(limits[i].name, &x)) < 0)
-            return rc;
-        if (rc && x == 0)
-            return tsr__fail(TSR_EINVAL, "init: %s=0: a memory limit is in MiB and "
-                             "must be positive", limits[i].name);
-        if (rc)
-            *(size_t *)((char *)cfg + limits[i].offset) = (size_t)x << 20;
+    for (size_t i = 0; i < sizeof env_vars / sizeof env_vars[0]; i++) {
+        const struct env_var *v = &env_vars[i];
+        long x = 0;
+        int rc = env_long(v->name, &x);
+        if (rc <= 0) {
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        void *field = (char *)cfg + v->offset;
+        switch (v->kind) {
+        case ENV_INT: *(int *)field = (int)x; break;
+        case ENV_SIZE: *(size_t *)field = (size_t)x; break;
+        case ENV_FLAG: *(int *)field = x != 0; break;
+        case ENV_SCALED: *(double *)field = (double)x * v->scale; break;
+        case ENV_MIB:
+            if (x == 0)
+                return tsr__fail(TSR_EINVAL, "init: %s=0: a memory limit is in MiB and "
+                                 "must be positive", v->name);
+            *(size_t *)field = (size_t)x << 20;
+            break;
+        }
     }
-    if ((rc = env_long("TESSERA_PIPELINE", &x)) < 0)
-        return rc;
-    if (rc)
-        cfg->pipeline = (int)x;
-    if ((rc = env_long("TESSERA_STATS", &x)) < 0)
-        return rc;
-    if (rc)
-        cfg->stats = x != 0;
     const char *s = getenv("TESSERA_SCHED");
     if (s && *s)
         cfg->sched = s;

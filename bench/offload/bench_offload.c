@@ -14,6 +14,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +195,15 @@ static void add(const char *kase, const char *metric, const char *unit, double v
     f->has_peer = has_peer;
 }
 
+/* > 1: the pipelined run is better (for bytes and waiting, lower is). */
+static double ratio_of(const figure_t *f)
+{
+    if (!f->has_peer || f->value <= 0 || f->peer_value <= 0)
+        return NAN;
+    bool lower_better = strcmp(f->metric, "gflops") != 0;
+    return lower_better ? f->peer_value / f->value : f->value / f->peer_value;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: tessera-bench-offload [--quick] [--nb N] [--capacity-mib M]\n"
@@ -278,21 +288,14 @@ int main(int argc, char **argv)
            "peer", "ratio");
     for (int i = 0; i < nfigs; i++) {
         figure_t *f = &figs[i];
-        /* ratio > 1: Tessera (pipelined) better; lower is better for bytes and waiting */
-        int lower_better = strcmp(f->metric, "gflops") != 0;
-        double ratio = f->has_peer && f->value > 0 && f->peer_value > 0
-                           ? (lower_better ? f->peer_value / f->value : f->value / f->peer_value)
-                           : NAN;
+        double ratio = ratio_of(f);
         printf("%-22s %-24s %12.4g %-12s %12.4g %8.3g\n", f->kase, f->metric, f->value,
                f->peer, f->peer_value, ratio);
     }
     printf("(ratio > 1: the pipelined run is better; for moved_mib, lower bound / moved)\n\n");
     for (int i = 0; i < nfigs; i++) {
         figure_t *f = &figs[i];
-        int lower_better = strcmp(f->metric, "gflops") != 0;
-        double ratio = f->has_peer && f->value > 0 && f->peer_value > 0
-                           ? (lower_better ? f->peer_value / f->value : f->value / f->peer_value)
-                           : NAN;
+        double ratio = ratio_of(f);
         char rs[32];
         if (isnan(ratio))
             snprintf(rs, sizeof rs, "null");
