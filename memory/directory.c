@@ -703,7 +703,6 @@ static int req_settle(tsr_mem_req_t *r, bool call_done)
     if (atomic_fetch_sub(&r->pending, 1) != 1)
         return 0;
     int st = atomic_load(&r->status);
-    r->granted = st == TSR_OK;
     if (st != TSR_OK)
         unpin_all(r, true);
     else
@@ -740,18 +739,15 @@ static void req_fetch_done(void *arg, int k, int status, const char *err)
 }
 
 /* Phase 1: pin the replicas already on the node (so that nothing evicts
- * them while we reserve the rest). Returns the bytes still missing; *own
- * counts the replicas our pins made busy. */
-static size_t pin_present(tsr_mem_req_t *r, long *own)
+ * them while we reserve the rest). Returns the bytes still missing. */
+static size_t pin_present(tsr_mem_req_t *r)
 {
     size_t need = 0;
-    *own = 0;
     for (int k = 0; k < r->n; k++) {
         tsr_entry_t *e = r->e[k];
         pthread_mutex_lock(&e->lock);
         tsr_replica_t *R = &e->rep[r->node];
         if (R->alloc || R->user) {
-            *own += R->busy == 0;
             pin_req(R, r->mode[k]);
             r->pinned[k] = true;
         } else {
@@ -861,8 +857,7 @@ static void wait_pop(tsr_node_t *n)
 static int try_grant(tsr_mem_req_t *r, bool from_queue)
 {
     tsr_node_t *n = node(r->node);
-    long own;
-    size_t need = pin_present(r, &own);
+    size_t need = pin_present(r);
     pthread_mutex_lock(&n->lock);
     bool my_turn = from_queue || !n->wait_head;
     bool fits = n->used + need <= n->capacity;
@@ -889,7 +884,6 @@ static int try_grant(tsr_mem_req_t *r, bool from_queue)
          * copy in use when we looked will kick us when it is released.) A
          * copy we could not look at (its entry was locked for a moment)
          * means: look again soon. */
-        (void)own;
         bool idle = ev.busy == 0 && n->evicting_bytes == 0 && n->reserving == 0 &&
                     ev.blocked == 0;
         bool hopeless = idle && ev.skipped == 0;
@@ -955,7 +949,6 @@ static void kick(tsr_node_t *n)
 int tsr__mem_acquire(tsr_mem_req_t *r)
 {
     tsr_node_t *n = node(r->node);
-    r->granted = false;
     r->err[0] = 0;
     atomic_store(&r->status, TSR_OK);
     atomic_store(&r->pending, 1);
@@ -1007,7 +1000,6 @@ void tsr__mem_release(tsr_mem_req_t *r)
             kick_node[nd] = true;
         pthread_mutex_unlock(&e->lock);
     }
-    r->granted = false;
     for (int j = 0; j < nnodes(); j++)
         if (kick_node[j] || unblocked)
             kick(node(j));

@@ -223,6 +223,7 @@ static int handle_new(tsr_handle_t *out, void *ptr, size_t size, bool registered
     tsr_handle_t h = tsr__handle_new_internal(ptr, size);
     if (!h)
         return tsr__fail(TSR_ENOMEM, "handle: out of memory");
+    h->internal = false; /* the application's: in the registry */
     pthread_mutex_lock(&tsr__rt.reg_m);
     h->reg_next = tsr__rt.reg_head;
     if (h->reg_next)
@@ -252,18 +253,12 @@ tsr_handle_t tsr__handle_new_internal(void *ptr, size_t size)
 
 int tsr_handle_register(tsr_handle_t *out, void *ptr, size_t size)
 {
-    int rc = handle_new(out, ptr, size, true);
-    if (rc == TSR_OK)
-        (*out)->internal = false;
-    return rc;
+    return handle_new(out, ptr, size, true);
 }
 
 int tsr_handle_alloc(tsr_handle_t *out, size_t size)
 {
-    int rc = handle_new(out, NULL, size, false);
-    if (rc == TSR_OK)
-        (*out)->internal = false;
-    return rc;
+    return handle_new(out, NULL, size, false);
 }
 
 size_t tsr_handle_size(tsr_handle_t h)
