@@ -270,6 +270,21 @@ void tsr__entry_inspect(tsr_entry_t *e, int nd, tsr_replica_info_t *out)
     pthread_mutex_unlock(&e->lock);
 }
 
+uint32_t tsr__entry_nodes(tsr_entry_t *e)
+{
+    uint32_t m = 0;
+    pthread_mutex_lock(&e->lock);
+    if (e->zero && count_valid(e) == 0) {
+        m = e->nnodes >= 32 ? ~0u : (1u << e->nnodes) - 1;
+    } else {
+        for (int j = 0; j < e->nnodes && j < 32; j++)
+            if (valid(&e->rep[j]) || e->rep[j].fetch)
+                m |= 1u << j;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return m;
+}
+
 static void entry_destroy(tsr_entry_t *e)
 {
     for (int j = 0; j < e->nnodes; j++)

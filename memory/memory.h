@@ -218,6 +218,11 @@ typedef struct tsr_replica_info {
 
 void tsr__entry_inspect(tsr_entry_t *e, int node, tsr_replica_info_t *out);
 
+/* Bit j set: node j holds a valid replica of e or one is being fetched
+ * there; every bit for data never written (zeros are made anywhere). For
+ * policies: a snapshot that may change at once. */
+uint32_t tsr__entry_nodes(tsr_entry_t *e);
+
 /* Bytes moved from node s to node d since init (zero fills count as s=d). */
 uint64_t tsr__mem_link_bytes(int s, int d);
 
@@ -244,5 +249,18 @@ void *tsr__host_node_alloc(tsr_node_t *n, size_t size);
 void tsr__host_node_free(tsr_node_t *n, void *p, size_t size);
 
 uint64_t tsr__mem_now_ns(void);
+
+/* ---- link measurement (measure.c) -------------------------------------- */
+
+/* Time `reps` copies of `bytes` from node src to node dst, one after the
+ * other, on the engine of the node that is not the host (src and dst must
+ * differ, and two non-host nodes must be peers), between buffers allocated
+ * here with the nodes' alloc and freed before returning. *best_seconds:
+ * the shortest, from queueing to completion. Returns 0, or a TSR_E… code
+ * with a message in err. For the bus model, before or beside the
+ * directory's own copies (which it does not disturb beyond sharing the
+ * engine; its copies do count in the link counters and the copy trace). */
+int tsr__mem_time_copy(int src, int dst, size_t bytes, int reps, double *best_seconds,
+                       char *err, size_t errlen);
 
 #endif

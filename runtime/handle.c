@@ -115,6 +115,10 @@ static void depend_on(tsr_task_t t, tsr_task_t p, bool reads)
     p->succ[p->nsucc++] = (uintptr_t)t | (reads ? 1u : 0u);
     atomic_fetch_add_explicit(&t->ndeps, 1, memory_order_relaxed);
     pthread_mutex_unlock(&p->lock);
+    /* The policy wants t's predecessors in submitted(): keep p alive till
+     * then (no memory for the list only costs the policy an edge). */
+    if (tsr__tl_preds_of == t)
+        (void)tsr__tasklist_push(&tsr__tl_preds, p);
 }
 
 static void depend_on_all(tsr_task_t t, const tsr_tasklist_t *l, bool reads)

@@ -125,6 +125,12 @@ void tsr__tasks_flush_cache(void);
  * task it is completing may still hand it the next task without a wake-up. */
 extern _Thread_local int tsr__tl_worker;
 extern _Thread_local bool tsr__tl_self_slot;
+/* While a task is submitted for a policy that wants predecessors: the task,
+ * and the predecessors its dependencies found (each list entry a ref). */
+extern _Thread_local tsr_task_t tsr__tl_preds_of;
+extern _Thread_local tsr_tasklist_t tsr__tl_preds;
+/* Start moving t's inputs to the memory node of worker `target`. */
+void tsr__task_prefetch(tsr_task_t t, int target);
 
 /* ---- handles (handle.c) ------------------------------------------------ */
 
@@ -243,6 +249,12 @@ struct tsr_sched {
 
 /* Resolve a policy by name; TSR_ENOTFOUND with a message if unknown. */
 int tsr__sched_open(tsr_sched_t *s, const char *name);
+/* A policy from a shared object (sched/plugin.c): TSR_ENOTFOUND if `name`
+ * names no plug-in, another code with a message if one is found but
+ * unusable. */
+int tsr__sched_plugin_load(const char *name, const tsr_sched_policy_t **out,
+                           void **dl);
+void tsr__sched_plugin_unload(void *dl);
 void tsr__sched_close(tsr_sched_t *s);
 
 /* ---- tracing (trace.c) ------------------------------------------------- */
@@ -264,7 +276,9 @@ typedef struct tsr_runtime {
     tsr_config_t cfg;
     char sched_name[256];
     char trace_path[4096];
+    char perfmodel_dir[4096];
     bool tracing;
+    bool sampling;                /* workers feed the performance models */
     uint64_t t0_ns;
 
     int nworkers;

@@ -4,6 +4,7 @@
  * leave nothing behind when it fails; shutdown must wait for every task.
  */
 #include "runtime/internal.h"
+#include "sched/perfmodel.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -85,6 +86,7 @@ static const struct env_var {
     {"TESSERA_LIMIT_HOST_MEM", offsetof(tsr_config_t, host_mem), ENV_MIB, 0},
     {"TESSERA_PIPELINE", offsetof(tsr_config_t, pipeline), ENV_INT, 0},
     {"TESSERA_STATS", offsetof(tsr_config_t, stats), ENV_FLAG, 0},
+    {"TESSERA_CALIBRATE", offsetof(tsr_config_t, calibrate), ENV_INT, 0},
 };
 
 static int apply_env(tsr_config_t *cfg)
@@ -118,6 +120,31 @@ static int apply_env(tsr_config_t *cfg)
     s = getenv("TESSERA_TRACE");
     if (s && *s)
         cfg->trace_path = s;
+    s = getenv("TESSERA_PERFMODEL_DIR");
+    if (s)
+        cfg->perfmodel_dir = s; /* "" keeps models in memory only */
+    return TSR_OK;
+}
+
+/* Performance models: loaded for every run (an application may read or
+ * feed them); workers sample every task and the bus is calibrated only
+ * when the policy uses models or calibration was asked for. */
+static int open_models(void)
+{
+    char err[256];
+    int rc = tsr__perfmodel_open(tsr__rt.cfg.perfmodel_dir, tsr__rt.cfg.calibrate,
+                                 err, sizeof err);
+    if (rc != TSR_OK)
+        return tsr__fail(rc, "init: performance models: %s", err);
+    const tsr_sched_policy_t *p = tsr__rt.sched.policy;
+    tsr__rt.sampling = (p->flags & TSR_SCHED_USES_MODELS) || tsr__rt.cfg.calibrate;
+    if (tsr__rt.sampling) {
+        rc = tsr__bus_calibrate(err, sizeof err);
+        if (rc != TSR_OK) {
+            tsr__perfmodel_close();
+            return tsr__fail(rc, "init: bus model: %s", err);
+        }
+    }
     return TSR_OK;
 }
 
@@ -141,13 +168,15 @@ int tsr_init(const tsr_config_t *user)
     if (cfg.max_pending_tasks == 0)
         cfg.max_pending_tasks = DEFAULT_MAX_PENDING;
     if (cfg.ncpu > 4096 || cfg.nsim < 0 || cfg.nsim > 16 || cfg.pipeline < 0 ||
-        cfg.pipeline > 8 || cfg.sim_bandwidth < 0 || cfg.sim_latency < 0) {
+        cfg.pipeline > 8 || cfg.sim_bandwidth < 0 || cfg.sim_latency < 0 ||
+        cfg.calibrate < 0 || cfg.calibrate > 2) {
         pthread_mutex_unlock(&init_m);
         return tsr__fail(TSR_EINVAL,
                          "init: ncpu=%d, nsim=%d (0-16), pipeline=%d (0-8), sim "
-                         "bandwidth %g, sim latency %g: out of range",
+                         "bandwidth %g, sim latency %g, calibrate=%d (0-2): out of "
+                         "range",
                          cfg.ncpu, cfg.nsim, cfg.pipeline, cfg.sim_bandwidth,
-                         cfg.sim_latency);
+                         cfg.sim_latency, cfg.calibrate);
     }
 
     /* Keep copies of the strings: the caller's may not outlive init. */
@@ -159,6 +188,11 @@ int tsr_init(const tsr_config_t *user)
         snprintf(tsr__rt.trace_path, sizeof tsr__rt.trace_path, "%s",
                  cfg.trace_path);
         cfg.trace_path = tsr__rt.trace_path;
+    }
+    if (cfg.perfmodel_dir) {
+        snprintf(tsr__rt.perfmodel_dir, sizeof tsr__rt.perfmodel_dir, "%s",
+                 cfg.perfmodel_dir);
+        cfg.perfmodel_dir = tsr__rt.perfmodel_dir;
     }
     tsr__rt.cfg = cfg;
     tsr__rt.low_water = (long)(cfg.max_pending_tasks * 3 / 4);
@@ -194,12 +228,18 @@ int tsr_init(const tsr_config_t *user)
     if (rc == TSR_OK) {
         rc = tsr__sched_open(&tsr__rt.sched, tsr__rt.sched_name);
         if (rc == TSR_OK) {
+            rc = open_models();
+            if (rc != TSR_OK)
+                tsr__sched_close(&tsr__rt.sched);
+        }
+        if (rc == TSR_OK) {
             /* Tile tasks call BLAS; parallelism comes from tasks. */
             saved_blas_threads = openblas_get_num_threads();
             openblas_set_num_threads(1);
             rc = tsr__workers_launch();
             if (rc != TSR_OK) {
                 openblas_set_num_threads(saved_blas_threads);
+                tsr__perfmodel_close();
                 tsr__sched_close(&tsr__rt.sched);
             }
         }
@@ -242,6 +282,7 @@ int tsr_shutdown(void)
             snprintf(msg, sizeof msg, "%s", tsr_error_message());
         }
     }
+    tsr__perfmodel_close();
     tsr__sched_close(&tsr__rt.sched);
     tsr__workers_free();
     tsr__mem_shutdown();

@@ -336,10 +336,12 @@ static bool commute_try_take(tsr_task_t t)
  * first task it makes ready needs nobody woken if the worker may take it. */
 _Thread_local int tsr__tl_worker = -1;
 _Thread_local bool tsr__tl_self_slot;
+_Thread_local tsr_task_t tsr__tl_preds_of;
+_Thread_local tsr_tasklist_t tsr__tl_preds;
 
 /* A policy that assigns the task to a worker starts its inputs moving to
  * that worker's memory node at once. */
-static void prefetch_for(tsr_task_t t, int target)
+void tsr__task_prefetch(tsr_task_t t, int target)
 {
     int node = tsr__rt.workers[target].node;
     for (int i = 0; i < t->nbuffers; i++) {
@@ -354,7 +356,7 @@ static void push_to_policy(tsr_task_t t)
     atomic_fetch_add(&tsr__rt.nqueued, 1);
     int target = tsr__rt.sched.policy->push(&tsr__rt.sched, t);
     if (target >= 0 && target < tsr__rt.nworkers && tsr__rt.nnodes > 1)
-        prefetch_for(t, target);
+        tsr__task_prefetch(t, target);
     if (tsr__tl_self_slot && (target == -1 || target == tsr__tl_worker)) {
         tsr__tl_self_slot = false;
         return;
@@ -576,6 +578,11 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
     /* If a handle's lists cannot grow, later tasks would not see this one:
      * then run it synchronously, which keeps program order. */
     bool sync = false;
+    const tsr_sched_policy_t *pol = tsr__rt.sched.policy;
+    bool want_preds = t->kind == TSR_KIND_USER && pol->submitted &&
+                      (pol->flags & TSR_SCHED_WANTS_PREDECESSORS);
+    if (want_preds)
+        tsr__tl_preds_of = t;
     for (int k = 0; k < nh; k++) {
         tsr_task_t reduce = NULL;
         if (tsr__handle_depend(hs[k], t, (tsr_mode_t)modes[k], first[k], &reduce) != TSR_OK)
@@ -583,8 +590,15 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
         if (reduce)
             release_guard(reduce);
     }
-    if (t->kind == TSR_KIND_USER && tsr__rt.sched.policy->submitted)
-        tsr__rt.sched.policy->submitted(&tsr__rt.sched, t);
+    if (t->kind == TSR_KIND_USER && pol->submitted)
+        pol->submitted(&tsr__rt.sched, t);
+    if (want_preds) {
+        tsr__tl_preds_of = NULL;
+        tsr__tasklist_clear(&tsr__tl_preds);
+        /* Nothing stays behind in a thread that may end. */
+        free(tsr__tl_preds.v);
+        tsr__tl_preds = (tsr_tasklist_t){0};
+    }
     if (out)
         *out = t;
     if (sync)
@@ -763,6 +777,15 @@ tsr_handle_t tsr_task_handle(tsr_task_t t, int i)
 tsr_mode_t tsr_task_mode(tsr_task_t t, int i)
 {
     return (i >= 0 && i < t->nbuffers) ? t->acc[i].mode : (tsr_mode_t)0;
+}
+
+int tsr_task_predecessors(tsr_task_t t, tsr_task_t *out, int max)
+{
+    if (!t || tsr__tl_preds_of != t)
+        return 0;
+    for (int i = 0; i < tsr__tl_preds.n && i < max; i++)
+        out[i] = tsr__tl_preds.v[i];
+    return tsr__tl_preds.n;
 }
 
 int tsr_task_runs_on(tsr_task_t t, tsr_sched_t *s, int worker)

@@ -7,6 +7,7 @@
  * other, so a pushed task is never left with every worker asleep.
  */
 #include "runtime/internal.h"
+#include "sched/perfmodel.h"
 
 #include <hwloc.h>
 #include <sched.h>
@@ -187,6 +188,9 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
             rc = erc;
     }
     uint64_t end = tsr__now_ns();
+    if (rc == 0 && tsr__rt.sampling)
+        tsr__perfmodel_sample(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,
+                              (double)(end - start) * 1e-9);
     w->busy_ns += end - start;
     w->ntasks++;
     if (tsr__rt.tracing)

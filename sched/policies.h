@@ -9,5 +9,9 @@
 
 extern const tsr_sched_policy_t tsr__policy_eager;
 extern const tsr_sched_policy_t tsr__policy_prio;
+extern const tsr_sched_policy_t tsr__policy_random;
+extern const tsr_sched_policy_t tsr__policy_ws;
+extern const tsr_sched_policy_t tsr__policy_dmda;
+extern const tsr_sched_policy_t tsr__policy_heft;
 
 #endif

@@ -1,9 +1,10 @@
 /* sched/prio.c — one central queue ordered by priority (larger first), FIFO
  * among equal priorities.
  *
- * A pairing heap threaded through the tasks' policy fields (next = sibling,
- * prev = first child), so push never allocates and never fails.
+ * A pairing heap (sched/pheap.h) threaded through the tasks' policy fields,
+ * so push never allocates and never fails.
  */
+#include "sched/pheap.h"
 #include "sched/policies.h"
 
 #include <pthread.h>
@@ -25,50 +26,6 @@ static bool before(tsr_task_t a, tsr_task_t b)
 {
     int pa = tsr_task_priority(a), pb = tsr_task_priority(b);
     return pa > pb || (pa == pb && F(a)->key < F(b)->key);
-}
-
-/* Meld two heaps whose roots have no siblings. */
-static tsr_task_t meld(tsr_task_t a, tsr_task_t b)
-{
-    if (!a)
-        return b;
-    if (!b)
-        return a;
-    if (before(b, a)) {
-        tsr_task_t x = a;
-        a = b;
-        b = x;
-    }
-    F(b)->next = F(a)->prev;
-    F(a)->prev = b;
-    return a;
-}
-
-/* Two-pass pairing of a child list, iteratively. */
-static tsr_task_t merge_children(tsr_task_t c)
-{
-    tsr_task_t pairs = NULL;
-    while (c) {
-        tsr_task_t a = c, b = F(a)->next;
-        if (!b) {
-            F(a)->next = pairs;
-            pairs = a;
-            break;
-        }
-        c = F(b)->next;
-        F(a)->next = F(b)->next = NULL;
-        tsr_task_t m = meld(a, b);
-        F(m)->next = pairs;
-        pairs = m;
-    }
-    tsr_task_t res = NULL;
-    while (pairs) {
-        tsr_task_t n = F(pairs)->next;
-        F(pairs)->next = NULL;
-        res = meld(res, pairs);
-        pairs = n;
-    }
-    return res;
 }
 
 static int prio_init(tsr_sched_t *s)
@@ -97,10 +54,9 @@ static void prio_deinit(tsr_sched_t *s)
 static int prio_push(tsr_sched_t *s, tsr_task_t t)
 {
     prio_t *q = tsr_sched_data(s);
-    F(t)->next = F(t)->prev = NULL;
     pthread_mutex_lock(&q->m);
     F(t)->key = q->seq++;
-    q->root = meld(q->root, t);
+    q->root = tsr_ph_push(q->root, t, before);
     atomic_fetch_add(&q->count, 1);
     pthread_mutex_unlock(&q->m);
     return -1;
@@ -116,8 +72,7 @@ static tsr_task_t prio_pop(tsr_sched_t *s, int worker)
     /* The most urgent task only; a worker of another device kind leaves it
      * to the workers that can run it. */
     if (t && tsr_task_runs_on(t, s, worker)) {
-        q->root = merge_children(F(t)->prev);
-        F(t)->prev = NULL;
+        q->root = tsr_ph_pop(t, before);
         atomic_fetch_sub(&q->count, 1);
     } else {
         t = NULL;

@@ -5,14 +5,20 @@
  * the runtime to the chosen policy.
  */
 #include "runtime/internal.h"
+#include "sched/perfmodel.h"
 #include "sched/policies.h"
 
-#include <dlfcn.h>
+#include <math.h>
+
 #include <string.h>
 
 static const tsr_sched_policy_t *const builtin[] = {
     &tsr__policy_eager,
     &tsr__policy_prio,
+    &tsr__policy_random,
+    &tsr__policy_ws,
+    &tsr__policy_dmda,
+    &tsr__policy_heft,
 };
 
 const tsr_sched_policy_t *tsr_sched_builtin(const char *name)
@@ -45,20 +51,12 @@ int tsr__sched_open(tsr_sched_t *s, const char *name)
 {
     memset(s, 0, sizeof *s);
     const tsr_sched_policy_t *p = tsr_sched_builtin(name);
-    if (!p && strchr(name, '/')) {
-        /* A plug-in: a shared object exporting `tsr_sched_policy`. */
-        void *dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-        if (!dl)
-            return tsr__fail(TSR_ENOTFOUND, "scheduler plug-in '%s': %s", name,
-                             dlerror());
-        p = dlsym(dl, "tsr_sched_policy");
-        if (!p) {
-            dlclose(dl);
-            return tsr__fail(TSR_ENOTFOUND,
-                             "scheduler plug-in '%s' exports no 'tsr_sched_policy'",
-                             name);
-        }
-        s->dl = dl;
+    if (!p) {
+        int rc = tsr__sched_plugin_load(name, &p, &s->dl);
+        if (rc != TSR_OK && rc != TSR_ENOTFOUND)
+            return rc; /* found but broken: the message says why */
+        if (rc == TSR_ENOTFOUND && strchr(name, '/'))
+            return rc;
     }
     if (!p) {
         char known[256] = "";
@@ -81,7 +79,7 @@ int tsr__sched_open(tsr_sched_t *s, const char *name)
     }
     if (rc != TSR_OK) {
         if (s->dl)
-            dlclose(s->dl);
+            tsr__sched_plugin_unload(s->dl);
         memset(s, 0, sizeof *s);
     }
     return rc;
@@ -92,7 +90,7 @@ void tsr__sched_close(tsr_sched_t *s)
     if (s->policy && s->policy->deinit)
         s->policy->deinit(s);
     if (s->dl)
-        dlclose(s->dl);
+        tsr__sched_plugin_unload(s->dl);
     memset(s, 0, sizeof *s);
 }
 
@@ -110,4 +108,130 @@ int tsr_sched_worker_device(tsr_sched_t *s, int worker)
     if (worker < 0 || worker >= tsr__rt.nworkers)
         return -1;
     return tsr__rt.workers[worker].device_kind;
+}
+
+int tsr_sched_worker_node(tsr_sched_t *s, int worker)
+{
+    (void)s;
+    if (worker < 0 || worker >= tsr__rt.nworkers)
+        return -1;
+    return tsr__rt.workers[worker].node;
+}
+
+int tsr_sched_node_count(tsr_sched_t *s)
+{
+    (void)s;
+    return tsr__rt.nnodes;
+}
+
+int tsr_sched_current_worker(tsr_sched_t *s)
+{
+    (void)s;
+    return tsr__tl_worker;
+}
+
+double tsr_sched_now(tsr_sched_t *s)
+{
+    (void)s;
+    return (double)(tsr__now_ns() - tsr__rt.t0_ns) * 1e-9;
+}
+
+void tsr_sched_notify(tsr_sched_t *s, int worker)
+{
+    (void)s;
+    tsr__workers_notify(worker < tsr__rt.nworkers ? worker : -1);
+}
+
+void tsr_sched_prefetch(tsr_sched_t *s, tsr_task_t t, int worker)
+{
+    (void)s;
+    if (t && worker >= 0 && worker < tsr__rt.nworkers && tsr__rt.nnodes > 1)
+        tsr__task_prefetch(t, worker);
+}
+
+/* ---- data locations -------------------------------------------------------- */
+
+uint32_t tsr_handle_nodes(tsr_handle_t h)
+{
+    return h && h->entry ? tsr__entry_nodes(h->entry) : 0;
+}
+
+/* Whether buffer i of t is read (its contents matter on entry). */
+static bool reads(tsr_task_t t, int i)
+{
+    int m = t->acc[i].mode;
+    return m == TSR_R || m == TSR_RW || m == TSR_COMMUTE;
+}
+
+/* Whether buffer i is the first of t's buffers on its handle. */
+static bool first_use(tsr_task_t t, int i)
+{
+    for (int k = 0; k < i; k++)
+        if (t->acc[k].handle == t->acc[i].handle && t->acc[k].mode != TSR_SCRATCH)
+            return false;
+    return true;
+}
+
+size_t tsr_task_bytes_on(tsr_task_t t, int node, size_t *total_read)
+{
+    size_t on = 0, total = 0;
+    for (int i = 0; t && i < t->nbuffers; i++) {
+        if (!reads(t, i) || !first_use(t, i))
+            continue;
+        total += t->sizes[i];
+        if (node >= 0 && node < 32 && (tsr_handle_nodes(t->acc[i].handle) >> node & 1u))
+            on += t->sizes[i];
+    }
+    if (total_read)
+        *total_read = total;
+    return on;
+}
+
+/* ---- performance models -------------------------------------------------- */
+
+double tsr_sched_expected_length(tsr_sched_t *s, tsr_task_t t, int worker)
+{
+    (void)s;
+    tsr_perfmodel_info_t info;
+    if (!t || !t->cl || worker < 0 || worker >= tsr__rt.nworkers)
+        return NAN;
+    if (!tsr__perfmodel_estimate(t->cl, tsr__rt.workers[worker].device_kind, t->sizes,
+                                 t->nbuffers, t->args, &info))
+        return NAN;
+    return info.seconds;
+}
+
+double tsr_sched_transfer_time(tsr_sched_t *s, int src, int dst, size_t bytes)
+{
+    (void)s;
+    if (src < 0 || dst < 0 || src >= tsr__rt.nnodes || dst >= tsr__rt.nnodes)
+        return 0;
+    return tsr__bus_time(src, dst, bytes);
+}
+
+double tsr_sched_expected_transfer(tsr_sched_t *s, tsr_task_t t, int worker)
+{
+    (void)s;
+    if (!t || worker < 0 || worker >= tsr__rt.nworkers)
+        return 0;
+    int dst = tsr__rt.workers[worker].node;
+    double sum = 0;
+    for (int i = 0; i < t->nbuffers; i++) {
+        if (!reads(t, i) || !first_use(t, i))
+            continue;
+        uint32_t m = tsr_handle_nodes(t->acc[i].handle);
+        if (dst < 32 && (m >> dst & 1u))
+            continue;
+        /* From the cheapest node that has it. */
+        double best = INFINITY;
+        for (int src = 0; src < tsr__rt.nnodes && src < 32; src++)
+            if (m >> src & 1u) {
+                double c = tsr__bus_time(src, dst, t->sizes[i]);
+                if (c < best)
+                    best = c;
+            }
+        if (best < INFINITY)
+            sum += best;
+    }
+    return sum;
 }

@@ -48,7 +48,17 @@ typedef struct tsr_sched_policy {
     tsr_task_t (*pop)(tsr_sched_t *s, int worker);
     /* Optional: the task ran on `worker` and is complete. */
     void (*done)(tsr_sched_t *s, tsr_task_t t, int worker);
+    /* TSR_SCHED_… flags. */
+    unsigned flags;
 } tsr_sched_policy_t;
+
+enum {
+    /* The policy reads performance models: workers time every task and
+     * feed the models, and the bus is calibrated at init. */
+    TSR_SCHED_USES_MODELS = 1u << 0,
+    /* submitted() wants the task's predecessors (tsr_task_predecessors). */
+    TSR_SCHED_WANTS_PREDECESSORS = 1u << 1,
+};
 
 /* Policy state. */
 void *tsr_sched_data(tsr_sched_t *s);
@@ -57,6 +67,20 @@ void tsr_sched_set_data(tsr_sched_t *s, void *data);
 /* Workers. */
 int tsr_sched_worker_count(tsr_sched_t *s);
 int tsr_sched_worker_device(tsr_sched_t *s, int worker); /* TSR_DEVICE_… */
+/* The memory node whose data the worker's tasks use (0: host). */
+int tsr_sched_worker_node(tsr_sched_t *s, int worker);
+int tsr_sched_node_count(tsr_sched_t *s);
+/* The worker running the calling thread, or -1 (the application's thread,
+ * a copy engine). */
+int tsr_sched_current_worker(tsr_sched_t *s);
+/* Seconds since tsr_init, on the clock the models use. */
+double tsr_sched_now(tsr_sched_t *s);
+/* Make sure `worker` (-1: any one) looks at the policy soon: for tasks a
+ * policy placed on a worker other than the one push() returned. */
+void tsr_sched_notify(tsr_sched_t *s, int worker);
+/* Start moving t's inputs to the worker's node now (a hint; push() does it
+ * for the worker it returns). */
+void tsr_sched_prefetch(tsr_sched_t *s, tsr_task_t t, int worker);
 
 /* What a policy may read of a task. */
 tsr_sched_fields_t *tsr_task_sched_fields(tsr_task_t t);
@@ -68,6 +92,31 @@ tsr_handle_t tsr_task_handle(tsr_task_t t, int i);
 tsr_mode_t tsr_task_mode(tsr_task_t t, int i);
 /* Whether the task has an implementation for the worker's device kind. */
 int tsr_task_runs_on(tsr_task_t t, tsr_sched_t *s, int worker);
+/* Only inside submitted() of a policy with TSR_SCHED_WANTS_PREDECESSORS:
+ * the tasks t waits for (not yet complete when t was submitted), at most
+ * max of them into out; returns how many there are. They stay valid until
+ * submitted() returns. */
+int tsr_task_predecessors(tsr_task_t t, tsr_task_t *out, int max);
+
+/* ---- data locations ----------------------------------------------------- */
+
+/* Bit i set: node i has a valid copy of h, or one is on its way. */
+uint32_t tsr_handle_nodes(tsr_handle_t h);
+/* Bytes of t's inputs (buffers it reads) that are valid or arriving on
+ * `node`, and the bytes it reads in all. */
+size_t tsr_task_bytes_on(tsr_task_t t, int node, size_t *total_read);
+
+/* ---- performance models (docs/perfmodels.md) ---------------------------- */
+
+/* Predicted seconds of t on the worker's device kind, or NAN when nothing is
+ * known: the policy should then run it where it can calibrate the model. */
+double tsr_sched_expected_length(tsr_sched_t *s, tsr_task_t t, int worker);
+/* Predicted seconds to bring t's inputs missing on the worker's node there,
+ * each from the node that holds it (0 when everything is there). */
+double tsr_sched_expected_transfer(tsr_sched_t *s, tsr_task_t t, int worker);
+/* Predicted seconds to copy `bytes` from node src to node dst (through the
+ * host when the two cannot copy directly). */
+double tsr_sched_transfer_time(tsr_sched_t *s, int src, int dst, size_t bytes);
 
 /* Built-in policies, by name ("eager", "prio"); NULL if unknown. */
 const tsr_sched_policy_t *tsr_sched_builtin(const char *name);

@@ -69,6 +69,13 @@ typedef struct tsr_config {
     int pipeline;              /* tasks an accelerator worker holds at once
                                   (inputs of the next copy while one runs); 0: 4 */
     int stats;                 /* print memory counters at shutdown */
+    /* performance models (see docs/perfmodels.md) */
+    const char *perfmodel_dir; /* where models persist between runs; NULL:
+                                  $XDG_CACHE_HOME/tessera or ~/.cache/tessera;
+                                  "" : nowhere (models live for this run) */
+    int calibrate;             /* 0: use what is known; 1: sample every
+                                  (codelet, device, sizes) until calibrated;
+                                  2: forget stored models and calibrate anew */
 } tsr_config_t;
 
 /* Fill cfg with defaults (environment not yet applied). */
@@ -79,7 +86,8 @@ void tsr_config_init(tsr_config_t *cfg);
  * TESSERA_MAX_PENDING_BYTES, TESSERA_BIND, TESSERA_TRACE, TESSERA_NSIM,
  * TESSERA_SIM_BW (MB/s), TESSERA_SIM_LATENCY (µs), TESSERA_NCUDA,
  * TESSERA_LIMIT_SIM_MEM, TESSERA_LIMIT_CUDA_MEM, TESSERA_LIMIT_HOST_MEM
- * (MiB), TESSERA_PIPELINE, TESSERA_STATS (see docs/configuration.md). */
+ * (MiB), TESSERA_PIPELINE, TESSERA_STATS, TESSERA_PERFMODEL_DIR,
+ * TESSERA_CALIBRATE (see docs/configuration.md). */
 int tsr_init(const tsr_config_t *cfg);
 
 /* Wait for every task, stop the workers, write the trace, free everything.
@@ -258,6 +266,40 @@ int tsr_worker_stats(int worker, tsr_worker_stats_t *out);
 /* Print the counters above (one line per node, link matrix, per-worker
  * waiting), as TESSERA_STATS=1 does at shutdown. `f` is a FILE *. */
 int tsr_stats_print(void *f);
+
+/* ---- performance models ------------------------------------------------ */
+
+/* Execution time of a codelet on a device kind, learned per footprint (the
+ * buffer sizes) from the runs of every policy that uses models, robust to
+ * outliers (a median of the recent samples), with a regression over the
+ * codelet's other footprints (on flops, else bytes) for sizes never seen.
+ * Models persist under the model directory, keyed by machine; the bus
+ * model holds the latency and bandwidth of every link between memory
+ * nodes, measured once per machine and configuration and then read back.
+ * Every call needs a running runtime (TSR_ESTATE otherwise). */
+
+typedef struct tsr_perfmodel_info {
+    double seconds;       /* the estimate */
+    unsigned nsamples;    /* samples of this very footprint */
+    int from_regression;  /* 1: no calibrated history of this footprint;
+                             the estimate comes from other footprints */
+} tsr_perfmodel_info_t;
+
+/* Add one measured run (as the workers do after every task when models are
+ * in use): seconds of `cl` on `device_kind` with these buffer sizes; args
+ * as the task's (for the codelet's flops estimator; may be NULL). */
+int tsr_perfmodel_record(const tsr_codelet_t *cl, int device_kind,
+                         const size_t *sizes, int nbuffers, const void *args,
+                         double seconds);
+/* The estimate for these sizes; TSR_ENOTFOUND if nothing is known (or, when
+ * calibrating, this footprint has too few samples). */
+int tsr_perfmodel_predict(const tsr_codelet_t *cl, int device_kind,
+                          const size_t *sizes, int nbuffers, const void *args,
+                          tsr_perfmodel_info_t *out);
+/* The bus model of the link src → dst (memory node ids). */
+int tsr_bus_model(int src, int dst, double *latency_s, double *bytes_per_s);
+/* Write the models to the model directory now (tsr_shutdown does it too). */
+int tsr_perfmodel_save(void);
 
 /* ---- devices ----------------------------------------------------------- */
 

@@ -187,3 +187,21 @@ Test(stress, sim_only, .timeout = 600)
     for (unsigned seed = 400; seed < 406; seed++)
         run_sim(seed, -1, seed % 2 ? "eager" : "prio", 0, 1 + (int)(seed % 2), SIM_MEM);
 }
+
+/* The policies added to eager and prio, each on CPU workers (with and
+ * without a small submission window) and on CPU + 2 simulated accelerators
+ * with 1/8 of the working set. The model-based ones start uncalibrated
+ * (they explore) and learn during the run. */
+static void every_case(const char *sched, unsigned seed0)
+{
+    for (unsigned seed = seed0; seed < seed0 + 4; seed++)
+        run_one(seed, 1 + (int)(seed % 4), sched, seed % 2 ? 0 : 8);
+    for (unsigned seed = seed0 + 10; seed < seed0 + 13; seed++)
+        run_sim(seed, 1 + (int)(seed % 2), sched, seed % 3 ? 0 : 8, 2, SIM_MEM);
+    run_sim(seed0 + 20, -1, sched, 0, 2, SIM_MEM);
+}
+
+Test(stress, policy_random, .timeout = 600) { every_case("random", 500); }
+Test(stress, policy_ws, .timeout = 600) { every_case("ws", 600); }
+Test(stress, policy_dmda, .timeout = 600) { every_case("dmda", 700); }
+Test(stress, policy_heft, .timeout = 600) { every_case("heft", 800); }

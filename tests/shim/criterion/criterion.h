@@ -9,6 +9,7 @@
 #ifndef TSR_CRITERION_SHIM_H
 #define TSR_CRITERION_SHIM_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +43,12 @@ void shim_log(const char *level, const char *fmt, ...);
 #define cr_assert_null(a, ...) cr_assert((a) == NULL, __VA_ARGS__)
 #define cr_assert_not_null(a, ...) cr_assert((a) != NULL, __VA_ARGS__)
 #define cr_assert_str_eq(a, b, ...) cr_assert(strcmp((a), (b)) == 0, __VA_ARGS__)
+#define cr_assert_float_eq(a, b, eps, ...)                                      \
+    cr_assert(fabs((double)(a) - (double)(b)) <= (double)(eps), __VA_ARGS__)
 #define cr_expect cr_assert
 #define cr_expect_eq cr_assert_eq
+#define cr_expect_geq cr_assert_geq
+#define cr_expect_leq cr_assert_leq
 #define cr_skip_test(...) shim_skip("" __VA_ARGS__)
 #define cr_log_info(...) shim_log("INFO", __VA_ARGS__)
 #define cr_log_warn(...) shim_log("WARN", __VA_ARGS__)
