@@ -44,6 +44,10 @@ typedef struct fetch {
     tsr_entry_t *e;
     int dst, src;          /* src -1: zero fill */
     bool src_pinned;       /* the copy was queued: the source is pinned */
+    bool deferred;         /* waits for copies still reading the target
+                              (stale ones) before its own copy starts */
+    bool demand;           /* a request waits for it (not a hint, a hop or
+                              a write-back) */
     uint64_t version;      /* the entry's version when the fetch started */
     waiter_t *w;
     int nw, capw;
@@ -57,6 +61,7 @@ struct tsr_replica {
     tsr_replica_t *prev, *next;  /* node->reps, under the node lock */
     uint64_t last_use;
     int busy;                    /* pins: requests and copies */
+    int readers;                 /* of which copies reading it */
     int wbusy;                   /* of which by requests that write it */
     uint16_t node;
     uint8_t state;
@@ -338,6 +343,25 @@ static int add_waiter(fetch_t *f, waiter_t w)
 
 static void fetch_copy_done(void *arg, int status);
 static void fetch_host_ready(void *arg, int k, int status, const char *err);
+static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *err);
+static int fetch_route(fetch_t *f, char *err);
+static void fetch_finish(fetch_t *f, int status, const char *err);
+
+/* A deferred fetch whose target no copy reads any more: route it now. */
+static void fetch_resume(fetch_t *f)
+{
+    tsr_entry_t *e = f->e;
+    char err[TSR_MEM_ERR];
+    pthread_mutex_lock(&e->lock);
+    int rc = fetch_route(f, err);
+    if (rc != TSR_OK)
+        e->rep[f->dst].fetch = NULL;
+    pthread_mutex_unlock(&e->lock);
+    if (rc != TSR_OK) {
+        snprintf(f->copy.err, sizeof f->copy.err, "%s", err);
+        fetch_finish(f, rc, f->copy.err);
+    }
+}
 
 /* The source to copy e from onto dst: the host if valid, else a valid
  * replica the copy engines connect to dst directly; -2 when the data must
@@ -363,8 +387,10 @@ static int queue_copy(fetch_t *f, char *err)
 {
     tsr_entry_t *e = f->e;
     int engine = f->dst != 0 ? f->dst : f->src;
-    if (f->src >= 0)
+    if (f->src >= 0) {
         pin(&e->rep[f->src]);
+        e->rep[f->src].readers++;
+    }
     f->src_pinned = f->src >= 0;
     f->copy = (tsr_copy_t){
         .src_node = f->src >= 0 ? f->src : f->dst,
@@ -379,13 +405,45 @@ static int queue_copy(fetch_t *f, char *err)
     tsr_node_t *n = node(engine);
     int rc = n->ops->copy(n, &f->copy);
     if (rc != TSR_OK) {
-        if (f->src >= 0)
+        if (f->src >= 0) {
+            e->rep[f->src].readers--;
             unpin(&e->rep[f->src]);
+        }
         f->src_pinned = false;
         seterr(err, "%s", f->copy.err[0] ? f->copy.err : "cannot queue a copy");
         return rc;
     }
     return TSR_OK;
+}
+
+/* Choose where f copies from, as the data is now, and queue the copy (or
+ * the hop into the host first). Entry lock held. */
+static int fetch_route(fetch_t *f, char *err)
+{
+    tsr_entry_t *e = f->e;
+    f->version = e->version;
+    if (e->zero) {
+        f->src = -1;
+        return queue_copy(f, err);
+    }
+    int src = pick_source(e, f->dst);
+    if (src == -1) {
+        seterr(err, "no valid copy of a %zu-byte buffer to fetch from", e->size);
+        return TSR_EINVAL;
+    }
+    if (src >= 0) {
+        /* Only a request may read a copy that a task is writing (and no
+         * task order allows it): anything else would copy data in flux. */
+        if (!f->demand && e->rep[src].wbusy > 0) {
+            seterr(err, "the %s copy is being written", node(src)->name);
+            return TSR_EBUSY;
+        }
+        f->src = src;
+        return queue_copy(f, err);
+    }
+    /* Through the host: make the host replica valid first. */
+    f->src = 0;
+    return fetch_start(e, 0, (waiter_t){fetch_host_ready, f, 0}, f->demand, err);
 }
 
 /* Start making e's replica on dst valid (it is allocated); w is told when
@@ -396,10 +454,13 @@ static int queue_copy(fetch_t *f, char *err)
 static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *err)
 {
     tsr_replica_t *R = &e->rep[dst];
-    if (R->fetch)
+    if (R->fetch) {
+        /* A request joining a hint makes it a demand: it must not give up. */
+        R->fetch->demand |= demand;
         return add_waiter(R->fetch, w) == TSR_OK
                    ? TSR_OK
                    : (seterr(err, "out of memory for a fetch waiter"), TSR_ENOMEM);
+    }
     if (!demand && R->wbusy > 0) {
         seterr(err, "%s copy is being written", node(dst)->name);
         return TSR_EBUSY;
@@ -421,28 +482,14 @@ static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *e
     }
     f->e = e;
     f->dst = dst;
+    f->demand = demand;
     f->version = e->version;
     f->w = f->winline;
     f->capw = 2;
     add_waiter(f, w);
-    int rc = TSR_OK;
-    if (e->zero) {
-        f->src = -1;
-        rc = queue_copy(f, err);
-    } else {
-        int src = pick_source(e, dst);
-        if (src == -1) {
-            seterr(err, "no valid copy of a %zu-byte buffer to fetch from", e->size);
-            rc = TSR_EINVAL;
-        } else if (src >= 0) {
-            f->src = src;
-            rc = queue_copy(f, err);
-        } else {
-            /* Through the host: make the host replica valid first. */
-            f->src = 0;
-            rc = fetch_start(e, 0, (waiter_t){fetch_host_ready, f, 0}, false, err);
-        }
-    }
+    /* A copy still reading the (invalid) target is stale, but it must end
+     * before anything lands there. */
+    int rc = R->readers > 0 ? (f->deferred = true, TSR_OK) : fetch_route(f, err);
     if (rc != TSR_OK) {
         if (f->w != f->winline)
             free(f->w);
@@ -465,8 +512,13 @@ static void fetch_finish(fetch_t *f, int status, const char *err)
     pthread_mutex_lock(&e->lock);
     tsr_replica_t *R = &e->rep[f->dst];
     bool kick_dst = unpin(R), kick_src = false;
+    fetch_t *resume = NULL;
     if (f->src_pinned) {
         tsr_replica_t *S = &e->rep[f->src];
+        if (--S->readers == 0 && S->fetch && S->fetch->deferred) {
+            resume = S->fetch;
+            resume->deferred = false;
+        }
         kick_src = unpin(S);
         if (kick_src && rep_freeable(S) && (e->dead || !valid(S)))
             rep_free(e, f->src);
@@ -474,6 +526,8 @@ static void fetch_finish(fetch_t *f, int status, const char *err)
     if (kick_dst && rep_freeable(R) && (e->dead || !valid(R)) && f->nw == 0)
         rep_free(e, f->dst);
     pthread_mutex_unlock(&e->lock);
+    if (resume)
+        fetch_resume(resume);
     for (int i = 0; i < f->nw; i++)
         f->w[i].fn(f->w[i].arg, f->w[i].k, status, err);
     if (kick_dst)
@@ -507,9 +561,9 @@ static void fetch_copy_done(void *arg, int status)
     fetch_finish(f, status, f->copy.err);
 }
 
-/* The host replica of a two-hop fetch is valid (or failed): queue hop 2.
- * If what reached the host is stale, route the fetch again from wherever
- * the data is now. */
+/* The host replica of a two-hop fetch is valid (or failed): queue hop 2,
+ * from wherever the data is now (if what reached the host is stale, that
+ * may be another hop). */
 static void fetch_host_ready(void *arg, int k, int status, const char *err)
 {
     (void)k;
@@ -517,26 +571,10 @@ static void fetch_host_ready(void *arg, int k, int status, const char *err)
     tsr_entry_t *e = f->e;
     char msg[TSR_MEM_ERR];
     pthread_mutex_lock(&e->lock);
-    if (status == FETCH_STALE || (status == TSR_OK && !valid(&e->rep[0]))) {
-        f->version = e->version;
-        int src = e->zero ? -1 : pick_source(e, f->dst);
-        if (src == -2) {
-            status = fetch_start(e, 0, (waiter_t){fetch_host_ready, f, 0}, false, msg);
-            if (status == TSR_OK) {
-                pthread_mutex_unlock(&e->lock);
-                return;
-            }
-            err = msg;
-        } else if (src == -1 && !e->zero) {
-            status = TSR_EINVAL;
-            err = "no valid copy to fetch from";
-        } else {
-            f->src = src;
-            status = TSR_OK;
-        }
+    if (status == TSR_OK || status == FETCH_STALE) {
+        status = fetch_route(f, msg);
+        err = msg;
     }
-    if (status == TSR_OK)
-        status = queue_copy(f, msg), err = msg;
     if (status != TSR_OK)
         e->rep[f->dst].fetch = NULL;
     pthread_mutex_unlock(&e->lock);
@@ -753,6 +791,15 @@ static void req_fetch_done(void *arg, int k, int status, const char *err)
     req_settle(r, true);
 }
 
+/* A copy that read a replica r writes has ended (whatever became of it). */
+static void req_reader_done(void *arg, int k, int status, const char *err)
+{
+    (void)k;
+    (void)status;
+    (void)err;
+    req_settle(arg, true);
+}
+
 /* Phase 1: pin the replicas already on the node (so that nothing evicts
  * them while we reserve the rest). Returns the bytes still missing. */
 static size_t pin_present(tsr_mem_req_t *r)
@@ -805,13 +852,18 @@ static void alloc_and_fetch(tsr_mem_req_t *r, size_t reserved)
             R->last_use = tick(n);
             r->ptr[k] = R->ptr;
             /* A copy into the replica in flight must land before the task
-             * touches it, whatever the mode; a writer also waits for a
-             * write-back reading it (an eviction it cut short). */
+             * touches it, whatever the mode; a writer also waits for the
+             * copies reading it (a write-back it cut short, a prefetch for
+             * a task another worker took): what they copy is stale, but
+             * nothing may write under them. */
             bool need_fetch = R->fetch || ((r->mode[k] & TSR_MEM_R) && !valid(R));
-            if (!need_fetch && R->evicting && (r->mode[k] & TSR_MEM_W) &&
-                e->rep[0].fetch) {
+            for (int j = 0; rc == TSR_OK && (r->mode[k] & TSR_MEM_W) && R->readers > 0 &&
+                            j < e->nnodes; j++) {
+                fetch_t *F = e->rep[j].fetch;
+                if (j == nd || !F || !F->src_pinned || F->src != nd)
+                    continue;
                 atomic_fetch_add(&r->pending, 1);
-                rc = add_waiter(e->rep[0].fetch, (waiter_t){req_fetch_done, r, k});
+                rc = add_waiter(F, (waiter_t){req_reader_done, r, k});
                 if (rc != TSR_OK) {
                     atomic_fetch_sub(&r->pending, 1);
                     seterr(err, "out of memory for a fetch waiter");

@@ -340,7 +340,7 @@ _Thread_local tsr_task_t tsr__tl_preds_of;
 _Thread_local tsr_tasklist_t tsr__tl_preds;
 
 /* A policy that assigns the task to a worker starts its inputs moving to
- * that worker's memory node at once. */
+ * that worker's memory node at once (tsr_sched_prefetch, from push). */
 void tsr__task_prefetch(tsr_task_t t, int target)
 {
     int node = tsr__rt.workers[target].node;
@@ -354,9 +354,9 @@ void tsr__task_prefetch(tsr_task_t t, int target)
 static void push_to_policy(tsr_task_t t)
 {
     atomic_fetch_add(&tsr__rt.nqueued, 1);
+    /* Once pushed, t may run and complete at any moment: nothing here may
+     * touch it again (policies prefetch inside push, see sched.h). */
     int target = tsr__rt.sched.policy->push(&tsr__rt.sched, t);
-    if (target >= 0 && target < tsr__rt.nworkers && tsr__rt.nnodes > 1)
-        tsr__task_prefetch(t, target);
     if (tsr__tl_self_slot && (target == -1 || target == tsr__tl_worker)) {
         tsr__tl_self_slot = false;
         return;

@@ -247,6 +247,7 @@ static int dmda_push(tsr_sched_t *s, tsr_task_t t)
     book(d, t, &p);
     dmw_t *w = &d->w[p.worker];
     w->exp_end = maxd(p.start, now) + p.len;
+    tsr_sched_prefetch(s, t, p.worker); /* before any pop can take it */
     tsr_tq_push_back(&w->q, t);
     atomic_fetch_add(&w->n, 1);
     pthread_mutex_unlock(&d->m);
@@ -519,6 +520,7 @@ static void plan(dm_t *d, tsr_sched_t *s, tsr_task_t t, double now)
     book(d, t, &p);
     dmw_t *w = &d->w[p.worker];
     tsr_slot_t slot = {p.start, p.start + p.len, p.ready, p.len, t};
+    tsr_sched_prefetch(s, t, p.worker); /* before any pop can take it */
     if (!tsr__timeline_insert(&w->tl, p.pos, slot))
         tsr_tq_push_back(&w->q, t);
     atomic_fetch_add(&w->n, 1);
@@ -526,8 +528,8 @@ static void plan(dm_t *d, tsr_sched_t *s, tsr_task_t t, double now)
 }
 
 /* Place ready tasks, highest rank first, while workers have room in their
- * plans; tasks placed on another worker than `pushed_to` are prefetched
- * and listed in out for waking. Policy lock held. */
+ * plans; the workers of tasks other than `pushed` are listed in out for
+ * waking. Policy lock held. */
 static void dispatch(dm_t *d, tsr_sched_t *s, double now, tsr_task_t pushed,
                      int *pushed_to, placed_t *out)
 {
@@ -539,7 +541,6 @@ static void dispatch(dm_t *d, tsr_sched_t *s, double now, tsr_task_t pushed,
             *pushed_to = w;
             continue;
         }
-        tsr_sched_prefetch(s, t, w);
         if (out->n < 64)
             out->worker[out->n++] = w;
     }

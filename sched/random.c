@@ -70,6 +70,7 @@ static int random_push(tsr_sched_t *s, tsr_task_t t)
             w = i;
             break;
         }
+    tsr_sched_prefetch(s, t, w);
     rq_t *q = &r->w[w];
     pthread_mutex_lock(&q->m);
     tsr_tq_push_back(&q->q, t);

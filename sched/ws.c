@@ -93,6 +93,7 @@ static int ws_push(tsr_sched_t *s, tsr_task_t t)
     }
     if (best < 0)
         best = 0; /* the runtime only pushes tasks some worker can run */
+    tsr_sched_prefetch(s, t, best);
     wsq_t *q = &p->w[best];
     pthread_mutex_lock(&q->m);
     tsr_tq_push_back(&q->q, t);

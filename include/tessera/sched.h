@@ -78,8 +78,10 @@ double tsr_sched_now(tsr_sched_t *s);
 /* Make sure `worker` (-1: any one) looks at the policy soon: for tasks a
  * policy placed on a worker other than the one push() returned. */
 void tsr_sched_notify(tsr_sched_t *s, int worker);
-/* Start moving t's inputs to the worker's node now (a hint; push() does it
- * for the worker it returns). */
+/* Start moving t's inputs to the worker's node now (a hint). A policy that
+ * places a task on a worker calls it inside push() (or wherever it places
+ * it) before the task can be popped: a popped task may complete and be
+ * recycled at once, so the runtime never touches a task after push. */
 void tsr_sched_prefetch(tsr_sched_t *s, tsr_task_t t, int worker);
 
 /* What a policy may read of a task. */
