@@ -9,8 +9,11 @@ export PATH := /usr/local/cuda/bin:$(PATH)
 DEB_PACKAGES = meson ninja-build pkg-config gcc libopenblas-dev liblapacke-dev \
                libhwloc-dev libnuma-dev libjemalloc-dev libcriterion-dev \
                libstarpu-dev
+# Only for the plots of bench-sched (kept out of the test path: CI is faster).
+PLOT_PACKAGES = python3-matplotlib
 
 .PHONY: all deps build test demo sanitize asan tsan bench-runtime bench-kernels bench-offload \
+        bench-sched \
         install clean
 
 all: build
@@ -65,6 +68,13 @@ bench-kernels: build
 
 bench-offload: build
 	$(BUILD)/bench/offload/tessera-bench-offload
+
+# Scheduling policies on four graphs, Tessera and StarPU; then the plots
+# (drawn even when a row failed; the benchmark's status is kept).
+bench-sched: build
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(PLOT_PACKAGES)"
+	status=0; $(BUILD)/bench/sched/tessera-bench-sched --out=$(BUILD)/bench/sched || status=$$?; \
+	/usr/bin/python3 bench/sched/plot.py $(BUILD)/bench/sched/results.json; exit $$status
 
 install: build
 	meson install -C $(BUILD)
