@@ -225,6 +225,9 @@ uint32_t tsr__entry_nodes(tsr_entry_t *e);
 
 /* Bytes moved from node s to node d since init (zero fills count as s=d). */
 uint64_t tsr__mem_link_bytes(int s, int d);
+/* Forget the link counters and copy events so far (the bus calibration's
+ * copies are not the application's). Every engine must be idle. */
+void tsr__mem_reset_counters(void);
 
 /* ---- node kinds (node.c, sim.c, cuda.cu) ------------------------------- */
 

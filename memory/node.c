@@ -126,6 +126,15 @@ int tsr__host_node_open(tsr_node_t *n, size_t capacity, char *err, size_t errlen
 
 /* ---- counters and trace ------------------------------------------------ */
 
+void tsr__mem_reset_counters(void)
+{
+    for (int s = 0; s < TSR_MAX_NODES; s++)
+        for (int d = 0; d < TSR_MAX_NODES; d++)
+            atomic_store(&mem.link[s][d], 0);
+    for (int i = 0; i < mem.n; i++)
+        tsr__mem_node(i)->nev = 0;
+}
+
 void tsr__node_copy_event(tsr_node_t *n, const tsr_copy_t *c)
 {
     if (c->src_node >= 0 && c->dst_node >= 0 && c->src_node < mem.n && c->dst_node < mem.n)

@@ -144,6 +144,7 @@ static int open_models(void)
             tsr__perfmodel_close();
             return tsr__fail(rc, "init: bus model: %s", err);
         }
+        tsr__mem_reset_counters();
     }
     return TSR_OK;
 }

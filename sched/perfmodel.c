@@ -24,10 +24,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Shared with sched/bus.c (which keeps bus.txt in the same directory and
- * forgets its links whenever the models are opened or closed). */
-const char *tsr__perfmodel_machine_dir(void);
-void tsr__bus_reset(void);
 
 #define PM_HEADER "# tessera perfmodels v1"
 #define PM_FILE "codelets.txt"
@@ -831,7 +827,7 @@ static void load_models(char *buf)
 
 /* ---- open, save, close ------------------------------------------------- */
 
-static int save_locked_copy(char *err, size_t errlen)
+static int save_now(char *err, size_t errlen)
 {
     pthread_mutex_lock(&pm.m);
     if (!pm.open || !pm.persist) {
@@ -918,7 +914,7 @@ int tsr__perfmodel_open(const char *dir, int calibrate, char *err, size_t errlen
 int tsr__perfmodel_save(void)
 {
     char err[512];
-    int rc = save_locked_copy(err, sizeof err);
+    int rc = save_now(err, sizeof err);
     if (rc != TSR_OK)
         return tsr__fail(rc, "performance models: %s", err);
     return TSR_OK;
@@ -933,7 +929,7 @@ void tsr__perfmodel_close(void)
         return;
     if (save) {
         char err[512];
-        if (save_locked_copy(err, sizeof err) != TSR_OK)
+        if (save_now(err, sizeof err) != TSR_OK)
             fprintf(stderr, "tessera: cannot save performance models: %s\n", err);
     }
     tsr__bus_reset();

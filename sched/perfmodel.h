@@ -47,6 +47,17 @@ bool tsr__perfmodel_estimate(const tsr_codelet_t *cl, int device_kind,
                              const size_t *sizes, int nbuffers, const void *args,
                              tsr_perfmodel_info_t *out);
 
+/* Between perfmodel.c and bus.c (bus.txt lives beside the codelet models):
+ * the machine directory of the open models ("" when kept in memory only),
+ * reading a file there (NULL with *missing or a message) and writing one
+ * atomically (temp file + rename); bus.c forgets its links whenever the
+ * models are opened or closed. */
+const char *tsr__perfmodel_machine_dir(void);
+char *tsr__perfmodel_read_file(const char *name, bool *missing, char *err, size_t errlen);
+int tsr__perfmodel_write_file(const char *name, const char *data, size_t len, char *err,
+                              size_t errlen);
+void tsr__bus_reset(void);
+
 /* Bus model. Measure (or read back from the model directory) the latency
  * and bandwidth of every link between the open memory nodes. Called once
  * per tsr_init by a runtime whose policy uses models, after the memory
