@@ -10,6 +10,7 @@
  * This is a benchmark, not a test: it never judges speed; it fails (exit 1)
  * only when a run fails or a result is wrong.
  */
+#include "bench/bench_util.h"
 #include "bench_runtime.h"
 #include "cholesky_tiles.h"
 
@@ -137,26 +138,7 @@ static int ratio_of(const figure_t *f, double *r)
     return 1;
 }
 
-static void num(char *buf, size_t n, int has, double v)
-{
-    if (has)
-        snprintf(buf, n, "%.4g", v);
-    else
-        snprintf(buf, n, "null");
-}
 
-/* The 1-minute load average: other processes make every figure noisy. */
-static double loadavg(void)
-{
-    double l = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1)
-            l = -1;
-        fclose(f);
-    }
-    return l;
-}
 
 static double load_start;
 
@@ -167,7 +149,7 @@ static void print_results(const bench_side_t *peer)
            opt.quick ? " (quick)" : "",
            peer ? peer->name : "starpu: not built");
     printf("load average: %.2f at start, %.2f at end (busy machines give "
-           "noisy figures)\n", load_start, loadavg());
+           "noisy figures)\n", load_start, bench_loadavg());
     printf("ratio > 1 means Tessera is better (less time per task, higher "
            "efficiency or GFLOP/s)\n\n");
     printf("%-14s %-22s %3s %-12s %10s  %-8s %10s %8s\n", "bench", "case", "w",
@@ -180,8 +162,8 @@ static void print_results(const bench_side_t *peer)
         last = f->bench;
         char v[32], pv[32], r[32];
         double ratio;
-        num(v, sizeof v, f->has_value, f->value);
-        num(pv, sizeof pv, f->has_peer, f->peer_value);
+        bench_json_num(v, sizeof v, f->has_value, f->value);
+        bench_json_num(pv, sizeof pv, f->has_peer, f->peer_value);
         if (ratio_of(f, &ratio))
             snprintf(r, sizeof r, "%.2f%s", ratio, f->noisy ? "?" : "");
         else
@@ -201,10 +183,10 @@ static void print_results(const bench_side_t *peer)
         const figure_t *f = &figs[i];
         char v[32], pv[32], r[32];
         double ratio;
-        num(v, sizeof v, f->has_value, f->value);
-        num(pv, sizeof pv, f->has_peer, f->peer_value);
+        bench_json_num(v, sizeof v, f->has_value, f->value);
+        bench_json_num(pv, sizeof pv, f->has_peer, f->peer_value);
         int hr = ratio_of(f, &ratio);
-        num(r, sizeof r, hr, ratio);
+        bench_json_num(r, sizeof r, hr, ratio);
         printf("{\"bench\":\"%s\",\"case\":\"%s\",\"workers\":%d,"
                "\"metric\":\"%s\",\"value\":%s,\"unit\":\"%s\","
                "\"peer\":\"%s\",\"peer_value\":%s,\"ratio\":%s}\n",
@@ -870,7 +852,7 @@ int main(int argc, char **argv)
 #else
     fprintf(stderr, "starpu: not built\n");
 #endif
-    load_start = loadavg();
+    load_start = bench_loadavg();
     fprintf(stderr, "tessera-bench-runtime: %d workers%s; OpenBLAS %s\n",
             opt.workers, opt.quick ? ", quick" : "", openblas_get_config());
 

@@ -12,6 +12,7 @@
  * writes <out>/results.json for bench/sched/plot.py. It fails (exit 1) only
  * when a run fails or a result is wrong; bad options exit 2.
  */
+#include "bench/bench_util.h"
 #include "bench_sched.h"
 
 #include <tessera/sched.h>
@@ -586,25 +587,7 @@ static int good(const row_t *r)
     return r && r->ran && r->check == 1;
 }
 
-static void num(char *b, size_t n, int has, double v)
-{
-    if (has && isfinite(v))
-        snprintf(b, n, "%.4g", v);
-    else
-        snprintf(b, n, "null");
-}
 
-static double loadavg(void)
-{
-    double l = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1)
-            l = -1;
-        fclose(f);
-    }
-    return l;
-}
 
 static double load_start;
 static graph_t graphs[NGRAPHS];
@@ -622,7 +605,7 @@ static void print_table(void)
            ps.sim_bandwidth * 1e-6, ps.sim_latency * 1e6, opt.quick ? "; quick" : "");
     printf("median of %d runs after a warm-up; load average %.2f at start, "
            "%.2f at end\n",
-           opt.reps, load_start, loadavg());
+           opt.reps, load_start, bench_loadavg());
     for (int i = 0; i < ngraphs_built; i++) {
         const graph_t *g = &graphs[i];
         printf("  %-9s %s: %d tasks, %d edges; sequential %.1f ms, critical "
@@ -719,10 +702,10 @@ static void print_json(void)
                                        : x[k]->sched_us;
             int hv = good(r), hp = good(p);
             char vs[32], ps[32], rs[32];
-            num(vs, sizeof vs, hv, v);
-            num(ps, sizeof ps, hp, pv);
+            bench_json_num(vs, sizeof vs, hv, v);
+            bench_json_num(ps, sizeof ps, hp, pv);
             /* every metric here: lower is better */
-            num(rs, sizeof rs, hv && hp && v > 0 && pv > 0, pv / v);
+            bench_json_num(rs, sizeof rs, hv && hp && v > 0 && pv > 0, pv / v);
             printf("{\"bench\":\"sched\",\"case\":\"%s/%s/%s\",\"workers\":%d,"
                    "\"metric\":\"%s\",\"value\":%s,\"unit\":\"%s\","
                    "\"peer\":\"starpu\",\"peer_value\":%s,\"ratio\":%s}\n",
@@ -874,7 +857,7 @@ int main(int argc, char **argv)
 #ifndef BENCH_HAVE_STARPU
     fprintf(stderr, "starpu: not built\n");
 #endif
-    load_start = loadavg();
+    load_start = bench_loadavg();
     name_list_t pol;
     policy_names(&pol);
     graph_params_t gp;
