@@ -40,7 +40,9 @@
  * node queue has its own mutex, held only for a few pointer updates and
  * never together with another. The counts that decisions read without a
  * lock are atomics; they may be slightly stale, which only makes a choice
- * a little worse, never wrong.
+ * a little worse, never wrong. Once push() has queued a task it reads
+ * nothing of it any more: another worker may already have popped and run
+ * it, and the runtime may have reused it for a new task.
  */
 #include <tessera/sched.h>
 
@@ -110,6 +112,8 @@ static int affinity_init(tsr_sched_t *s)
     env = getenv("AFFINITY_STATS");
     a->stats = env && *env && strcmp(env, "0") != 0;
     if (a->nnodes < 1 || a->nnodes > MAX_NODES || a->nworkers < 1) {
+        fprintf(stderr, "affinity: %d memory nodes and %d workers (at most %d nodes)\n",
+                a->nnodes, a->nworkers, MAX_NODES);
         free(a);
         return TSR_EINVAL;
     }
