@@ -283,32 +283,6 @@ typedef struct guard {
     int attempt, max, noisy;
 } guard_t;
 
-static void cpu_ticks(unsigned long long *busy, unsigned long long *own)
-{
-    unsigned long long v[8] = {0};
-    *busy = *own = 0;
-    FILE *f = fopen("/proc/stat", "r");
-    if (f) {
-        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8)
-            *busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-        fclose(f);
-    }
-    f = fopen("/proc/self/stat", "r");
-    if (f) {
-        char buf[1024];
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        buf[n] = 0;
-        fclose(f);
-        /* fields after the command name, which may hold spaces */
-        char *p = strrchr(buf, ')');
-        unsigned long long ut, st;
-        if (p && sscanf(p + 2,
-                        "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                        &ut, &st) == 2)
-            *own = ut + st;
-    }
-}
 
 static void guard_init(guard_t *g, int max_retries)
 {
@@ -318,14 +292,14 @@ static void guard_init(guard_t *g, int max_retries)
 
 static void guard_start(guard_t *g)
 {
-    cpu_ticks(&g->busy0, &g->own0);
+    bench_cpu_ticks(&g->busy0, &g->own0, 0);
 }
 
 /* After a run of `wall` seconds: 1 if it should run again. */
 static int guard_again(guard_t *g, double wall, const char *what)
 {
     unsigned long long busy, own;
-    cpu_ticks(&busy, &own);
+    bench_cpu_ticks(&busy, &own, 0);
     if (busy == 0)
         return 0; /* no /proc: cannot tell */
     double hz = (double)sysconf(_SC_CLK_TCK);

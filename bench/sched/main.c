@@ -454,33 +454,6 @@ static void run_cell_isolated(const sg_side_t *s, graph_t *g,
  * that is busy all along does not double the run) and is marked noisy if it
  * never was quiet.
  */
-static void cpu_ticks(unsigned long long *busy, unsigned long long *own)
-{
-    unsigned long long v[8] = {0};
-    *busy = *own = 0;
-    FILE *f = fopen("/proc/stat", "r");
-    if (f) {
-        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8)
-            *busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-        fclose(f);
-    }
-    f = fopen("/proc/self/stat", "r");
-    if (f) {
-        char buf[1024];
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        buf[n] = 0;
-        fclose(f);
-        char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-        unsigned long long ut, st;
-        long long cut, cst;
-        if (p && sscanf(p + 2,
-                        "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu "
-                        "%lld %lld",
-                        &ut, &st, &cut, &cst) == 4)
-            *own = ut + st + (unsigned long long)(cut + cst);
-    }
-}
 
 static int retries_left = 6;
 
@@ -493,11 +466,11 @@ static void run_cell_guarded(const sg_side_t *s, graph_t *g,
     double ncpu = (double)sysconf(_SC_NPROCESSORS_ONLN);
     for (;;) {
         unsigned long long b0, o0, b1, o1;
-        cpu_ticks(&b0, &o0);
+        bench_cpu_ticks(&b0, &o0, 1);
         double t0 = sg_now();
         run_cell_isolated(s, g, p, r);
         double wall = sg_now() - t0;
-        cpu_ticks(&b1, &o1);
+        bench_cpu_ticks(&b1, &o1, 1);
         if (b0 == 0 || b1 == 0 || wall <= 0)
             return; /* no /proc: cannot tell */
         long long foreign = (long long)(b1 - b0) - (long long)(o1 - o0);
