@@ -1,0 +1,919 @@
+/* nn/ops.c — tensor operations: one codelet per tile kernel (CPU and, when
+ * built with CUDA, GPU implementations that call kernels/), and the loops
+ * over tile grids that submit them. */
+#include "nn/ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/adamw.h"
+#include "kernels/attention.h"
+#include "kernels/crossentropy.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/gelu.h"
+#include "kernels/gemm.h"
+#include "kernels/layernorm.h"
+#include "kernels/softmax.h"
+#include "runtime/error.h"
+
+#ifdef TSR_HAVE_CUDA
+#define CUDA_IMPL(f) f
+#else
+#define CUDA_IMPL(f) NULL
+#endif
+
+#define CODELET(var, label, nbuf, cpu, cuda, flops_fn)                        \
+    static const tsr_codelet_t var = {.name = label,                          \
+                                      .impl = {cpu, CUDA_IMPL(cuda)},        \
+                                      .nbuffers = nbuf,                       \
+                                      .flops = flops_fn}
+
+/* Elements of buffer i of a task (every buffer holds 4-byte elements). */
+static size_t nelem(const tsr_exec_t *e, int i)
+{
+    return e->sizes[i] / 4;
+}
+
+/* Submit one task: accesses given as (handle, mode) pairs. */
+static int submit(const tsr_codelet_t *cl, const void *args, size_t args_size, int n,
+                  const tsr_access_t *acc)
+{
+    tsr_task_desc_t d = {.codelet = cl, .nbuffers = n, .buffers = acc,
+                         .args = args, .args_size = args_size};
+    return tsr_submit(&d, NULL);
+}
+
+#define SUBMIT(cl, args, ...)                                                   \
+    submit(&(cl), &(args), sizeof(args),                                        \
+           (int)(sizeof((tsr_access_t[]){__VA_ARGS__}) / sizeof(tsr_access_t)), \
+           (tsr_access_t[]){__VA_ARGS__})
+#define SUBMIT0(cl, ...)                                                        \
+    submit(&(cl), NULL, 0,                                                      \
+           (int)(sizeof((tsr_access_t[]){__VA_ARGS__}) / sizeof(tsr_access_t)), \
+           (tsr_access_t[]){__VA_ARGS__})
+#define ACC(h, mode) {(h), (mode)}
+
+static int same_tiling(const tsr_tensor_t *x, const tsr_tensor_t *y, const char *op)
+{
+    if (x->rows != y->rows || x->cols != y->cols || x->tile_rows != y->tile_rows ||
+        x->tile_cols != y->tile_cols)
+        return tsr__fail(TSR_EINVAL, "%s: tensors (%d, %d)/(%d, %d) and (%d, %d)/(%d, %d) differ",
+                         op, x->rows, x->cols, x->tile_rows, x->tile_cols, y->rows, y->cols,
+                         y->tile_rows, y->tile_cols);
+    return TSR_OK;
+}
+
+/* ---- GEMM ---------------------------------------------------------------- */
+
+typedef struct gemm_args {
+    int ta, tb, m, n, k;
+    float alpha, beta;
+} gemm_args_t;
+
+/* a: op(A) (m, k) stored (m, k) or (k, m); b: op(B) (k, n); c: (m, n), all
+ * tiles contiguous (ld = stored rows). */
+static int gemm_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const gemm_args_t *a = args;
+    (void)e;
+    tsr_cpu_gemm(a->ta, a->tb, a->m, a->n, a->k, a->alpha, buf[0], a->ta ? a->k : a->m, 0,
+                 buf[1], a->tb ? a->n : a->k, 0, a->beta, buf[2], a->m, 0, 1);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int gemm_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const gemm_args_t *a = args;
+    return tsr_cuda_gemm(e->cuda_stream, e->cublas_handle, TSR_GEMM_FP32, a->ta, a->tb, a->m,
+                         a->n, a->k, a->alpha, buf[0], a->ta ? a->k : a->m, 0, buf[1],
+                         a->tb ? a->n : a->k, 0, a->beta, buf[2], a->m, 0, 1);
+}
+#endif
+static double gemm_flops(const void *args, const size_t *sizes)
+{
+    const gemm_args_t *a = args;
+    (void)sizes;
+    return 2.0 * a->m * a->n * a->k;
+}
+CODELET(cl_gemm, "gemm", 3, gemm_cpu, gemm_cuda, gemm_flops);
+
+/* Tiling of op(X) along its rows (axis 0) or columns (axis 1). */
+static void op_tiling(const tsr_tensor_t *x, int trans, int axis, int *len, int *tile,
+                      int *grid)
+{
+    int rows_axis = (axis == 0) != (trans != 0);
+    *len = rows_axis ? x->rows : x->cols;
+    *tile = rows_axis ? x->tile_rows : x->tile_cols;
+    *grid = rows_axis ? x->grid_rows : x->grid_cols;
+}
+
+static int tiling_match(const tsr_tensor_t *x, int tx, int ax, const tsr_tensor_t *y, int ty,
+                        int ay, const char *what)
+{
+    int l1, t1, g1, l2, t2, g2;
+    op_tiling(x, tx, ax, &l1, &t1, &g1);
+    op_tiling(y, ty, ay, &l2, &t2, &g2);
+    if (l1 != l2 || t1 != t2)
+        return tsr__fail(TSR_EINVAL, "gemm: %s: length %d in tiles of %d against %d in tiles of %d",
+                         what, l1, t1, l2, t2);
+    return TSR_OK;
+}
+
+int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
+                 const tsr_tensor_t *b, float beta, tsr_tensor_t *c, int acc_mode)
+{
+    int rc;
+    if ((rc = tiling_match(a, transa, 0, c, 0, 0, "rows of op(A) and C")) ||
+        (rc = tiling_match(b, transb, 1, c, 0, 1, "columns of op(B) and C")) ||
+        (rc = tiling_match(a, transa, 1, b, transb, 0, "inner dimension")))
+        return rc;
+    if (acc_mode == TSR_COMMUTE && beta != 1.0f)
+        return tsr__fail(TSR_EINVAL, "gemm: a COMMUTE accumulation needs beta = 1");
+    int kk, kt, kgrid;
+    op_tiling(a, transa, 1, &kk, &kt, &kgrid);
+    for (int j = 0; j < c->grid_cols; j++)
+        for (int i = 0; i < c->grid_rows; i++)
+            for (int p = 0; p < kgrid; p++) {
+                gemm_args_t g = {transa, transb, tsr__tile_m(c, i), tsr__tile_n(c, j),
+                                 p < kgrid - 1 ? kt : kk - p * kt, alpha,
+                                 p == 0 ? beta : 1.0f};
+                tsr_handle_t ha = transa ? tsr__tile(a, p, i) : tsr__tile(a, i, p);
+                tsr_handle_t hb = transb ? tsr__tile(b, j, p) : tsr__tile(b, p, j);
+                tsr_mode_t mc = acc_mode == TSR_COMMUTE ? TSR_COMMUTE
+                                : g.beta == 0.0f        ? TSR_W
+                                                        : TSR_RW;
+                if ((rc = SUBMIT(cl_gemm, g, ACC(ha, TSR_R), ACC(hb, TSR_R),
+                                 ACC(tsr__tile(c, i, j), mc))))
+                    return rc;
+            }
+    return TSR_OK;
+}
+
+/* ---- elementwise ---------------------------------------------------------- */
+
+/* x = value                                   x: (n) */
+static int fill_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    tsr_cpu_fill(nelem(e, 0), *(const float *)args, buf[0]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int fill_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    return tsr_cuda_fill(e->cuda_stream, nelem(e, 0), *(const float *)args, buf[0]);
+}
+#endif
+CODELET(cl_fill, "fill", 1, fill_cpu, fill_cuda, NULL);
+
+int tsr__op_fill_handle(tsr_handle_t h, float value)
+{
+    return SUBMIT(cl_fill, value, ACC(h, TSR_W));
+}
+
+int tsr__op_fill(tsr_tensor_t *x, float value)
+{
+    size_t ntiles = (size_t)x->grid_rows * x->grid_cols;
+    for (size_t i = 0; i < ntiles; i++) {
+        int rc = tsr__op_fill_handle(x->tiles[i], value);
+        if (rc)
+            return rc;
+    }
+    return TSR_OK;
+}
+
+/* y = x                                       x, y: (n) */
+static int copy_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    tsr_cpu_copy(nelem(e, 0), buf[0], buf[1]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int copy_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    return tsr_cuda_copy(e->cuda_stream, nelem(e, 0), buf[0], buf[1]);
+}
+#endif
+CODELET(cl_copy, "copy", 2, copy_cpu, copy_cuda, NULL);
+
+int tsr__op_copy(const tsr_tensor_t *x, tsr_tensor_t *y)
+{
+    int rc = same_tiling(x, y, "copy");
+    size_t ntiles = (size_t)x->grid_rows * x->grid_cols;
+    for (size_t i = 0; !rc && i < ntiles; i++)
+        rc = SUBMIT0(cl_copy, ACC(x->tiles[i], TSR_R), ACC(y->tiles[i], TSR_W));
+    return rc;
+}
+
+/* y += alpha x                                x, y: (n) */
+static int axpy_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    tsr_cpu_axpy(nelem(e, 0), *(const float *)args, buf[0], buf[1]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int axpy_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    return tsr_cuda_axpy(e->cuda_stream, nelem(e, 0), *(const float *)args, buf[0], buf[1]);
+}
+#endif
+CODELET(cl_axpy, "axpy", 2, axpy_cpu, axpy_cuda, NULL);
+
+typedef struct mn_args {
+    int m, n;
+} mn_args_t;
+
+/* x(i, j) += b(i)                             b: (m), x: (m, n) */
+static int bias_add_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    (void)e;
+    tsr_cpu_bias_add(0, a->m, a->n, buf[0], buf[1], a->m);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int bias_add_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    return tsr_cuda_bias_add(e->cuda_stream, 0, a->m, a->n, buf[0], buf[1], a->m);
+}
+#endif
+CODELET(cl_bias_add, "bias_add", 2, bias_add_cpu, bias_add_cuda, NULL);
+
+/* db(i) += sum_j dy(i, j)                     dy: (m, n), db: (m) */
+static int bias_grad_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    (void)e;
+    tsr_cpu_sum_axis(0, a->m, a->n, 1.0f, buf[0], a->m, 1.0f, buf[1]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int bias_grad_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    return tsr_cuda_sum_axis(e->cuda_stream, 0, a->m, a->n, 1.0f, buf[0], a->m, 1.0f, buf[1]);
+}
+#endif
+CODELET(cl_bias_grad, "bias_grad", 2, bias_grad_cpu, bias_grad_cuda, NULL);
+
+static int check_bias(const tsr_tensor_t *bias, const tsr_tensor_t *x, const char *op)
+{
+    if (bias->rows != x->rows || bias->tile_rows != x->tile_rows || bias->cols != 1)
+        return tsr__fail(TSR_EINVAL, "%s: bias (%d, %d) in tiles of %d rows for (%d, %d) in %d",
+                         op, bias->rows, bias->cols, bias->tile_rows, x->rows, x->cols,
+                         x->tile_rows);
+    return TSR_OK;
+}
+
+int tsr__op_bias_add(const tsr_tensor_t *bias, tsr_tensor_t *x)
+{
+    int rc = check_bias(bias, x, "bias_add");
+    for (int j = 0; !rc && j < x->grid_cols; j++)
+        for (int i = 0; !rc && i < x->grid_rows; i++) {
+            mn_args_t a = {tsr__tile_m(x, i), tsr__tile_n(x, j)};
+            rc = SUBMIT(cl_bias_add, a, ACC(tsr__tile(bias, i, 0), TSR_R),
+                        ACC(tsr__tile(x, i, j), TSR_RW));
+        }
+    return rc;
+}
+
+int tsr__op_bias_grad(const tsr_tensor_t *dy, tsr_tensor_t *dbias)
+{
+    int rc = check_bias(dbias, dy, "bias_grad");
+    for (int j = 0; !rc && j < dy->grid_cols; j++)
+        for (int i = 0; !rc && i < dy->grid_rows; i++) {
+            mn_args_t a = {tsr__tile_m(dy, i), tsr__tile_n(dy, j)};
+            rc = SUBMIT(cl_bias_grad, a, ACC(tsr__tile(dy, i, j), TSR_R),
+                        ACC(tsr__tile(dbias, i, 0), TSR_COMMUTE));
+        }
+    return rc;
+}
+
+/* ---- LayerNorm ------------------------------------------------------------ */
+
+#define LN_EPS 1e-5f
+
+/* x (C, T) → out (C, T), mean, rstd (T)       gamma, beta: (C) */
+static int ln_fwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    (void)e;
+    tsr_cpu_layernorm_fwd(a->m, a->n, buf[0], buf[1], buf[2], LN_EPS, buf[3], buf[4], buf[5]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int ln_fwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    return tsr_cuda_layernorm_fwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], LN_EPS,
+                                  buf[3], buf[4], buf[5]);
+}
+#endif
+CODELET(cl_ln_fwd, "layernorm_fwd", 6, ln_fwd_cpu, ln_fwd_cuda, NULL);
+
+/* dout, x (C, T), gamma (C), mean, rstd (T) → dx (C, T), dgamma, dbeta (C), accumulated */
+static int ln_bwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    (void)e;
+    tsr_cpu_layernorm_bwd(a->m, a->n, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6],
+                          buf[7]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int ln_bwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    return tsr_cuda_layernorm_bwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], buf[3],
+                                  buf[4], buf[5], buf[6], buf[7]);
+}
+#endif
+CODELET(cl_ln_bwd, "layernorm_bwd", 8, ln_bwd_cpu, ln_bwd_cuda, NULL);
+
+static int check_ln(const tsr_tensor_t *x, const tsr_tensor_t *stat, const char *op)
+{
+    if (x->grid_rows != 1)
+        return tsr__fail(TSR_EINVAL, "%s: features (%d) split into tiles of %d", op, x->rows,
+                         x->tile_rows);
+    if (stat->rows != 1 || stat->cols != x->cols || stat->tile_cols != x->tile_cols)
+        return tsr__fail(TSR_EINVAL, "%s: statistics tiling does not follow the tokens", op);
+    return TSR_OK;
+}
+
+int tsr__op_layernorm_fwd(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
+                          const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
+                          tsr_tensor_t *rstd)
+{
+    int rc = check_ln(x, mean, "layernorm_fwd");
+    if (!rc)
+        rc = same_tiling(x, out, "layernorm_fwd");
+    for (int j = 0; !rc && j < x->grid_cols; j++) {
+        mn_args_t a = {x->rows, tsr__tile_n(x, j)};
+        rc = SUBMIT(cl_ln_fwd, a, ACC(tsr__tile(x, 0, j), TSR_R), ACC(gamma->tiles[0], TSR_R),
+                    ACC(beta->tiles[0], TSR_R), ACC(tsr__tile(out, 0, j), TSR_W),
+                    ACC(tsr__tile(mean, 0, j), TSR_W), ACC(tsr__tile(rstd, 0, j), TSR_W));
+    }
+    return rc;
+}
+
+int tsr__op_layernorm_bwd(const tsr_tensor_t *dout, const tsr_tensor_t *x,
+                          const tsr_tensor_t *gamma, const tsr_tensor_t *mean,
+                          const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dgamma,
+                          tsr_tensor_t *dbeta)
+{
+    int rc = check_ln(x, mean, "layernorm_bwd");
+    if (!rc)
+        rc = same_tiling(x, dout, "layernorm_bwd");
+    if (!rc)
+        rc = same_tiling(x, dx, "layernorm_bwd");
+    for (int j = 0; !rc && j < x->grid_cols; j++) {
+        mn_args_t a = {x->rows, tsr__tile_n(x, j)};
+        rc = SUBMIT(cl_ln_bwd, a, ACC(tsr__tile(dout, 0, j), TSR_R),
+                    ACC(tsr__tile(x, 0, j), TSR_R), ACC(gamma->tiles[0], TSR_R),
+                    ACC(tsr__tile(mean, 0, j), TSR_R), ACC(tsr__tile(rstd, 0, j), TSR_R),
+                    ACC(tsr__tile(dx, 0, j), TSR_RW), ACC(dgamma->tiles[0], TSR_COMMUTE),
+                    ACC(dbeta->tiles[0], TSR_COMMUTE));
+    }
+    return rc;
+}
+
+/* ---- GELU ----------------------------------------------------------------- */
+
+/* out = gelu(x)                               x, out: (n) */
+static int gelu_fwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    tsr_cpu_gelu_fwd(nelem(e, 0), buf[0], buf[1]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int gelu_fwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    return tsr_cuda_gelu_fwd(e->cuda_stream, nelem(e, 0), buf[0], buf[1]);
+}
+#endif
+CODELET(cl_gelu_fwd, "gelu_fwd", 2, gelu_fwd_cpu, gelu_fwd_cuda, NULL);
+
+/* d = gelu'(x) * d                            x, d: (n) */
+static int gelu_bwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    tsr_cpu_gelu_bwd(nelem(e, 0), buf[0], buf[1], buf[1]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int gelu_bwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    return tsr_cuda_gelu_bwd(e->cuda_stream, nelem(e, 0), buf[0], buf[1], buf[1]);
+}
+#endif
+CODELET(cl_gelu_bwd, "gelu_bwd", 2, gelu_bwd_cpu, gelu_bwd_cuda, NULL);
+
+int tsr__op_gelu_fwd(const tsr_tensor_t *x, tsr_tensor_t *out)
+{
+    int rc = same_tiling(x, out, "gelu_fwd");
+    size_t ntiles = (size_t)x->grid_rows * x->grid_cols;
+    for (size_t i = 0; !rc && i < ntiles; i++)
+        rc = SUBMIT0(cl_gelu_fwd, ACC(x->tiles[i], TSR_R), ACC(out->tiles[i], TSR_W));
+    return rc;
+}
+
+int tsr__op_gelu_bwd(const tsr_tensor_t *x, tsr_tensor_t *d)
+{
+    int rc = same_tiling(x, d, "gelu_bwd");
+    size_t ntiles = (size_t)x->grid_rows * x->grid_cols;
+    for (size_t i = 0; !rc && i < ntiles; i++)
+        rc = SUBMIT0(cl_gelu_bwd, ACC(x->tiles[i], TSR_R), ACC(d->tiles[i], TSR_RW));
+    return rc;
+}
+
+/* ---- embeddings ----------------------------------------------------------- */
+
+typedef struct embed_args {
+    int C, T, nv, v0;
+} embed_args_t;
+
+/* out(:, t) += w(:, tokens[t] - v0) for tokens in [v0, v0 + nv)
+ *   tokens: (T), w: (C, nv), out: (C, T) */
+static int embed_fwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const embed_args_t *a = args;
+    (void)e;
+    tsr_cpu_embedding_fwd(a->C, a->T, a->nv, a->v0, buf[0], buf[1], buf[2]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int embed_fwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const embed_args_t *a = args;
+    return tsr_cuda_embedding_fwd(e->cuda_stream, a->C, a->T, a->nv, a->v0, buf[0], buf[1],
+                                  buf[2]);
+}
+#endif
+CODELET(cl_embed_fwd, "embedding_fwd", 3, embed_fwd_cpu, embed_fwd_cuda, NULL);
+
+/* dw(:, tokens[t] - v0) += dout(:, t)          tokens: (T), dout: (C, T), dw: (C, nv) */
+static int embed_bwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const embed_args_t *a = args;
+    (void)e;
+    tsr_cpu_embedding_bwd(a->C, a->T, a->nv, a->v0, buf[0], buf[1], buf[2]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int embed_bwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const embed_args_t *a = args;
+    return tsr_cuda_embedding_bwd(e->cuda_stream, a->C, a->T, a->nv, a->v0, buf[0], buf[1],
+                                  buf[2]);
+}
+#endif
+CODELET(cl_embed_bwd, "embedding_bwd", 3, embed_bwd_cpu, embed_bwd_cuda, NULL);
+
+static int check_embed(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
+                       const tsr_tensor_t *wpe, int seq_len, const tsr_tensor_t *x)
+{
+    if (tokens->rows != 1 || tokens->cols != x->cols || tokens->tile_cols != x->tile_cols ||
+        x->grid_rows != 1 || wte->rows != x->rows || wte->grid_rows != 1 ||
+        wpe->rows != x->rows || wpe->tile_cols != x->tile_cols || seq_len % x->tile_cols ||
+        seq_len > wpe->cols || x->cols % seq_len)
+        return tsr__fail(TSR_EINVAL, "embedding: tilings of tokens, tables and activations "
+                                     "do not agree");
+    return TSR_OK;
+}
+
+int tsr__op_embed_fwd(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
+                      const tsr_tensor_t *wpe, int seq_len, tsr_tensor_t *out)
+{
+    int rc = check_embed(tokens, wte, wpe, seq_len, out);
+    int per_seq = rc ? 1 : seq_len / out->tile_cols;
+    /* The position rows start the tile (W), then every vocabulary tile adds
+     * the rows of the ids it holds. */
+    for (int j = 0; !rc && j < out->grid_cols; j++) {
+        tsr_handle_t o = tsr__tile(out, 0, j);
+        rc = SUBMIT0(cl_copy, ACC(tsr__tile(wpe, 0, j % per_seq), TSR_R), ACC(o, TSR_W));
+        for (int v = 0; !rc && v < wte->grid_cols; v++) {
+            embed_args_t a = {out->rows, tsr__tile_n(out, j), tsr__tile_n(wte, v),
+                              v * wte->tile_cols};
+            rc = SUBMIT(cl_embed_fwd, a, ACC(tsr__tile(tokens, 0, j), TSR_R),
+                        ACC(tsr__tile(wte, 0, v), TSR_R), ACC(o, TSR_RW));
+        }
+    }
+    return rc;
+}
+
+int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int seq_len,
+                      tsr_tensor_t *dwte, tsr_tensor_t *dwpe)
+{
+    int rc = check_embed(tokens, dwte, dwpe, seq_len, dout);
+    int per_seq = rc ? 1 : seq_len / dout->tile_cols;
+    float one = 1.0f;
+    for (int j = 0; !rc && j < dout->grid_cols; j++) {
+        tsr_handle_t d = tsr__tile(dout, 0, j);
+        for (int v = 0; !rc && v < dwte->grid_cols; v++) {
+            embed_args_t a = {dout->rows, tsr__tile_n(dout, j), tsr__tile_n(dwte, v),
+                              v * dwte->tile_cols};
+            rc = SUBMIT(cl_embed_bwd, a, ACC(tsr__tile(tokens, 0, j), TSR_R), ACC(d, TSR_R),
+                        ACC(tsr__tile(dwte, 0, v), TSR_COMMUTE));
+        }
+        if (!rc)
+            rc = SUBMIT(cl_axpy, one, ACC(d, TSR_R),
+                        ACC(tsr__tile(dwpe, 0, j % per_seq), TSR_COMMUTE));
+    }
+    return rc;
+}
+
+/* ---- attention ------------------------------------------------------------ */
+
+typedef struct attn_args {
+    int d, tq, tk, q0, k0;
+    float scale;
+} attn_args_t;
+
+/* ms (2, tq) = (-inf, 0), acc (d, tq) = 0 */
+static int attn_init_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const attn_args_t *a = args;
+    (void)e;
+    tsr_cpu_attn_init(a->d, a->tq, 1, buf[0], buf[1]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int attn_init_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const attn_args_t *a = args;
+    return tsr_cuda_attn_init(e->cuda_stream, a->d, a->tq, 1, buf[0], buf[1]);
+}
+#endif
+CODELET(cl_attn_init, "attn_init", 2, attn_init_cpu, attn_init_cuda, NULL);
+
+/* q (d, tq), k, v (d, tk) → ms (2, tq), acc (d, tq) updated online */
+static int attn_fwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const attn_args_t *a = args;
+    (void)e;
+    tsr_cpu_attn_fwd(a->d, a->tq, a->tk, 1, a->q0, a->k0, a->scale, buf[0], buf[1], buf[2],
+                     buf[3], buf[4]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int attn_fwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const attn_args_t *a = args;
+    return tsr_cuda_attn_fwd(e->cuda_stream, a->d, a->tq, a->tk, 1, a->q0, a->k0, a->scale,
+                             buf[0], buf[1], buf[2], buf[3], buf[4]);
+}
+#endif
+static double attn_flops(const void *args, const size_t *sizes)
+{
+    const attn_args_t *a = args;
+    (void)sizes;
+    return 4.0 * a->d * a->tq * a->tk;
+}
+CODELET(cl_attn_fwd, "attn_fwd", 5, attn_fwd_cpu, attn_fwd_cuda, attn_flops);
+
+/* ms (2, tq), acc (d, tq) → acc = o (d, tq), lse (tq) */
+static int attn_fin_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const attn_args_t *a = args;
+    (void)e;
+    tsr_cpu_attn_finalize(a->d, a->tq, 1, buf[0], buf[1], buf[1], buf[2]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int attn_fin_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const attn_args_t *a = args;
+    return tsr_cuda_attn_finalize(e->cuda_stream, a->d, a->tq, 1, buf[0], buf[1], buf[1],
+                                  buf[2]);
+}
+#endif
+CODELET(cl_attn_fin, "attn_finalize", 3, attn_fin_cpu, attn_fin_cuda, NULL);
+
+/* D (tq) = rowsum(dout * o)                   o, dout: (d, tq) */
+static int attn_dot_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const attn_args_t *a = args;
+    (void)e;
+    tsr_cpu_attn_bwd_dot(a->d, a->tq, 1, buf[0], buf[1], buf[2]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int attn_dot_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const attn_args_t *a = args;
+    return tsr_cuda_attn_bwd_dot(e->cuda_stream, a->d, a->tq, 1, buf[0], buf[1], buf[2]);
+}
+#endif
+CODELET(cl_attn_dot, "attn_bwd_dot", 3, attn_dot_cpu, attn_dot_cuda, NULL);
+
+/* q, k, v, dout, lse, D → dq, dk, dv accumulated */
+static int attn_bwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const attn_args_t *a = args;
+    (void)e;
+    tsr_cpu_attn_bwd(a->d, a->tq, a->tk, 1, a->q0, a->k0, a->scale, buf[0], buf[1], buf[2],
+                     buf[3], buf[4], buf[5], buf[6], buf[7], buf[8]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int attn_bwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const attn_args_t *a = args;
+    return tsr_cuda_attn_bwd(e->cuda_stream, a->d, a->tq, a->tk, 1, a->q0, a->k0, a->scale,
+                             buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7],
+                             buf[8]);
+}
+#endif
+static double attn_bwd_flops(const void *args, const size_t *sizes)
+{
+    return 2.5 * attn_flops(args, sizes);
+}
+CODELET(cl_attn_bwd, "attn_bwd", 9, attn_bwd_cpu, attn_bwd_cuda, attn_bwd_flops);
+
+static int check_attn(const tsr_tensor_t *qkv, int heads, int seq_len, const tsr_tensor_t *y,
+                      const tsr_tensor_t *lse)
+{
+    int d = qkv->tile_rows;
+    if (qkv->rows != 3 * heads * d || y->rows != heads * d || y->tile_rows != d ||
+        y->cols != qkv->cols || y->tile_cols != qkv->tile_cols || lse->rows != heads ||
+        lse->tile_rows != 1 || lse->tile_cols != qkv->tile_cols || seq_len % qkv->tile_cols ||
+        qkv->cols % seq_len)
+        return tsr__fail(TSR_EINVAL, "attention: qkv (%d, %d) in tiles (%d, %d) does not fit "
+                                     "%d heads over sequences of %d",
+                         qkv->rows, qkv->cols, qkv->tile_rows, qkv->tile_cols, heads, seq_len);
+    return TSR_OK;
+}
+
+int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, tsr_tensor_t *ms,
+                          tsr_tensor_t *y, tsr_tensor_t *lse)
+{
+    int rc = check_attn(qkv, heads, seq_len, y, lse);
+    if (rc)
+        return rc;
+    int d = qkv->tile_rows, tt = qkv->tile_cols, per_seq = seq_len / tt;
+    float scale = 1.0f / sqrtf((float)d);
+    for (int s = 0; s < qkv->cols / seq_len; s++)
+        for (int h = 0; h < heads; h++)
+            for (int qi = 0; qi < per_seq; qi++) {
+                int j = s * per_seq + qi;
+                tsr_handle_t hms = tsr__tile(ms, h, j), hy = tsr__tile(y, h, j);
+                attn_args_t a = {d, tt, tt, qi * tt, 0, scale};
+                if ((rc = SUBMIT(cl_attn_init, a, ACC(hms, TSR_W), ACC(hy, TSR_W))))
+                    return rc;
+                for (int ki = 0; ki <= qi; ki++) {
+                    int jk = s * per_seq + ki;
+                    a.k0 = ki * tt;
+                    if ((rc = SUBMIT(cl_attn_fwd, a, ACC(tsr__tile(qkv, h, j), TSR_R),
+                                     ACC(tsr__tile(qkv, heads + h, jk), TSR_R),
+                                     ACC(tsr__tile(qkv, 2 * heads + h, jk), TSR_R),
+                                     ACC(hms, TSR_RW), ACC(hy, TSR_RW))))
+                        return rc;
+                }
+                if ((rc = SUBMIT(cl_attn_fin, a, ACC(hms, TSR_R), ACC(hy, TSR_RW),
+                                 ACC(tsr__tile(lse, h, j), TSR_W))))
+                    return rc;
+            }
+    return TSR_OK;
+}
+
+int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len,
+                          const tsr_tensor_t *y, const tsr_tensor_t *dy,
+                          const tsr_tensor_t *lse, tsr_tensor_t *D, tsr_tensor_t *dqkv)
+{
+    int rc = check_attn(qkv, heads, seq_len, y, lse);
+    if (!rc)
+        rc = same_tiling(y, dy, "attention_bwd");
+    if (!rc)
+        rc = same_tiling(qkv, dqkv, "attention_bwd");
+    if (!rc)
+        rc = tsr__op_fill(dqkv, 0.0f);
+    if (rc)
+        return rc;
+    int d = qkv->tile_rows, tt = qkv->tile_cols, per_seq = seq_len / tt;
+    float scale = 1.0f / sqrtf((float)d);
+    for (int s = 0; s < qkv->cols / seq_len; s++)
+        for (int h = 0; h < heads; h++)
+            for (int qi = 0; qi < per_seq; qi++) {
+                int j = s * per_seq + qi;
+                attn_args_t a = {d, tt, tt, qi * tt, 0, scale};
+                if ((rc = SUBMIT(cl_attn_dot, a, ACC(tsr__tile(y, h, j), TSR_R),
+                                 ACC(tsr__tile(dy, h, j), TSR_R),
+                                 ACC(tsr__tile(D, h, j), TSR_W))))
+                    return rc;
+                for (int ki = 0; ki <= qi; ki++) {
+                    int jk = s * per_seq + ki;
+                    a.k0 = ki * tt;
+                    if ((rc = SUBMIT(cl_attn_bwd, a, ACC(tsr__tile(qkv, h, j), TSR_R),
+                                     ACC(tsr__tile(qkv, heads + h, jk), TSR_R),
+                                     ACC(tsr__tile(qkv, 2 * heads + h, jk), TSR_R),
+                                     ACC(tsr__tile(dy, h, j), TSR_R),
+                                     ACC(tsr__tile(lse, h, j), TSR_R),
+                                     ACC(tsr__tile(D, h, j), TSR_R),
+                                     ACC(tsr__tile(dqkv, h, j), TSR_RW),
+                                     ACC(tsr__tile(dqkv, heads + h, jk), TSR_RW),
+                                     ACC(tsr__tile(dqkv, 2 * heads + h, jk), TSR_RW))))
+                        return rc;
+                }
+            }
+    return TSR_OK;
+}
+
+/* ---- cross-entropy -------------------------------------------------------- */
+
+typedef struct xent_args {
+    int nv, T, v0, accumulate;
+    float scale;
+} xent_args_t;
+
+/* ms (2, T) = state of the columns of logits (nv, T), merged when accumulating */
+static int mse_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const xent_args_t *a = args;
+    (void)e;
+    tsr_cpu_maxsumexp(a->nv, a->T, buf[0], a->nv, buf[1], a->accumulate);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int mse_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const xent_args_t *a = args;
+    return tsr_cuda_maxsumexp(e->cuda_stream, a->nv, a->T, buf[0], a->nv, buf[1],
+                              a->accumulate);
+}
+#endif
+CODELET(cl_maxsumexp, "maxsumexp", 2, mse_cpu, mse_cuda, NULL);
+
+/* lse (T) = logsumexp of ms (2, T) */
+static int lse_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const xent_args_t *a = args;
+    (void)e;
+    tsr_cpu_logsumexp(a->T, buf[0], buf[1]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int lse_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const xent_args_t *a = args;
+    return tsr_cuda_logsumexp(e->cuda_stream, a->T, buf[0], buf[1]);
+}
+#endif
+CODELET(cl_logsumexp, "logsumexp", 2, lse_cpu, lse_cuda, NULL);
+
+/* loss (T) += lse - logit of the target, for targets in this vocabulary tile */
+static int xent_fwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const xent_args_t *a = args;
+    (void)e;
+    tsr_cpu_crossentropy_fwd(a->nv, a->T, a->v0, buf[0], a->nv, buf[1], buf[2], buf[3]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int xent_fwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const xent_args_t *a = args;
+    return tsr_cuda_crossentropy_fwd(e->cuda_stream, a->nv, a->T, a->v0, buf[0], a->nv,
+                                     buf[1], buf[2], buf[3]);
+}
+#endif
+CODELET(cl_xent_fwd, "crossentropy_fwd", 4, xent_fwd_cpu, xent_fwd_cuda, NULL);
+
+/* logits (nv, T) = scale * (softmax - onehot), in place */
+static int xent_bwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const xent_args_t *a = args;
+    (void)e;
+    tsr_cpu_crossentropy_bwd(a->nv, a->T, a->v0, buf[0], a->nv, buf[1], buf[2], a->scale,
+                             buf[0], a->nv);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int xent_bwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const xent_args_t *a = args;
+    return tsr_cuda_crossentropy_bwd(e->cuda_stream, a->nv, a->T, a->v0, buf[0], a->nv,
+                                     buf[1], buf[2], a->scale, buf[0], a->nv);
+}
+#endif
+CODELET(cl_xent_bwd, "crossentropy_bwd", 3, xent_bwd_cpu, xent_bwd_cuda, NULL);
+
+static int check_xent(const tsr_tensor_t *logits, const tsr_tensor_t *row)
+{
+    if (row->cols != logits->cols || row->tile_cols != logits->tile_cols)
+        return tsr__fail(TSR_EINVAL, "crossentropy: per-token tensors do not follow the "
+                                     "logits' token tiles");
+    return TSR_OK;
+}
+
+int tsr__op_xent_fwd(const tsr_tensor_t *logits, const tsr_tensor_t *targets,
+                     tsr_tensor_t *ms, tsr_tensor_t *lse, tsr_tensor_t *loss)
+{
+    int rc = check_xent(logits, targets);
+    if (!rc)
+        rc = check_xent(logits, ms);
+    if (!rc)
+        rc = check_xent(logits, lse);
+    if (!rc)
+        rc = check_xent(logits, loss);
+    for (int j = 0; !rc && j < logits->grid_cols; j++) {
+        xent_args_t a = {0, tsr__tile_n(logits, j), 0, 0, 0.0f};
+        tsr_handle_t hms = tsr__tile(ms, 0, j), hl = tsr__tile(lse, 0, j);
+        for (int v = 0; !rc && v < logits->grid_rows; v++) {
+            a.nv = tsr__tile_m(logits, v);
+            a.accumulate = v > 0;
+            rc = SUBMIT(cl_maxsumexp, a, ACC(tsr__tile(logits, v, j), TSR_R),
+                        ACC(hms, v ? TSR_RW : TSR_W));
+        }
+        if (!rc)
+            rc = SUBMIT(cl_logsumexp, a, ACC(hms, TSR_R), ACC(hl, TSR_W));
+        if (!rc)
+            rc = tsr__op_fill_handle(tsr__tile(loss, 0, j), 0.0f);
+        for (int v = 0; !rc && v < logits->grid_rows; v++) {
+            a.nv = tsr__tile_m(logits, v);
+            a.v0 = v * logits->tile_rows;
+            rc = SUBMIT(cl_xent_fwd, a, ACC(tsr__tile(logits, v, j), TSR_R), ACC(hl, TSR_R),
+                        ACC(tsr__tile(targets, 0, j), TSR_R),
+                        ACC(tsr__tile(loss, 0, j), TSR_RW));
+        }
+    }
+    return rc;
+}
+
+int tsr__op_xent_bwd(tsr_tensor_t *logits, const tsr_tensor_t *targets,
+                     const tsr_tensor_t *lse, float scale)
+{
+    int rc = check_xent(logits, targets);
+    if (!rc)
+        rc = check_xent(logits, lse);
+    for (int j = 0; !rc && j < logits->grid_cols; j++)
+        for (int v = 0; !rc && v < logits->grid_rows; v++) {
+            xent_args_t a = {tsr__tile_m(logits, v), tsr__tile_n(logits, j),
+                             v * logits->tile_rows, 0, scale};
+            rc = SUBMIT(cl_xent_bwd, a, ACC(tsr__tile(logits, v, j), TSR_RW),
+                        ACC(tsr__tile(lse, 0, j), TSR_R), ACC(tsr__tile(targets, 0, j), TSR_R));
+        }
+    return rc;
+}
+
+/* ---- optimizer ------------------------------------------------------------ */
+
+/* acc[0] += sum x^2                           x: (n) */
+static int sumsq_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    tsr_cpu_sumsq(nelem(e, 0), buf[0], buf[1]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int sumsq_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    return tsr_cuda_sumsq(e->cuda_stream, nelem(e, 0), buf[0], buf[1]);
+}
+#endif
+CODELET(cl_sumsq, "sumsq", 2, sumsq_cpu, sumsq_cuda, NULL);
+
+int tsr__op_sumsq(const tsr_tensor_t *x, tsr_handle_t acc)
+{
+    int rc = TSR_OK;
+    size_t ntiles = (size_t)x->grid_rows * x->grid_cols;
+    for (size_t i = 0; !rc && i < ntiles; i++)
+        rc = SUBMIT0(cl_sumsq, ACC(x->tiles[i], TSR_R), ACC(acc, TSR_COMMUTE));
+    return rc;
+}
+
+/* g, p, m, v: (n); p, m, v updated */
+static int adamw_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const tsr_adamw_args_t *a = args;
+    tsr_cpu_adamw(nelem(e, 0), a->step, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay,
+                  a->grad_scale, buf[0], buf[1], buf[2], buf[3]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int adamw_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const tsr_adamw_args_t *a = args;
+    return tsr_cuda_adamw(e->cuda_stream, nelem(e, 0), a->step, a->lr, a->beta1, a->beta2,
+                          a->eps, a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2],
+                          buf[3]);
+}
+#endif
+CODELET(cl_adamw, "adamw", 4, adamw_cpu, adamw_cuda, NULL);
+
+int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tensor_t *p,
+                  tsr_tensor_t *m, tsr_tensor_t *v)
+{
+    int rc = same_tiling(g, p, "adamw");
+    size_t ntiles = (size_t)p->grid_rows * p->grid_cols;
+    for (size_t i = 0; !rc && i < ntiles; i++)
+        rc = SUBMIT(cl_adamw, *args, ACC(g->tiles[i], TSR_R), ACC(p->tiles[i], TSR_RW),
+                    ACC(m->tiles[i], TSR_RW), ACC(v->tiles[i], TSR_RW));
+    return rc;
+}

@@ -1,0 +1,97 @@
+/* nn/ops.h — tensor operations as loops that submit tile tasks: GEMM over
+ * tile grids, elementwise and broadcast operations, LayerNorm, GELU,
+ * embeddings, flash attention over (query tile, key tile) pairs,
+ * cross-entropy over vocabulary tiles, and the optimizer's tile updates.
+ *
+ * Every function only submits tasks (in program order; the runtime infers
+ * the dependencies) and returns the first submission error. None waits for
+ * results, none touches tile memory from the host.
+ *
+ * Accumulating outputs come in two kinds: `TSR_RW` chains (a fixed order:
+ * bitwise reproducible) and `TSR_COMMUTE` groups (any order, never at the same
+ * time: used for gradients that many token tiles add into).
+ *
+ * Tilings must agree where tensors meet (e.g. the k tiles of op(A) and op(B)
+ * in a GEMM); a mismatch is TSR_EINVAL with both tilings in the message.
+ */
+#ifndef TSR_NN_OPS_H
+#define TSR_NN_OPS_H
+
+#include <stdint.h>
+
+#include "nn/tensor.h"
+
+/* C = alpha op(A) op(B) + beta C.  beta == 0: C is overwritten (not read).
+ * acc_mode TSR_COMMUTE (beta must be 1): every tile product is added to its
+ * C tile in any order — the weight-gradient form, summed over token tiles. */
+int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
+                 const tsr_tensor_t *b, float beta, tsr_tensor_t *c, int acc_mode);
+
+/* x = value */
+int tsr__op_fill(tsr_tensor_t *x, float value);
+/* y = x (same tiling) */
+int tsr__op_copy(const tsr_tensor_t *x, tsr_tensor_t *y);
+/* x(i, j) += bias(i): bias is (rows, 1) tiled like x's rows */
+int tsr__op_bias_add(const tsr_tensor_t *bias, tsr_tensor_t *x);
+/* dbias(i) += sum_j dy(i, j), accumulated over column tiles (COMMUTE) */
+int tsr__op_bias_grad(const tsr_tensor_t *dy, tsr_tensor_t *dbias);
+
+/* LayerNorm over the rows of each column (x has one tile row: the whole
+ * feature dimension), eps 1e-5.  mean, rstd: (1, cols) tiled like x's columns. */
+int tsr__op_layernorm_fwd(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
+                          const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
+                          tsr_tensor_t *rstd);
+/* dx += LayerNorm'(dout) (RW); dgamma, dbeta += … (COMMUTE over column tiles) */
+int tsr__op_layernorm_bwd(const tsr_tensor_t *dout, const tsr_tensor_t *x,
+                          const tsr_tensor_t *gamma, const tsr_tensor_t *mean,
+                          const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dgamma,
+                          tsr_tensor_t *dbeta);
+
+/* out = gelu(x);  d = gelu'(x) * d (in place) */
+int tsr__op_gelu_fwd(const tsr_tensor_t *x, tsr_tensor_t *out);
+int tsr__op_gelu_bwd(const tsr_tensor_t *x, tsr_tensor_t *d);
+
+/* out(:, t) = wte(:, tokens[t]) + wpe(:, t mod seq_len).
+ *   tokens (1, N) int32, wte (C, V) tiled (C, tv), wpe (C, ctx) tiled
+ *   (C, tt), out (C, N) tiled (C, tt); seq_len a multiple of tt. */
+int tsr__op_embed_fwd(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
+                      const tsr_tensor_t *wpe, int seq_len, tsr_tensor_t *out);
+/* dwte, dwpe += the scatter of dout (COMMUTE) */
+int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int seq_len,
+                      tsr_tensor_t *dwte, tsr_tensor_t *dwpe);
+
+/* Causal multi-head attention over sequences of seq_len tokens.
+ *   qkv (3C, N) tiled (d, tt): tile rows 0..H-1 are q of each head,
+ *   H..2H-1 k, 2H..3H-1 v;  y (C, N) tiled (d, tt);  lse (H, N) tiled (1, tt);
+ *   ms: scratch (2H, N) tiled (2, tt). */
+int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, tsr_tensor_t *ms,
+                          tsr_tensor_t *y, tsr_tensor_t *lse);
+/* dqkv = the gradient through attention (overwritten); D: scratch (H, N)
+ * tiled (1, tt). */
+int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len,
+                          const tsr_tensor_t *y, const tsr_tensor_t *dy,
+                          const tsr_tensor_t *lse, tsr_tensor_t *D, tsr_tensor_t *dqkv);
+
+/* Cross-entropy of logits (V, N) tiled (tv, tt) against targets (1, N):
+ * ms (2, N) and lse (1, N) scratch, loss (1, N) per token (0 where the target
+ * is negative). */
+int tsr__op_xent_fwd(const tsr_tensor_t *logits, const tsr_tensor_t *targets,
+                     tsr_tensor_t *ms, tsr_tensor_t *lse, tsr_tensor_t *loss);
+/* logits = scale * (softmax - onehot), in place (the logits are consumed) */
+int tsr__op_xent_bwd(tsr_tensor_t *logits, const tsr_tensor_t *targets,
+                     const tsr_tensor_t *lse, float scale);
+
+/* acc (a 4-byte handle) += sum of squares of every element of x (COMMUTE) */
+int tsr__op_sumsq(const tsr_tensor_t *x, tsr_handle_t acc);
+/* acc = 0 */
+int tsr__op_fill_handle(tsr_handle_t h, float value);
+
+typedef struct tsr_adamw_args {
+    int step;
+    float lr, beta1, beta2, eps, weight_decay, grad_scale;
+} tsr_adamw_args_t;
+/* One AdamW step on every tile of p with gradient g and moments m, v. */
+int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tensor_t *p,
+                  tsr_tensor_t *m, tsr_tensor_t *v);
+
+#endif

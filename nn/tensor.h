@@ -1,0 +1,62 @@
+/* nn/tensor.h — tiled 2-D tensors: a shape, a tile shape and the grid of
+ * runtime handles that hold the tiles.
+ *
+ * Memory order is column-major everywhere (BLAS's): element (i, j) of a
+ * tensor is row i, column j; tile (a, b) covers rows [a*tile_rows, …) and
+ * columns [b*tile_cols, …), is stored contiguously with ld = its own row
+ * count, and is smaller at the last tile row or column when the shape is not
+ * a multiple of the tile shape. Activations are (features, tokens): token t's
+ * features are contiguous, which is PyTorch's row-major (tokens, features).
+ * Elements are 4 bytes (fp32, or int32 for token ids).
+ *
+ * A tensor must never be touched by the host while tasks use it except
+ * through tsr__tensor_read/write, which acquire each tile in program order.
+ */
+#ifndef TSR_NN_TENSOR_H
+#define TSR_NN_TENSOR_H
+
+#include <stddef.h>
+
+#include <tessera/tessera.h>
+
+typedef struct tsr_tensor {
+    int rows, cols;            /* shape */
+    int tile_rows, tile_cols;  /* tile shape (edge tiles may be smaller) */
+    int grid_rows, grid_cols;  /* number of tiles along each axis */
+    tsr_handle_t *tiles;       /* tile (a, b) at tiles[a + b * grid_rows] */
+} tsr_tensor_t;
+
+/* Handles allocated by the runtime where first used (zeros until written).
+ * TSR_EINVAL for non-positive sizes. */
+int tsr__tensor_init(tsr_tensor_t *t, int rows, int cols, int tile_rows, int tile_cols);
+/* Unregister every tile (waits for their tasks); t may be zeroed memory. */
+void tsr__tensor_free(tsr_tensor_t *t);
+
+static inline int tsr__tile_m(const tsr_tensor_t *t, int a)
+{
+    return a < t->grid_rows - 1 ? t->tile_rows : t->rows - a * t->tile_rows;
+}
+static inline int tsr__tile_n(const tsr_tensor_t *t, int b)
+{
+    return b < t->grid_cols - 1 ? t->tile_cols : t->cols - b * t->tile_cols;
+}
+static inline tsr_handle_t tsr__tile(const tsr_tensor_t *t, int a, int b)
+{
+    return t->tiles[a + (size_t)b * (size_t)t->grid_rows];
+}
+static inline size_t tsr__tensor_numel(const tsr_tensor_t *t)
+{
+    return (size_t)t->rows * (size_t)t->cols;
+}
+
+/* Copy between the tiles and a dense column-major host array of 4-byte
+ * elements with leading dimension ld >= rows. Ordered after the tasks
+ * submitted before (write: also before the tasks submitted after). */
+int tsr__tensor_write(tsr_tensor_t *t, const void *src, size_t ld);
+int tsr__tensor_read(const tsr_tensor_t *t, void *dst, size_t ld);
+
+/* Drop every tile's contents (tsr_handle_invalidate): the memory can be
+ * reused, the next reader sees zeros. */
+int tsr__tensor_invalidate(const tsr_tensor_t *t);
+
+#endif
