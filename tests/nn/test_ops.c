@@ -1,0 +1,288 @@
+/* tests/nn/test_ops.c — tensor operations over tile grids (with edge tiles)
+ * against naive double-precision loops over the whole dense tensors: GEMM in
+ * every transposition and accumulation mode, causal attention forward and
+ * backward, cross-entropy, embeddings. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "nn/ops.h"
+#include "tests/kernels/kt_util.h"
+
+static void rt_start(void)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = 2;
+    cfg.bind = 0;
+    cr_assert_eq(tsr_init(&cfg), TSR_OK, "%s", tsr_error_message());
+}
+
+static void rt_stop(void)
+{
+    tsr_shutdown();
+}
+
+TestSuite(nn_ops, .init = rt_start, .fini = rt_stop, .timeout = 120);
+
+#define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
+
+static void tensor_from(tsr_tensor_t *t, int rows, int cols, int tr, int tc, const void *src)
+{
+    OK(tsr__tensor_init(t, rows, cols, tr, tc));
+    if (src)
+        OK(tsr__tensor_write(t, src, (size_t)rows));
+}
+
+static float *tensor_get(const tsr_tensor_t *t)
+{
+    float *x = kt_alloc(tsr__tensor_numel(t));
+    OK(tsr__tensor_read(t, x, (size_t)t->rows));
+    return x;
+}
+
+/* element (i, j) of op(X) for X stored column-major (r rows) */
+static double at(const float *x, int r, int trans, int i, int j)
+{
+    return trans ? x[j + (size_t)i * r] : x[i + (size_t)j * r];
+}
+
+static void gemm_case(int ta, int tb, int m, int n, int k, int tm, int tn, int tk, float beta,
+                      int mode)
+{
+    kt_rng r = kt_seed((uint64_t)(ta * 2 + tb) * 131 + (uint64_t)mode);
+    int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+    float *a = kt_rand(&r, (size_t)ar * ac, -1, 1), *b = kt_rand(&r, (size_t)br * bc, -1, 1);
+    float *c = kt_rand(&r, (size_t)m * n, -1, 1);
+    tsr_tensor_t A, B, Cm;
+    tensor_from(&A, ar, ac, ta ? tk : tm, ta ? tm : tk, a);
+    tensor_from(&B, br, bc, tb ? tn : tk, tb ? tk : tn, b);
+    tensor_from(&Cm, m, n, tm, tn, c);
+    float alpha = 0.75f;
+    OK(tsr__op_gemm(ta, tb, alpha, &A, &B, beta, &Cm, mode));
+    /* a COMMUTE accumulation applied twice must add both products */
+    if (mode == TSR_COMMUTE)
+        OK(tsr__op_gemm(ta, tb, alpha, &A, &B, beta, &Cm, mode));
+    float *got = tensor_get(&Cm);
+    double *want = kt_dalloc((size_t)m * n);
+    int reps = mode == TSR_COMMUTE ? 2 : 1;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int p = 0; p < k; p++)
+                s += at(a, ar, ta, i, p) * at(b, br, tb, p, j);
+            want[i + (size_t)j * m] = reps * alpha * s + (beta != 0.0f ? c[i + (size_t)j * m] : 0.0);
+        }
+    kt_assert_close("gemm", got, want, (size_t)m * n, 1e-5, 1e-5);
+    tsr__tensor_free(&A);
+    tsr__tensor_free(&B);
+    tsr__tensor_free(&Cm);
+    free(a);
+    free(b);
+    free(c);
+    free(got);
+    free(want);
+}
+
+Test(nn_ops, gemm_tile_grids_with_edges)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            gemm_case(ta, tb, 37, 29, 41, 16, 8, 12, 0.0f, TSR_RW);
+            gemm_case(ta, tb, 37, 29, 41, 16, 8, 12, 1.0f, TSR_RW);
+            gemm_case(ta, tb, 20, 9, 33, 7, 4, 10, 1.0f, TSR_COMMUTE);
+        }
+}
+
+Test(nn_ops, gemm_rejects_mismatched_tilings)
+{
+    tsr_tensor_t A, B, Cm;
+    tensor_from(&A, 8, 8, 4, 4, NULL);
+    tensor_from(&B, 8, 8, 2, 4, NULL); /* inner dimension tiled 2 against 4 */
+    tensor_from(&Cm, 8, 8, 4, 4, NULL);
+    cr_assert_eq(tsr__op_gemm(0, 0, 1, &A, &B, 0, &Cm, TSR_RW), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "inner dimension"), "%s", tsr_error_message());
+    cr_assert_eq(tsr__op_gemm(0, 0, 1, &A, &A, 0.5f, &Cm, TSR_COMMUTE), TSR_EINVAL);
+    tsr__tensor_free(&A);
+    tsr__tensor_free(&B);
+    tsr__tensor_free(&Cm);
+}
+
+/* Naive causal attention in double over qkv (3C, N) for S sequences of T:
+ * y (C, N); with dy given, the gradient dqkv (3C, N). */
+static void attention_ref(const float *qkv, int H, int d, int S, int T, const float *dy,
+                          double *y, double *dqkv)
+{
+    int C = H * d, R = 3 * C;
+    double *p = kt_dalloc((size_t)T * T), *dp = kt_dalloc((size_t)T * T);
+    double scale = 1.0 / sqrt((double)d);
+    for (int s = 0; s < S; s++)
+        for (int h = 0; h < H; h++) {
+#define Q(c, t) qkv[(size_t)(h * d + (c)) + (size_t)(s * T + (t)) * R]
+#define K(c, t) qkv[(size_t)(C + h * d + (c)) + (size_t)(s * T + (t)) * R]
+#define V(c, t) qkv[(size_t)(2 * C + h * d + (c)) + (size_t)(s * T + (t)) * R]
+            for (int i = 0; i < T; i++) {
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    double e = 0;
+                    for (int c = 0; c < d; c++)
+                        e += Q(c, i) * K(c, j);
+                    p[i + j * T] = e * scale;
+                    mx = fmax(mx, e * scale);
+                }
+                for (int j = 0; j <= i; j++)
+                    sum += (p[i + j * T] = exp(p[i + j * T] - mx));
+                for (int j = 0; j <= i; j++)
+                    p[i + j * T] /= sum;
+                for (int c = 0; c < d; c++) {
+                    double o = 0;
+                    for (int j = 0; j <= i; j++)
+                        o += p[i + j * T] * V(c, j);
+                    y[(size_t)(h * d + c) + (size_t)(s * T + i) * C] = o;
+                }
+            }
+            if (!dy)
+                continue;
+#define DY(c, t) dy[(size_t)(h * d + (c)) + (size_t)(s * T + (t)) * C]
+#define DQ(c, t) dqkv[(size_t)(h * d + (c)) + (size_t)(s * T + (t)) * R]
+#define DK(c, t) dqkv[(size_t)(C + h * d + (c)) + (size_t)(s * T + (t)) * R]
+#define DV(c, t) dqkv[(size_t)(2 * C + h * d + (c)) + (size_t)(s * T + (t)) * R]
+            for (int i = 0; i < T; i++) {
+                double dot = 0;
+                for (int j = 0; j <= i; j++) {
+                    double g = 0;
+                    for (int c = 0; c < d; c++)
+                        g += DY(c, i) * V(c, j);
+                    dp[i + j * T] = g;
+                    dot += g * p[i + j * T];
+                    for (int c = 0; c < d; c++)
+                        DV(c, j) += p[i + j * T] * DY(c, i);
+                }
+                for (int j = 0; j <= i; j++) {
+                    double ds = p[i + j * T] * (dp[i + j * T] - dot) * scale;
+                    for (int c = 0; c < d; c++) {
+                        DQ(c, i) += ds * K(c, j);
+                        DK(c, j) += ds * Q(c, i);
+                    }
+                }
+            }
+        }
+    free(p);
+    free(dp);
+}
+
+Test(nn_ops, causal_attention_forward_and_backward)
+{
+    int H = 3, d = 8, S = 2, T = 12, tt = 4, C = H * d, N = S * T;
+    kt_rng r = kt_seed(77);
+    float *qkv = kt_rand(&r, (size_t)3 * C * N, -1, 1), *dy = kt_rand(&r, (size_t)C * N, -1, 1);
+    tsr_tensor_t tq, ty, tl, tms, tD, tdy, tdq;
+    tensor_from(&tq, 3 * C, N, d, tt, qkv);
+    tensor_from(&ty, C, N, d, tt, NULL);
+    tensor_from(&tl, H, N, 1, tt, NULL);
+    tensor_from(&tms, 2 * H, N, 2, tt, NULL);
+    tensor_from(&tD, H, N, 1, tt, NULL);
+    tensor_from(&tdy, C, N, d, tt, dy);
+    tensor_from(&tdq, 3 * C, N, d, tt, NULL);
+    OK(tsr__op_attention_fwd(&tq, H, T, &tms, &ty, &tl));
+    OK(tsr__op_attention_bwd(&tq, H, T, &ty, &tdy, &tl, &tD, &tdq));
+    double *y = kt_dalloc((size_t)C * N), *dq = kt_dalloc((size_t)3 * C * N);
+    attention_ref(qkv, H, d, S, T, dy, y, dq);
+    float *gy = tensor_get(&ty), *gdq = tensor_get(&tdq);
+    kt_assert_close("attention y", gy, y, (size_t)C * N, 1e-5, 1e-4);
+    kt_assert_close("attention dqkv", gdq, dq, (size_t)3 * C * N, 1e-5, 1e-4);
+    tsr_tensor_t *all[] = {&tq, &ty, &tl, &tms, &tD, &tdy, &tdq};
+    for (size_t i = 0; i < 7; i++)
+        tsr__tensor_free(all[i]);
+    free(qkv);
+    free(dy);
+    free(y);
+    free(dq);
+    free(gy);
+    free(gdq);
+}
+
+Test(nn_ops, cross_entropy_over_vocabulary_tiles)
+{
+    int V = 53, N = 12, tv = 16, tt = 5;
+    kt_rng r = kt_seed(5);
+    float *logits = kt_rand(&r, (size_t)V * N, -4, 4);
+    int32_t tg[12];
+    for (int t = 0; t < N; t++)
+        tg[t] = t == 3 ? -1 : kt_randint(&r, 0, V);
+    tsr_tensor_t L, Tg, ms, lse, loss;
+    tensor_from(&L, V, N, tv, tt, logits);
+    tensor_from(&Tg, 1, N, 1, tt, tg);
+    tensor_from(&ms, 2, N, 2, tt, NULL);
+    tensor_from(&lse, 1, N, 1, tt, NULL);
+    tensor_from(&loss, 1, N, 1, tt, NULL);
+    OK(tsr__op_xent_fwd(&L, &Tg, &ms, &lse, &loss));
+    OK(tsr__op_xent_bwd(&L, &Tg, &lse, 0.5f));
+    double want_loss[12], *want_d = kt_dalloc((size_t)V * N);
+    for (int t = 0; t < N; t++) {
+        double mx = -INFINITY, s = 0;
+        for (int v = 0; v < V; v++)
+            mx = fmax(mx, logits[v + t * V]);
+        for (int v = 0; v < V; v++)
+            s += exp(logits[v + t * V] - mx);
+        double l = mx + log(s);
+        want_loss[t] = tg[t] < 0 ? 0.0 : l - logits[tg[t] + t * V];
+        for (int v = 0; v < V; v++)
+            want_d[v + (size_t)t * V] =
+                tg[t] < 0 ? 0.0 : 0.5 * (exp(logits[v + t * V] - l) - (v == tg[t]));
+    }
+    float *gl = tensor_get(&loss), *gd = tensor_get(&L);
+    kt_assert_close("loss", gl, want_loss, (size_t)N, 1e-5, 1e-5);
+    kt_assert_close("dlogits", gd, want_d, (size_t)V * N, 1e-6, 1e-5);
+    tsr_tensor_t *all[] = {&L, &Tg, &ms, &lse, &loss};
+    for (size_t i = 0; i < 5; i++)
+        tsr__tensor_free(all[i]);
+    free(logits);
+    free(gl);
+    free(gd);
+    free(want_d);
+}
+
+Test(nn_ops, embeddings_forward_and_backward)
+{
+    int C = 6, V = 23, ctx = 10, T = 8, S = 3, N = S * T, tv = 7, tt = 4;
+    kt_rng r = kt_seed(9);
+    float *wte = kt_rand(&r, (size_t)C * V, -1, 1), *wpe = kt_rand(&r, (size_t)C * ctx, -1, 1);
+    float *dout = kt_rand(&r, (size_t)C * N, -1, 1);
+    int32_t tok[24];
+    for (int t = 0; t < N; t++)
+        tok[t] = t % 5 == 0 ? 4 : kt_randint(&r, 0, V); /* repeated ids add up */
+    tsr_tensor_t Tk, E, P, X, DE, DP, DO;
+    tensor_from(&Tk, 1, N, 1, tt, tok);
+    tensor_from(&E, C, V, C, tv, wte);
+    tensor_from(&P, C, ctx, C, tt, wpe);
+    tensor_from(&X, C, N, C, tt, NULL);
+    tensor_from(&DE, C, V, C, tv, NULL);
+    tensor_from(&DP, C, ctx, C, tt, NULL);
+    tensor_from(&DO, C, N, C, tt, dout);
+    OK(tsr__op_embed_fwd(&Tk, &E, &P, T, &X));
+    OK(tsr__op_embed_bwd(&Tk, &DO, T, &DE, &DP));
+    double *x = kt_dalloc((size_t)C * N), *de = kt_dalloc((size_t)C * V);
+    double *dp = kt_dalloc((size_t)C * ctx);
+    for (int t = 0; t < N; t++)
+        for (int c = 0; c < C; c++) {
+            x[c + t * C] = (double)wte[c + tok[t] * C] + wpe[c + (t % T) * C];
+            de[c + tok[t] * C] += dout[c + t * C];
+            dp[c + (t % T) * C] += dout[c + t * C];
+        }
+    float *gx = tensor_get(&X), *gde = tensor_get(&DE), *gdp = tensor_get(&DP);
+    kt_assert_close("embedding", gx, x, (size_t)C * N, 1e-6, 1e-6);
+    kt_assert_close("dwte", gde, de, (size_t)C * V, 1e-5, 1e-5);
+    kt_assert_close("dwpe", gdp, dp, (size_t)C * ctx, 1e-5, 1e-5);
+    tsr_tensor_t *all[] = {&Tk, &E, &P, &X, &DE, &DP, &DO};
+    for (size_t i = 0; i < 7; i++)
+        tsr__tensor_free(all[i]);
+    free(wte);
+    free(wpe);
+    free(dout);
+    free(x);
+    free(de);
+    free(dp);
+    free(gx);
+    free(gde);
+    free(gdp);
+}
