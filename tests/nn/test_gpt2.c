@@ -1,0 +1,218 @@
+/* tests/nn/test_gpt2.c — the GPT-2 model's own consistency: results that
+ * must not depend on tile sizes, on micro-batching, or on where the tiles
+ * live (simulated accelerators smaller than the training state against a
+ * CPU-only run), and clear errors for bad input. The comparison with
+ * PyTorch is tests/nn/test_gpt2_reference.c. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tessera/gpt2.h>
+
+#define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
+
+enum { V = 300, CTX = 64, B = 2, T = 32 };
+
+static void rt_start_opts(int ncpu, int nsim, size_t sim_mem)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = ncpu;
+    cfg.bind = 0;
+    cfg.nsim = nsim;
+    cfg.sim_mem = sim_mem;
+    OK(tsr_init(&cfg));
+}
+
+static void rt_start(void)
+{
+    rt_start_opts(2, 0, 0);
+}
+
+static void rt_stop(void)
+{
+    tsr_shutdown();
+}
+
+TestSuite(gpt2, .init = rt_start, .fini = rt_stop, .timeout = 300);
+TestSuite(gpt2_offload, .timeout = 600);
+
+static tsr_gpt2_config_t tiny(int tt, int tv, int tf)
+{
+    tsr_gpt2_config_t c = {.vocab_size = V, .context = CTX, .layers = 2, .heads = 4,
+                           .channels = 64, .tile_tokens = tt, .tile_vocab = tv,
+                           .tile_hidden = tf};
+    return c;
+}
+
+static void batch(int32_t *tok, int32_t *tgt, int n, unsigned seed)
+{
+    unsigned s = seed;
+    for (int i = 0; i <= n; i++) {
+        s = s * 1103515245u + 12345u;
+        int id = (int)((s >> 8) % V);
+        if (i < n)
+            tok[i] = id;
+        if (i > 0)
+            tgt[i - 1] = id;
+    }
+}
+
+static float *get(tsr_gpt2_t *m, const char *name, int which, size_t *n)
+{
+    OK(tsr_gpt2_get(m, name, which, NULL, n));
+    float *x = malloc(*n * sizeof *x);
+    cr_assert_not_null(x);
+    OK(tsr_gpt2_get(m, name, which, x, n));
+    return x;
+}
+
+/* max |a - b| / (max |b| + tiny) over every parameter's gradient */
+static double grad_rel_diff(tsr_gpt2_t *a, tsr_gpt2_t *b)
+{
+    double worst = 0;
+    for (int i = 0; i < tsr_gpt2_param_count(a); i++) {
+        const char *name = tsr_gpt2_param_name(a, i);
+        size_t n, n2;
+        float *ga = get(a, name, TSR_GPT2_GRAD, &n), *gb = get(b, name, TSR_GPT2_GRAD, &n2);
+        cr_assert_eq(n, n2);
+        double mx = 1e-12, diff = 0;
+        for (size_t k = 0; k < n; k++) {
+            mx = fmax(mx, fabs(gb[k]));
+            diff = fmax(diff, fabs((double)ga[k] - gb[k]));
+        }
+        worst = fmax(worst, diff / mx);
+        free(ga);
+        free(gb);
+    }
+    return worst;
+}
+
+Test(gpt2, tile_sizes_do_not_change_the_results)
+{
+    /* edge tiles everywhere: 300 = 2*128 + 44 vocabulary rows, 256 = 2*96 + 64 hidden rows */
+    tsr_gpt2_config_t c1 = tiny(16, 128, 96), c2 = tiny(0, 0, 0);
+    tsr_gpt2_t *m1, *m2;
+    OK(tsr_gpt2_create(&m1, &c1, B, T));
+    OK(tsr_gpt2_create(&m2, &c2, B, T));
+    cr_assert_eq(tsr_gpt2_config(m2)->tile_tokens, T, "derived token tile");
+    OK(tsr_gpt2_init_weights(m1, 3));
+    OK(tsr_gpt2_init_weights(m2, 3));
+    int32_t tok[B * T], tgt[B * T];
+    batch(tok, tgt, B * T, 11);
+    float l1, l2;
+    OK(tsr_gpt2_zero_grad(m1));
+    OK(tsr_gpt2_zero_grad(m2));
+    OK(tsr_gpt2_forward(m1, tok, tgt, &l1));
+    OK(tsr_gpt2_forward(m2, tok, tgt, &l2));
+    cr_assert(fabsf(l1 - l2) <= 1e-5f * fabsf(l2), "loss %g vs %g", l1, l2);
+    cr_assert(fabsf(l1 - logf(V)) < 0.1f, "initial loss %g should be near ln V", l1);
+    float z1[V], z2[V];
+    OK(tsr_gpt2_logits(m1, 1, T - 1, z1));
+    OK(tsr_gpt2_logits(m2, 1, T - 1, z2));
+    for (int v = 0; v < V; v++)
+        cr_assert(fabsf(z1[v] - z2[v]) <= 1e-5f + 1e-4f * fabsf(z2[v]), "logit %d", v);
+    OK(tsr_gpt2_backward(m1, 1.0f));
+    OK(tsr_gpt2_backward(m2, 1.0f));
+    double d = grad_rel_diff(m1, m2);
+    cr_assert(d < 1e-4, "gradients differ by %g between tilings", d);
+    tsr_gpt2_free(m1);
+    tsr_gpt2_free(m2);
+}
+
+Test(gpt2, micro_batches_accumulate_to_the_full_batch_gradient)
+{
+    tsr_gpt2_config_t c = tiny(16, 128, 0);
+    tsr_gpt2_t *full, *half;
+    OK(tsr_gpt2_create(&full, &c, B, T));
+    OK(tsr_gpt2_create(&half, &c, 1, T));
+    OK(tsr_gpt2_init_weights(full, 5));
+    OK(tsr_gpt2_init_weights(half, 5));
+    int32_t tok[B * T], tgt[B * T];
+    batch(tok, tgt, B * T, 21);
+    OK(tsr_gpt2_zero_grad(full));
+    OK(tsr_gpt2_forward(full, tok, tgt, NULL));
+    OK(tsr_gpt2_backward(full, 1.0f));
+    OK(tsr_gpt2_zero_grad(half));
+    for (int k = 0; k < B; k++) {
+        OK(tsr_gpt2_forward(half, tok + k * T, tgt + k * T, NULL));
+        OK(tsr_gpt2_backward(half, 1.0f / B));
+    }
+    double d = grad_rel_diff(half, full);
+    cr_assert(d < 1e-4, "micro-batched gradients differ by %g", d);
+    tsr_gpt2_free(full);
+    tsr_gpt2_free(half);
+}
+
+Test(gpt2, bad_input_gives_clear_errors)
+{
+    tsr_gpt2_config_t c = tiny(0, 0, 0);
+    tsr_gpt2_t *m;
+    c.heads = 5;
+    cr_assert_eq(tsr_gpt2_create(&m, &c, B, T), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "heads"), "%s", tsr_error_message());
+    c = tiny(5, 0, 0);
+    cr_assert_eq(tsr_gpt2_create(&m, &c, B, T), TSR_EINVAL);
+    c = tiny(0, 0, 0);
+    cr_assert_eq(tsr_gpt2_create(&m, &c, B, CTX + 1), TSR_EINVAL);
+    OK(tsr_gpt2_create(&m, &c, B, T));
+    int32_t tok[B * T], tgt[B * T];
+    batch(tok, tgt, B * T, 1);
+    cr_assert_eq(tsr_gpt2_backward(m, 1.0f), TSR_ESTATE);
+    tok[7] = V;
+    cr_assert_eq(tsr_gpt2_forward(m, tok, tgt, NULL), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "token"), "%s", tsr_error_message());
+    tok[7] = 0;
+    cr_assert_eq(tsr_gpt2_get(m, "h.9.ln_1.weight", TSR_GPT2_PARAM, NULL, NULL), TSR_ENOTFOUND);
+    float x[3] = {0};
+    cr_assert_eq(tsr_gpt2_set(m, "ln_f.bias", TSR_GPT2_PARAM, x, 3), TSR_EINVAL);
+    OK(tsr_gpt2_forward(m, tok, NULL, NULL));
+    cr_assert_eq(tsr_gpt2_backward(m, 1.0f), TSR_ESTATE, "no targets, no backward");
+    tsr_gpt2_free(m);
+}
+
+/* Losses of `steps` AdamW steps on a fixed batch under the given runtime. */
+static void train_losses(int ncpu, int nsim, size_t sim_mem, float *losses, int steps,
+                         tsr_node_stats_t *sim_stats)
+{
+    rt_start_opts(ncpu, nsim, sim_mem);
+    tsr_gpt2_config_t c = tiny(16, 128, 96);
+    tsr_gpt2_t *m;
+    OK(tsr_gpt2_create(&m, &c, B, T));
+    OK(tsr_gpt2_init_weights(m, 9));
+    int32_t tok[B * T], tgt[B * T];
+    batch(tok, tgt, B * T, 31);
+    tsr_adamw_config_t opt;
+    tsr_adamw_config_default(&opt);
+    for (int s = 0; s < steps; s++) {
+        OK(tsr_gpt2_zero_grad(m));
+        OK(tsr_gpt2_forward(m, tok, tgt, &losses[s]));
+        OK(tsr_gpt2_backward(m, 1.0f));
+        OK(tsr_gpt2_step(m, &opt, tsr_lr_schedule(s, 2, steps, 1e-3f, 1e-4f), NULL));
+    }
+    OK(tsr_wait_all());
+    if (sim_stats)
+        OK(tsr_memory_node_stats(1, sim_stats));
+    cr_assert_gt(tsr_gpt2_num_params(m) * 16, nsim ? sim_mem * (size_t)nsim : 0,
+                 "the training state must exceed the accelerators' memory");
+    tsr_gpt2_free(m);
+    OK(tsr_shutdown());
+}
+
+Test(gpt2_offload, accelerators_smaller_than_the_training_state_reproduce_cpu_losses)
+{
+    enum { STEPS = 6 };
+    float cpu[STEPS], sim[STEPS];
+    tsr_node_stats_t st;
+    train_losses(2, 0, 0, cpu, STEPS, NULL);
+    /* two simulated accelerators of 512 KiB and no CPU worker: every task
+     * runs on an accelerator; the ~2 MB training state is evicted and
+     * fetched back as the step goes */
+    train_losses(-1, 2, 512 << 10, sim, STEPS, &st);
+    cr_assert_gt(st.evictions, 0, "the accelerator never had to evict");
+    for (int s = 0; s < STEPS; s++)
+        cr_assert(fabsf(cpu[s] - sim[s]) <= 1e-5f * fabsf(cpu[s]),
+                  "step %d: loss %.7f on accelerators vs %.7f on CPU", s, sim[s], cpu[s]);
+    cr_assert_lt(cpu[STEPS - 1], cpu[0] - 0.3f, "the loss falls");
+}
