@@ -94,25 +94,38 @@ float tsr_lr_schedule(int step, int warmup, int total, float max_lr, float min_l
     return (float)(min_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (max_lr - min_lr));
 }
 
-/* Tile sizes derived from the shapes: token tiles up to 256 that divide the
- * sequence, vocabulary tiles of 1024 rows, MLP tiles of C rows (4 tiles). */
-static int resolve_tiles(tsr_gpt2_config_t *c, int seq_len)
+/* Tile sizes derived from the shapes: token tiles of about 256 tokens (the
+ * largest divisor of the sequence up to 256, or as many whole sequences of
+ * the micro-batch as fit in 256), so that the weight-gradient products sum
+ * over hundreds of tokens per task; vocabulary tiles of 1024 rows; MLP tiles
+ * of C rows (4 tiles). */
+static int resolve_tiles(tsr_gpt2_config_t *c, int batch, int seq_len)
 {
+    enum { TOKENS = 256 };
     if (c->tile_tokens <= 0) {
-        c->tile_tokens = 1;
-        for (int t = seq_len < 256 ? seq_len : 256; t >= 1; t--)
-            if (seq_len % t == 0) {
-                c->tile_tokens = t;
-                break;
-            }
+        c->tile_tokens = seq_len;
+        if (seq_len > TOKENS) {
+            for (int t = TOKENS; t >= 1; t--)
+                if (seq_len % t == 0) {
+                    c->tile_tokens = t;
+                    break;
+                }
+        } else {
+            for (int k = TOKENS / seq_len; k >= 1; k--)
+                if (batch % k == 0) {
+                    c->tile_tokens = k * seq_len;
+                    break;
+                }
+        }
     }
     if (c->tile_vocab <= 0)
         c->tile_vocab = c->vocab_size < 1024 ? c->vocab_size : 1024;
     if (c->tile_hidden <= 0)
         c->tile_hidden = c->channels;
-    if (seq_len % c->tile_tokens)
-        return tsr__fail(TSR_EINVAL, "gpt2: token tile %d does not divide the sequence length %d",
-                         c->tile_tokens, seq_len);
+    if (!tsr__tokens_tile_ok(c->tile_tokens, seq_len, batch))
+        return tsr__fail(TSR_EINVAL, "gpt2: a token tile of %d neither divides the sequence "
+                                     "length %d nor holds whole sequences of the batch of %d",
+                         c->tile_tokens, seq_len, batch);
     return TSR_OK;
 }
 
@@ -165,7 +178,8 @@ static int make_params(tsr_gpt2_t *m)
         return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the parameter table");
     int rc = add_param(m, &m->wte, "wte.weight", C, c->vocab_size, C, c->tile_vocab, 1);
     if (!rc)
-        rc = add_param(m, &m->wpe, "wpe.weight", C, c->context, C, c->tile_tokens, 1);
+        rc = add_param(m, &m->wpe, "wpe.weight", C, c->context, C,
+                       c->tile_tokens < m->T ? c->tile_tokens : m->T, 1);
     char n[64];
 #define P(field, suffix, rows, cols, tr, tc, decay)                                  \
     if (!rc) {                                                                       \
@@ -278,7 +292,7 @@ int tsr_gpt2_create(tsr_gpt2_t **out, const tsr_gpt2_config_t *cfg, int batch, i
     m->T = seq_len;
     m->N = batch * seq_len;
     m->hd = cfg->channels / cfg->heads;
-    rc = resolve_tiles(&m->cfg, seq_len);
+    rc = resolve_tiles(&m->cfg, batch, seq_len);
     if (!rc)
         rc = make_params(m);
     if (!rc)

@@ -221,6 +221,28 @@ static int axpy_cuda(void **buf, const void *args, const tsr_exec_t *e)
 #endif
 CODELET(cl_axpy, "axpy", 2, axpy_cpu, axpy_cuda, NULL);
 
+typedef struct slice_args {
+    size_t xoff, yoff, n;
+} slice_args_t;
+
+/* y[yoff + i] += x[xoff + i], i < n: one sequence's rows of a multi-sequence tile */
+static int slice_add_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const slice_args_t *a = args;
+    (void)e;
+    tsr_cpu_axpy(a->n, 1.0f, (const float *)buf[0] + a->xoff, (float *)buf[1] + a->yoff);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int slice_add_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const slice_args_t *a = args;
+    return tsr_cuda_axpy(e->cuda_stream, a->n, 1.0f, (const float *)buf[0] + a->xoff,
+                         (float *)buf[1] + a->yoff);
+}
+#endif
+CODELET(cl_slice_add, "slice_add", 2, slice_add_cpu, slice_add_cuda, NULL);
+
 typedef struct mn_args {
     int m, n;
 } mn_args_t;
@@ -475,28 +497,59 @@ static int embed_bwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
 #endif
 CODELET(cl_embed_bwd, "embedding_bwd", 3, embed_bwd_cpu, embed_bwd_cuda, NULL);
 
+int tsr__tokens_tile_ok(int tt, int seq_len, int nseq)
+{
+    if (tt <= 0 || seq_len <= 0 || nseq <= 0)
+        return 0;
+    return tt <= seq_len ? seq_len % tt == 0 : tt % seq_len == 0 && nseq % (tt / seq_len) == 0;
+}
+
 static int check_embed(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
                        const tsr_tensor_t *wpe, int seq_len, const tsr_tensor_t *x)
 {
-    if (tokens->rows != 1 || tokens->cols != x->cols || tokens->tile_cols != x->tile_cols ||
+    int tt = x->tile_cols;
+    if (tokens->rows != 1 || tokens->cols != x->cols || tokens->tile_cols != tt ||
         x->grid_rows != 1 || wte->rows != x->rows || wte->grid_rows != 1 ||
-        wpe->rows != x->rows || wpe->tile_cols != x->tile_cols || seq_len % x->tile_cols ||
-        seq_len > wpe->cols || x->cols % seq_len)
+        wpe->rows != x->rows || wpe->tile_cols != (tt < seq_len ? tt : seq_len) ||
+        seq_len > wpe->cols || x->cols % seq_len ||
+        !tsr__tokens_tile_ok(tt, seq_len, x->cols / seq_len))
         return tsr__fail(TSR_EINVAL, "embedding: tilings of tokens, tables and activations "
                                      "do not agree");
     return TSR_OK;
+}
+
+/* Position rows of token tile j (nb whole sequences side by side when the
+ * tile is longer than a sequence, else part of one sequence).
+ *   forward:  x = wpe rows (W) — a multi-sequence tile is zeroed first, then
+ *             wpe's first tile (one whole sequence) is added at each offset;
+ *   backward: dwpe += the tile's rows (COMMUTE). */
+static int embed_positions(const tsr_tensor_t *wpe, int seq_len, int tt, int j, tsr_handle_t x,
+                           int backward)
+{
+    float one = 1.0f;
+    if (tt <= seq_len) {
+        tsr_handle_t p = tsr__tile(wpe, 0, j % (seq_len / tt));
+        return backward ? SUBMIT(cl_axpy, one, ACC(x, TSR_R), ACC(p, TSR_COMMUTE))
+                        : SUBMIT0(cl_copy, ACC(p, TSR_R), ACC(x, TSR_W));
+    }
+    tsr_handle_t p = tsr__tile(wpe, 0, 0);
+    size_t seq = (size_t)wpe->rows * (size_t)seq_len;
+    int rc = backward ? TSR_OK : tsr__op_fill_handle(x, 0.0f);
+    for (int b = 0; !rc && b < tt / seq_len; b++) {
+        slice_args_t a = {backward ? b * seq : 0, backward ? 0 : b * seq, seq};
+        rc = backward ? SUBMIT(cl_slice_add, a, ACC(x, TSR_R), ACC(p, TSR_COMMUTE))
+                      : SUBMIT(cl_slice_add, a, ACC(p, TSR_R), ACC(x, TSR_RW));
+    }
+    return rc;
 }
 
 int tsr__op_embed_fwd(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
                       const tsr_tensor_t *wpe, int seq_len, tsr_tensor_t *out)
 {
     int rc = check_embed(tokens, wte, wpe, seq_len, out);
-    int per_seq = rc ? 1 : seq_len / out->tile_cols;
-    /* The position rows start the tile (W), then every vocabulary tile adds
-     * the rows of the ids it holds. */
     for (int j = 0; !rc && j < out->grid_cols; j++) {
         tsr_handle_t o = tsr__tile(out, 0, j);
-        rc = SUBMIT0(cl_copy, ACC(tsr__tile(wpe, 0, j % per_seq), TSR_R), ACC(o, TSR_W));
+        rc = embed_positions(wpe, seq_len, out->tile_cols, j, o, 0);
         for (int v = 0; !rc && v < wte->grid_cols; v++) {
             embed_args_t a = {out->rows, tsr__tile_n(out, j), tsr__tile_n(wte, v),
                               v * wte->tile_cols};
@@ -511,8 +564,6 @@ int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int 
                       tsr_tensor_t *dwte, tsr_tensor_t *dwpe)
 {
     int rc = check_embed(tokens, dwte, dwpe, seq_len, dout);
-    int per_seq = rc ? 1 : seq_len / dout->tile_cols;
-    float one = 1.0f;
     for (int j = 0; !rc && j < dout->grid_cols; j++) {
         tsr_handle_t d = tsr__tile(dout, 0, j);
         for (int v = 0; !rc && v < dwte->grid_cols; v++) {
@@ -522,8 +573,7 @@ int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int 
                         ACC(tsr__tile(dwte, 0, v), TSR_COMMUTE));
         }
         if (!rc)
-            rc = SUBMIT(cl_axpy, one, ACC(d, TSR_R),
-                        ACC(tsr__tile(dwpe, 0, j % per_seq), TSR_COMMUTE));
+            rc = embed_positions(dwpe, seq_len, dout->tile_cols, j, d, 1);
     }
     return rc;
 }
@@ -531,7 +581,7 @@ int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int 
 /* ---- attention ------------------------------------------------------------ */
 
 typedef struct attn_args {
-    int d, tq, tk, q0, k0;
+    int d, tq, tk, nb, q0, k0; /* nb: sequences side by side in one tile */
     float scale;
 } attn_args_t;
 
@@ -540,14 +590,14 @@ static int attn_init_cpu(void **buf, const void *args, const tsr_exec_t *e)
 {
     const attn_args_t *a = args;
     (void)e;
-    tsr_cpu_attn_init(a->d, a->tq, 1, buf[0], buf[1]);
+    tsr_cpu_attn_init(a->d, a->tq, a->nb, buf[0], buf[1]);
     return 0;
 }
 #ifdef TSR_HAVE_CUDA
 static int attn_init_cuda(void **buf, const void *args, const tsr_exec_t *e)
 {
     const attn_args_t *a = args;
-    return tsr_cuda_attn_init(e->cuda_stream, a->d, a->tq, 1, buf[0], buf[1]);
+    return tsr_cuda_attn_init(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1]);
 }
 #endif
 CODELET(cl_attn_init, "attn_init", 2, attn_init_cpu, attn_init_cuda, NULL);
@@ -557,7 +607,7 @@ static int attn_fwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
 {
     const attn_args_t *a = args;
     (void)e;
-    tsr_cpu_attn_fwd(a->d, a->tq, a->tk, 1, a->q0, a->k0, a->scale, buf[0], buf[1], buf[2],
+    tsr_cpu_attn_fwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0], buf[1], buf[2],
                      buf[3], buf[4]);
     return 0;
 }
@@ -565,7 +615,7 @@ static int attn_fwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
 static int attn_fwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
 {
     const attn_args_t *a = args;
-    return tsr_cuda_attn_fwd(e->cuda_stream, a->d, a->tq, a->tk, 1, a->q0, a->k0, a->scale,
+    return tsr_cuda_attn_fwd(e->cuda_stream, a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale,
                              buf[0], buf[1], buf[2], buf[3], buf[4]);
 }
 #endif
@@ -573,7 +623,7 @@ static double attn_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
     (void)sizes;
-    return 4.0 * a->d * a->tq * a->tk;
+    return 4.0 * a->d * a->tq * a->tk * a->nb;
 }
 CODELET(cl_attn_fwd, "attn_fwd", 5, attn_fwd_cpu, attn_fwd_cuda, attn_flops);
 
@@ -582,14 +632,14 @@ static int attn_fin_cpu(void **buf, const void *args, const tsr_exec_t *e)
 {
     const attn_args_t *a = args;
     (void)e;
-    tsr_cpu_attn_finalize(a->d, a->tq, 1, buf[0], buf[1], buf[1], buf[2]);
+    tsr_cpu_attn_finalize(a->d, a->tq, a->nb, buf[0], buf[1], buf[1], buf[2]);
     return 0;
 }
 #ifdef TSR_HAVE_CUDA
 static int attn_fin_cuda(void **buf, const void *args, const tsr_exec_t *e)
 {
     const attn_args_t *a = args;
-    return tsr_cuda_attn_finalize(e->cuda_stream, a->d, a->tq, 1, buf[0], buf[1], buf[1],
+    return tsr_cuda_attn_finalize(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1], buf[1],
                                   buf[2]);
 }
 #endif
@@ -600,14 +650,14 @@ static int attn_dot_cpu(void **buf, const void *args, const tsr_exec_t *e)
 {
     const attn_args_t *a = args;
     (void)e;
-    tsr_cpu_attn_bwd_dot(a->d, a->tq, 1, buf[0], buf[1], buf[2]);
+    tsr_cpu_attn_bwd_dot(a->d, a->tq, a->nb, buf[0], buf[1], buf[2]);
     return 0;
 }
 #ifdef TSR_HAVE_CUDA
 static int attn_dot_cuda(void **buf, const void *args, const tsr_exec_t *e)
 {
     const attn_args_t *a = args;
-    return tsr_cuda_attn_bwd_dot(e->cuda_stream, a->d, a->tq, 1, buf[0], buf[1], buf[2]);
+    return tsr_cuda_attn_bwd_dot(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1], buf[2]);
 }
 #endif
 CODELET(cl_attn_dot, "attn_bwd_dot", 3, attn_dot_cpu, attn_dot_cuda, NULL);
@@ -617,7 +667,7 @@ static int attn_bwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
 {
     const attn_args_t *a = args;
     (void)e;
-    tsr_cpu_attn_bwd(a->d, a->tq, a->tk, 1, a->q0, a->k0, a->scale, buf[0], buf[1], buf[2],
+    tsr_cpu_attn_bwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0], buf[1], buf[2],
                      buf[3], buf[4], buf[5], buf[6], buf[7], buf[8]);
     return 0;
 }
@@ -625,7 +675,7 @@ static int attn_bwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
 static int attn_bwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
 {
     const attn_args_t *a = args;
-    return tsr_cuda_attn_bwd(e->cuda_stream, a->d, a->tq, a->tk, 1, a->q0, a->k0, a->scale,
+    return tsr_cuda_attn_bwd(e->cuda_stream, a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale,
                              buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7],
                              buf[8]);
 }
@@ -636,14 +686,35 @@ static double attn_bwd_flops(const void *args, const size_t *sizes)
 }
 CODELET(cl_attn_bwd, "attn_bwd", 9, attn_bwd_cpu, attn_bwd_cuda, attn_bwd_flops);
 
+/* How token tiles map onto sequences: a tile is either part of one sequence
+ * (per_seq tiles of tq tokens each) or nb whole sequences side by side,
+ * which the kernels treat as nb independent blocks (their `nb` axis). */
+typedef struct attn_layout {
+    int d, tq, nb, per_seq, groups;
+    float scale;
+} attn_layout_t;
+
+static attn_layout_t attn_layout(const tsr_tensor_t *qkv, int seq_len)
+{
+    attn_layout_t L;
+    int tt = qkv->tile_cols;
+    L.d = qkv->tile_rows;
+    L.tq = tt < seq_len ? tt : seq_len;
+    L.nb = tt / L.tq;
+    L.per_seq = seq_len / L.tq;
+    L.groups = qkv->grid_cols / L.per_seq;
+    L.scale = 1.0f / sqrtf((float)L.d);
+    return L;
+}
+
 static int check_attn(const tsr_tensor_t *qkv, int heads, int seq_len, const tsr_tensor_t *y,
                       const tsr_tensor_t *lse)
 {
     int d = qkv->tile_rows;
     if (qkv->rows != 3 * heads * d || y->rows != heads * d || y->tile_rows != d ||
         y->cols != qkv->cols || y->tile_cols != qkv->tile_cols || lse->rows != heads ||
-        lse->tile_rows != 1 || lse->tile_cols != qkv->tile_cols || seq_len % qkv->tile_cols ||
-        qkv->cols % seq_len)
+        lse->tile_rows != 1 || lse->tile_cols != qkv->tile_cols || qkv->cols % seq_len ||
+        !tsr__tokens_tile_ok(qkv->tile_cols, seq_len, qkv->cols / seq_len))
         return tsr__fail(TSR_EINVAL, "attention: qkv (%d, %d) in tiles (%d, %d) does not fit "
                                      "%d heads over sequences of %d",
                          qkv->rows, qkv->cols, qkv->tile_rows, qkv->tile_cols, heads, seq_len);
@@ -656,19 +727,18 @@ int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, tsr_t
     int rc = check_attn(qkv, heads, seq_len, y, lse);
     if (rc)
         return rc;
-    int d = qkv->tile_rows, tt = qkv->tile_cols, per_seq = seq_len / tt;
-    float scale = 1.0f / sqrtf((float)d);
-    for (int s = 0; s < qkv->cols / seq_len; s++)
+    attn_layout_t L = attn_layout(qkv, seq_len);
+    for (int g = 0; g < L.groups; g++)
         for (int h = 0; h < heads; h++)
-            for (int qi = 0; qi < per_seq; qi++) {
-                int j = s * per_seq + qi;
+            for (int qi = 0; qi < L.per_seq; qi++) {
+                int j = g * L.per_seq + qi;
                 tsr_handle_t hms = tsr__tile(ms, h, j), hy = tsr__tile(y, h, j);
-                attn_args_t a = {d, tt, tt, qi * tt, 0, scale};
+                attn_args_t a = {L.d, L.tq, L.tq, L.nb, qi * L.tq, 0, L.scale};
                 if ((rc = SUBMIT(cl_attn_init, a, ACC(hms, TSR_W), ACC(hy, TSR_W))))
                     return rc;
                 for (int ki = 0; ki <= qi; ki++) {
-                    int jk = s * per_seq + ki;
-                    a.k0 = ki * tt;
+                    int jk = g * L.per_seq + ki;
+                    a.k0 = ki * L.tq;
                     if ((rc = SUBMIT(cl_attn_fwd, a, ACC(tsr__tile(qkv, h, j), TSR_R),
                                      ACC(tsr__tile(qkv, heads + h, jk), TSR_R),
                                      ACC(tsr__tile(qkv, 2 * heads + h, jk), TSR_R),
@@ -695,20 +765,19 @@ int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len,
         rc = tsr__op_fill(dqkv, 0.0f);
     if (rc)
         return rc;
-    int d = qkv->tile_rows, tt = qkv->tile_cols, per_seq = seq_len / tt;
-    float scale = 1.0f / sqrtf((float)d);
-    for (int s = 0; s < qkv->cols / seq_len; s++)
+    attn_layout_t L = attn_layout(qkv, seq_len);
+    for (int g = 0; g < L.groups; g++)
         for (int h = 0; h < heads; h++)
-            for (int qi = 0; qi < per_seq; qi++) {
-                int j = s * per_seq + qi;
-                attn_args_t a = {d, tt, tt, qi * tt, 0, scale};
+            for (int qi = 0; qi < L.per_seq; qi++) {
+                int j = g * L.per_seq + qi;
+                attn_args_t a = {L.d, L.tq, L.tq, L.nb, qi * L.tq, 0, L.scale};
                 if ((rc = SUBMIT(cl_attn_dot, a, ACC(tsr__tile(y, h, j), TSR_R),
                                  ACC(tsr__tile(dy, h, j), TSR_R),
                                  ACC(tsr__tile(D, h, j), TSR_W))))
                     return rc;
                 for (int ki = 0; ki <= qi; ki++) {
-                    int jk = s * per_seq + ki;
-                    a.k0 = ki * tt;
+                    int jk = g * L.per_seq + ki;
+                    a.k0 = ki * L.tq;
                     if ((rc = SUBMIT(cl_attn_bwd, a, ACC(tsr__tile(qkv, h, j), TSR_R),
                                      ACC(tsr__tile(qkv, heads + h, jk), TSR_R),
                                      ACC(tsr__tile(qkv, 2 * heads + h, jk), TSR_R),

@@ -51,9 +51,14 @@ int tsr__op_layernorm_bwd(const tsr_tensor_t *dout, const tsr_tensor_t *x,
 int tsr__op_gelu_fwd(const tsr_tensor_t *x, tsr_tensor_t *out);
 int tsr__op_gelu_bwd(const tsr_tensor_t *x, tsr_tensor_t *d);
 
+/* Whether token tiles of tt columns fit nseq sequences of seq_len tokens:
+ * tt divides seq_len (tiles within a sequence), or tt is a multiple of
+ * seq_len that divides nseq sequences (whole sequences side by side). */
+int tsr__tokens_tile_ok(int tt, int seq_len, int nseq);
+
 /* out(:, t) = wte(:, tokens[t]) + wpe(:, t mod seq_len).
  *   tokens (1, N) int32, wte (C, V) tiled (C, tv), wpe (C, ctx) tiled
- *   (C, tt), out (C, N) tiled (C, tt); seq_len a multiple of tt. */
+ *   (C, min(tt, seq_len)), out (C, N) tiled (C, tt); tt as above. */
 int tsr__op_embed_fwd(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
                       const tsr_tensor_t *wpe, int seq_len, tsr_tensor_t *out);
 /* dwte, dwpe += the scatter of dout (COMMUTE) */
@@ -62,6 +67,7 @@ int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int 
 
 /* Causal multi-head attention over sequences of seq_len tokens.
  *   qkv (3C, N) tiled (d, tt): tile rows 0..H-1 are q of each head,
+ *   tt within a sequence or spanning whole sequences (tsr__tokens_tile_ok),
  *   H..2H-1 k, 2H..3H-1 v;  y (C, N) tiled (d, tt);  lse (H, N) tiled (1, tt);
  *   ms: scratch (2H, N) tiled (2, tt). */
 int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, tsr_tensor_t *ms,

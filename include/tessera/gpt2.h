@@ -32,7 +32,8 @@ typedef struct tsr_gpt2_config {
     int heads;        /* n_head, 12; channels must be a multiple */
     int channels;     /* n_embd, 768 */
     /* Tile sizes; 0 = derived from the shapes (docs/gpt2.md). */
-    int tile_tokens;  /* tokens per activation tile; must divide seq_len */
+    int tile_tokens;  /* tokens per activation tile: divides seq_len, or is a
+                         multiple of it holding whole sequences of a batch */
     int tile_vocab;   /* vocabulary rows per tile of wte and the logits */
     int tile_hidden;  /* rows per tile of the MLP's 4C hidden activations */
 } tsr_gpt2_config_t;

@@ -170,9 +170,9 @@ static void attention_ref(const float *qkv, int H, int d, int S, int T, const fl
     free(dp);
 }
 
-Test(nn_ops, causal_attention_forward_and_backward)
+static void attention_case(int tt)
 {
-    int H = 3, d = 8, S = 2, T = 12, tt = 4, C = H * d, N = S * T;
+    int H = 3, d = 8, S = 4, T = 12, C = H * d, N = S * T;
     kt_rng r = kt_seed(77);
     float *qkv = kt_rand(&r, (size_t)3 * C * N, -1, 1), *dy = kt_rand(&r, (size_t)C * N, -1, 1);
     tsr_tensor_t tq, ty, tl, tms, tD, tdy, tdq;
@@ -199,6 +199,13 @@ Test(nn_ops, causal_attention_forward_and_backward)
     free(dq);
     free(gy);
     free(gdq);
+}
+
+Test(nn_ops, causal_attention_forward_and_backward)
+{
+    attention_case(4);  /* three tiles per sequence */
+    attention_case(12); /* one tile per sequence */
+    attention_case(24); /* two whole sequences per tile */
 }
 
 Test(nn_ops, cross_entropy_over_vocabulary_tiles)
@@ -242,22 +249,22 @@ Test(nn_ops, cross_entropy_over_vocabulary_tiles)
     free(want_d);
 }
 
-Test(nn_ops, embeddings_forward_and_backward)
+static void embedding_case(int tt)
 {
-    int C = 6, V = 23, ctx = 10, T = 8, S = 3, N = S * T, tv = 7, tt = 4;
+    int C = 6, V = 23, ctx = 10, T = 8, S = 4, N = S * T, tv = 7;
     kt_rng r = kt_seed(9);
     float *wte = kt_rand(&r, (size_t)C * V, -1, 1), *wpe = kt_rand(&r, (size_t)C * ctx, -1, 1);
     float *dout = kt_rand(&r, (size_t)C * N, -1, 1);
-    int32_t tok[24];
+    int32_t tok[32];
     for (int t = 0; t < N; t++)
         tok[t] = t % 5 == 0 ? 4 : kt_randint(&r, 0, V); /* repeated ids add up */
     tsr_tensor_t Tk, E, P, X, DE, DP, DO;
     tensor_from(&Tk, 1, N, 1, tt, tok);
     tensor_from(&E, C, V, C, tv, wte);
-    tensor_from(&P, C, ctx, C, tt, wpe);
+    tensor_from(&P, C, ctx, C, tt < T ? tt : T, wpe);
     tensor_from(&X, C, N, C, tt, NULL);
     tensor_from(&DE, C, V, C, tv, NULL);
-    tensor_from(&DP, C, ctx, C, tt, NULL);
+    tensor_from(&DP, C, ctx, C, tt < T ? tt : T, NULL);
     tensor_from(&DO, C, N, C, tt, dout);
     OK(tsr__op_embed_fwd(&Tk, &E, &P, T, &X));
     OK(tsr__op_embed_bwd(&Tk, &DO, T, &DE, &DP));
@@ -285,4 +292,10 @@ Test(nn_ops, embeddings_forward_and_backward)
     free(gx);
     free(gde);
     free(gdp);
+}
+
+Test(nn_ops, embeddings_forward_and_backward)
+{
+    embedding_case(4);  /* two tiles per sequence */
+    embedding_case(16); /* two whole sequences per tile */
 }
