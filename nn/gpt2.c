@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/io/checkpoint.h"
 #include "nn/ops.h"
 #include "nn/tensor.h"
 #include "runtime/error.h"
@@ -323,8 +324,6 @@ int tsr_gpt2_steps_done(const tsr_gpt2_t *m)
     return m->steps;
 }
 
-/* For nn/io/checkpoint.c: restore the step counter when resuming. */
-int tsr__gpt2_set_steps(tsr_gpt2_t *m, int steps);
 int tsr__gpt2_set_steps(tsr_gpt2_t *m, int steps)
 {
     if (steps < 0)

