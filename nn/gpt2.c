@@ -60,7 +60,8 @@ struct tsr_gpt2 {
     tsr_tensor_t att_ms, att_D;                   /* scratch */
     tsr_tensor_t d, dln, dqkv, daty, dfc;         /* backward */
     tsr_handle_t norm;                             /* sum of squares of the gradients */
-    int have_targets;                              /* the last forward had targets */
+    int have_targets;                              /* backward may follow */
+    int have_loss;                                 /* ce_loss holds a loss */
     int ntargets;                                  /* non-ignored targets of it */
     int steps;
 };
@@ -507,20 +508,29 @@ int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *target
     if (!rc) /* logits = wte^T lnf: the head tied to the token embedding */
         rc = tsr__op_gemm(1, 0, 1.0f, &m->wte->p, &m->lnf, 0.0f, &m->logits, TSR_RW);
     m->have_targets = 0;
+    m->have_loss = 0;
     if (rc || !targets)
         return rc;
     if ((rc = tsr__tensor_write(&m->targets, targets, 1)) ||
         (rc = tsr__op_xent_fwd(&m->logits, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss)))
         return rc;
     m->have_targets = 1;
+    m->have_loss = 1;
     m->ntargets = ntargets;
-    if (loss) {
-        double sum = 0.0;
-        if ((rc = read_loss(m, &sum)))
-            return rc;
-        *loss = ntargets ? (float)(sum / ntargets) : 0.0f;
-    }
-    return TSR_OK;
+    return loss ? tsr_gpt2_loss(m, loss) : TSR_OK;
+}
+
+int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss)
+{
+    if (!m || !loss)
+        return tsr__fail(TSR_EINVAL, "gpt2_loss: NULL argument");
+    if (!m->have_loss)
+        return tsr__fail(TSR_ESTATE, "gpt2_loss: no forward with targets yet");
+    double sum = 0.0;
+    int rc = read_loss(m, &sum);
+    if (!rc)
+        *loss = m->ntargets ? (float)(sum / m->ntargets) : 0.0f;
+    return rc;
 }
 
 int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out)
@@ -606,7 +616,7 @@ int tsr_gpt2_backward(tsr_gpt2_t *m, float scale)
     if ((rc = tsr__op_xent_bwd(&m->logits, &m->targets, &m->ce_lse, dscale)) ||
         (rc = tsr__op_gemm(0, 0, 1.0f, &m->wte->p, &m->logits, 0.0f, &m->dln, TSR_RW)) ||
         (rc = tsr__op_gemm(0, 1, 1.0f, &m->lnf, &m->logits, 1.0f, &m->wte->g, TSR_COMMUTE)) ||
-        (rc = DROP(&m->logits, &m->lnf, &m->ce_ms, &m->ce_lse, &m->ce_loss)) ||
+        (rc = DROP(&m->logits, &m->lnf, &m->ce_ms, &m->ce_lse)) ||
         (rc = tsr__op_fill(&m->d, 0.0f)) ||
         (rc = tsr__op_layernorm_bwd(&m->dln, &m->xL, &m->lnf_w->p, &m->lnf_mean, &m->lnf_rstd,
                                     &m->d, &m->lnf_w->g, &m->lnf_b->g)) ||

@@ -66,6 +66,11 @@ int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed);
 int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *targets,
                      float *loss);
 
+/* The mean loss of the last forward that had targets (waits for it). A
+ * training loop that passes loss = NULL to forward and asks here after
+ * submitting backward and the step never stalls the task pipeline. */
+int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss);
+
 /* Logits of the last forward at sequence b, position t: vocab floats. */
 int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out);
 

@@ -116,6 +116,9 @@ Test(gpt2, tile_sizes_do_not_change_the_results)
         cr_assert(fabsf(z1[v] - z2[v]) <= 1e-5f + 1e-4f * fabsf(z2[v]), "logit %d", v);
     OK(tsr_gpt2_backward(m1, 1.0f));
     OK(tsr_gpt2_backward(m2, 1.0f));
+    float later;
+    OK(tsr_gpt2_loss(m1, &later));
+    cr_assert_eq(later, l1, "the loss read after backward is the forward's");
     double d = grad_rel_diff(m1, m2);
     cr_assert(d < 1e-4, "gradients differ by %g between tilings", d);
     tsr_gpt2_free(m1);
@@ -161,6 +164,8 @@ Test(gpt2, bad_input_gives_clear_errors)
     int32_t tok[B * T], tgt[B * T];
     batch(tok, tgt, B * T, 1);
     cr_assert_eq(tsr_gpt2_backward(m, 1.0f), TSR_ESTATE);
+    float loss;
+    cr_assert_eq(tsr_gpt2_loss(m, &loss), TSR_ESTATE);
     tok[7] = V;
     cr_assert_eq(tsr_gpt2_forward(m, tok, tgt, NULL), TSR_EINVAL);
     cr_assert(strstr(tsr_error_message(), "token"), "%s", tsr_error_message());
