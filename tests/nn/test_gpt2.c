@@ -35,8 +35,6 @@ static void rt_stop(void)
     tsr_shutdown();
 }
 
-TestSuite(gpt2, .init = rt_start, .fini = rt_stop, .timeout = 300);
-TestSuite(gpt2_offload, .timeout = 600);
 
 static tsr_gpt2_config_t tiny(int tt, int tv, int tf)
 {
@@ -91,6 +89,7 @@ static double grad_rel_diff(tsr_gpt2_t *a, tsr_gpt2_t *b)
 
 Test(gpt2, tile_sizes_do_not_change_the_results)
 {
+    rt_start();
     /* edge tiles everywhere: 300 = 2*128 + 44 vocabulary rows, 256 = 2*96 + 64 hidden rows */
     tsr_gpt2_config_t c1 = tiny(16, 128, 96), c2 = tiny(0, 0, 0);
     tsr_gpt2_t *m1, *m2;
@@ -123,10 +122,12 @@ Test(gpt2, tile_sizes_do_not_change_the_results)
     cr_assert(d < 1e-4, "gradients differ by %g between tilings", d);
     tsr_gpt2_free(m1);
     tsr_gpt2_free(m2);
+    rt_stop();
 }
 
 Test(gpt2, micro_batches_accumulate_to_the_full_batch_gradient)
 {
+    rt_start();
     tsr_gpt2_config_t c = tiny(16, 128, 0);
     tsr_gpt2_t *full, *half;
     OK(tsr_gpt2_create(&full, &c, B, T));
@@ -147,10 +148,12 @@ Test(gpt2, micro_batches_accumulate_to_the_full_batch_gradient)
     cr_assert(d < 1e-4, "micro-batched gradients differ by %g", d);
     tsr_gpt2_free(full);
     tsr_gpt2_free(half);
+    rt_stop();
 }
 
 Test(gpt2, bad_input_gives_clear_errors)
 {
+    rt_start();
     tsr_gpt2_config_t c = tiny(0, 0, 0);
     tsr_gpt2_t *m;
     c.heads = 5;
@@ -176,6 +179,7 @@ Test(gpt2, bad_input_gives_clear_errors)
     OK(tsr_gpt2_forward(m, tok, NULL, NULL));
     cr_assert_eq(tsr_gpt2_backward(m, 1.0f), TSR_ESTATE, "no targets, no backward");
     tsr_gpt2_free(m);
+    rt_stop();
 }
 
 /* Losses of `steps` AdamW steps on a fixed batch under the given runtime. */

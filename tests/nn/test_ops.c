@@ -22,7 +22,6 @@ static void rt_stop(void)
     tsr_shutdown();
 }
 
-TestSuite(nn_ops, .init = rt_start, .fini = rt_stop, .timeout = 120);
 
 #define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
 
@@ -85,16 +84,19 @@ static void gemm_case(int ta, int tb, int m, int n, int k, int tm, int tn, int t
 
 Test(nn_ops, gemm_tile_grids_with_edges)
 {
+    rt_start();
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             gemm_case(ta, tb, 37, 29, 41, 16, 8, 12, 0.0f, TSR_RW);
             gemm_case(ta, tb, 37, 29, 41, 16, 8, 12, 1.0f, TSR_RW);
             gemm_case(ta, tb, 20, 9, 33, 7, 4, 10, 1.0f, TSR_COMMUTE);
         }
+    rt_stop();
 }
 
 Test(nn_ops, gemm_rejects_mismatched_tilings)
 {
+    rt_start();
     tsr_tensor_t A, B, Cm;
     tensor_from(&A, 8, 8, 4, 4, NULL);
     tensor_from(&B, 8, 8, 2, 4, NULL); /* inner dimension tiled 2 against 4 */
@@ -105,6 +107,7 @@ Test(nn_ops, gemm_rejects_mismatched_tilings)
     tsr__tensor_free(&A);
     tsr__tensor_free(&B);
     tsr__tensor_free(&Cm);
+    rt_stop();
 }
 
 /* Naive causal attention in double over qkv (3C, N) for S sequences of T:
@@ -203,13 +206,16 @@ static void attention_case(int tt)
 
 Test(nn_ops, causal_attention_forward_and_backward)
 {
+    rt_start();
     attention_case(4);  /* three tiles per sequence */
     attention_case(12); /* one tile per sequence */
     attention_case(24); /* two whole sequences per tile */
+    rt_stop();
 }
 
 Test(nn_ops, cross_entropy_over_vocabulary_tiles)
 {
+    rt_start();
     int V = 53, N = 12, tv = 16, tt = 5;
     kt_rng r = kt_seed(5);
     float *logits = kt_rand(&r, (size_t)V * N, -4, 4);
@@ -247,6 +253,7 @@ Test(nn_ops, cross_entropy_over_vocabulary_tiles)
     free(gl);
     free(gd);
     free(want_d);
+    rt_stop();
 }
 
 static void embedding_case(int tt)
@@ -296,6 +303,8 @@ static void embedding_case(int tt)
 
 Test(nn_ops, embeddings_forward_and_backward)
 {
+    rt_start();
     embedding_case(4);  /* two tiles per sequence */
     embedding_case(16); /* two whole sequences per tile */
+    rt_stop();
 }

@@ -52,5 +52,6 @@ void shim_log(const char *level, const char *fmt, ...);
 #define cr_skip_test(...) shim_skip("" __VA_ARGS__)
 #define cr_log_info(...) shim_log("INFO", __VA_ARGS__)
 #define cr_log_warn(...) shim_log("WARN", __VA_ARGS__)
+#define cr_log_error(...) shim_log("ERROR", __VA_ARGS__)
 
 #endif
