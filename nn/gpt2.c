@@ -6,11 +6,13 @@
  * Layout (column-major, see nn/tensor.h), N = batch * seq_len tokens,
  * d = channels / heads, tt/tv/tf the token, vocabulary and hidden tiles:
  *   wte (C, V) tiles (C, tv)       wpe (C, ctx) tiles (C, tt)
- *   c_attn.w (3C, C) tiles (d, C)  c_proj.w (C, C) tiles (C, d)
+ *   c_attn.w (3C, C) tiles (C, C)  c_proj.w (C, C) tiles (C, C)
  *   c_fc.w (4C, C) tiles (tf, C)   mlp.c_proj.w (C, 4C) tiles (C, tf)
  *   a weight W (out, in) is HF's [in, out] row-major bytes; y = W x.
- *   activations (C, N) tiles (C, tt); qkv (3C, N) tiles (d, tt): one tile row
- *   per head of q, k and v; logits (V, N) tiles (tv, tt).
+ *   activations (C, N) tiles (C, tt); the attention's q, k, v and output are
+ *   computed by the Linear layers in tiles (C, tt) and regrouped into one
+ *   tile row per head, (d, tt), for the attention tasks (and back);
+ *   logits (V, N) tiles (tv, tt).
  */
 #include <tessera/gpt2.h>
 
@@ -40,8 +42,9 @@ typedef struct layer_params {
 typedef struct layer_acts {
     tsr_tensor_t x;                  /* (C, N) input of the block */
     tsr_tensor_t ln1, ln1_mean, ln1_rstd;
-    tsr_tensor_t qkv;                /* (3C, N) */
+    tsr_tensor_t qkv;                /* (3C, N) tiles (d, tt): per head */
     tsr_tensor_t atty, att_lse;      /* (C, N) tiles (d, tt); (H, N) */
+    tsr_tensor_t yb;                 /* atty in tiles (C, tt), for c_proj */
     tsr_tensor_t res1;               /* x + attention */
     tsr_tensor_t ln2, ln2_mean, ln2_rstd;
     tsr_tensor_t fch, fcg;           /* (4C, N): before and after GELU */
@@ -58,7 +61,9 @@ struct tsr_gpt2 {
     tsr_tensor_t xL, lnf, lnf_mean, lnf_rstd, logits;
     tsr_tensor_t tokens, targets, ce_ms, ce_lse, ce_loss;
     tsr_tensor_t att_ms, att_D;                   /* scratch */
+    tsr_tensor_t qkvb;                             /* (3C, N) tiles (C, tt), scratch */
     tsr_tensor_t d, dln, dqkv, daty, dfc;         /* backward */
+    tsr_tensor_t dqkvb, dyb;                       /* … in tiles (C, tt) */
     tsr_handle_t norm;                             /* sum of squares of the gradients */
     int have_targets;                              /* backward may follow */
     int have_loss;                                 /* ce_loss holds a loss */
@@ -173,7 +178,7 @@ static int add_param(tsr_gpt2_t *m, param_t **out, const char *name, int rows, i
 static int make_params(tsr_gpt2_t *m)
 {
     const tsr_gpt2_config_t *c = &m->cfg;
-    int C = c->channels, d = m->hd, tf = c->tile_hidden;
+    int C = c->channels, tf = c->tile_hidden;
     m->params = calloc((size_t)(4 + 12 * c->layers), sizeof *m->params);
     m->lp = calloc((size_t)c->layers, sizeof *m->lp);
     if (!m->params || !m->lp)
@@ -192,9 +197,9 @@ static int make_params(tsr_gpt2_t *m)
         layer_params_t *lp = &m->lp[l];
         P(ln1_w, "ln_1.weight", C, 1, C, 1, 0)
         P(ln1_b, "ln_1.bias", C, 1, C, 1, 0)
-        P(attn_w, "attn.c_attn.weight", 3 * C, C, d, C, 1)
-        P(attn_b, "attn.c_attn.bias", 3 * C, 1, d, 1, 0)
-        P(proj_w, "attn.c_proj.weight", C, C, C, d, 1)
+        P(attn_w, "attn.c_attn.weight", 3 * C, C, C, C, 1)
+        P(attn_b, "attn.c_attn.bias", 3 * C, 1, C, 1, 0)
+        P(proj_w, "attn.c_proj.weight", C, C, C, C, 1)
         P(proj_b, "attn.c_proj.bias", C, 1, C, 1, 0)
         P(ln2_w, "ln_2.weight", C, 1, C, 1, 0)
         P(ln2_b, "ln_2.bias", C, 1, C, 1, 0)
@@ -226,7 +231,8 @@ static int make_acts(tsr_gpt2_t *m)
     for (int l = 0; l < c->layers; l++) {
         layer_acts_t *a = &m->la[l];
         T(a->x, C, C) T(a->ln1, C, C) T(a->ln1_mean, 1, 1) T(a->ln1_rstd, 1, 1)
-        T(a->qkv, 3 * C, d) T(a->atty, C, d) T(a->att_lse, H, 1) T(a->res1, C, C)
+        T(a->qkv, 3 * C, d) T(a->atty, C, d) T(a->att_lse, H, 1) T(a->yb, C, C)
+        T(a->res1, C, C)
         T(a->ln2, C, C) T(a->ln2_mean, 1, 1) T(a->ln2_rstd, 1, 1)
         T(a->fch, 4 * C, tf) T(a->fcg, 4 * C, tf)
     }
@@ -234,6 +240,7 @@ static int make_acts(tsr_gpt2_t *m)
     T(m->logits, c->vocab_size, c->tile_vocab)
     T(m->tokens, 1, 1) T(m->targets, 1, 1) T(m->ce_ms, 2, 2) T(m->ce_lse, 1, 1)
     T(m->ce_loss, 1, 1) T(m->att_ms, 2 * H, 2) T(m->att_D, H, 1)
+    T(m->qkvb, 3 * C, C) T(m->dqkvb, 3 * C, C) T(m->dyb, C, C)
     T(m->d, C, C) T(m->dln, C, C) T(m->dqkv, 3 * C, d) T(m->daty, C, d) T(m->dfc, 4 * C, tf)
 #undef T
     if (!rc)
@@ -259,14 +266,15 @@ void tsr_gpt2_free(tsr_gpt2_t *m)
         for (int l = 0; l < m->cfg.layers; l++) {
             layer_acts_t *a = &m->la[l];
             tsr_tensor_t *all[] = {&a->x, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv,
-                                   &a->atty, &a->att_lse, &a->res1, &a->ln2, &a->ln2_mean,
+                                   &a->atty, &a->att_lse, &a->yb, &a->res1, &a->ln2, &a->ln2_mean,
                                    &a->ln2_rstd, &a->fch, &a->fcg};
             for (size_t i = 0; i < sizeof all / sizeof *all; i++)
                 tsr__tensor_free(all[i]);
         }
     tsr_tensor_t *rest[] = {&m->xL, &m->lnf, &m->lnf_mean, &m->lnf_rstd, &m->logits,
                             &m->tokens, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss,
-                            &m->att_ms, &m->att_D, &m->d, &m->dln, &m->dqkv, &m->daty,
+                            &m->att_ms, &m->att_D, &m->qkvb, &m->dqkvb, &m->dyb,
+                            &m->d, &m->dln, &m->dqkv, &m->daty,
                             &m->dfc};
     for (size_t i = 0; i < sizeof rest / sizeof *rest; i++)
         tsr__tensor_free(rest[i]);
@@ -442,6 +450,20 @@ int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed)
     return TSR_OK;
 }
 
+/* Invalidate tensors whose contents no task submitted later will read. */
+static int drop(const tsr_tensor_t *const *ts, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = tsr__tensor_invalidate(ts[i]);
+        if (rc)
+            return rc;
+    }
+    return TSR_OK;
+}
+#define DROP(...)                                                                       \
+    drop((const tsr_tensor_t *const[]){__VA_ARGS__},                                    \
+         (int)(sizeof((const tsr_tensor_t *const[]){__VA_ARGS__}) / sizeof(void *)))
+
 /* ---- forward -------------------------------------------------------------- */
 
 static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_tensor_t *x_out)
@@ -451,13 +473,15 @@ static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_ten
     int rc;
     if ((rc = tsr__op_layernorm_fwd(x_in, &p->ln1_w->p, &p->ln1_b->p, &a->ln1, &a->ln1_mean,
                                     &a->ln1_rstd)) ||
-        (rc = tsr__op_gemm(0, 0, 1.0f, &p->attn_w->p, &a->ln1, 0.0f, &a->qkv, TSR_RW)) ||
-        (rc = tsr__op_bias_add(&p->attn_b->p, &a->qkv)) ||
+        (rc = tsr__op_gemm(0, 0, 1.0f, &p->attn_w->p, &a->ln1, 0.0f, &m->qkvb, TSR_RW)) ||
+        (rc = tsr__op_bias_add(&p->attn_b->p, &m->qkvb)) ||
+        (rc = tsr__op_regroup(&m->qkvb, &a->qkv)) || (rc = DROP(&m->qkvb)) ||
         (rc = tsr__op_attention_fwd(&a->qkv, m->cfg.heads, m->T, &m->att_ms, &a->atty,
                                     &a->att_lse)) ||
+        (rc = tsr__op_regroup(&a->atty, &a->yb)) ||
         (rc = tsr__op_copy(x_in, &a->res1)) ||
         (rc = tsr__op_bias_add(&p->proj_b->p, &a->res1)) ||
-        (rc = tsr__op_gemm(0, 0, 1.0f, &p->proj_w->p, &a->atty, 1.0f, &a->res1, TSR_RW)) ||
+        (rc = tsr__op_gemm(0, 0, 1.0f, &p->proj_w->p, &a->yb, 1.0f, &a->res1, TSR_RW)) ||
         (rc = tsr__op_layernorm_fwd(&a->res1, &p->ln2_w->p, &p->ln2_b->p, &a->ln2,
                                     &a->ln2_mean, &a->ln2_rstd)) ||
         (rc = tsr__op_gemm(0, 0, 1.0f, &p->fc_w->p, &a->ln2, 0.0f, &a->fch, TSR_RW)) ||
@@ -557,19 +581,6 @@ int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out)
 
 /* ---- backward ------------------------------------------------------------- */
 
-static int drop(const tsr_tensor_t *const *ts, int n)
-{
-    for (int i = 0; i < n; i++) {
-        int rc = tsr__tensor_invalidate(ts[i]);
-        if (rc)
-            return rc;
-    }
-    return TSR_OK;
-}
-#define DROP(...)                                                                       \
-    drop((const tsr_tensor_t *const[]){__VA_ARGS__},                                    \
-         (int)(sizeof((const tsr_tensor_t *const[]){__VA_ARGS__}) / sizeof(void *)))
-
 /* d holds dL/dx_out on entry and dL/dx_in on return. */
 static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
 {
@@ -590,15 +601,17 @@ static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
         (rc = DROP(&a->res1, &a->ln2_mean, &a->ln2_rstd)))
         return rc;
     /* attention: res1 = x + W_p attn(W_attn ln1(x) + b_attn) + b_p */
-    if ((rc = tsr__op_gemm(1, 0, 1.0f, &p->proj_w->p, d, 0.0f, &m->daty, TSR_RW)) ||
-        (rc = tsr__op_gemm(0, 1, 1.0f, d, &a->atty, 1.0f, &p->proj_w->g, TSR_COMMUTE)) ||
-        (rc = tsr__op_bias_grad(d, &p->proj_b->g)) ||
+    if ((rc = tsr__op_gemm(1, 0, 1.0f, &p->proj_w->p, d, 0.0f, &m->dyb, TSR_RW)) ||
+        (rc = tsr__op_gemm(0, 1, 1.0f, d, &a->yb, 1.0f, &p->proj_w->g, TSR_COMMUTE)) ||
+        (rc = tsr__op_bias_grad(d, &p->proj_b->g)) || (rc = DROP(&a->yb)) ||
+        (rc = tsr__op_regroup(&m->dyb, &m->daty)) || (rc = DROP(&m->dyb)) ||
         (rc = tsr__op_attention_bwd(&a->qkv, m->cfg.heads, m->T, &a->atty, &m->daty,
                                     &a->att_lse, &m->att_D, &m->dqkv)) ||
         (rc = DROP(&a->atty, &a->att_lse, &a->qkv, &m->daty, &m->att_D)) ||
-        (rc = tsr__op_gemm(1, 0, 1.0f, &p->attn_w->p, &m->dqkv, 0.0f, &m->dln, TSR_RW)) ||
-        (rc = tsr__op_gemm(0, 1, 1.0f, &m->dqkv, &a->ln1, 1.0f, &p->attn_w->g, TSR_COMMUTE)) ||
-        (rc = tsr__op_bias_grad(&m->dqkv, &p->attn_b->g)) || (rc = DROP(&a->ln1, &m->dqkv)) ||
+        (rc = tsr__op_regroup(&m->dqkv, &m->dqkvb)) || (rc = DROP(&m->dqkv)) ||
+        (rc = tsr__op_gemm(1, 0, 1.0f, &p->attn_w->p, &m->dqkvb, 0.0f, &m->dln, TSR_RW)) ||
+        (rc = tsr__op_gemm(0, 1, 1.0f, &m->dqkvb, &a->ln1, 1.0f, &p->attn_w->g, TSR_COMMUTE)) ||
+        (rc = tsr__op_bias_grad(&m->dqkvb, &p->attn_b->g)) || (rc = DROP(&a->ln1, &m->dqkvb)) ||
         (rc = tsr__op_layernorm_bwd(&m->dln, x_in, &p->ln1_w->p, &a->ln1_mean, &a->ln1_rstd,
                                     d, &p->ln1_w->g, &p->ln1_b->g)))
         return rc;

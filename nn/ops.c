@@ -18,6 +18,7 @@
 #include "runtime/error.h"
 
 #ifdef TSR_HAVE_CUDA
+#include <cuda_runtime.h>
 #define CUDA_IMPL(f) f
 #else
 #define CUDA_IMPL(f) NULL
@@ -310,6 +311,65 @@ int tsr__op_bias_grad(const tsr_tensor_t *dy, tsr_tensor_t *dbias)
             mn_args_t a = {tsr__tile_m(dy, i), tsr__tile_n(dy, j)};
             rc = SUBMIT(cl_bias_grad, a, ACC(tsr__tile(dy, i, j), TSR_R),
                         ACC(tsr__tile(dbias, i, 0), TSR_COMMUTE));
+        }
+    return rc;
+}
+
+/* Rows [src_off, src_off + nrows) of each of the ncols columns of src (src_rows
+ * rows) go to rows [dst_off, …) of dst (dst_rows rows). */
+typedef struct rows_args {
+    int src_rows, dst_rows, src_off, dst_off, nrows, ncols;
+} rows_args_t;
+
+static int rows_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const rows_args_t *a = args;
+    const float *src = buf[0];
+    float *dst = buf[1];
+    (void)e;
+    for (int j = 0; j < a->ncols; j++)
+        memcpy(dst + (size_t)j * a->dst_rows + a->dst_off,
+               src + (size_t)j * a->src_rows + a->src_off, (size_t)a->nrows * sizeof(float));
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int rows_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const rows_args_t *a = args;
+    return (int)cudaMemcpy2DAsync((float *)buf[1] + a->dst_off, (size_t)a->dst_rows * 4,
+                                  (const float *)buf[0] + a->src_off, (size_t)a->src_rows * 4,
+                                  (size_t)a->nrows * 4, (size_t)a->ncols,
+                                  cudaMemcpyDeviceToDevice, (cudaStream_t)e->cuda_stream);
+}
+#endif
+CODELET(cl_rows, "copy_rows", 2, rows_cpu, rows_cuda, NULL);
+
+int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst)
+{
+    int fine = src->tile_rows < dst->tile_rows ? src->tile_rows : dst->tile_rows;
+    int coarse = src->tile_rows < dst->tile_rows ? dst->tile_rows : src->tile_rows;
+    if (src->rows != dst->rows || src->cols != dst->cols || src->tile_cols != dst->tile_cols ||
+        coarse % fine || src->rows % fine)
+        return tsr__fail(TSR_EINVAL, "regroup: (%d, %d) in tiles (%d, %d) and (%d, %d) in (%d, %d) "
+                                     "are not two row tilings of one tensor",
+                         src->rows, src->cols, src->tile_rows, src->tile_cols, dst->rows,
+                         dst->cols, dst->tile_rows, dst->tile_cols);
+    int rc = TSR_OK;
+    /* one task per fine tile: a split reads part of a coarse tile, a merge
+     * writes part of one (RW: the coarse tile is written piece by piece) */
+    int split = src->tile_rows >= dst->tile_rows;
+    const tsr_tensor_t *f = split ? dst : src;
+    for (int b = 0; !rc && b < f->grid_cols; b++)
+        for (int a = 0; !rc && a < f->grid_rows; a++) {
+            int row0 = a * fine, ca = row0 / coarse, off = row0 % coarse;
+            const tsr_tensor_t *c = split ? src : dst;
+            rows_args_t r = {split ? tsr__tile_m(c, ca) : tsr__tile_m(f, a),
+                             split ? tsr__tile_m(f, a) : tsr__tile_m(c, ca),
+                             split ? off : 0, split ? 0 : off, tsr__tile_m(f, a),
+                             tsr__tile_n(f, b)};
+            tsr_handle_t hf = tsr__tile(f, a, b), hc = tsr__tile(c, ca, b);
+            rc = split ? SUBMIT(cl_rows, r, ACC(hc, TSR_R), ACC(hf, TSR_W))
+                       : SUBMIT(cl_rows, r, ACC(hf, TSR_R), ACC(hc, TSR_RW));
         }
     return rc;
 }

@@ -31,6 +31,11 @@ int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
 int tsr__op_fill(tsr_tensor_t *x, float value);
 /* y = x (same tiling) */
 int tsr__op_copy(const tsr_tensor_t *x, tsr_tensor_t *y);
+/* dst = src, where the two tensors differ only in their row tiling and one
+ * tile row count is a multiple of the other's: split coarse tiles into fine
+ * ones (e.g. q, k, v of all heads into one tile per head) or merge back. */
+int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst);
+
 /* x(i, j) += bias(i): bias is (rows, 1) tiled like x's rows */
 int tsr__op_bias_add(const tsr_tensor_t *bias, tsr_tensor_t *x);
 /* dbias(i) += sum_j dy(i, j), accumulated over column tiles (COMMUTE) */
