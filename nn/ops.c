@@ -30,6 +30,31 @@
                                       .nbuffers = nbuf,                       \
                                       .flops = flops_fn}
 
+/* A codelet whose CPU implementation runs the call `cpu` and whose CUDA
+ * implementation returns the status of the call `cuda`; both see `a` (the
+ * argument block as an args_t), `buf` (the tiles) and `e`. */
+#define TILE_CODELET(var, label, nbuf, args_t, flops_fn, cpu, cuda)               \
+    static int var##_cpu(void **buf, const void *args, const tsr_exec_t *e)     \
+    {                                                                           \
+        const args_t *a = args;                                                 \
+        (void)a, (void)buf, (void)e;                                            \
+        cpu;                                                                    \
+        return 0;                                                               \
+    }                                                                           \
+    CUDA_TWIN(var, args_t, cuda)                                                \
+    CODELET(var, label, nbuf, var##_cpu, var##_cuda, flops_fn)
+#ifdef TSR_HAVE_CUDA
+#define CUDA_TWIN(var, args_t, cuda)                                            \
+    static int var##_cuda(void **buf, const void *args, const tsr_exec_t *e)    \
+    {                                                                           \
+        const args_t *a = args;                                                 \
+        (void)a, (void)buf, (void)e;                                            \
+        return cuda;                                                            \
+    }
+#else
+#define CUDA_TWIN(var, args_t, cuda)
+#endif
+
 /* Elements of buffer i of a task (every buffer holds 4-byte elements). */
 static size_t nelem(const tsr_exec_t *e, int i)
 {
@@ -74,30 +99,19 @@ typedef struct gemm_args {
 
 /* a: op(A) (m, k) stored (m, k) or (k, m); b: op(B) (k, n); c: (m, n), all
  * tiles contiguous (ld = stored rows). */
-static int gemm_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const gemm_args_t *a = args;
-    (void)e;
-    tsr_cpu_gemm(a->ta, a->tb, a->m, a->n, a->k, a->alpha, buf[0], a->ta ? a->k : a->m, 0,
-                 buf[1], a->tb ? a->n : a->k, 0, a->beta, buf[2], a->m, 0, 1);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int gemm_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const gemm_args_t *a = args;
-    return tsr_cuda_gemm(e->cuda_stream, e->cublas_handle, TSR_GEMM_FP32, a->ta, a->tb, a->m,
-                         a->n, a->k, a->alpha, buf[0], a->ta ? a->k : a->m, 0, buf[1],
-                         a->tb ? a->n : a->k, 0, a->beta, buf[2], a->m, 0, 1);
-}
-#endif
 static double gemm_flops(const void *args, const size_t *sizes)
 {
     const gemm_args_t *a = args;
     (void)sizes;
     return 2.0 * a->m * a->n * a->k;
 }
-CODELET(cl_gemm, "gemm", 3, gemm_cpu, gemm_cuda, gemm_flops);
+TILE_CODELET(cl_gemm, "gemm", 3, gemm_args_t, gemm_flops,
+             (tsr_cpu_gemm(a->ta, a->tb, a->m, a->n, a->k, a->alpha, buf[0],
+               a->ta ? a->k : a->m, 0, buf[1], a->tb ? a->n : a->k, 0, a->beta, buf[2], a->m, 0,
+               1)),
+             (tsr_cuda_gemm(e->cuda_stream, e->cublas_handle, TSR_GEMM_FP32, a->ta, a->tb, a->m,
+               a->n, a->k, a->alpha, buf[0], a->ta ? a->k : a->m, 0, buf[1],
+               a->tb ? a->n : a->k, 0, a->beta, buf[2], a->m, 0, 1)));
 
 /* Tiling of op(X) along its rows (axis 0) or columns (axis 1). */
 static void op_tiling(const tsr_tensor_t *x, int trans, int axis, int *len, int *tile,
@@ -154,18 +168,9 @@ int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
 /* ---- elementwise ---------------------------------------------------------- */
 
 /* x = value                                   x: (n) */
-static int fill_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    tsr_cpu_fill(nelem(e, 0), *(const float *)args, buf[0]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int fill_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    return tsr_cuda_fill(e->cuda_stream, nelem(e, 0), *(const float *)args, buf[0]);
-}
-#endif
-CODELET(cl_fill, "fill", 1, fill_cpu, fill_cuda, NULL);
+TILE_CODELET(cl_fill, "fill", 1, float, NULL,
+             (tsr_cpu_fill(nelem(e, 0), *a, buf[0])),
+             (tsr_cuda_fill(e->cuda_stream, nelem(e, 0), *a, buf[0])));
 
 int tsr__op_fill_handle(tsr_handle_t h, float value)
 {
@@ -184,20 +189,9 @@ int tsr__op_fill(tsr_tensor_t *x, float value)
 }
 
 /* y = x                                       x, y: (n) */
-static int copy_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    (void)args;
-    tsr_cpu_copy(nelem(e, 0), buf[0], buf[1]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int copy_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    (void)args;
-    return tsr_cuda_copy(e->cuda_stream, nelem(e, 0), buf[0], buf[1]);
-}
-#endif
-CODELET(cl_copy, "copy", 2, copy_cpu, copy_cuda, NULL);
+TILE_CODELET(cl_copy, "copy", 2, void, NULL,
+             (tsr_cpu_copy(nelem(e, 0), buf[0], buf[1])),
+             (tsr_cuda_copy(e->cuda_stream, nelem(e, 0), buf[0], buf[1])));
 
 int tsr__op_copy(const tsr_tensor_t *x, tsr_tensor_t *y)
 {
@@ -209,78 +203,35 @@ int tsr__op_copy(const tsr_tensor_t *x, tsr_tensor_t *y)
 }
 
 /* y += alpha x                                x, y: (n) */
-static int axpy_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    tsr_cpu_axpy(nelem(e, 0), *(const float *)args, buf[0], buf[1]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int axpy_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    return tsr_cuda_axpy(e->cuda_stream, nelem(e, 0), *(const float *)args, buf[0], buf[1]);
-}
-#endif
-CODELET(cl_axpy, "axpy", 2, axpy_cpu, axpy_cuda, NULL);
+TILE_CODELET(cl_axpy, "axpy", 2, float, NULL,
+             (tsr_cpu_axpy(nelem(e, 0), *a, buf[0], buf[1])),
+             (tsr_cuda_axpy(e->cuda_stream, nelem(e, 0), *a, buf[0], buf[1])));
 
 typedef struct slice_args {
     size_t xoff, yoff, n;
 } slice_args_t;
 
 /* y[yoff + i] += x[xoff + i], i < n: one sequence's rows of a multi-sequence tile */
-static int slice_add_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const slice_args_t *a = args;
-    (void)e;
-    tsr_cpu_axpy(a->n, 1.0f, (const float *)buf[0] + a->xoff, (float *)buf[1] + a->yoff);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int slice_add_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const slice_args_t *a = args;
-    return tsr_cuda_axpy(e->cuda_stream, a->n, 1.0f, (const float *)buf[0] + a->xoff,
-                         (float *)buf[1] + a->yoff);
-}
-#endif
-CODELET(cl_slice_add, "slice_add", 2, slice_add_cpu, slice_add_cuda, NULL);
+TILE_CODELET(cl_slice_add, "slice_add", 2, slice_args_t, NULL,
+             (tsr_cpu_axpy(a->n, 1.0f, (const float *)buf[0] + a->xoff,
+               (float *)buf[1] + a->yoff)),
+             (tsr_cuda_axpy(e->cuda_stream, a->n, 1.0f, (const float *)buf[0] + a->xoff,
+               (float *)buf[1] + a->yoff)));
 
 typedef struct mn_args {
     int m, n;
 } mn_args_t;
 
 /* x(i, j) += b(i)                             b: (m), x: (m, n) */
-static int bias_add_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const mn_args_t *a = args;
-    (void)e;
-    tsr_cpu_bias_add(0, a->m, a->n, buf[0], buf[1], a->m);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int bias_add_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const mn_args_t *a = args;
-    return tsr_cuda_bias_add(e->cuda_stream, 0, a->m, a->n, buf[0], buf[1], a->m);
-}
-#endif
-CODELET(cl_bias_add, "bias_add", 2, bias_add_cpu, bias_add_cuda, NULL);
+TILE_CODELET(cl_bias_add, "bias_add", 2, mn_args_t, NULL,
+             (tsr_cpu_bias_add(0, a->m, a->n, buf[0], buf[1], a->m)),
+             (tsr_cuda_bias_add(e->cuda_stream, 0, a->m, a->n, buf[0], buf[1], a->m)));
 
 /* db(i) += sum_j dy(i, j)                     dy: (m, n), db: (m) */
-static int bias_grad_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const mn_args_t *a = args;
-    (void)e;
-    tsr_cpu_sum_axis(0, a->m, a->n, 1.0f, buf[0], a->m, 1.0f, buf[1]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int bias_grad_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const mn_args_t *a = args;
-    return tsr_cuda_sum_axis(e->cuda_stream, 0, a->m, a->n, 1.0f, buf[0], a->m, 1.0f, buf[1]);
-}
-#endif
-CODELET(cl_bias_grad, "bias_grad", 2, bias_grad_cpu, bias_grad_cuda, NULL);
+TILE_CODELET(cl_bias_grad, "bias_grad", 2, mn_args_t, NULL,
+             (tsr_cpu_sum_axis(0, a->m, a->n, 1.0f, buf[0], a->m, 1.0f, buf[1])),
+             (tsr_cuda_sum_axis(e->cuda_stream, 0, a->m, a->n, 1.0f, buf[0], a->m, 1.0f,
+               buf[1])));
 
 static int check_bias(const tsr_tensor_t *bias, const tsr_tensor_t *x, const char *op)
 {
@@ -379,41 +330,18 @@ int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst)
 #define LN_EPS 1e-5f
 
 /* x (C, T) → out (C, T), mean, rstd (T)       gamma, beta: (C) */
-static int ln_fwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const mn_args_t *a = args;
-    (void)e;
-    tsr_cpu_layernorm_fwd(a->m, a->n, buf[0], buf[1], buf[2], LN_EPS, buf[3], buf[4], buf[5]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int ln_fwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const mn_args_t *a = args;
-    return tsr_cuda_layernorm_fwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], LN_EPS,
-                                  buf[3], buf[4], buf[5]);
-}
-#endif
-CODELET(cl_ln_fwd, "layernorm_fwd", 6, ln_fwd_cpu, ln_fwd_cuda, NULL);
+TILE_CODELET(cl_ln_fwd, "layernorm_fwd", 6, mn_args_t, NULL,
+             (tsr_cpu_layernorm_fwd(a->m, a->n, buf[0], buf[1], buf[2], LN_EPS, buf[3], buf[4],
+               buf[5])),
+             (tsr_cuda_layernorm_fwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], LN_EPS,
+               buf[3], buf[4], buf[5])));
 
 /* dout, x (C, T), gamma (C), mean, rstd (T) → dx (C, T), dgamma, dbeta (C), accumulated */
-static int ln_bwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const mn_args_t *a = args;
-    (void)e;
-    tsr_cpu_layernorm_bwd(a->m, a->n, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6],
-                          buf[7]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int ln_bwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const mn_args_t *a = args;
-    return tsr_cuda_layernorm_bwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], buf[3],
-                                  buf[4], buf[5], buf[6], buf[7]);
-}
-#endif
-CODELET(cl_ln_bwd, "layernorm_bwd", 8, ln_bwd_cpu, ln_bwd_cuda, NULL);
+TILE_CODELET(cl_ln_bwd, "layernorm_bwd", 8, mn_args_t, NULL,
+             (tsr_cpu_layernorm_bwd(a->m, a->n, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5],
+               buf[6], buf[7])),
+             (tsr_cuda_layernorm_bwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], buf[3],
+               buf[4], buf[5], buf[6], buf[7])));
 
 static int check_ln(const tsr_tensor_t *x, const tsr_tensor_t *stat, const char *op)
 {
@@ -465,36 +393,14 @@ int tsr__op_layernorm_bwd(const tsr_tensor_t *dout, const tsr_tensor_t *x,
 /* ---- GELU ----------------------------------------------------------------- */
 
 /* out = gelu(x)                               x, out: (n) */
-static int gelu_fwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    (void)args;
-    tsr_cpu_gelu_fwd(nelem(e, 0), buf[0], buf[1]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int gelu_fwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    (void)args;
-    return tsr_cuda_gelu_fwd(e->cuda_stream, nelem(e, 0), buf[0], buf[1]);
-}
-#endif
-CODELET(cl_gelu_fwd, "gelu_fwd", 2, gelu_fwd_cpu, gelu_fwd_cuda, NULL);
+TILE_CODELET(cl_gelu_fwd, "gelu_fwd", 2, void, NULL,
+             (tsr_cpu_gelu_fwd(nelem(e, 0), buf[0], buf[1])),
+             (tsr_cuda_gelu_fwd(e->cuda_stream, nelem(e, 0), buf[0], buf[1])));
 
 /* d = gelu'(x) * d                            x, d: (n) */
-static int gelu_bwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    (void)args;
-    tsr_cpu_gelu_bwd(nelem(e, 0), buf[0], buf[1], buf[1]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int gelu_bwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    (void)args;
-    return tsr_cuda_gelu_bwd(e->cuda_stream, nelem(e, 0), buf[0], buf[1], buf[1]);
-}
-#endif
-CODELET(cl_gelu_bwd, "gelu_bwd", 2, gelu_bwd_cpu, gelu_bwd_cuda, NULL);
+TILE_CODELET(cl_gelu_bwd, "gelu_bwd", 2, void, NULL,
+             (tsr_cpu_gelu_bwd(nelem(e, 0), buf[0], buf[1], buf[1])),
+             (tsr_cuda_gelu_bwd(e->cuda_stream, nelem(e, 0), buf[0], buf[1], buf[1])));
 
 int tsr__op_gelu_fwd(const tsr_tensor_t *x, tsr_tensor_t *out)
 {
@@ -522,40 +428,16 @@ typedef struct embed_args {
 
 /* out(:, t) += w(:, tokens[t] - v0) for tokens in [v0, v0 + nv)
  *   tokens: (T), w: (C, nv), out: (C, T) */
-static int embed_fwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const embed_args_t *a = args;
-    (void)e;
-    tsr_cpu_embedding_fwd(a->C, a->T, a->nv, a->v0, buf[0], buf[1], buf[2]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int embed_fwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const embed_args_t *a = args;
-    return tsr_cuda_embedding_fwd(e->cuda_stream, a->C, a->T, a->nv, a->v0, buf[0], buf[1],
-                                  buf[2]);
-}
-#endif
-CODELET(cl_embed_fwd, "embedding_fwd", 3, embed_fwd_cpu, embed_fwd_cuda, NULL);
+TILE_CODELET(cl_embed_fwd, "embedding_fwd", 3, embed_args_t, NULL,
+             (tsr_cpu_embedding_fwd(a->C, a->T, a->nv, a->v0, buf[0], buf[1], buf[2])),
+             (tsr_cuda_embedding_fwd(e->cuda_stream, a->C, a->T, a->nv, a->v0, buf[0], buf[1],
+               buf[2])));
 
 /* dw(:, tokens[t] - v0) += dout(:, t)          tokens: (T), dout: (C, T), dw: (C, nv) */
-static int embed_bwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const embed_args_t *a = args;
-    (void)e;
-    tsr_cpu_embedding_bwd(a->C, a->T, a->nv, a->v0, buf[0], buf[1], buf[2]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int embed_bwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const embed_args_t *a = args;
-    return tsr_cuda_embedding_bwd(e->cuda_stream, a->C, a->T, a->nv, a->v0, buf[0], buf[1],
-                                  buf[2]);
-}
-#endif
-CODELET(cl_embed_bwd, "embedding_bwd", 3, embed_bwd_cpu, embed_bwd_cuda, NULL);
+TILE_CODELET(cl_embed_bwd, "embedding_bwd", 3, embed_args_t, NULL,
+             (tsr_cpu_embedding_bwd(a->C, a->T, a->nv, a->v0, buf[0], buf[1], buf[2])),
+             (tsr_cuda_embedding_bwd(e->cuda_stream, a->C, a->T, a->nv, a->v0, buf[0], buf[1],
+               buf[2])));
 
 int tsr__tokens_tile_ok(int tt, int seq_len, int nseq)
 {
@@ -646,105 +528,45 @@ typedef struct attn_args {
 } attn_args_t;
 
 /* ms (2, tq) = (-inf, 0), acc (d, tq) = 0 */
-static int attn_init_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const attn_args_t *a = args;
-    (void)e;
-    tsr_cpu_attn_init(a->d, a->tq, a->nb, buf[0], buf[1]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int attn_init_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const attn_args_t *a = args;
-    return tsr_cuda_attn_init(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1]);
-}
-#endif
-CODELET(cl_attn_init, "attn_init", 2, attn_init_cpu, attn_init_cuda, NULL);
+TILE_CODELET(cl_attn_init, "attn_init", 2, attn_args_t, NULL,
+             (tsr_cpu_attn_init(a->d, a->tq, a->nb, buf[0], buf[1])),
+             (tsr_cuda_attn_init(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1])));
 
 /* q (d, tq), k, v (d, tk) → ms (2, tq), acc (d, tq) updated online */
-static int attn_fwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const attn_args_t *a = args;
-    (void)e;
-    tsr_cpu_attn_fwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0], buf[1], buf[2],
-                     buf[3], buf[4]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int attn_fwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const attn_args_t *a = args;
-    return tsr_cuda_attn_fwd(e->cuda_stream, a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale,
-                             buf[0], buf[1], buf[2], buf[3], buf[4]);
-}
-#endif
 static double attn_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
     (void)sizes;
     return 4.0 * a->d * a->tq * a->tk * a->nb;
 }
-CODELET(cl_attn_fwd, "attn_fwd", 5, attn_fwd_cpu, attn_fwd_cuda, attn_flops);
+TILE_CODELET(cl_attn_fwd, "attn_fwd", 5, attn_args_t, attn_flops,
+             (tsr_cpu_attn_fwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0],
+               buf[1], buf[2], buf[3], buf[4])),
+             (tsr_cuda_attn_fwd(e->cuda_stream, a->d, a->tq, a->tk, a->nb, a->q0, a->k0,
+               a->scale, buf[0], buf[1], buf[2], buf[3], buf[4])));
 
 /* ms (2, tq), acc (d, tq) → acc = o (d, tq), lse (tq) */
-static int attn_fin_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const attn_args_t *a = args;
-    (void)e;
-    tsr_cpu_attn_finalize(a->d, a->tq, a->nb, buf[0], buf[1], buf[1], buf[2]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int attn_fin_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const attn_args_t *a = args;
-    return tsr_cuda_attn_finalize(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1], buf[1],
-                                  buf[2]);
-}
-#endif
-CODELET(cl_attn_fin, "attn_finalize", 3, attn_fin_cpu, attn_fin_cuda, NULL);
+TILE_CODELET(cl_attn_fin, "attn_finalize", 3, attn_args_t, NULL,
+             (tsr_cpu_attn_finalize(a->d, a->tq, a->nb, buf[0], buf[1], buf[1], buf[2])),
+             (tsr_cuda_attn_finalize(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1], buf[1],
+               buf[2])));
 
 /* D (tq) = rowsum(dout * o)                   o, dout: (d, tq) */
-static int attn_dot_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const attn_args_t *a = args;
-    (void)e;
-    tsr_cpu_attn_bwd_dot(a->d, a->tq, a->nb, buf[0], buf[1], buf[2]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int attn_dot_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const attn_args_t *a = args;
-    return tsr_cuda_attn_bwd_dot(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1], buf[2]);
-}
-#endif
-CODELET(cl_attn_dot, "attn_bwd_dot", 3, attn_dot_cpu, attn_dot_cuda, NULL);
+TILE_CODELET(cl_attn_dot, "attn_bwd_dot", 3, attn_args_t, NULL,
+             (tsr_cpu_attn_bwd_dot(a->d, a->tq, a->nb, buf[0], buf[1], buf[2])),
+             (tsr_cuda_attn_bwd_dot(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1], buf[2])));
 
 /* q, k, v, dout, lse, D → dq, dk, dv accumulated */
-static int attn_bwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const attn_args_t *a = args;
-    (void)e;
-    tsr_cpu_attn_bwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0], buf[1], buf[2],
-                     buf[3], buf[4], buf[5], buf[6], buf[7], buf[8]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int attn_bwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const attn_args_t *a = args;
-    return tsr_cuda_attn_bwd(e->cuda_stream, a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale,
-                             buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7],
-                             buf[8]);
-}
-#endif
 static double attn_bwd_flops(const void *args, const size_t *sizes)
 {
     return 2.5 * attn_flops(args, sizes);
 }
-CODELET(cl_attn_bwd, "attn_bwd", 9, attn_bwd_cpu, attn_bwd_cuda, attn_bwd_flops);
+TILE_CODELET(cl_attn_bwd, "attn_bwd", 9, attn_args_t, attn_bwd_flops,
+             (tsr_cpu_attn_bwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0],
+               buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7], buf[8])),
+             (tsr_cuda_attn_bwd(e->cuda_stream, a->d, a->tq, a->tk, a->nb, a->q0, a->k0,
+               a->scale, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7],
+               buf[8])));
 
 /* How token tiles map onto sequences: a tile is either part of one sequence
  * (per_seq tiles of tq tokens each) or nb whole sequences side by side,
@@ -861,76 +683,29 @@ typedef struct xent_args {
 } xent_args_t;
 
 /* ms (2, T) = state of the columns of logits (nv, T), merged when accumulating */
-static int mse_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const xent_args_t *a = args;
-    (void)e;
-    tsr_cpu_maxsumexp(a->nv, a->T, buf[0], a->nv, buf[1], a->accumulate);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int mse_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const xent_args_t *a = args;
-    return tsr_cuda_maxsumexp(e->cuda_stream, a->nv, a->T, buf[0], a->nv, buf[1],
-                              a->accumulate);
-}
-#endif
-CODELET(cl_maxsumexp, "maxsumexp", 2, mse_cpu, mse_cuda, NULL);
+TILE_CODELET(cl_maxsumexp, "maxsumexp", 2, xent_args_t, NULL,
+             (tsr_cpu_maxsumexp(a->nv, a->T, buf[0], a->nv, buf[1], a->accumulate)),
+             (tsr_cuda_maxsumexp(e->cuda_stream, a->nv, a->T, buf[0], a->nv, buf[1],
+               a->accumulate)));
 
 /* lse (T) = logsumexp of ms (2, T) */
-static int lse_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const xent_args_t *a = args;
-    (void)e;
-    tsr_cpu_logsumexp(a->T, buf[0], buf[1]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int lse_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const xent_args_t *a = args;
-    return tsr_cuda_logsumexp(e->cuda_stream, a->T, buf[0], buf[1]);
-}
-#endif
-CODELET(cl_logsumexp, "logsumexp", 2, lse_cpu, lse_cuda, NULL);
+TILE_CODELET(cl_logsumexp, "logsumexp", 2, xent_args_t, NULL,
+             (tsr_cpu_logsumexp(a->T, buf[0], buf[1])),
+             (tsr_cuda_logsumexp(e->cuda_stream, a->T, buf[0], buf[1])));
 
 /* loss (T) += lse - logit of the target, for targets in this vocabulary tile */
-static int xent_fwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const xent_args_t *a = args;
-    (void)e;
-    tsr_cpu_crossentropy_fwd(a->nv, a->T, a->v0, buf[0], a->nv, buf[1], buf[2], buf[3]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int xent_fwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const xent_args_t *a = args;
-    return tsr_cuda_crossentropy_fwd(e->cuda_stream, a->nv, a->T, a->v0, buf[0], a->nv,
-                                     buf[1], buf[2], buf[3]);
-}
-#endif
-CODELET(cl_xent_fwd, "crossentropy_fwd", 4, xent_fwd_cpu, xent_fwd_cuda, NULL);
+TILE_CODELET(cl_xent_fwd, "crossentropy_fwd", 4, xent_args_t, NULL,
+             (tsr_cpu_crossentropy_fwd(a->nv, a->T, a->v0, buf[0], a->nv, buf[1], buf[2],
+               buf[3])),
+             (tsr_cuda_crossentropy_fwd(e->cuda_stream, a->nv, a->T, a->v0, buf[0], a->nv,
+               buf[1], buf[2], buf[3])));
 
 /* logits (nv, T) = scale * (softmax - onehot), in place */
-static int xent_bwd_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const xent_args_t *a = args;
-    (void)e;
-    tsr_cpu_crossentropy_bwd(a->nv, a->T, a->v0, buf[0], a->nv, buf[1], buf[2], a->scale,
-                             buf[0], a->nv);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int xent_bwd_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const xent_args_t *a = args;
-    return tsr_cuda_crossentropy_bwd(e->cuda_stream, a->nv, a->T, a->v0, buf[0], a->nv,
-                                     buf[1], buf[2], a->scale, buf[0], a->nv);
-}
-#endif
-CODELET(cl_xent_bwd, "crossentropy_bwd", 3, xent_bwd_cpu, xent_bwd_cuda, NULL);
+TILE_CODELET(cl_xent_bwd, "crossentropy_bwd", 3, xent_args_t, NULL,
+             (tsr_cpu_crossentropy_bwd(a->nv, a->T, a->v0, buf[0], a->nv, buf[1], buf[2],
+               a->scale, buf[0], a->nv)),
+             (tsr_cuda_crossentropy_bwd(e->cuda_stream, a->nv, a->T, a->v0, buf[0], a->nv,
+               buf[1], buf[2], a->scale, buf[0], a->nv)));
 
 static int check_xent(const tsr_tensor_t *logits, const tsr_tensor_t *row)
 {
@@ -993,20 +768,9 @@ int tsr__op_xent_bwd(tsr_tensor_t *logits, const tsr_tensor_t *targets,
 /* ---- optimizer ------------------------------------------------------------ */
 
 /* acc[0] += sum x^2                           x: (n) */
-static int sumsq_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    (void)args;
-    tsr_cpu_sumsq(nelem(e, 0), buf[0], buf[1]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int sumsq_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    (void)args;
-    return tsr_cuda_sumsq(e->cuda_stream, nelem(e, 0), buf[0], buf[1]);
-}
-#endif
-CODELET(cl_sumsq, "sumsq", 2, sumsq_cpu, sumsq_cuda, NULL);
+TILE_CODELET(cl_sumsq, "sumsq", 2, void, NULL,
+             (tsr_cpu_sumsq(nelem(e, 0), buf[0], buf[1])),
+             (tsr_cuda_sumsq(e->cuda_stream, nelem(e, 0), buf[0], buf[1])));
 
 int tsr__op_sumsq(const tsr_tensor_t *x, tsr_handle_t acc)
 {
@@ -1018,23 +782,11 @@ int tsr__op_sumsq(const tsr_tensor_t *x, tsr_handle_t acc)
 }
 
 /* g, p, m, v: (n); p, m, v updated */
-static int adamw_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const tsr_adamw_args_t *a = args;
-    tsr_cpu_adamw(nelem(e, 0), a->step, a->lr, a->beta1, a->beta2, a->eps, a->weight_decay,
-                  a->grad_scale, buf[0], buf[1], buf[2], buf[3]);
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-static int adamw_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const tsr_adamw_args_t *a = args;
-    return tsr_cuda_adamw(e->cuda_stream, nelem(e, 0), a->step, a->lr, a->beta1, a->beta2,
-                          a->eps, a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2],
-                          buf[3]);
-}
-#endif
-CODELET(cl_adamw, "adamw", 4, adamw_cpu, adamw_cuda, NULL);
+TILE_CODELET(cl_adamw, "adamw", 4, tsr_adamw_args_t, NULL,
+             (tsr_cpu_adamw(nelem(e, 0), a->step, a->lr, a->beta1, a->beta2, a->eps,
+               a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3])),
+             (tsr_cuda_adamw(e->cuda_stream, nelem(e, 0), a->step, a->lr, a->beta1, a->beta2,
+               a->eps, a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3])));
 
 int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tensor_t *p,
                   tsr_tensor_t *m, tsr_tensor_t *v)
