@@ -227,11 +227,11 @@ TILE_CODELET(cl_bias_add, "bias_add", 2, mn_args_t, NULL,
              (tsr_cpu_bias_add(0, a->m, a->n, buf[0], buf[1], a->m)),
              (tsr_cuda_bias_add(e->cuda_stream, 0, a->m, a->n, buf[0], buf[1], a->m)));
 
-/* db(i) += sum_j dy(i, j)                     dy: (m, n), db: (m) */
+/* db(i) += sum_j dy(i, j)                     db: (m), dy: (m, n) */
 TILE_CODELET(cl_bias_grad, "bias_grad", 2, mn_args_t, NULL,
-             (tsr_cpu_sum_axis(0, a->m, a->n, 1.0f, buf[0], a->m, 1.0f, buf[1])),
-             (tsr_cuda_sum_axis(e->cuda_stream, 0, a->m, a->n, 1.0f, buf[0], a->m, 1.0f,
-               buf[1])));
+             (tsr_cpu_sum_axis(0, a->m, a->n, 1.0f, buf[1], a->m, 1.0f, buf[0])),
+             (tsr_cuda_sum_axis(e->cuda_stream, 0, a->m, a->n, 1.0f, buf[1], a->m, 1.0f,
+               buf[0])));
 
 static int check_bias(const tsr_tensor_t *bias, const tsr_tensor_t *x, const char *op)
 {
@@ -242,28 +242,28 @@ static int check_bias(const tsr_tensor_t *bias, const tsr_tensor_t *x, const cha
     return TSR_OK;
 }
 
-int tsr__op_bias_add(const tsr_tensor_t *bias, tsr_tensor_t *x)
+/* One task per tile of x with the bias tile of its rows: (bias, x) buffers. */
+static int bias_loop(const tsr_codelet_t *cl, const tsr_tensor_t *bias, tsr_mode_t bias_mode,
+                     const tsr_tensor_t *x, tsr_mode_t x_mode, const char *op)
 {
-    int rc = check_bias(bias, x, "bias_add");
+    int rc = check_bias(bias, x, op);
     for (int j = 0; !rc && j < x->grid_cols; j++)
         for (int i = 0; !rc && i < x->grid_rows; i++) {
             mn_args_t a = {tsr__tile_m(x, i), tsr__tile_n(x, j)};
-            rc = SUBMIT(cl_bias_add, a, ACC(tsr__tile(bias, i, 0), TSR_R),
-                        ACC(tsr__tile(x, i, j), TSR_RW));
+            rc = SUBMIT(*cl, a, ACC(tsr__tile(bias, i, 0), bias_mode),
+                        ACC(tsr__tile(x, i, j), x_mode));
         }
     return rc;
 }
 
+int tsr__op_bias_add(const tsr_tensor_t *bias, tsr_tensor_t *x)
+{
+    return bias_loop(&cl_bias_add, bias, TSR_R, x, TSR_RW, "bias_add");
+}
+
 int tsr__op_bias_grad(const tsr_tensor_t *dy, tsr_tensor_t *dbias)
 {
-    int rc = check_bias(dbias, dy, "bias_grad");
-    for (int j = 0; !rc && j < dy->grid_cols; j++)
-        for (int i = 0; !rc && i < dy->grid_rows; i++) {
-            mn_args_t a = {tsr__tile_m(dy, i), tsr__tile_n(dy, j)};
-            rc = SUBMIT(cl_bias_grad, a, ACC(tsr__tile(dy, i, j), TSR_R),
-                        ACC(tsr__tile(dbias, i, 0), TSR_COMMUTE));
-        }
-    return rc;
+    return bias_loop(&cl_bias_grad, dbias, TSR_COMMUTE, dy, TSR_R, "bias_grad");
 }
 
 /* Rows [src_off, src_off + nrows) of each of the ncols columns of src (src_rows
