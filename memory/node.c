@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <time.h>
 #ifdef TSR_HAVE_JEMALLOC
 #include <jemalloc/jemalloc.h>
@@ -50,37 +49,12 @@ uint64_t tsr__mem_link_bytes(int s, int d)
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-#ifdef TSR_HAVE_JEMALLOC
-/* Tiles come from one jemalloc arena that never gives pages back to the
- * system: a training step frees and reallocates the same activation tiles
- * every step, and pages returned by decay would be faulted in (and zeroed
- * by the kernel) again each time. Peak use bounds what the arena keeps. */
-static int tile_flags = 0;
-static pthread_once_t tile_once = PTHREAD_ONCE_INIT;
-
-static void tile_arena_create(void)
-{
-    unsigned arena;
-    size_t sz = sizeof arena;
-    if (mallctl("arenas.create", &arena, &sz, NULL, 0) != 0)
-        return; /* the default arenas still work */
-    ssize_t never = -1;
-    char key[64];
-    snprintf(key, sizeof key, "arena.%u.dirty_decay_ms", arena);
-    mallctl(key, NULL, NULL, &never, sizeof never);
-    snprintf(key, sizeof key, "arena.%u.muzzy_decay_ms", arena);
-    mallctl(key, NULL, NULL, &never, sizeof never);
-    tile_flags = (int)(MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE);
-}
-#endif
-
 void *tsr__host_alloc(size_t size)
 {
     if (mem.numa && size >= NUMA_MIN)
         return numa_alloc_local(size);
 #ifdef TSR_HAVE_JEMALLOC
-    pthread_once(&tile_once, tile_arena_create);
-    return mallocx(round64(size), MALLOCX_ALIGN(64) | tile_flags);
+    return mallocx(round64(size), MALLOCX_ALIGN(64));
 #else
     return aligned_alloc(64, round64(size));
 #endif
@@ -95,7 +69,7 @@ void tsr__host_free(void *p, size_t size)
         return;
     }
 #ifdef TSR_HAVE_JEMALLOC
-    dallocx(p, tile_flags);
+    dallocx(p, 0);
 #else
     free(p);
 #endif

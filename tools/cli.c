@@ -1,0 +1,503 @@
+/* tools/cli.c — the shared pieces of the GPT-2 command-line programs: flag
+ * parsing, one-line error reporting, runtime start-up, model shape flags,
+ * tokenizer and shard checks, and small helpers (see cli.h).
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+const char *cli_prog = "tessera";
+
+/* ---- messages ---------------------------------------------------------- */
+
+static void vreport(const char *fmt, va_list ap, const char *suffix)
+{
+    fflush(stdout);
+    fprintf(stderr, "%s: ", cli_prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "%s\n", suffix ? suffix : "");
+}
+
+int cli_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(fmt, ap, NULL);
+    va_end(ap);
+    return 1;
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(fmt, ap, " (see --help)");
+    va_end(ap);
+    return 2;
+}
+
+int cli_lib_fail(int rc, const char *fmt, ...)
+{
+    const char *msg = tsr_error_message();
+    if (msg == NULL || msg[0] == '\0')
+        msg = tsr_strerror(rc);
+    char detail[1024];
+    snprintf(detail, sizeof detail, ": %s", msg);
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(fmt, ap, detail);
+    va_end(ap);
+    return 1;
+}
+
+/* ---- flags ------------------------------------------------------------- */
+
+cli_opt_t *cli_find(cli_opt_t *opts, int nopts, const char *name)
+{
+    for (int i = 0; i < nopts; i++)
+        if (strcmp(opts[i].name, name) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+int cli_seen(cli_opt_t *opts, int nopts, const char *name)
+{
+    cli_opt_t *o = cli_find(opts, nopts, name);
+    return o != NULL && o->seen;
+}
+
+static cli_opt_t *find_long(cli_opt_t *opts, int nopts, const char *name, size_t len)
+{
+    for (int i = 0; i < nopts; i++)
+        if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+static cli_opt_t *find_short(cli_opt_t *opts, int nopts, char c)
+{
+    for (int i = 0; i < nopts; i++)
+        if (opts[i].short_name != 0 && opts[i].short_name == c)
+            return &opts[i];
+    return NULL;
+}
+
+/* Store `value` into o; 0, or 2 after a usage error. */
+static int set_value(cli_opt_t *o, const char *shown, const char *value)
+{
+    char *end;
+    errno = 0;
+    switch (o->type) {
+    case CLI_INT: {
+        long long v = strtoll(value, &end, 10);
+        if (value[0] == '\0' || *end != '\0' || errno != 0 || (double)v < o->min ||
+            (double)v > o->max)
+            return cli_usage_error("%s needs an integer in [%.0f, %.0f], not '%s'", shown,
+                                   o->min, o->max, value);
+        *(int *)o->dst = (int)v;
+        break;
+    }
+    case CLI_U64: {
+        unsigned long long v = strtoull(value, &end, 10);
+        if (value[0] == '\0' || value[0] == '-' || *end != '\0' || errno != 0)
+            return cli_usage_error("%s needs a non-negative integer, not '%s'", shown, value);
+        *(uint64_t *)o->dst = (uint64_t)v;
+        break;
+    }
+    case CLI_FLOAT: {
+        double v = strtod(value, &end);
+        if (value[0] == '\0' || *end != '\0' || errno != 0 || !isfinite(v) || v < o->min ||
+            v > o->max)
+            return cli_usage_error("%s needs a number in [%g, %g], not '%s'", shown, o->min,
+                                   o->max, value);
+        *(double *)o->dst = v;
+        break;
+    }
+    case CLI_STR:
+        if (value[0] == '\0')
+            return cli_usage_error("%s needs a non-empty value", shown);
+        *(const char **)o->dst = value;
+        break;
+    case CLI_BOOL:
+        *(int *)o->dst = 1;
+        break;
+    }
+    o->seen = 1;
+    return 0;
+}
+
+int cli_set(cli_opt_t *o, const char *value)
+{
+    char shown[96];
+    snprintf(shown, sizeof shown, "--%s", o->name);
+    return set_value(o, shown, value);
+}
+
+void cli_format(const cli_opt_t *o, char *buf, size_t size)
+{
+    switch (o->type) {
+    case CLI_INT:
+    case CLI_BOOL:
+        snprintf(buf, size, "%d", *(const int *)o->dst);
+        break;
+    case CLI_U64:
+        snprintf(buf, size, "%llu", (unsigned long long)*(const uint64_t *)o->dst);
+        break;
+    case CLI_FLOAT:
+        snprintf(buf, size, "%.17g", *(const double *)o->dst);
+        break;
+    case CLI_STR: {
+        const char *s = *(const char *const *)o->dst;
+        snprintf(buf, size, "%s", s ? s : "");
+        break;
+    }
+    }
+}
+
+int cli_parse(const char *prog, const char *usage, cli_opt_t *opts, int nopts, int argc,
+              char **argv, const char **pos, int max_pos, int *npos)
+{
+    cli_prog = prog;
+    *npos = 0;
+    int flags_done = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int is_flag = !flags_done && a[0] == '-' && a[1] != '\0';
+        if (!is_flag) {
+            if (pos == NULL || *npos >= max_pos)
+                return cli_usage_error("unexpected argument '%s'", a);
+            pos[(*npos)++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            flags_done = 1;
+            continue;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        cli_opt_t *o = NULL;
+        const char *value = NULL;
+        char shown[96];
+        if (a[1] == '-') {
+            const char *name = a + 2;
+            const char *eq = strchr(name, '=');
+            size_t len = eq ? (size_t)(eq - name) : strlen(name);
+            o = find_long(opts, nopts, name, len);
+            if (o == NULL)
+                return cli_usage_error("unknown option '%.*s'", (int)(len + 2), a);
+            if (eq != NULL)
+                value = eq + 1;
+            snprintf(shown, sizeof shown, "--%s", o->name);
+        } else {
+            o = a[2] == '\0' ? find_short(opts, nopts, a[1]) : NULL;
+            if (o == NULL)
+                return cli_usage_error("unknown option '%s'", a);
+            snprintf(shown, sizeof shown, "-%c", o->short_name);
+        }
+        if (o->type == CLI_BOOL) {
+            if (value != NULL)
+                return cli_usage_error("%s takes no value", shown);
+        } else if (value == NULL) {
+            if (i + 1 >= argc)
+                return cli_usage_error("%s needs a value", shown);
+            value = argv[++i];
+        }
+        int rc = set_value(o, shown, value ? value : "");
+        if (rc != 0)
+            return rc;
+    }
+    return -1;
+}
+
+/* ---- runtime and model ------------------------------------------------- */
+
+int cli_runtime_init(int threads, const char *sched)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    if (threads > 0)
+        cfg.ncpu = threads;
+    if (sched != NULL)
+        cfg.sched = sched;
+    int rc = tsr_init(&cfg);
+    if (rc != TSR_OK)
+        return cli_lib_fail(rc, "cannot start the runtime");
+    return 0;
+}
+
+void cli_model_opts(cli_opt_t *opts, tsr_gpt2_config_t *cfg)
+{
+    const cli_opt_t o[CLI_MODEL_NOPTS] = {
+        {"vocab", 0, CLI_INT, &cfg->vocab_size, 2, 1e7, 0},
+        {"context", 0, CLI_INT, &cfg->context, 1, 1e6, 0},
+        {"layers", 0, CLI_INT, &cfg->layers, 1, 1e4, 0},
+        {"heads", 0, CLI_INT, &cfg->heads, 1, 1e5, 0},
+        {"channels", 0, CLI_INT, &cfg->channels, 1, 1e6, 0},
+        {"tile-tokens", 0, CLI_INT, &cfg->tile_tokens, 0, 1e7, 0},
+        {"tile-vocab", 0, CLI_INT, &cfg->tile_vocab, 0, 1e7, 0},
+        {"tile-hidden", 0, CLI_INT, &cfg->tile_hidden, 0, 1e7, 0},
+    };
+    memcpy(opts, o, sizeof o);
+}
+
+int cli_config_from_checkpoint(const char *what, const tsr_gpt2_config_t *ckpt,
+                               const tsr_gpt2_config_t *flags, cli_opt_t *model_opts,
+                               tsr_gpt2_config_t *out)
+{
+    static const char *names[] = {"vocab", "context", "layers", "heads", "channels"};
+    const int have[] = {ckpt->vocab_size, ckpt->context, ckpt->layers, ckpt->heads,
+                        ckpt->channels};
+    const int want[] = {flags->vocab_size, flags->context, flags->layers, flags->heads,
+                        flags->channels};
+    for (int i = 0; i < 5; i++)
+        if (cli_seen(model_opts, CLI_MODEL_NOPTS, names[i]) && have[i] != want[i])
+            return cli_fail("--%s %d conflicts with '%s' (%s %d)", names[i], want[i], what,
+                            names[i], have[i]);
+    *out = *ckpt;
+    out->tile_tokens = flags->tile_tokens;
+    out->tile_vocab = flags->tile_vocab;
+    out->tile_hidden = flags->tile_hidden;
+    return 0;
+}
+
+int cli_read_config(const char *path, tsr_gpt2_config_t *cfg)
+{
+    if (!cli_file_exists(path))
+        return cli_fail("checkpoint '%s' does not exist", path);
+    int rc = tsr_gpt2_read_config(path, cfg);
+    if (rc != TSR_OK)
+        return cli_lib_fail(rc, "cannot read the configuration of checkpoint '%s'", path);
+    return 0;
+}
+
+void cli_config_describe(const tsr_gpt2_config_t *cfg, char *buf, size_t size)
+{
+    snprintf(buf, size, "%d layers, %d heads, %d channels, context %d, vocab %d", cfg->layers,
+             cfg->heads, cfg->channels, cfg->context, cfg->vocab_size);
+}
+
+/* ---- tokenizer and data ------------------------------------------------ */
+
+/* The first of two candidate files that exists in dir, into buf. */
+static int find_in_dir(char *buf, size_t size, const char *dir, const char *a, const char *b)
+{
+    if (cli_path(buf, size, dir, a) != 0)
+        return 1;
+    if (cli_file_exists(buf))
+        return 0;
+    char alt[4096];
+    if (cli_path(alt, sizeof alt, dir, b) != 0)
+        return 1;
+    if (cli_file_exists(alt)) {
+        snprintf(buf, size, "%s", alt);
+        return 0;
+    }
+    return cli_fail("tokenizer folder '%s' has neither %s nor %s", dir, a, b);
+}
+
+int cli_tokenizer_open(const char *dir, tsr_tokenizer_t **out)
+{
+    int rc;
+    if (dir == NULL) {
+        rc = tsr_tokenizer_open(out, NULL, NULL);
+        if (rc != TSR_OK)
+            return cli_lib_fail(rc, "cannot create the byte-level tokenizer");
+        return 0;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return cli_fail("tokenizer folder '%s' does not exist", dir);
+    char enc[4096], bpe[4096];
+    if (find_in_dir(enc, sizeof enc, dir, "encoder.json", "vocab.json") != 0 ||
+        find_in_dir(bpe, sizeof bpe, dir, "vocab.bpe", "merges.txt") != 0)
+        return 1;
+    rc = tsr_tokenizer_open(out, enc, bpe);
+    if (rc != TSR_OK)
+        return cli_lib_fail(rc, "cannot load the tokenizer from '%s'", dir);
+    return 0;
+}
+
+int cli_check_shard(const char *role, const char *path, int vocab, size_t min_tokens,
+                    size_t *ntokens, int *max_id)
+{
+    if (!cli_file_exists(path))
+        return cli_fail("%s '%s' does not exist", role, path);
+    tsr_shard_t *s = NULL;
+    int rc = tsr_shard_open(&s, path);
+    if (rc != TSR_OK)
+        return cli_lib_fail(rc, "%s '%s' is not a token shard", role, path);
+    size_t n = tsr_shard_size(s);
+    const uint16_t *t = tsr_shard_tokens(s);
+    int bad = 0, max = 0;
+    if (n < min_tokens) {
+        bad = cli_fail("%s '%s' has %zu tokens, fewer than the %zu that one batch needs "
+                       "(sequences x seq + 1); use a smaller batch or --seq",
+                       role, path, n, min_tokens);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            if (t[i] > max)
+                max = t[i];
+            if ((int)t[i] >= vocab) {
+                bad = cli_fail("%s '%s' has token id %d (at token %zu), outside the model's "
+                               "vocabulary of %d ids: data from another tokenizer?",
+                               role, path, (int)t[i], i, vocab);
+                break;
+            }
+        }
+    }
+    tsr_shard_close(s);
+    if (ntokens != NULL)
+        *ntokens = n;
+    if (max_id != NULL)
+        *max_id = max;
+    return bad;
+}
+
+/* ---- small helpers ----------------------------------------------------- */
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void cli_duration(double s, char *buf, size_t size)
+{
+    if (!(s >= 0.0) || s > 1e8) {
+        snprintf(buf, size, "?");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t < 60)
+        snprintf(buf, size, "%lds", t);
+    else if (t < 3600)
+        snprintf(buf, size, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(buf, size, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+}
+
+int cli_read_file(const char *path, char **data, size_t *len)
+{
+    int is_stdin = strcmp(path, "-") == 0;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (f == NULL)
+        return cli_fail("cannot open '%s': %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    if (buf == NULL) {
+        if (!is_stdin)
+            fclose(f);
+        return cli_fail("out of memory reading '%s'", path);
+    }
+    for (;;) {
+        if (n == cap) {
+            char *nb = cap > ((size_t)-1) / 4 ? NULL : realloc(buf, 2 * cap + 1);
+            if (nb == NULL) {
+                free(buf);
+                if (!is_stdin)
+                    fclose(f);
+                return cli_fail("out of memory reading '%s'", path);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    int err = ferror(f);
+    if (!is_stdin)
+        fclose(f);
+    if (err) {
+        free(buf);
+        return cli_fail("cannot read '%s'", path);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+int cli_path(char *buf, size_t size, const char *dir, const char *name)
+{
+    int n = snprintf(buf, size, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= size)
+        return cli_fail("path too long: '%s/%s'", dir, name);
+    return 0;
+}
+
+int cli_mkdirs(const char *path)
+{
+    char buf[4096];
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof buf)
+        return cli_fail("bad folder name '%s'", path);
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return cli_fail("cannot create folder '%s': %s", buf, strerror(errno));
+        buf[i] = c;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return cli_fail("'%s' exists and is not a folder", path);
+    return 0;
+}
+
+int cli_file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void cli_rng_seed(cli_rng_t *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+uint64_t cli_rng_next(cli_rng_t *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double cli_rng_uniform(cli_rng_t *r)
+{
+    return (double)(cli_rng_next(r) >> 11) * 0x1.0p-53;
+}

@@ -1,0 +1,141 @@
+/* tools/tessera-eval.c — the mean cross-entropy (and perplexity) of a GPT-2
+ * checkpoint on a token shard.
+ *
+ *   tessera-eval --checkpoint MODEL.safetensors --data TOKENS.bin [flags]
+ *
+ * Works with any HF GPT-2 safetensors checkpoint (the 124M model.safetensors,
+ * or a checkpoint written by tessera-train): the shape comes from the file.
+ * The shard is read as consecutive windows of batch x seq tokens (the tail
+ * that fills no whole batch is left out), each predicting the next token.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: tessera-eval --checkpoint FILE --data TOKENS.bin [flags]\n"
+    "Mean cross-entropy of a GPT-2 checkpoint over a token shard.\n"
+    "  --checkpoint FILE    HF GPT-2 safetensors checkpoint (required)\n"
+    "  --data FILE          token shard (required), tokenized for that model\n"
+    "  --batch B            sequences per forward pass (default 4)\n"
+    "  --seq T              tokens per sequence (default: the context, at most 1024)\n"
+    "  --max-batches K      evaluate the first K batches only (default 0: all)\n"
+    "  --threads N          CPU workers (default: one per core)\n"
+    "  --sched NAME         scheduling policy (default: eager)\n";
+
+int main(int argc, char **argv)
+{
+    const char *ckpt = NULL, *data = NULL, *sched = NULL;
+    int batch = 4, seq = 0, max_batches = 0, threads = 0;
+    cli_opt_t opts[] = {
+        {"checkpoint", 0, CLI_STR, &ckpt, 0, 0, 0},
+        {"data", 0, CLI_STR, &data, 0, 0, 0},
+        {"batch", 0, CLI_INT, &batch, 1, 1e6, 0},
+        {"seq", 0, CLI_INT, &seq, 1, 1e6, 0},
+        {"max-batches", 0, CLI_INT, &max_batches, 0, 1e9, 0},
+        {"threads", 0, CLI_INT, &threads, 0, 4096, 0},
+        {"sched", 0, CLI_STR, &sched, 0, 0, 0},
+    };
+    const int nopts = (int)(sizeof opts / sizeof *opts);
+    int npos = 0;
+    int rc = cli_parse("tessera-eval", usage, opts, nopts, argc, argv, NULL, 0, &npos);
+    if (rc >= 0)
+        return rc;
+    if (ckpt == NULL)
+        return cli_usage_error("missing --checkpoint FILE");
+    if (data == NULL)
+        return cli_usage_error("missing --data TOKENS.bin");
+
+    tsr_gpt2_config_t cfg;
+    if (cli_read_config(ckpt, &cfg) != 0)
+        return 1;
+    if (seq == 0)
+        seq = cfg.context < 1024 ? cfg.context : 1024;
+    if (seq > cfg.context)
+        return cli_usage_error("--seq %d exceeds the checkpoint's context of %d", seq,
+                               cfg.context);
+    size_t ntokens = 0;
+    if (cli_check_shard("data", data, cfg.vocab_size, (size_t)seq + 1, &ntokens, NULL) != 0)
+        return 1;
+    /* A shard smaller than one batch: fewer sequences per batch. */
+    if (ntokens < (size_t)batch * (size_t)seq + 1) {
+        int fit = (int)((ntokens - 1) / (size_t)seq);
+        if (cli_seen(opts, nopts, "batch"))
+            fprintf(stderr, "%s: note: '%s' holds %zu tokens: --batch %d instead of %d\n",
+                    cli_prog, data, ntokens, fit, batch);
+        batch = fit;
+    }
+
+    if (cli_runtime_init(threads, sched) != 0)
+        return 1;
+    int status = 0;
+    tsr_gpt2_t *m = NULL;
+    tsr_loader_t *loader = NULL;
+    int32_t *inputs = NULL, *targets = NULL;
+    char desc[256];
+    cli_config_describe(&cfg, desc, sizeof desc);
+
+    rc = tsr_gpt2_create(&m, &cfg, batch, seq);
+    if (rc != TSR_OK) {
+        status = cli_lib_fail(rc, "cannot create a model of %s for %d x %d tokens", desc, batch,
+                              seq);
+        goto done;
+    }
+    rc = tsr_gpt2_load(m, ckpt);
+    if (rc != TSR_OK) {
+        status = cli_lib_fail(rc, "cannot load '%s'", ckpt);
+        goto done;
+    }
+    rc = tsr_loader_open(&loader, data, batch, seq);
+    if (rc != TSR_OK) {
+        status = cli_lib_fail(rc, "cannot read '%s'", data);
+        goto done;
+    }
+    size_t nbatches = tsr_loader_batches(loader);
+    if (max_batches > 0 && (size_t)max_batches < nbatches)
+        nbatches = (size_t)max_batches;
+    size_t ntok = (size_t)batch * (size_t)seq;
+    inputs = malloc(ntok * sizeof *inputs);
+    targets = malloc(ntok * sizeof *targets);
+    if (inputs == NULL || targets == NULL) {
+        status = cli_fail("out of memory");
+        goto done;
+    }
+    printf("model: %s (%.2fM parameters) from %s\n", desc, (double)tsr_gpt2_num_params(m) / 1e6,
+           ckpt);
+    printf("data: %s, %zu tokens; %zu batch%s of %d x %d\n", data, ntokens, nbatches,
+           nbatches == 1 ? "" : "es", batch, seq);
+    fflush(stdout);
+
+    double t0 = cli_now(), sum = 0.0;
+    for (size_t i = 0; i < nbatches; i++) {
+        float loss = 0.0f;
+        rc = tsr_loader_next(loader, inputs, targets);
+        if (rc != TSR_OK) {
+            status = cli_lib_fail(rc, "cannot read '%s'", data);
+            goto done;
+        }
+        rc = tsr_gpt2_forward(m, inputs, targets, &loss);
+        if (rc != TSR_OK) {
+            status = cli_lib_fail(rc, "forward pass failed on batch %zu", i + 1);
+            goto done;
+        }
+        sum += loss;
+    }
+    double mean = sum / (double)nbatches;
+    double dt = cli_now() - t0;
+    printf("loss %.4f over %zu tokens (perplexity %.2f)\n", mean, nbatches * ntok, exp(mean));
+    printf("%.1f s, %.0f tok/s\n", dt, dt > 0 ? (double)(nbatches * ntok) / dt : 0.0);
+
+done:
+    free(inputs);
+    free(targets);
+    tsr_loader_close(loader);
+    tsr_gpt2_free(m);
+    rc = tsr_shutdown();
+    if (rc != TSR_OK && status == 0)
+        status = cli_lib_fail(rc, "runtime shutdown");
+    return status;
+}
