@@ -8,7 +8,7 @@
 # Needs no network. With TESSERA_GPT2_VOCAB=DIR (a folder holding GPT-2's
 # encoder.json and vocab.bpe) the text is tokenized with GPT-2's BPE instead.
 # TESSERA_DEMO_THREADS (default 2) sets the CPU workers, TESSERA_DEMO_SCHED
-# (default ws) the policy; the demo runs on the CPU only (TESSERA_NCUDA=0)
+# (default eager) the policy; the demo runs on the CPU only (TESSERA_NCUDA=0)
 # unless TESSERA_NCUDA is set.
 set -euo pipefail
 
@@ -82,9 +82,7 @@ fi
 "$BIN/tessera-tokenize" "${TOK[@]}" --val-fraction 0.05 "$OUT/gcide.txt" -o "$OUT/gcide"
 
 # ---- training -----------------------------------------------------------------
-# The work-stealing policy: under eager and prio the training's host memory
-# grows by tens of MB a step at these shapes.
-SCHED=${TESSERA_DEMO_SCHED:-ws}
+SCHED=${TESSERA_DEMO_SCHED:-eager}
 echo "demo: training a small GPT-2 on $THREADS CPU workers (about 3 minutes)"
 "$BIN/tessera-train" --data "$OUT/gcide_train.bin" --val "$OUT/gcide_val.bin" \
     --vocab $VOCAB "${MODEL[@]}" "${RUN[@]}" --eval-every 100 --eval-batches 8 \
