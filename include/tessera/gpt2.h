@@ -146,7 +146,10 @@ typedef struct tsr_tokenizer tsr_tokenizer_t;
 
 /* GPT-2's byte-level BPE from encoder.json (or vocab.json) and vocab.bpe (or
  * merges.txt). With both paths NULL: the plain byte-level tokenizer (ids
- * 0..255 are bytes, 256 is end-of-text; vocabulary 257). */
+ * 0..255 are bytes, 256 is end-of-text; vocabulary 257). The split into
+ * words follows GPT-2's pattern with one approximation: every non-ASCII code
+ * point counts as a letter, so text where non-ASCII punctuation, digits or
+ * spaces touch letters may split differently (decode(encode(x)) == x always). */
 int tsr_tokenizer_open(tsr_tokenizer_t **out, const char *encoder_json, const char *vocab_bpe);
 void tsr_tokenizer_free(tsr_tokenizer_t *tok);
 int tsr_tokenizer_vocab_size(const tsr_tokenizer_t *tok);
