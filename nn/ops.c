@@ -193,13 +193,20 @@ TILE_CODELET(cl_copy, "copy", 2, void, NULL,
              (tsr_cpu_copy(nelem(e, 0), buf[0], buf[1])),
              (tsr_cuda_copy(e->cuda_stream, nelem(e, 0), buf[0], buf[1])));
 
-int tsr__op_copy(const tsr_tensor_t *x, tsr_tensor_t *y)
+/* One task per tile pair of two tensors tiled alike: (x, y) buffers. */
+static int tilewise(const tsr_codelet_t *cl, const tsr_tensor_t *x, tsr_mode_t x_mode,
+                    const tsr_tensor_t *y, tsr_mode_t y_mode, const char *op)
 {
-    int rc = same_tiling(x, y, "copy");
+    int rc = same_tiling(x, y, op);
     size_t ntiles = (size_t)x->grid_rows * x->grid_cols;
     for (size_t i = 0; !rc && i < ntiles; i++)
-        rc = SUBMIT0(cl_copy, ACC(x->tiles[i], TSR_R), ACC(y->tiles[i], TSR_W));
+        rc = SUBMIT0(*cl, ACC(x->tiles[i], x_mode), ACC(y->tiles[i], y_mode));
     return rc;
+}
+
+int tsr__op_copy(const tsr_tensor_t *x, tsr_tensor_t *y)
+{
+    return tilewise(&cl_copy, x, TSR_R, y, TSR_W, "copy");
 }
 
 /* y += alpha x                                x, y: (n) */
@@ -404,20 +411,12 @@ TILE_CODELET(cl_gelu_bwd, "gelu_bwd", 2, void, NULL,
 
 int tsr__op_gelu_fwd(const tsr_tensor_t *x, tsr_tensor_t *out)
 {
-    int rc = same_tiling(x, out, "gelu_fwd");
-    size_t ntiles = (size_t)x->grid_rows * x->grid_cols;
-    for (size_t i = 0; !rc && i < ntiles; i++)
-        rc = SUBMIT0(cl_gelu_fwd, ACC(x->tiles[i], TSR_R), ACC(out->tiles[i], TSR_W));
-    return rc;
+    return tilewise(&cl_gelu_fwd, x, TSR_R, out, TSR_W, "gelu_fwd");
 }
 
 int tsr__op_gelu_bwd(const tsr_tensor_t *x, tsr_tensor_t *d)
 {
-    int rc = same_tiling(x, d, "gelu_bwd");
-    size_t ntiles = (size_t)x->grid_rows * x->grid_cols;
-    for (size_t i = 0; !rc && i < ntiles; i++)
-        rc = SUBMIT0(cl_gelu_bwd, ACC(x->tiles[i], TSR_R), ACC(d->tiles[i], TSR_RW));
-    return rc;
+    return tilewise(&cl_gelu_bwd, x, TSR_R, d, TSR_RW, "gelu_bwd");
 }
 
 /* ---- embeddings ----------------------------------------------------------- */
