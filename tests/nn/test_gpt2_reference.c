@@ -18,6 +18,7 @@
 #include <tessera/gpt2.h>
 
 #include "nn/io/safetensors.h"
+#include "tests/kernels/kt_util.h"
 
 #define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
 
@@ -70,32 +71,15 @@ static double meta_num(tsr__st_reader_t *r, const char *key)
     return strtod(v, NULL);
 }
 
-/* Elements outside atol_frac * max|want| + rtol |want| (and beyond the
- * absolute floor `abs_floor`); logs the worst. */
-static double abs_floor = 0.0;
-
+/* Elements outside atol_frac * max(max|want|, floor_abs / atol_frac) + rtol |want|:
+ * an absolute tolerance scaled to the tensor, with an absolute floor. */
 static size_t count_bad(const char *what, const float *got, const float *want, size_t n,
-                        double atol_frac, double rtol)
+                        double atol_frac, double rtol, double floor_abs)
 {
-    double mx = abs_floor / (atol_frac > 0 ? atol_frac : 1);
+    double mx = floor_abs / atol_frac;
     for (size_t i = 0; i < n; i++)
         mx = fmax(mx, fabs(want[i]));
-    size_t bad = 0, worst = 0;
-    double worst_err = -1;
-    for (size_t i = 0; i < n; i++) {
-        double err = fabs((double)got[i] - want[i]);
-        if (!(err <= atol_frac * mx + rtol * fabs(want[i]))) {
-            bad++;
-            if (!(err <= worst_err)) {
-                worst_err = err;
-                worst = i;
-            }
-        }
-    }
-    if (bad)
-        cr_log_error("%s: %zu of %zu differ; worst [%zu] %.9g vs reference %.9g (max |ref| %g)",
-                     what, bad, n, worst, (double)got[worst], (double)want[worst], mx);
-    return bad;
+    return kt_count_bad_f(what, got, want, n, atol_frac * mx, rtol);
 }
 
 /* Our logits of the last forward as [B, T, V]. */
@@ -110,7 +94,7 @@ static float *our_logits(tsr_gpt2_t *m, int B, int T, int V)
 }
 
 static size_t compare_params(tsr_gpt2_t *m, tsr__st_reader_t *ref, int which, const char *prefix,
-                             double atol_frac, double rtol)
+                             double atol_frac, double rtol, double floor_abs)
 {
     size_t bad = 0;
     for (int i = 0; i < tsr_gpt2_param_count(m); i++) {
@@ -122,7 +106,7 @@ static size_t compare_params(tsr_gpt2_t *m, tsr__st_reader_t *ref, int which, co
         float *ours = malloc(n * sizeof *ours), *want = read_f32(ref, key, &nr);
         cr_assert_eq(n, nr, "%s: %zu elements, reference %zu", key, n, nr);
         OK(tsr_gpt2_get(m, name, which, ours, &n));
-        bad += count_bad(key, ours, want, n, atol_frac, rtol);
+        bad += count_bad(key, ours, want, n, atol_frac, rtol, floor_abs);
         free(ours);
         free(want);
     }
@@ -182,11 +166,11 @@ Test(gpt2_reference, forward_backward_and_adamw_steps_match_pytorch)
     float *z = our_logits(m, B, T, V);
     want = read_f32(ref, "logits", &n);
     cr_assert_eq(n, (size_t)B * T * V);
-    cr_expect_eq(count_bad("logits", z, want, n, 1e-4, 1e-4), 0, "logits differ");
+    cr_expect_eq(count_bad("logits", z, want, n, 1e-4, 1e-4, 0), 0, "logits differ");
     free(z);
     free(want);
     OK(tsr_gpt2_backward(m, 1.0f));
-    cr_expect_eq(compare_params(m, ref, TSR_GPT2_GRAD, "grad.", 1e-4, 1e-4), 0,
+    cr_expect_eq(compare_params(m, ref, TSR_GPT2_GRAD, "grad.", 1e-4, 1e-4, 0), 0,
                  "gradients differ");
 
     /* AdamW steps with the reference's hyperparameters: losses within 1e-3 */
@@ -219,10 +203,8 @@ Test(gpt2_reference, forward_backward_and_adamw_steps_match_pytorch)
     /* The key bias has an exactly zero gradient (softmax is invariant to it);
      * AdamW turns the rounding noise of both sides (~1e-11) into steps of
      * ~lr * 1e-3, so those parameters wander by ~1e-5: an absolute floor. */
-    abs_floor = 2e-5;
-    cr_expect_eq(compare_params(m, ref, TSR_GPT2_PARAM, "final.", 1e-3, 1e-3), 0,
+    cr_expect_eq(compare_params(m, ref, TSR_GPT2_PARAM, "final.", 1e-3, 1e-3, 2e-5), 0,
                  "parameters after %d steps differ", steps);
-    abs_floor = 0.0;
 
     /* a checkpoint we save loads in the reference and gives our logits */
     OK(tsr_gpt2_forward(m, tok, NULL, NULL));
@@ -239,12 +221,12 @@ Test(gpt2_reference, forward_backward_and_adamw_steps_match_pytorch)
         tsr__st_reader_t *lr;
         OK(tsr__st_open(&lr, relog));
         want = read_f32(lr, "logits", &n);
-        cr_expect_eq(count_bad("logits of our checkpoint", z, want, n, 1e-4, 1e-4), 0,
+        cr_expect_eq(count_bad("logits of our checkpoint", z, want, n, 1e-4, 1e-4, 0), 0,
                      "the reference computes other logits from our checkpoint");
         tsr__st_close(lr);
     } else {
         want = read_f32(ref, "final_logits", &n);
-        cr_expect_eq(count_bad("final logits", z, want, n, 1e-3, 1e-3), 0,
+        cr_expect_eq(count_bad("final logits", z, want, n, 1e-3, 1e-3, 0), 0,
                      "logits after training differ");
     }
     free(want);
