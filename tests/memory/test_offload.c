@@ -262,11 +262,17 @@ Test(livelock, two_buffer_tasks_on_tight_accelerators, .timeout = 120)
             ref[a][0] = ref[a][0] * 31 + ref[b][0] + (uint64_t)t;
         }
         cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
-        tsr_node_stats_t st;
-        cr_assert_eq(tsr_memory_node_stats(1, &st), TSR_OK);
-        cr_assert(st.evictions > 0 && st.peak <= st.capacity,
-                  "memory was tight: %llu evictions, peak %zu of %zu",
-                  (unsigned long long)st.evictions, st.peak, st.capacity);
+        /* Under load one simulated worker may take every task (eager has
+         * no affinity): count evictions over all simulated nodes. */
+        uint64_t evictions = 0;
+        for (int n = 1; n <= nsim; n++) {
+            tsr_node_stats_t st;
+            cr_assert_eq(tsr_memory_node_stats(n, &st), TSR_OK);
+            cr_assert_leq(st.peak, st.capacity, "sim%d: peak %zu of %zu", n - 1, st.peak,
+                          st.capacity);
+            evictions += st.evictions;
+        }
+        cr_assert_gt(evictions, 0, "memory was tight, yet nothing was evicted (nsim %d)", nsim);
         for (int i = 0; i < H; i++)
             cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
         stop_runtime();
