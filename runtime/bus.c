@@ -1,4 +1,4 @@
-/* sched/bus.c — the bus model: latency and bandwidth of every link between
+/* runtime/bus.c — the bus model: latency and bandwidth of every link between
  * the open memory nodes, measured with real copies through the copy
  * engines (memory/measure.c) and cached in <model dir>/<machine>/bus.txt
  * under a signature of both ends, so that a machine and configuration is
@@ -8,7 +8,7 @@
  * then measure), measure a link twice per init, or be read half-written
  * (readers see the links only once `ready` is published).
  */
-#include "sched/perfmodel.h"
+#include "runtime/perfmodel.h"
 
 #include "runtime/internal.h"
 

@@ -1,4 +1,4 @@
-/* sched/perfmodel.h — performance models: codelet execution history and the
+/* runtime/perfmodel.h — performance models: codelet execution history and the
  * bus model, behind the public tsr_perfmodel_* / tsr_bus_model calls and the
  * policy's tsr_sched_expected_* calls.
  *
@@ -12,8 +12,8 @@
  * a corrupt or unreadable file (it is ignored with a warning and rebuilt),
  * write a model file in place (temp file + rename).
  */
-#ifndef TSR_SCHED_PERFMODEL_H
-#define TSR_SCHED_PERFMODEL_H
+#ifndef TSR_RUNTIME_PERFMODEL_H
+#define TSR_RUNTIME_PERFMODEL_H
 
 #include <tessera/tessera.h>
 

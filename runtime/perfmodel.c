@@ -1,4 +1,4 @@
-/* sched/perfmodel.c — codelet execution-time models: a ring of recent
+/* runtime/perfmodel.c — codelet execution-time models: a ring of recent
  * samples per (codelet name, device kind, footprint of the buffer sizes),
  * estimated by the ring's median; a log-log regression over the codelet's
  * other footprints for sizes never (or not yet reliably) seen; persistence
@@ -9,7 +9,7 @@
  * doing file I/O, abort or fail init on a corrupt or unreadable file (one
  * warning line, then empty models), write the model file in place.
  */
-#include "sched/perfmodel.h"
+#include "runtime/perfmodel.h"
 
 #include "runtime/internal.h"
 
