@@ -68,8 +68,8 @@ TSR_API void tsr_sched_set_data(tsr_sched_t *s, void *data);
 /* Workers. */
 TSR_API int tsr_sched_worker_count(tsr_sched_t *s);
 TSR_API int tsr_sched_worker_device(tsr_sched_t *s, int worker); /* TSR_DEVICE_… */
-        /* The memory node whose data the worker's tasks use (0: host). */
-        TSR_API int tsr_sched_worker_node(tsr_sched_t *s, int worker);
+/* The memory node whose data the worker's tasks use (0: host). */
+TSR_API int tsr_sched_worker_node(tsr_sched_t *s, int worker);
 TSR_API int tsr_sched_node_count(tsr_sched_t *s);
 /* The worker running the calling thread, or -1 (the application's thread,
  * a copy engine). */
