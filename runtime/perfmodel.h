@@ -10,7 +10,7 @@
  * codelet's other footprints. Models load at open and save at close (and on
  * tsr_perfmodel_save) as text files under <dir>/<machine key>/.
  * Opening or closing the models opens or closes the model directory, which
- * makes the bus model stale (it is measured again for the new nodes).
+ * makes the bus model stale (read back or measured again for the new nodes).
  *
  * Must never: block a worker for long (one short lock per sample), abort on
  * a corrupt or unreadable file (it is ignored with a warning and rebuilt),
