@@ -1,6 +1,7 @@
 /* bench/bench_util.h — the small pieces every benchmark program prints
- * with: the load average (other processes make figures noisy) and the JSON
- * number format of the figure lines.
+ * with: the one clock every benchmark times with, the load average (other
+ * processes make figures noisy) and the JSON number format of the figure
+ * lines.
  *
  * Header-only on purpose: each benchmark is one executable, and this must
  * never grow into a framework.
@@ -11,6 +12,17 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+/* Seconds on the monotonic clock: every benchmark times with this one.
+ * (examples/tiles.c keeps tm_now, the same clock, so that the examples stay
+ * copyable on their own.) */
+static inline double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* A figure for a JSON line: "%.4g", or null when absent or not finite. */
 static inline void bench_json_num(char *buf, size_t n, int has, double v)

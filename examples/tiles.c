@@ -86,6 +86,8 @@ void tm_zero(tiled_matrix_t *m)
             memset(tm_tile(m, i, j), 0, tm_tile_bytes(m, i, j));
 }
 
+/* The examples keep their own clock so that each stays copyable on its
+ * own; the benchmarks use bench_now (bench/bench_util.h), the same clock. */
 double tm_now(void)
 {
     struct timespec ts;

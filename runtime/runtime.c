@@ -4,7 +4,7 @@
  * leave nothing behind when it fails; shutdown must wait for every task.
  */
 #include "runtime/internal.h"
-#include "sched/perfmodel.h"
+#include "runtime/perfmodel.h"
 
 #include <cblas.h>
 #include <errno.h>

@@ -7,7 +7,7 @@
  * other, so a pushed task is never left with every worker asleep.
  */
 #include "runtime/internal.h"
-#include "sched/perfmodel.h"
+#include "runtime/perfmodel.h"
 
 #include <hwloc.h>
 #include <sched.h>

@@ -4,6 +4,7 @@
  * when idle: pop reads an atomic count before touching the lock.
  */
 #include "sched/policies.h"
+#include "sched/queue.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -11,8 +12,8 @@
 
 typedef struct eager {
     pthread_mutex_t m;
-    tsr_task_t head, tail;
-    atomic_long count;
+    tsr_tq_t q;              /* under m */
+    atomic_long count;       /* q.n, readable without the lock */
 } eager_t;
 
 static int eager_init(tsr_sched_t *s)
@@ -41,13 +42,8 @@ static void eager_deinit(tsr_sched_t *s)
 static int eager_push(tsr_sched_t *s, tsr_task_t t)
 {
     eager_t *q = tsr_sched_data(s);
-    tsr_task_sched_fields(t)->next = NULL;
     pthread_mutex_lock(&q->m);
-    if (q->tail)
-        tsr_task_sched_fields(q->tail)->next = t;
-    else
-        q->head = t;
-    q->tail = t;
+    tsr_tq_push_back(&q->q, t);
     atomic_fetch_add(&q->count, 1);
     pthread_mutex_unlock(&q->m);
     return -1;
@@ -60,21 +56,9 @@ static tsr_task_t eager_pop(tsr_sched_t *s, int worker)
         return NULL;
     pthread_mutex_lock(&q->m);
     /* First task this worker can run (all of them, on a CPU-only node). */
-    tsr_task_t prev = NULL, t = q->head;
-    while (t && !tsr_task_runs_on(t, s, worker)) {
-        prev = t;
-        t = tsr_task_sched_fields(t)->next;
-    }
-    if (t) {
-        tsr_task_t next = tsr_task_sched_fields(t)->next;
-        if (prev)
-            tsr_task_sched_fields(prev)->next = next;
-        else
-            q->head = next;
-        if (q->tail == t)
-            q->tail = prev;
+    tsr_task_t t = tsr_tq_take(&q->q, s, worker, 0);
+    if (t)
         atomic_fetch_sub(&q->count, 1);
-    }
     pthread_mutex_unlock(&q->m);
     return t;
 }

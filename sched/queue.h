@@ -1,6 +1,6 @@
 /* sched/queue.h — an intrusive double-ended task queue threaded through the
- * tasks' policy fields (next/prev), for the policies with one queue per
- * worker.
+ * tasks' policy fields (next/prev), for every policy that queues tasks in
+ * order (eager's central FIFO, ws's and random's queues per worker).
  *
  * Never allocates and never locks: the policy holds its own lock around
  * every call. A task is in at most one queue at a time.

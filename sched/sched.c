@@ -5,7 +5,7 @@
  * the runtime to the chosen policy.
  */
 #include "runtime/internal.h"
-#include "sched/perfmodel.h"
+#include "runtime/perfmodel.h"
 #include "sched/policies.h"
 
 #include <math.h>

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench/bench_util.h"
@@ -54,13 +53,6 @@ static void usage(void)
             "  --json-tag TAG      the JSON line's case (default LxHxC/V)\n"
             "  --tile-tokens N --tile-vocab N --tile-hidden N   tile sizes (0: derived)\n"
             "  --lr X --seed N     learning rate (3e-4), token and weight seed (1)\n");
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int failed(int rc, const char *what)
@@ -192,7 +184,7 @@ static int run_steps(tsr_gpt2_t *m, const options_t *o, const int32_t *inputs,
             if (failed(tsr_wait_all(), "tsr_wait_all"))
                 return -1;
             bench_cpu_ticks(&busy0, &own0, 0);
-            t0 = t1 = now();
+            t0 = t1 = bench_now();
         }
         float norm = 0;
         if (failed(tsr_gpt2_zero_grad(m), "tsr_gpt2_zero_grad") ||
@@ -206,7 +198,7 @@ static int run_steps(tsr_gpt2_t *m, const options_t *o, const int32_t *inputs,
         if (s >= o->warmup) {
             /* from the previous step's return: tasks of a step may still run
              * when the next one is submitted, so this is approximate */
-            double t = now();
+            double t = bench_now();
             if (t - t1 < r->min_step)
                 r->min_step = t - t1;
             t1 = t;
@@ -214,7 +206,7 @@ static int run_steps(tsr_gpt2_t *m, const options_t *o, const int32_t *inputs,
     }
     if (failed(tsr_wait_all(), "tsr_wait_all"))
         return -1;
-    r->total = now() - t0;
+    r->total = bench_now() - t0;
     bench_cpu_ticks(&busy1, &own1, 0);
     r->last_loss = loss;
 

@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench/bench_util.h"
 #include "kernels/adamw.h"
 #include "kernels/attention.h"
 #include "kernels/convert.h"
@@ -39,13 +39,6 @@ static int quick;
 static const char *filter;
 static double min_time = 0.3; /* seconds of repetitions per case */
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 static int selected(const char *name)
 {
     return !filter || strstr(name, filter) != NULL;
@@ -56,12 +49,12 @@ static int selected(const char *name)
 static double time_best(void (*fn)(void))
 {
     fn();
-    double best = INFINITY, start = now();
+    double best = INFINITY, start = bench_now();
     int reps = 0;
-    while (reps < 3 || (now() - start < min_time && reps < 1000)) {
-        double t0 = now();
+    while (reps < 3 || (bench_now() - start < min_time && reps < 1000)) {
+        double t0 = bench_now();
         fn();
-        double t = now() - t0;
+        double t = bench_now() - t0;
         best = t < best ? t : best;
         reps++;
     }
@@ -297,9 +290,9 @@ static double gtime_best(void (*fn)(void))
     fn();
     cudaStreamSynchronize(gs);
     float best = INFINITY;
-    double start = now();
+    double start = bench_now();
     int reps = 0;
-    while (reps < 5 || (now() - start < min_time && reps < 2000)) {
+    while (reps < 5 || (bench_now() - start < min_time && reps < 2000)) {
         cudaEventRecord(ev0, gs);
         fn();
         cudaEventRecord(ev1, gs);

@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench/bench_util.h"
 #include "kernels/gemm.h"
 #ifdef TSR_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -58,13 +58,6 @@ static double gemm_flops(const void *args, const size_t *sizes)
 }
 
 static const tsr_codelet_t gemm_cl = {"gemm", {gemm_cpu, GEMM_CUDA}, 3, gemm_flops};
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct result {
     int ok;
@@ -115,7 +108,7 @@ static result_t run(int nt, int nb, size_t capacity, int depth, int gpu, double 
         tsr_handle_register(&h[i], mem + (size_t)i * tile, tile * sizeof(float));
     tsr_handle_t *A = h, *B = h + nt * nt, *C = h + 2 * nt * nt;
     gemm_args_t args = {nb};
-    double t0 = now();
+    double t0 = bench_now();
     for (int i = 0; i < nt; i++)
         for (int j = 0; j < nt; j++)
             for (int k = 0; k < nt; k++) {
@@ -133,7 +126,7 @@ static result_t run(int nt, int nb, size_t capacity, int depth, int gpu, double 
         if (rc == TSR_OK)
             rc = tsr_handle_release(C[i]);
     }
-    res.seconds = now() - t0;
+    res.seconds = bench_now() - t0;
     if (rc != TSR_OK) {
         snprintf(res.err, sizeof res.err, "%s", tsr_error_message());
     } else {
@@ -161,10 +154,10 @@ static double pinned_h2d(size_t bytes)
     if (cudaMallocHost(&host, bytes) == cudaSuccess && cudaMalloc(&dev, bytes) == cudaSuccess) {
         memset(host, 1, bytes);
         cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice);
-        double t0 = now();
+        double t0 = bench_now();
         for (int i = 0; i < 10; i++)
             cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice);
-        gbs = 10.0 * bytes / (now() - t0) * 1e-9;
+        gbs = 10.0 * bytes / (bench_now() - t0) * 1e-9;
     }
     cudaFree(dev);
     cudaFreeHost(host);

@@ -5,8 +5,8 @@
 
 void bench_spin(double us)
 {
-    double end = tm_now() + us * 1e-6;
-    while (tm_now() < end)
+    double end = bench_now() + us * 1e-6;
+    while (bench_now() < end)
         ;
 }
 

@@ -10,6 +10,7 @@
 #ifndef TESSERA_BENCH_RUNTIME_H
 #define TESSERA_BENCH_RUNTIME_H
 
+#include "bench/bench_util.h"
 #include "tiles.h"
 
 /* task_overhead cases */

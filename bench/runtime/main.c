@@ -372,10 +372,10 @@ static void bench_overhead(void)
                 double wall;
                 do {
                     guard_start(&g);
-                    wall = tm_now();
+                    wall = bench_now();
                     for (int r = 0; r < reps && ok; r++)
                         ok = s->overhead((ovh_case_t)c, ntasks, &t[r]) == 0;
-                    wall = tm_now() - wall;
+                    wall = bench_now() - wall;
                 } while (ok && guard_again(&g, wall, ovh_names[c]));
                 f[c]->noisy |= g.noisy;
                 if (!ok) {
@@ -426,10 +426,10 @@ static void bench_granularity(void)
             double wall;
             do {
                 guard_start(&g);
-                wall = tm_now();
+                wall = bench_now();
                 for (int r = 0; r < reps && ok; r++)
                     ok = s->spin(T[i], ntasks[i], &t[r]) == 0;
-                wall = tm_now() - wall;
+                wall = bench_now() - wall;
             } while (ok && guard_again(&g, wall, f[i]->kase));
             f[i]->noisy |= g.noisy;
             if (!ok) {
@@ -529,9 +529,9 @@ static double ref_gemm(size_t elem, int n, const void *a, const void *b,
     for (int r = 0; r < opt.reps; r++) {
         memset(c, 0, (size_t)n * (size_t)n * elem);
         guard_start(&g);
-        double t0 = tm_now();
+        double t0 = bench_now();
         bench_tile_gemm(elem, n, n, n, a, b, c);
-        t[r] = tm_now() - t0;
+        t[r] = bench_now() - t0;
         if (guard_again(&g, t[r], "openblas reference"))
             r--;
     }
@@ -694,9 +694,9 @@ static void bench_potrf(void)
     for (int r = 0; r < opt.reps && info == 0; r++) {
         memcpy(ref, orig, count * sizeof *ref);
         guard_start(&gr);
-        double t0 = tm_now();
+        double t0 = bench_now();
         info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', n, ref, n);
-        tr[r] = tm_now() - t0;
+        tr[r] = bench_now() - t0;
         if (info == 0 && guard_again(&gr, tr[r], "lapacke reference"))
             r--;
     }

@@ -94,7 +94,7 @@ static int sp_overhead(ovh_case_t c, int ntasks, double *seconds)
         starpu_variable_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)var,
                                       sizeof var);
     int rc = 0;
-    double t0 = tm_now();
+    double t0 = bench_now();
     for (int i = 0; i < ntasks && rc == 0; i++) {
         struct starpu_task *t = starpu_task_create();
         t->cl = cl;
@@ -103,7 +103,7 @@ static int sp_overhead(ovh_case_t c, int ntasks, double *seconds)
         rc = starpu_task_submit(t);
     }
     starpu_task_wait_for_all();
-    *seconds = tm_now() - t0;
+    *seconds = bench_now() - t0;
     if (h)
         starpu_data_unregister(h);
     return rc ? fail("starpu_task_submit", rc) : 0;
@@ -125,7 +125,7 @@ static int sp_spin(double us, int ntasks, double *seconds)
     static double arg;
     arg = us;
     int rc = 0;
-    double t0 = tm_now();
+    double t0 = bench_now();
     for (int i = 0; i < ntasks && rc == 0; i++) {
         struct starpu_task *t = starpu_task_create();
         t->cl = &spin_cl;
@@ -134,7 +134,7 @@ static int sp_spin(double us, int ntasks, double *seconds)
         rc = starpu_task_submit(t);
     }
     starpu_task_wait_for_all();
-    *seconds = tm_now() - t0;
+    *seconds = bench_now() - t0;
     return rc ? fail("starpu_task_submit", rc) : 0;
 }
 
@@ -207,7 +207,7 @@ static int sp_gemm(const tiled_matrix_t *a, const tiled_matrix_t *b,
                          *hc = register_tiles(c, 0);
     int rc = (ha && hb && hc) ? 0 : -1;
 #define IDX(i, j) ((size_t)(i) + (size_t)(j) * (size_t)nt)
-    double t0 = tm_now();
+    double t0 = bench_now();
     for (int i = 0; i < nt && rc == 0; i++)
         for (int j = 0; j < nt && rc == 0; j++)
             for (int k = 0; k < nt && rc == 0; k++)
@@ -215,7 +215,7 @@ static int sp_gemm(const tiled_matrix_t *a, const tiled_matrix_t *b,
                              hc[IDX(i, j)], 0);
 #undef IDX
     starpu_task_wait_for_all();
-    *seconds = tm_now() - t0;
+    *seconds = bench_now() - t0;
     if (ha)
         unregister_tiles(ha, nt);
     if (hb)
@@ -279,7 +279,7 @@ static int sp_potrf(tiled_matrix_t *a, double *seconds)
 #define H(i, j) h[(size_t)(i) + (size_t)(j) * (size_t)nt]
     atomic_store(&potrf_failed, 0);
     int rc = 0;
-    double t0 = tm_now();
+    double t0 = bench_now();
     for (int k = 0; k < nt && rc == 0; k++) {
         rc = submit3(&potrf_cl, H(k, k), NULL, NULL, chol_prio_potrf(nt, k));
         for (int i = k + 1; i < nt && rc == 0; i++)
@@ -295,7 +295,7 @@ static int sp_potrf(tiled_matrix_t *a, double *seconds)
     }
 #undef H
     starpu_task_wait_for_all();
-    *seconds = tm_now() - t0;
+    *seconds = bench_now() - t0;
     unregister_tiles(h, nt);
     if (rc)
         return fail("potrf submission", rc);

@@ -79,11 +79,11 @@ static int ts_overhead(ovh_case_t c, int ntasks, double *seconds)
         d.buffers = &acc;
     }
     int rc = TSR_OK;
-    double t0 = tm_now();
+    double t0 = bench_now();
     for (int i = 0; i < ntasks && rc == TSR_OK; i++)
         rc = tsr_submit(&d, NULL);
     int wrc = tsr_wait_all();
-    *seconds = tm_now() - t0;
+    *seconds = bench_now() - t0;
     if (h)
         tsr_handle_unregister(h);
     if (rc != TSR_OK)
@@ -109,11 +109,11 @@ static int ts_spin(double us, int ntasks, double *seconds)
     tsr_task_desc_t d = {.codelet = &spin_cl, .args = &us,
                          .args_size = sizeof us};
     int rc = TSR_OK;
-    double t0 = tm_now();
+    double t0 = bench_now();
     for (int i = 0; i < ntasks && rc == TSR_OK; i++)
         rc = tsr_submit(&d, NULL);
     int wrc = tsr_wait_all();
-    *seconds = tm_now() - t0;
+    *seconds = bench_now() - t0;
     if (rc != TSR_OK)
         return fail("tsr_submit", rc);
     return wrc == TSR_OK ? 0 : fail("tsr_wait_all", wrc);
@@ -180,7 +180,7 @@ static int ts_gemm(const tiled_matrix_t *a, const tiled_matrix_t *b,
     tsr_handle_t *ha = register_tiles(a, &rc), *hb = register_tiles(b, &rc),
                  *hc = register_tiles(c, &rc);
 #define IDX(i, j) ((size_t)(i) + (size_t)(j) * (size_t)nt)
-    double t0 = tm_now();
+    double t0 = bench_now();
     for (int i = 0; i < nt && rc == TSR_OK; i++)
         for (int j = 0; j < nt && rc == TSR_OK; j++)
             for (int k = 0; k < nt && rc == TSR_OK; k++) {
@@ -196,7 +196,7 @@ static int ts_gemm(const tiled_matrix_t *a, const tiled_matrix_t *b,
             }
 #undef IDX
     int wrc = tsr_wait_all();
-    *seconds = tm_now() - t0;
+    *seconds = bench_now() - t0;
     unregister_tiles(ha, nt);
     unregister_tiles(hb, nt);
     unregister_tiles(hc, nt);

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bench/bench_util.h"
+
 /* ---- graph description ----------------------------------------------- */
 
 enum { SG_R = 1, SG_W = 2, SG_RW = 3 };           /* access modes */
@@ -125,8 +127,6 @@ int sg_exec(const graph_t *g, const sg_task_t *t, void **bufs, int worker);
 /* Busy counters: zero them before a run, sum them after. */
 void sg_busy_reset(void);
 double sg_busy_sum(void);
-/* Seconds on a monotonic clock. */
-double sg_now(void);
 /* Floating-point operations of one task (0 for SPIN). */
 double sg_task_flops(const sg_task_t *t);
 

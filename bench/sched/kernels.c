@@ -4,7 +4,6 @@
 #include "cholesky_tiles.h"
 
 #include <cblas.h>
-#include <time.h>
 
 const char *const sg_kernel_names[K_NKERNELS] = {
     [K_SGEMM] = "sgemm", [K_DPOTRF] = "dpotrf", [K_DTRSM] = "dtrsm",
@@ -16,13 +15,6 @@ static struct {
     double s;
     char pad[64 - sizeof(double)];
 } busy[SG_MAX_WORKERS];
-
-double sg_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void sg_busy_reset(void)
 {
@@ -66,8 +58,8 @@ static uint64_t mix(uint64_t z)
 
 static void spin(const graph_t *g, const sg_task_t *t, void **b)
 {
-    double end = sg_now() + t->cost_us * 1e-6;
-    while (sg_now() < end)
+    double end = bench_now() + t->cost_us * 1e-6;
+    while (bench_now() < end)
         ;
     uint64_t h = mix((uint64_t)t->id);
     for (int i = 0; i < t->nbuf; i++)
@@ -80,7 +72,7 @@ static void spin(const graph_t *g, const sg_task_t *t, void **b)
 
 int sg_exec(const graph_t *g, const sg_task_t *t, void **b, int worker)
 {
-    double t0 = sg_now();
+    double t0 = bench_now();
     int rc = 0;
     switch (t->kernel) {
     case K_SGEMM:
@@ -106,6 +98,6 @@ int sg_exec(const graph_t *g, const sg_task_t *t, void **b, int worker)
         rc = -1;
     }
     if (worker >= 0 && worker < SG_MAX_WORKERS)
-        busy[worker].s += sg_now() - t0;
+        busy[worker].s += bench_now() - t0;
     return rc;
 }

@@ -404,12 +404,12 @@ static void run_cell_isolated(const sg_side_t *s, graph_t *g,
     /* A generous bound: warm-up + 2 x reps runs, each at most 20x the
      * sequential time (plus starting the runtime). */
     double limit = 60 + 20 * g->seq_s * (opt.reps + 1);
-    double t_end = sg_now() + limit;
+    double t_end = bench_now() + limit;
     row_t got;
     size_t have = 0;
     int timed_out = 0;
     while (have < sizeof got) {
-        double left = t_end - sg_now();
+        double left = t_end - bench_now();
         if (left <= 0) {
             timed_out = 1;
             break;
@@ -467,9 +467,9 @@ static void run_cell_guarded(const sg_side_t *s, graph_t *g,
     for (;;) {
         unsigned long long b0, o0, b1, o1;
         bench_cpu_ticks(&b0, &o0, 1);
-        double t0 = sg_now();
+        double t0 = bench_now();
         run_cell_isolated(s, g, p, r);
-        double wall = sg_now() - t0;
+        double wall = bench_now() - t0;
         bench_cpu_ticks(&b1, &o1, 1);
         if (b0 == 0 || b1 == 0 || wall <= 0)
             return; /* no /proc: cannot tell */

@@ -141,7 +141,7 @@ static int ts_run(const graph_t *g, int empty, sg_result_t *out)
     }
     const char *failed = "tsr_submit";
     sg_busy_reset();
-    double t0 = sg_now();
+    double t0 = bench_now();
     for (int t = 0; t < g->ntasks && rc == TSR_OK; t++) {
         const sg_task_t *tk = &g->tasks[t];
         tsr_access_t acc[SG_MAX_BUFFERS];
@@ -160,7 +160,7 @@ static int ts_run(const graph_t *g, int empty, sg_result_t *out)
         rc = tsr_submit(&d, NULL);
     }
     int wrc = tsr_wait_all();
-    out->makespan_s = sg_now() - t0;
+    out->makespan_s = bench_now() - t0;
     if (rc == TSR_OK && wrc != TSR_OK) {
         rc = wrc;
         failed = "tsr_wait_all";

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tessera/export.h>
 #include <tessera/tessera.h>
 
 #ifdef __cplusplus
@@ -40,48 +41,49 @@ typedef struct tsr_gpt2_config {
 
 /* The 124M GPT-2 shape (12 layers, 12 heads, 768 channels, 1024 positions,
  * vocabulary 50257), tiles derived. */
-void tsr_gpt2_config_default(tsr_gpt2_config_t *cfg);
+TSR_API void tsr_gpt2_config_default(tsr_gpt2_config_t *cfg);
 
 typedef struct tsr_gpt2 tsr_gpt2_t;
 
 /* A model with zero parameters, for micro-batches of `batch` sequences of
  * `seq_len` tokens (seq_len <= context). TSR_EINVAL for inconsistent shapes
  * or tile sizes. */
-int tsr_gpt2_create(tsr_gpt2_t **out, const tsr_gpt2_config_t *cfg, int batch, int seq_len);
-void tsr_gpt2_free(tsr_gpt2_t *m);
+TSR_API int tsr_gpt2_create(tsr_gpt2_t **out, const tsr_gpt2_config_t *cfg, int batch,
+                            int seq_len);
+TSR_API void tsr_gpt2_free(tsr_gpt2_t *m);
 
 /* The configuration in effect (tile sizes resolved). */
-const tsr_gpt2_config_t *tsr_gpt2_config(const tsr_gpt2_t *m);
-size_t tsr_gpt2_num_params(const tsr_gpt2_t *m);
+TSR_API const tsr_gpt2_config_t *tsr_gpt2_config(const tsr_gpt2_t *m);
+TSR_API size_t tsr_gpt2_num_params(const tsr_gpt2_t *m);
 
 /* GPT-2's initialisation: weights ~ N(0, 0.02), the residual projections
  * (attn.c_proj, mlp.c_proj) ~ N(0, 0.02 / sqrt(2 * layers)), biases 0,
  * LayerNorm gains 1; deterministic for a seed. */
-int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed);
+TSR_API int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed);
 
 /* Forward pass over tokens (batch * seq_len ids, row-major [batch][seq_len]).
  * With targets (same shape; a negative target is ignored) it also computes
  * the mean cross-entropy into *loss (may be NULL) and keeps what backward
  * needs. tokens out of [0, vocab) give TSR_EINVAL. */
-int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *targets,
-                     float *loss);
+TSR_API int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *targets,
+                             float *loss);
 
 /* The mean loss of the last forward that had targets (waits for it). A
  * training loop that passes loss = NULL to forward and asks here after
  * submitting backward and the step never stalls the task pipeline. */
-int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss);
+TSR_API int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss);
 
 /* Logits of the last forward at sequence b, position t: vocab floats. */
-int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out);
+TSR_API int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out);
 
 /* Backward of the last forward (which must have had targets): adds
  * scale * d(mean loss)/d(parameter) to every gradient. Micro-batching calls
  * forward + backward k times with scale = 1/k between two steps. Releases
  * the activations as soon as they are no longer needed. */
-int tsr_gpt2_backward(tsr_gpt2_t *m, float scale);
+TSR_API int tsr_gpt2_backward(tsr_gpt2_t *m, float scale);
 
 /* Set every gradient to zero (before the first micro-batch of a step). */
-int tsr_gpt2_zero_grad(tsr_gpt2_t *m);
+TSR_API int tsr_gpt2_zero_grad(tsr_gpt2_t *m);
 
 typedef struct tsr_adamw_config {
     float beta1, beta2, eps;  /* 0.9, 0.95, 1e-8 */
@@ -90,19 +92,20 @@ typedef struct tsr_adamw_config {
     float grad_clip;          /* global L2 norm clipping; <= 0: none. 1.0 */
 } tsr_adamw_config_t;
 
-void tsr_adamw_config_default(tsr_adamw_config_t *opt);
+TSR_API void tsr_adamw_config_default(tsr_adamw_config_t *opt);
 
 /* One AdamW update with learning rate lr, after clipping the gradients'
  * global norm; *grad_norm (may be NULL) receives the norm before clipping.
  * The step counter starts at 1 and is kept by the model. */
-int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float *grad_norm);
+TSR_API int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr,
+                          float *grad_norm);
 
 /* Linear warmup over `warmup` steps to max_lr, then cosine decay to min_lr
  * at step total - 1 (step counts from 0). */
-float tsr_lr_schedule(int step, int warmup, int total, float max_lr, float min_lr);
+TSR_API float tsr_lr_schedule(int step, int warmup, int total, float max_lr, float min_lr);
 
 /* Optimizer steps taken so far. */
-int tsr_gpt2_steps_done(const tsr_gpt2_t *m);
+TSR_API int tsr_gpt2_steps_done(const tsr_gpt2_t *m);
 
 /* Copy a parameter, its gradient, or an optimizer moment to or from a host
  * array in PyTorch's layout for that name (HF names: "wte.weight",
@@ -111,34 +114,37 @@ int tsr_gpt2_steps_done(const tsr_gpt2_t *m);
  * *numel receives the element count (ptr may be NULL to ask for it).
  * TSR_ENOTFOUND for an unknown name. */
 enum { TSR_GPT2_PARAM = 0, TSR_GPT2_GRAD = 1, TSR_GPT2_ADAM_M = 2, TSR_GPT2_ADAM_V = 3 };
-int tsr_gpt2_get(tsr_gpt2_t *m, const char *name, int which, float *ptr, size_t *numel);
-int tsr_gpt2_set(tsr_gpt2_t *m, const char *name, int which, const float *ptr, size_t numel);
+TSR_API int tsr_gpt2_get(tsr_gpt2_t *m, const char *name, int which, float *ptr,
+                         size_t *numel);
+TSR_API int tsr_gpt2_set(tsr_gpt2_t *m, const char *name, int which, const float *ptr,
+                         size_t numel);
 /* Names of the parameters in checkpoint order; i in [0, count). */
-int tsr_gpt2_param_count(const tsr_gpt2_t *m);
-const char *tsr_gpt2_param_name(const tsr_gpt2_t *m, int i);
+TSR_API int tsr_gpt2_param_count(const tsr_gpt2_t *m);
+TSR_API const char *tsr_gpt2_param_name(const tsr_gpt2_t *m, int i);
 
 /* ---- checkpoints (HF GPT-2 safetensors) -------------------------------- */
 
 /* Save the parameters as an HF GPT-2 safetensors file (fp32; no lm_head,
  * no attn.bias buffers; the configuration in the metadata), atomically:
  * written to a temporary file in the same folder, synced, renamed. */
-int tsr_gpt2_save(tsr_gpt2_t *m, const char *path);
+TSR_API int tsr_gpt2_save(tsr_gpt2_t *m, const char *path);
 
 /* Read the configuration of a checkpoint: shapes from its tensors, heads
  * from our metadata, else from config.json beside it, else channels / 64
  * (every GPT-2 size has 64-wide heads). Names may carry a "transformer."
  * prefix. Tile sizes are left 0. */
-int tsr_gpt2_read_config(const char *path, tsr_gpt2_config_t *cfg);
+TSR_API int tsr_gpt2_read_config(const char *path, tsr_gpt2_config_t *cfg);
 
 /* Load parameters from a checkpoint into a model of the same shape (F32,
  * F16 or BF16 tensors). Missing or mis-shaped tensors give TSR_EINVAL and
  * leave the model unchanged; unreadable or corrupt files TSR_EIO/TSR_EINVAL. */
-int tsr_gpt2_load(tsr_gpt2_t *m, const char *path);
+TSR_API int tsr_gpt2_load(tsr_gpt2_t *m, const char *path);
 
 /* Optimizer state (AdamW moments, step counter) beside a checkpoint, for
  * resuming; `extra` is free-form text kept with it (e.g. the data position). */
-int tsr_gpt2_save_state(tsr_gpt2_t *m, const char *path, const char *extra);
-int tsr_gpt2_load_state(tsr_gpt2_t *m, const char *path, char *extra, size_t extra_size);
+TSR_API int tsr_gpt2_save_state(tsr_gpt2_t *m, const char *path, const char *extra);
+TSR_API int tsr_gpt2_load_state(tsr_gpt2_t *m, const char *path, char *extra,
+                                size_t extra_size);
 
 /* ---- tokenizer --------------------------------------------------------- */
 
@@ -150,43 +156,44 @@ typedef struct tsr_tokenizer tsr_tokenizer_t;
  * words follows GPT-2's pattern with one approximation: every non-ASCII code
  * point counts as a letter, so text where non-ASCII punctuation, digits or
  * spaces touch letters may split differently (decode(encode(x)) == x always). */
-int tsr_tokenizer_open(tsr_tokenizer_t **out, const char *encoder_json, const char *vocab_bpe);
-void tsr_tokenizer_free(tsr_tokenizer_t *tok);
-int tsr_tokenizer_vocab_size(const tsr_tokenizer_t *tok);
+TSR_API int tsr_tokenizer_open(tsr_tokenizer_t **out, const char *encoder_json,
+                               const char *vocab_bpe);
+TSR_API void tsr_tokenizer_free(tsr_tokenizer_t *tok);
+TSR_API int tsr_tokenizer_vocab_size(const tsr_tokenizer_t *tok);
 /* The <|endoftext|> id (50256 for GPT-2, 256 for bytes). */
-int tsr_tokenizer_eot(const tsr_tokenizer_t *tok);
+TSR_API int tsr_tokenizer_eot(const tsr_tokenizer_t *tok);
 /* Encode len bytes of UTF-8 text; *ids is malloc'ed (free() it). */
-int tsr_tokenizer_encode(const tsr_tokenizer_t *tok, const char *text, size_t len,
-                         int32_t **ids, size_t *n);
+TSR_API int tsr_tokenizer_encode(const tsr_tokenizer_t *tok, const char *text, size_t len,
+                                 int32_t **ids, size_t *n);
 /* Decode ids into bytes; *text is malloc'ed and NUL-terminated. Unknown ids
  * give TSR_EINVAL. */
-int tsr_tokenizer_decode(const tsr_tokenizer_t *tok, const int32_t *ids, size_t n,
-                         char **text, size_t *len);
+TSR_API int tsr_tokenizer_decode(const tsr_tokenizer_t *tok, const int32_t *ids, size_t n,
+                                 char **text, size_t *len);
 
 /* ---- token shards (llm.c format) --------------------------------------- */
 
 /* A header of 256 int32 (magic 20240520, version 1, token count, zeros),
  * then the tokens as uint16. Written atomically. Ids must be < 65536. */
-int tsr_shard_write(const char *path, const int32_t *tokens, size_t n);
+TSR_API int tsr_shard_write(const char *path, const int32_t *tokens, size_t n);
 
 typedef struct tsr_shard tsr_shard_t;
 /* Open and validate (magic, version, size matching the count). */
-int tsr_shard_open(tsr_shard_t **out, const char *path);
-size_t tsr_shard_size(const tsr_shard_t *s);
-const uint16_t *tsr_shard_tokens(const tsr_shard_t *s);
-void tsr_shard_close(tsr_shard_t *s);
+TSR_API int tsr_shard_open(tsr_shard_t **out, const char *path);
+TSR_API size_t tsr_shard_size(const tsr_shard_t *s);
+TSR_API const uint16_t *tsr_shard_tokens(const tsr_shard_t *s);
+TSR_API void tsr_shard_close(tsr_shard_t *s);
 
 /* Sequential batches over a shard: batch sequences of seq_len inputs and
  * their seq_len next-token targets, consecutive windows, wrapping to the
  * start when the shard is exhausted. The position can be saved and set. */
 typedef struct tsr_loader tsr_loader_t;
-int tsr_loader_open(tsr_loader_t **out, const char *path, int batch, int seq_len);
-int tsr_loader_next(tsr_loader_t *l, int32_t *inputs, int32_t *targets);
-size_t tsr_loader_position(const tsr_loader_t *l);
-int tsr_loader_seek(tsr_loader_t *l, size_t position);
+TSR_API int tsr_loader_open(tsr_loader_t **out, const char *path, int batch, int seq_len);
+TSR_API int tsr_loader_next(tsr_loader_t *l, int32_t *inputs, int32_t *targets);
+TSR_API size_t tsr_loader_position(const tsr_loader_t *l);
+TSR_API int tsr_loader_seek(tsr_loader_t *l, size_t position);
 /* Batches in one pass over the shard (at least 1). */
-size_t tsr_loader_batches(const tsr_loader_t *l);
-void tsr_loader_close(tsr_loader_t *l);
+TSR_API size_t tsr_loader_batches(const tsr_loader_t *l);
+TSR_API void tsr_loader_close(tsr_loader_t *l);
 
 #ifdef __cplusplus
 }

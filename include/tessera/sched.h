@@ -10,6 +10,7 @@
 #ifndef TESSERA_SCHED_H
 #define TESSERA_SCHED_H
 
+#include <tessera/export.h>
 #include <tessera/tessera.h>
 
 #ifdef __cplusplus
@@ -61,69 +62,69 @@ enum {
 };
 
 /* Policy state. */
-void *tsr_sched_data(tsr_sched_t *s);
-void tsr_sched_set_data(tsr_sched_t *s, void *data);
+TSR_API void *tsr_sched_data(tsr_sched_t *s);
+TSR_API void tsr_sched_set_data(tsr_sched_t *s, void *data);
 
 /* Workers. */
-int tsr_sched_worker_count(tsr_sched_t *s);
-int tsr_sched_worker_device(tsr_sched_t *s, int worker); /* TSR_DEVICE_… */
+TSR_API int tsr_sched_worker_count(tsr_sched_t *s);
+TSR_API int tsr_sched_worker_device(tsr_sched_t *s, int worker); /* TSR_DEVICE_… */
 /* The memory node whose data the worker's tasks use (0: host). */
-int tsr_sched_worker_node(tsr_sched_t *s, int worker);
-int tsr_sched_node_count(tsr_sched_t *s);
+TSR_API int tsr_sched_worker_node(tsr_sched_t *s, int worker);
+TSR_API int tsr_sched_node_count(tsr_sched_t *s);
 /* The worker running the calling thread, or -1 (the application's thread,
  * a copy engine). */
-int tsr_sched_current_worker(tsr_sched_t *s);
+TSR_API int tsr_sched_current_worker(tsr_sched_t *s);
 /* Seconds since tsr_init, on the clock the models use. */
-double tsr_sched_now(tsr_sched_t *s);
+TSR_API double tsr_sched_now(tsr_sched_t *s);
 /* Make sure `worker` (-1: any one) looks at the policy soon: for tasks a
  * policy placed on a worker other than the one push() returned. */
-void tsr_sched_notify(tsr_sched_t *s, int worker);
+TSR_API void tsr_sched_notify(tsr_sched_t *s, int worker);
 /* Start moving t's inputs to the worker's node now (a hint). A policy that
  * places a task on a worker calls it inside push() (or wherever it places
  * it) before the task can be popped: a popped task may complete and be
  * recycled at once, so the runtime never touches a task after push. */
-void tsr_sched_prefetch(tsr_sched_t *s, tsr_task_t t, int worker);
+TSR_API void tsr_sched_prefetch(tsr_sched_t *s, tsr_task_t t, int worker);
 
 /* What a policy may read of a task. */
-tsr_sched_fields_t *tsr_task_sched_fields(tsr_task_t t);
-int tsr_task_priority(tsr_task_t t);
-const char *tsr_task_name(tsr_task_t t);
-const tsr_codelet_t *tsr_task_codelet(tsr_task_t t);
-int tsr_task_nbuffers(tsr_task_t t);
-tsr_handle_t tsr_task_handle(tsr_task_t t, int i);
-tsr_mode_t tsr_task_mode(tsr_task_t t, int i);
+TSR_API tsr_sched_fields_t *tsr_task_sched_fields(tsr_task_t t);
+TSR_API int tsr_task_priority(tsr_task_t t);
+TSR_API const char *tsr_task_name(tsr_task_t t);
+TSR_API const tsr_codelet_t *tsr_task_codelet(tsr_task_t t);
+TSR_API int tsr_task_nbuffers(tsr_task_t t);
+TSR_API tsr_handle_t tsr_task_handle(tsr_task_t t, int i);
+TSR_API tsr_mode_t tsr_task_mode(tsr_task_t t, int i);
 /* Whether the task has an implementation for the worker's device kind. */
-int tsr_task_runs_on(tsr_task_t t, tsr_sched_t *s, int worker);
+TSR_API int tsr_task_runs_on(tsr_task_t t, tsr_sched_t *s, int worker);
 /* Only inside submitted() of a policy with TSR_SCHED_WANTS_PREDECESSORS:
  * the tasks t waits for (not yet complete when t was submitted), at most
  * max of them into out; returns how many there are. They stay valid until
  * submitted() returns. */
-int tsr_task_predecessors(tsr_task_t t, tsr_task_t *out, int max);
+TSR_API int tsr_task_predecessors(tsr_task_t t, tsr_task_t *out, int max);
 
 /* ---- data locations ----------------------------------------------------- */
 
 /* Bit i set: node i has a valid copy of h, or one is on its way. */
-uint32_t tsr_handle_nodes(tsr_handle_t h);
+TSR_API uint32_t tsr_handle_nodes(tsr_handle_t h);
 /* Bytes of t's inputs (buffers it reads) that are valid or arriving on
  * `node`, and the bytes it reads in all. */
-size_t tsr_task_bytes_on(tsr_task_t t, int node, size_t *total_read);
+TSR_API size_t tsr_task_bytes_on(tsr_task_t t, int node, size_t *total_read);
 
 /* ---- performance models (docs/perfmodels.md) ---------------------------- */
 
 /* Predicted seconds of t on the worker's device kind, or NAN when nothing is
  * known: the policy should then run it where it can calibrate the model. */
-double tsr_sched_expected_length(tsr_sched_t *s, tsr_task_t t, int worker);
+TSR_API double tsr_sched_expected_length(tsr_sched_t *s, tsr_task_t t, int worker);
 /* Predicted seconds to bring t's inputs missing on the worker's node there,
  * each from the node that holds it (0 when everything is there). */
-double tsr_sched_expected_transfer(tsr_sched_t *s, tsr_task_t t, int worker);
+TSR_API double tsr_sched_expected_transfer(tsr_sched_t *s, tsr_task_t t, int worker);
 /* Predicted seconds to copy `bytes` from node src to node dst (through the
  * host when the two cannot copy directly). */
-double tsr_sched_transfer_time(tsr_sched_t *s, int src, int dst, size_t bytes);
+TSR_API double tsr_sched_transfer_time(tsr_sched_t *s, int src, int dst, size_t bytes);
 
 /* Built-in policies, by name ("eager", "prio"); NULL if unknown. */
-const tsr_sched_policy_t *tsr_sched_builtin(const char *name);
+TSR_API const tsr_sched_policy_t *tsr_sched_builtin(const char *name);
 /* The i-th built-in policy; NULL past the last. */
-const tsr_sched_policy_t *tsr_sched_builtin_at(int i);
+TSR_API const tsr_sched_policy_t *tsr_sched_builtin_at(int i);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tessera/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -41,11 +43,11 @@ enum {
 };
 
 /* A static string naming a status code ("TSR_EINVAL: invalid argument"). */
-const char *tsr_strerror(int status);
+TSR_API const char *tsr_strerror(int status);
 
 /* The detailed message of the last failing call on this thread (for task
  * failures: the failing task's name and status). Never NULL. */
-const char *tsr_error_message(void);
+TSR_API const char *tsr_error_message(void);
 
 /* ---- initialization ---------------------------------------------------- */
 
@@ -79,7 +81,7 @@ typedef struct tsr_config {
 } tsr_config_t;
 
 /* Fill cfg with defaults (environment not yet applied). */
-void tsr_config_init(tsr_config_t *cfg);
+TSR_API void tsr_config_init(tsr_config_t *cfg);
 
 /* Start the runtime. cfg may be NULL (defaults). The environment overrides
  * cfg: TESSERA_NCPU, TESSERA_SCHED, TESSERA_MAX_PENDING,
@@ -88,15 +90,15 @@ void tsr_config_init(tsr_config_t *cfg);
  * TESSERA_LIMIT_SIM_MEM, TESSERA_LIMIT_CUDA_MEM, TESSERA_LIMIT_HOST_MEM
  * (MiB), TESSERA_PIPELINE, TESSERA_STATS, TESSERA_PERFMODEL_DIR,
  * TESSERA_CALIBRATE (see docs/configuration.md). */
-int tsr_init(const tsr_config_t *cfg);
+TSR_API int tsr_init(const tsr_config_t *cfg);
 
 /* Wait for every task, stop the workers, write the trace, free everything.
  * Handles still registered are unregistered. Returns the status of the
  * final wait (TSR_ETASK if a task failed since the last wait). */
-int tsr_shutdown(void);
+TSR_API int tsr_shutdown(void);
 
 /* Number of workers of the running runtime (0 if not initialized). */
-int tsr_worker_count(void);
+TSR_API int tsr_worker_count(void);
 
 /* ---- data handles ------------------------------------------------------ */
 
@@ -104,18 +106,18 @@ typedef struct tsr_handle *tsr_handle_t;
 
 /* Register an existing host buffer of `size` bytes. The runtime may read and
  * write it through tasks until tsr_handle_unregister(). */
-int tsr_handle_register(tsr_handle_t *out, void *ptr, size_t size);
+TSR_API int tsr_handle_register(tsr_handle_t *out, void *ptr, size_t size);
 
 /* A handle of `size` bytes whose memory the runtime allocates where it is
  * first used. A task that reads it before any write sees zeros. */
-int tsr_handle_alloc(tsr_handle_t *out, size_t size);
+TSR_API int tsr_handle_alloc(tsr_handle_t *out, size_t size);
 
 /* Wait for every task that uses the handle, then forget it. A registered
  * buffer holds the latest data afterwards. TSR_EBUSY if it is acquired. */
-int tsr_handle_unregister(tsr_handle_t h);
+TSR_API int tsr_handle_unregister(tsr_handle_t h);
 
 /* Size in bytes (0 for a NULL handle). */
-size_t tsr_handle_size(tsr_handle_t h);
+TSR_API size_t tsr_handle_size(tsr_handle_t h);
 
 /* Access modes. W: the task overwrites the whole buffer (its contents on
  * entry are undefined). COMMUTE: read-write access by tasks that may run in
@@ -137,17 +139,17 @@ typedef enum tsr_mode {
  * h that conflicts with `mode` is done, then returns the host pointer in
  * *ptr. Tasks submitted afterwards that conflict wait until
  * tsr_handle_release(). One acquisition per handle at a time. */
-int tsr_handle_acquire(tsr_handle_t h, tsr_mode_t mode, void **ptr);
-int tsr_handle_release(tsr_handle_t h);
+TSR_API int tsr_handle_acquire(tsr_handle_t h, tsr_mode_t mode, void **ptr);
+TSR_API int tsr_handle_release(tsr_handle_t h);
 
 /* The contents are no longer needed: ordered after the tasks submitted
  * before; every copy is dropped without being written back, and the next
  * reader sees zeros — or, for a registered buffer, the buffer as it is. */
-int tsr_handle_invalidate(tsr_handle_t h);
+TSR_API int tsr_handle_invalidate(tsr_handle_t h);
 
 /* A hint, ordered after the tasks submitted before: h will not be used
  * soon, so its copies on accelerators are the first to be evicted. */
-int tsr_handle_wont_use(tsr_handle_t h);
+TSR_API int tsr_handle_wont_use(tsr_handle_t h);
 
 /* ---- codelets ---------------------------------------------------------- */
 
@@ -207,18 +209,18 @@ typedef struct tsr_task_desc {
 /* Submit a task. Never waits for execution, but waits while more than the
  * configured number of tasks (or bytes) are pending. If out is not NULL it
  * receives a reference that tsr_task_wait() consumes. */
-int tsr_submit(const tsr_task_desc_t *desc, tsr_task_t *out);
+TSR_API int tsr_submit(const tsr_task_desc_t *desc, tsr_task_t *out);
 
 /* Wait for one task and drop the reference. TSR_ETASK if it failed or was
  * cancelled. */
-int tsr_task_wait(tsr_task_t t);
+TSR_API int tsr_task_wait(tsr_task_t t);
 
 /* Wait for every task submitted so far with this tag. */
-int tsr_wait_tag(uint64_t tag);
+TSR_API int tsr_wait_tag(uint64_t tag);
 
 /* Wait for every task submitted so far. Returns TSR_ETASK if any task failed
  * since the previous wait (tsr_error_message() names the first). */
-int tsr_wait_all(void);
+TSR_API int tsr_wait_all(void);
 
 /* ---- order-free reduction ---------------------------------------------- */
 
@@ -229,8 +231,8 @@ int tsr_wait_all(void);
  * the next other access to h first combines the copies into h, as a tree.
  * Both codelets need an implementation for every device kind that runs
  * the REDUX tasks. */
-int tsr_handle_set_reduction(tsr_handle_t h, const tsr_codelet_t *init,
-                             const tsr_codelet_t *reduce);
+TSR_API int tsr_handle_set_reduction(tsr_handle_t h, const tsr_codelet_t *init,
+                                     const tsr_codelet_t *reduce);
 
 /* ---- memory nodes and counters ----------------------------------------- */
 
@@ -248,10 +250,10 @@ typedef struct tsr_node_stats {
     uint64_t bytes_in, bytes_out; /* moved into / out of this node */
 } tsr_node_stats_t;
 
-int tsr_memory_node_count(void);
-int tsr_memory_node_stats(int node, tsr_node_stats_t *out);
+TSR_API int tsr_memory_node_count(void);
+TSR_API int tsr_memory_node_stats(int node, tsr_node_stats_t *out);
 /* Bytes copied from node src to node dst since tsr_init. */
-uint64_t tsr_memory_link_bytes(int src, int dst);
+TSR_API uint64_t tsr_memory_link_bytes(int src, int dst);
 
 typedef struct tsr_worker_stats {
     int device_kind;           /* TSR_DEVICE_… of its implementations */
@@ -261,11 +263,11 @@ typedef struct tsr_worker_stats {
     double wait_data_s;        /* time with nothing runnable, waiting for data */
 } tsr_worker_stats_t;
 
-int tsr_worker_stats(int worker, tsr_worker_stats_t *out);
+TSR_API int tsr_worker_stats(int worker, tsr_worker_stats_t *out);
 
 /* Print the counters above (one line per node, link matrix, per-worker
  * waiting), as TESSERA_STATS=1 does at shutdown. `f` is a FILE *. */
-int tsr_stats_print(void *f);
+TSR_API int tsr_stats_print(void *f);
 
 /* ---- performance models ------------------------------------------------ */
 
@@ -288,18 +290,18 @@ typedef struct tsr_perfmodel_info {
 /* Add one measured run (as the workers do after every task when models are
  * in use): seconds of `cl` on `device_kind` with these buffer sizes; args
  * as the task's (for the codelet's flops estimator; may be NULL). */
-int tsr_perfmodel_record(const tsr_codelet_t *cl, int device_kind,
-                         const size_t *sizes, int nbuffers, const void *args,
-                         double seconds);
+TSR_API int tsr_perfmodel_record(const tsr_codelet_t *cl, int device_kind,
+                                 const size_t *sizes, int nbuffers, const void *args,
+                                 double seconds);
 /* The estimate for these sizes; TSR_ENOTFOUND if nothing is known (or, when
  * calibrating, this footprint has too few samples). */
-int tsr_perfmodel_predict(const tsr_codelet_t *cl, int device_kind,
-                          const size_t *sizes, int nbuffers, const void *args,
-                          tsr_perfmodel_info_t *out);
+TSR_API int tsr_perfmodel_predict(const tsr_codelet_t *cl, int device_kind,
+                                  const size_t *sizes, int nbuffers, const void *args,
+                                  tsr_perfmodel_info_t *out);
 /* The bus model of the link src → dst (memory node ids). */
-int tsr_bus_model(int src, int dst, double *latency_s, double *bytes_per_s);
+TSR_API int tsr_bus_model(int src, int dst, double *latency_s, double *bytes_per_s);
 /* Write the models to the model directory now (tsr_shutdown does it too). */
-int tsr_perfmodel_save(void);
+TSR_API int tsr_perfmodel_save(void);
 
 /* ---- devices ----------------------------------------------------------- */
 
@@ -312,10 +314,10 @@ typedef struct tsr_device_info {
 } tsr_device_info_t;
 
 /* Number of usable CUDA devices: 0 if built without CUDA or no device. */
-int tsr_cuda_device_count(void);
-int tsr_cuda_device_info(int index, tsr_device_info_t *info);
+TSR_API int tsr_cuda_device_count(void);
+TSR_API int tsr_cuda_device_info(int index, tsr_device_info_t *info);
 /* Whether the library was built with CUDA support. */
-int tsr_cuda_built(void);
+TSR_API int tsr_cuda_built(void);
 
 #ifdef __cplusplus
 }

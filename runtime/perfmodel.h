@@ -1,19 +1,23 @@
-/* sched/perfmodel.h — performance models: codelet execution history and the
- * bus model, behind the public tsr_perfmodel_* / tsr_bus_model calls and the
- * policy's tsr_sched_expected_* calls.
+/* runtime/perfmodel.h — performance models of the runtime's own execution:
+ * codelet execution history (perfmodel.c, fed by the workers) and the bus
+ * model (bus.c), behind the public tsr_perfmodel_* / tsr_bus_model calls and
+ * the policy's tsr_sched_expected_* calls. Both keep their files in the
+ * model directory (perfmodel_store.h) and do not know each other.
  *
  * History is kept per (codelet name, device kind, footprint of the buffer
  * sizes); an estimate is the median of the recent samples, so a spike does
  * not move it; a footprint never seen is estimated by a regression over the
  * codelet's other footprints. Models load at open and save at close (and on
  * tsr_perfmodel_save) as text files under <dir>/<machine key>/.
+ * Opening or closing the models opens or closes the model directory, which
+ * makes the bus model stale (read back or measured again for the new nodes).
  *
  * Must never: block a worker for long (one short lock per sample), abort on
  * a corrupt or unreadable file (it is ignored with a warning and rebuilt),
  * write a model file in place (temp file + rename).
  */
-#ifndef TSR_SCHED_PERFMODEL_H
-#define TSR_SCHED_PERFMODEL_H
+#ifndef TSR_RUNTIME_PERFMODEL_H
+#define TSR_RUNTIME_PERFMODEL_H
 
 #include <tessera/tessera.h>
 
@@ -47,23 +51,13 @@ bool tsr__perfmodel_estimate(const tsr_codelet_t *cl, int device_kind,
                              const size_t *sizes, int nbuffers, const void *args,
                              tsr_perfmodel_info_t *out);
 
-/* Between perfmodel.c and bus.c (bus.txt lives beside the codelet models):
- * the machine directory of the open models ("" when kept in memory only),
- * reading a file there (NULL with *missing or a message) and writing one
- * atomically (temp file + rename); bus.c forgets its links whenever the
- * models are opened or closed. */
-const char *tsr__perfmodel_machine_dir(void);
-char *tsr__perfmodel_read_file(const char *name, bool *missing, char *err, size_t errlen);
-int tsr__perfmodel_write_file(const char *name, const char *data, size_t len, char *err,
-                              size_t errlen);
-void tsr__bus_reset(void);
-
 /* Bus model. Measure (or read back from the model directory) the latency
  * and bandwidth of every link between the open memory nodes. Called once
  * per tsr_init by a runtime whose policy uses models, after the memory
  * nodes are open and before workers start. */
 int tsr__bus_calibrate(char *err, size_t errlen);
-/* Whether tsr__bus_calibrate ran for the current nodes. */
+/* Whether tsr__bus_calibrate ran for the current nodes (since the model
+ * directory was last opened or closed). */
 bool tsr__bus_ready(void);
 /* The model of src → dst; false if not calibrated. */
 bool tsr__bus_link(int src, int dst, double *latency_s, double *bytes_per_s);

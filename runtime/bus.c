@@ -1,16 +1,17 @@
-/* sched/bus.c — the bus model: latency and bandwidth of every link between
+/* runtime/bus.c — the bus model: latency and bandwidth of every link between
  * the open memory nodes, measured with real copies through the copy
- * engines (memory/measure.c) and cached in <model dir>/<machine>/bus.txt
- * under a signature of both ends, so that a machine and configuration is
- * measured once. See docs/perfmodels.md.
+ * engines (memory/measure.c) and cached as bus.txt in the model directory
+ * (perfmodel_store.c) under a signature of both ends, so that a machine and
+ * configuration is measured once. See docs/perfmodels.md.
  *
  * Must never: fail init over an unreadable or corrupt cache (one warning,
  * then measure), measure a link twice per init, or be read half-written
  * (readers see the links only once `ready` is published).
  */
-#include "sched/perfmodel.h"
+#include "runtime/perfmodel.h"
 
 #include "runtime/internal.h"
+#include "runtime/perfmodel_store.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -26,22 +27,23 @@
 
 static struct {
     pthread_mutex_t m;        /* calibration and reset */
-    atomic_bool ready;        /* the tables below are complete */
+    atomic_bool ready;        /* the tables below are complete ... */
+    atomic_uint generation;   /* ... for this generation of the model store */
     int n;
     bool direct[TSR_MAX_NODES][TSR_MAX_NODES];
     double lat[TSR_MAX_NODES][TSR_MAX_NODES];
     double bw[TSR_MAX_NODES][TSR_MAX_NODES];
 } bus = {.m = PTHREAD_MUTEX_INITIALIZER};
 
-void tsr__bus_reset(void)
+/* The links were measured for the nodes of one tsr_init; a new init opens
+ * the model store again, so a generation that moved means stale links.
+ * (The store does not call the bus model: the dependency runs one way.) */
+bool tsr__bus_ready(void)
 {
-    pthread_mutex_lock(&bus.m);
-    atomic_store_explicit(&bus.ready, false, memory_order_release);
-    bus.n = 0;
-    pthread_mutex_unlock(&bus.m);
+    return atomic_load_explicit(&bus.ready, memory_order_acquire) &&
+           atomic_load_explicit(&bus.generation, memory_order_relaxed) ==
+               tsr__pmstore_generation();
 }
-
-bool tsr__bus_ready(void) { return atomic_load_explicit(&bus.ready, memory_order_acquire); }
 
 /* ---- signatures and the cache file -------------------------------------- */
 
@@ -173,10 +175,10 @@ static const char *cache_parse(char *buf, cache_t *c, size_t *lineno)
 
 static void cache_load(cache_t *c)
 {
-    const char *dir = tsr__perfmodel_machine_dir();
+    const char *dir = tsr__pmstore_dir();
     char err[256] = "";
     bool missing;
-    char *buf = tsr__perfmodel_read_file(BUS_FILE, &missing, err, sizeof err);
+    char *buf = tsr__pmstore_read(BUS_FILE, &missing, err, sizeof err);
     if (!buf) {
         if (!missing)
             fprintf(stderr, "tessera: ignoring bus model in %s/%s: %s\n", dir, BUS_FILE, err);
@@ -207,7 +209,7 @@ static void cache_save(const cache_t *c)
         return;
     }
     char err[512];
-    if (tsr__perfmodel_write_file(BUS_FILE, text, len, err, sizeof err) != 0)
+    if (tsr__pmstore_write(BUS_FILE, text, len, err, sizeof err) != 0)
         fprintf(stderr, "tessera: cannot save the bus model: %s\n", err);
     free(text);
 }
@@ -244,6 +246,10 @@ int tsr__bus_calibrate(char *err, size_t errlen)
         pthread_mutex_unlock(&bus.m);
         return TSR_OK;
     }
+    /* Readers skip the tables while they are rewritten. */
+    atomic_store_explicit(&bus.ready, false, memory_order_release);
+    bus.n = 0;
+    unsigned generation = tsr__pmstore_generation();
     int n = tsr__mem_node_count();
     if (n < 1 || n > TSR_MAX_NODES) {
         pthread_mutex_unlock(&bus.m);
@@ -253,7 +259,7 @@ int tsr__bus_calibrate(char *err, size_t errlen)
     static char sig[TSR_MAX_NODES][160];
     for (int i = 0; i < n; i++)
         signature(tsr__mem_node(i), sig[i], sizeof sig[i]);
-    const char *dir = tsr__perfmodel_machine_dir();
+    const char *dir = tsr__pmstore_dir();
     bool persist = dir && dir[0];
     cache_t cache = {0};
     if (persist)
@@ -299,6 +305,7 @@ int tsr__bus_calibrate(char *err, size_t errlen)
     cache_free(&cache);
     if (rc == TSR_OK) {
         bus.n = n;
+        atomic_store_explicit(&bus.generation, generation, memory_order_relaxed);
         atomic_store_explicit(&bus.ready, true, memory_order_release);
     }
     pthread_mutex_unlock(&bus.m);

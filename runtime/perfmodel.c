@@ -1,17 +1,18 @@
-/* sched/perfmodel.c — codelet execution-time models: a ring of recent
+/* runtime/perfmodel.c — codelet execution-time models: a ring of recent
  * samples per (codelet name, device kind, footprint of the buffer sizes),
  * estimated by the ring's median; a log-log regression over the codelet's
  * other footprints for sizes never (or not yet reliably) seen; persistence
- * as a text file under <dir>/<machine key>/codelets.txt. See
- * docs/perfmodels.md.
+ * as codelets.txt in the model directory (perfmodel_store.c), which this
+ * file formats and parses. See docs/perfmodels.md.
  *
  * Must never: hold the lock while calling a codelet's flops estimator or
  * doing file I/O, abort or fail init on a corrupt or unreadable file (one
  * warning line, then empty models), write the model file in place.
  */
-#include "sched/perfmodel.h"
+#include "runtime/perfmodel.h"
 
 #include "runtime/internal.h"
+#include "runtime/perfmodel_store.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -21,14 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 
 #define PM_HEADER "# tessera perfmodels v1"
 #define PM_FILE "codelets.txt"
-/* A model file larger than this is not a model file. */
-#define PM_MAX_FILE ((size_t)256 << 20)
 
 static const char *const kind_name[TSR_DEVICE_KINDS] = {"cpu", "cuda"};
 enum { X_BYTES = 0, X_FLOPS = 1, X_KINDS = 2 };
@@ -71,7 +68,6 @@ static struct {
     int calibrate;
     bool persist;            /* a directory is set */
     bool dirty;              /* something to save */
-    char dir[PATH_MAX];      /* <dir>/<machine key>, "" when not persisting */
     cmodel_t **tab;          /* open addressing by name hash */
     size_t cap, n;
 } pm = {.m = PTHREAD_MUTEX_INITIALIZER};
@@ -423,56 +419,6 @@ bool tsr__perfmodel_estimate(const tsr_codelet_t *cl, int device_kind,
     return ok;
 }
 
-/* ---- the machine directory ----------------------------------------------- */
-
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static char machine_key[128];
-
-/* hostname-<8 hex digits of a hash of the CPU model, the online CPUs and
- * the CUDA devices' names>. */
-static void make_machine_key(void)
-{
-    char host[64] = "";
-    if (gethostname(host, sizeof host - 1) != 0 || !host[0])
-        snprintf(host, sizeof host, "localhost");
-    host[sizeof host - 1] = 0;
-    for (char *p = host; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-              (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_'))
-            *p = '_';
-    if (host[0] == '.')
-        host[0] = '_';
-
-    uint64_t h = FNV0;
-    char line[512];
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        while (fgets(line, sizeof line, f))
-            if (strncmp(line, "model name", 10) == 0) {
-                char *c = strchr(line, ':');
-                if (c)
-                    h = fnv(h, c + 1, strlen(c + 1));
-                break;
-            }
-        fclose(f);
-    }
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    snprintf(line, sizeof line, ";cpus=%ld", ncpu);
-    h = fnv(h, line, strlen(line));
-    int ngpu = tsr_cuda_device_count();
-    for (int g = 0; g < ngpu; g++) {
-        tsr_device_info_t di;
-        if (tsr_cuda_device_info(g, &di) == TSR_OK) {
-            snprintf(line, sizeof line, ";cuda%d=%s", g, di.name);
-            h = fnv(h, line, strlen(line));
-        }
-    }
-    snprintf(machine_key, sizeof machine_key, "%s-%08x", host,
-             (unsigned)(h ^ (h >> 32)));
-}
-
-const char *tsr__perfmodel_machine_dir(void) { return pm.dir; }
-
 /* ---- the file -------------------------------------------------------------- */
 
 /* Codelet names are written percent-encoded: bytes below '!' (space,
@@ -547,137 +493,6 @@ static char *format_models(size_t *len)
             }
     }
     if (fclose(f) != 0) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
-static int mkdir_p(const char *path, char *err, size_t errlen)
-{
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) {
-        snprintf(err, errlen, "%s: path too long", path);
-        return -1;
-    }
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != 0)
-            continue;
-        char c = *s;
-        *s = 0;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            snprintf(err, errlen, "cannot create %s: %s", p, strerror(errno));
-            return -1;
-        }
-        *s = c;
-        if (!c)
-            break;
-    }
-    struct stat st;
-    if (stat(p, &st) != 0) {
-        snprintf(err, errlen, "cannot create %s: %s", p, strerror(errno));
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "cannot create %s: not a directory", p);
-        return -1;
-    }
-    return 0;
-}
-
-/* Shared with bus.c: write `len` bytes as dir/name, through a temporary
- * file in dir and a rename. 0, or -1 with a message. */
-int tsr__perfmodel_write_file(const char *name, const char *data, size_t len, char *err,
-                              size_t errlen);
-int tsr__perfmodel_write_file(const char *name, const char *data, size_t len, char *err,
-                              size_t errlen)
-{
-    if (mkdir_p(pm.dir, err, errlen) != 0)
-        return -1;
-    char path[PATH_MAX + 64], tmp[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s", pm.dir, name);
-    snprintf(tmp, sizeof tmp, "%s/.%s.XXXXXX", pm.dir, name);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot create a file in %s: %s", pm.dir, strerror(errno));
-        return -1;
-    }
-    (void)fchmod(fd, 0644);
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, data + done, len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            snprintf(err, errlen, "cannot write %s: %s", tmp,
-                     w < 0 ? strerror(errno) : "short write");
-            close(fd);
-            unlink(tmp);
-            return -1;
-        }
-        done += (size_t)w;
-    }
-    if (close(fd) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
-}
-
-/* Shared with bus.c: the contents of dir/name (NUL-terminated, malloc'ed),
- * or NULL: *missing set when there is no such file (not an error), else
- * a message in err. */
-char *tsr__perfmodel_read_file(const char *name, bool *missing, char *err, size_t errlen);
-char *tsr__perfmodel_read_file(const char *name, bool *missing, char *err, size_t errlen)
-{
-    *missing = false;
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s", pm.dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            *missing = true;
-        else
-            snprintf(err, errlen, "%s", strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "not a regular file");
-        fclose(f);
-        return NULL;
-    }
-    if ((size_t)st.st_size > PM_MAX_FILE) {
-        snprintf(err, errlen, "larger than %zu MiB", PM_MAX_FILE >> 20);
-        fclose(f);
-        return NULL;
-    }
-    size_t cap = (size_t)st.st_size + 1, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        snprintf(err, errlen, "out of memory");
-        fclose(f);
-        return NULL;
-    }
-    size_t r;
-    while (n + 1 < cap && (r = fread(buf + n, 1, cap - 1 - n, f)) > 0)
-        n += r;
-    if (ferror(f)) {
-        snprintf(err, errlen, "%s", strerror(errno));
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    buf[n] = 0;
-    if (strlen(buf) != n) {
-        snprintf(err, errlen, "contains a NUL byte");
         free(buf);
         return NULL;
     }
@@ -817,10 +632,10 @@ static void load_models(char *buf)
     if (why) {
         if (lineno > 1)
             fprintf(stderr, "tessera: ignoring performance models in %s/%s: line %zu: %s\n",
-                    pm.dir, PM_FILE, lineno, why);
+                    tsr__pmstore_dir(), PM_FILE, lineno, why);
         else
-            fprintf(stderr, "tessera: ignoring performance models in %s/%s: %s\n", pm.dir,
-                    PM_FILE, why);
+            fprintf(stderr, "tessera: ignoring performance models in %s/%s: %s\n",
+                    tsr__pmstore_dir(), PM_FILE, why);
         models_free();
     }
 }
@@ -846,7 +661,7 @@ static int save_now(char *err, size_t errlen)
         pthread_mutex_unlock(&pm.m);
         return TSR_ENOMEM;
     }
-    int rc = tsr__perfmodel_write_file(PM_FILE, text, len, err, errlen) == 0 ? TSR_OK
+    int rc = tsr__pmstore_write(PM_FILE, text, len, err, errlen) == 0 ? TSR_OK
                                                                            : TSR_EIO;
     free(text);
     if (rc != TSR_OK) {
@@ -864,47 +679,27 @@ int tsr__perfmodel_open(const char *dir, int calibrate, char *err, size_t errlen
         return TSR_EINVAL;
     }
     tsr__perfmodel_close();
-    tsr__bus_reset();
-    char base[PATH_MAX - 256] = "";
-    if (dir) {
-        if (strlen(dir) >= sizeof base - 160) {
-            snprintf(err, errlen, "model directory path too long");
-            return TSR_EINVAL;
-        }
-        snprintf(base, sizeof base, "%s", dir);
-    } else {
-        const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-        if (x && x[0] == '/' && strlen(x) < sizeof base - 200)
-            snprintf(base, sizeof base, "%s/tessera/perfmodels", x);
-        else if (home && home[0] && strlen(home) < sizeof base - 200)
-            snprintf(base, sizeof base, "%s/.cache/tessera/perfmodels", home);
-        /* neither: models live in memory only */
-    }
-    if (base[0])
-        pthread_once(&key_once, make_machine_key);
-    pthread_mutex_lock(&pm.m);
-    pm.calibrate = calibrate;
-    pm.persist = base[0] != 0;
-    pm.dir[0] = 0;
-    if (pm.persist)
-        snprintf(pm.dir, sizeof pm.dir, "%s/%s", base, machine_key);
-    pthread_mutex_unlock(&pm.m);
+    int rc = tsr__pmstore_open(dir, err, errlen);
+    if (rc != TSR_OK)
+        return rc;
+    bool persist = tsr__pmstore_dir()[0] != 0;
     /* The file is read outside the lock; nothing samples before open ends. */
     char *text = NULL;
-    if (pm.persist && calibrate != 2) {
+    if (persist && calibrate != 2) {
         char rerr[256] = "";
         bool missing;
-        text = tsr__perfmodel_read_file(PM_FILE, &missing, rerr, sizeof rerr);
+        text = tsr__pmstore_read(PM_FILE, &missing, rerr, sizeof rerr);
         if (!text && !missing)
-            fprintf(stderr, "tessera: ignoring performance models in %s/%s: %s\n", pm.dir,
-                    PM_FILE, rerr);
+            fprintf(stderr, "tessera: ignoring performance models in %s/%s: %s\n",
+                    tsr__pmstore_dir(), PM_FILE, rerr);
     }
     pthread_mutex_lock(&pm.m);
-    pm.dirty = false;
-    if (pm.persist && calibrate != 2 && text)
+    pm.calibrate = calibrate;
+    pm.persist = persist;
+    if (persist && calibrate != 2 && text)
         load_models(text);
     /* calibrate=2 forgets what is stored: the file is rewritten at close. */
-    pm.dirty = pm.persist && calibrate == 2;
+    pm.dirty = persist && calibrate == 2;
     pm.open = true;
     pthread_mutex_unlock(&pm.m);
     free(text);
@@ -932,14 +727,13 @@ void tsr__perfmodel_close(void)
         if (save_now(err, sizeof err) != TSR_OK)
             fprintf(stderr, "tessera: cannot save performance models: %s\n", err);
     }
-    tsr__bus_reset();
     pthread_mutex_lock(&pm.m);
     models_free();
     pm.open = false;
     pm.persist = false;
     pm.dirty = false;
-    pm.dir[0] = 0;
     pthread_mutex_unlock(&pm.m);
+    tsr__pmstore_close();
 }
 
 /* ---- public calls ------------------------------------------------------- */
