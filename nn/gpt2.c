@@ -156,8 +156,8 @@ static int resolve_tiles(tsr_gpt2_config_t *c, int batch, int seq_len)
     if (c->tile_hidden <= 0)
         c->tile_hidden = c->channels;
     if (!tsr__tokens_tile_ok(c->tile_tokens, seq_len, batch))
-        return tsr__fail(TSR_EINVAL, "gpt2: a token tile of %d neither divides the sequence "
-                                     "length %d nor holds whole sequences of the batch of %d",
+        return tsr__fail(TSR_EINVAL, "gpt2: tile_tokens %d neither divides seq_len %d nor "
+                                     "holds whole sequences of the batch of %d",
                          c->tile_tokens, seq_len, batch);
     return TSR_OK;
 }
@@ -171,12 +171,13 @@ static int check_config(const tsr_gpt2_config_t *c, int batch, int seq_len)
                          c->vocab_size, c->context, c->layers, c->heads, c->channels, batch,
                          seq_len);
     if (c->channels % c->heads)
-        return tsr__fail(TSR_EINVAL, "gpt2: %d channels do not split into %d heads",
+        return tsr__fail(TSR_EINVAL, "gpt2: channels %d do not split into heads %d",
                          c->channels, c->heads);
     if (c->channels / c->heads > 256)
-        return tsr__fail(TSR_EINVAL, "gpt2: head width %d exceeds 256", c->channels / c->heads);
+        return tsr__fail(TSR_EINVAL, "gpt2: channels %d / heads %d: a head width of %d "
+                                     "exceeds 256", c->channels, c->heads, c->channels / c->heads);
     if (seq_len > c->context)
-        return tsr__fail(TSR_EINVAL, "gpt2: sequence length %d exceeds the context %d", seq_len,
+        return tsr__fail(TSR_EINVAL, "gpt2: seq_len %d exceeds the context %d", seq_len,
                          c->context);
     if ((long long)batch * seq_len > (1LL << 30))
         return tsr__fail(TSR_EINVAL, "gpt2: batch %d x seq_len %d tokens per micro-batch is "
@@ -448,9 +449,10 @@ static int build(tsr_gpt2_t *m)
 
 int tsr_gpt2_create(tsr_gpt2_t **out, const tsr_gpt2_config_t *cfg, int batch, int seq_len)
 {
+    if (out)
+        *out = NULL;
     if (!out || !cfg)
         return tsr__fail(TSR_EINVAL, "gpt2_create: NULL argument");
-    *out = NULL;
     TRY(check_config(cfg, batch, seq_len));
     if (!tsr__running())
         return tsr__fail(TSR_ESTATE, "gpt2_create: the runtime is not initialized (tsr_init)");
