@@ -281,6 +281,8 @@ int tsr__op_linear_fwd(const tsr_tensor_t *w, const tsr_tensor_t *b, const tsr_t
     int rc;
     if (beta != 0.0f && beta != 1.0f)
         return tsr__fail(TSR_EINVAL, "linear_fwd: beta %g is neither 0 nor 1", (double)beta);
+    if ((rc = check_bias(b, y, "linear_fwd"))) /* before any task is submitted */
+        return rc;
     if (beta == 0.0f) /* the GEMM overwrites y: the bias comes after */
         return (rc = tsr__op_gemm(OP_N, OP_N, 1.0f, w, x, 0.0f, y, TSR_RW))
                    ? rc : tsr__op_bias_add(b, y);
@@ -293,7 +295,8 @@ int tsr__op_linear_bwd(const tsr_tensor_t *w, const tsr_tensor_t *x, const tsr_t
                        tsr_tensor_t *dx, tsr_tensor_t *dw, tsr_tensor_t *db)
 {
     int rc;
-    if ((rc = tsr__op_gemm(OP_T, OP_N, 1.0f, w, dy, 0.0f, dx, TSR_RW)) ||   /* (in, N)  */
+    if ((rc = check_bias(db, dy, "linear_bwd")) ||
+        (rc = tsr__op_gemm(OP_T, OP_N, 1.0f, w, dy, 0.0f, dx, TSR_RW)) ||   /* (in, N)  */
         (rc = tsr__op_gemm(OP_N, OP_T, 1.0f, dy, x, 1.0f, dw, TSR_COMMUTE))) /* (out, in) */
         return rc;
     return tsr__op_bias_grad(dy, db);                                        /* (out, 1) */
