@@ -39,9 +39,10 @@
             return rc_;                                                                 \
     } while (0)
 
-/* The most tiles (runtime handles) one model may have: about 30 000 for the
- * 124M model with 8 x 1024 tokens; beyond this the tiles are far too small
- * for the shapes, or the shapes far too large for one machine. */
+/* The most tiles (runtime handles) one model may have: about 36 000 for the
+ * 124M model with 8 x 1024 tokens and the derived tiles; beyond this the
+ * tiles are far too small for the shapes, or the shapes far too large for
+ * one machine. */
 enum { MODEL_MAX_TILES = 1 << 22 };
 
 /* One parameter: its value, gradient and AdamW moments, tiled alike. */
