@@ -3,6 +3,7 @@
  * every transposition and accumulation mode, Linear layers, causal attention
  * forward and backward, cross-entropy, embeddings. */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <math.h>
 
 #include "nn/ops.h"
@@ -107,6 +108,28 @@ Test(nn_ops, gemm_rejects_mismatched_tilings)
     tsr__tensor_free(&A);
     tsr__tensor_free(&B);
     tsr__tensor_free(&Cm);
+    rt_stop();
+}
+
+Test(nn_ops, tensor_grids_up_to_int_max)
+{
+    rt_start();
+    tsr_tensor_t t;
+    /* ceil(INT_MAX / (INT_MAX - 1)) = 2 tile rows, the last of one row; the
+     * handles hold no memory until used */
+    OK(tsr__tensor_init(&t, INT_MAX, 3, INT_MAX - 1, 2));
+    cr_assert_eq(t.grid_rows, 2);
+    cr_assert_eq(t.grid_cols, 2);
+    cr_assert_eq(tsr__tile_m(&t, 0), INT_MAX - 1);
+    cr_assert_eq(tsr__tile_m(&t, 1), 1);
+    cr_assert_eq(tsr__tile_n(&t, 1), 1);
+    cr_assert_eq(tsr__tensor_numel(&t), (size_t)INT_MAX * 3);
+    tsr__tensor_free(&t);
+    /* 2^62 tiles of one element: refused before anything is allocated */
+    cr_assert_eq(tsr__tensor_init(&t, INT_MAX, INT_MAX, 1, 1), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "tiles"), "%s", tsr_error_message());
+    cr_assert_null(t.tiles);
+    cr_assert_eq(tsr__tensor_init(&t, INT_MAX, 1, -1, 1), TSR_EINVAL);
     rt_stop();
 }
 
