@@ -16,7 +16,9 @@
  */
 #include <tessera/gpt2.h>
 
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,23 @@
 #include "nn/ops.h"
 #include "nn/tensor.h"
 #include "runtime/error.h"
+#include "runtime/internal.h"
+
+/* Propagate the first error. The passes and the constructors below only
+ * submit tasks or fill a model that is freed as a whole on failure, so there
+ * is nothing to unwind step by step. */
+#define TRY(op)                                                                         \
+    do {                                                                                \
+        int rc_ = (op);                                                                 \
+        if (rc_)                                                                        \
+            return rc_;                                                                 \
+    } while (0)
+
+/* The most tiles (runtime handles) one model may have: about 36 000 for the
+ * 124M model with 8 x 1024 tokens and the derived tiles; beyond this the
+ * tiles are far too small for the shapes, or the shapes far too large for
+ * one machine. */
+enum { MODEL_MAX_TILES = 1 << 22 };
 
 /* One parameter: its value, gradient and AdamW moments, tiled alike. */
 typedef struct param {
@@ -51,6 +70,9 @@ typedef struct layer_acts {
 } layer_acts_t;
 
 struct tsr_gpt2 {
+    uint64_t runtime;   /* the runtime instance that holds the tiles */
+    int dry;            /* create's first pass: check and count, allocate nothing */
+    long long ntiles;   /* tiles counted so far by that pass */
     tsr_gpt2_config_t cfg;
     int B, T, N, hd; /* hd: head width */
     int nparams;
@@ -65,6 +87,7 @@ struct tsr_gpt2 {
     tsr_tensor_t d, dln, dqkv, daty, dfc;         /* backward */
     tsr_tensor_t dqkvb, dyb;                       /* … in tiles (C, tt) */
     tsr_handle_t norm;                             /* sum of squares of the gradients */
+    int have_logits;                               /* logits hold the last forward's */
     int have_targets;                              /* backward may follow */
     int have_loss;                                 /* ce_loss holds a loss */
     int ntargets;                                  /* non-ignored targets of it */
@@ -73,6 +96,8 @@ struct tsr_gpt2 {
 
 void tsr_gpt2_config_default(tsr_gpt2_config_t *cfg)
 {
+    if (!cfg)
+        return;
     memset(cfg, 0, sizeof *cfg);
     cfg->vocab_size = 50257;
     cfg->context = 1024;
@@ -83,6 +108,8 @@ void tsr_gpt2_config_default(tsr_gpt2_config_t *cfg)
 
 void tsr_adamw_config_default(tsr_adamw_config_t *opt)
 {
+    if (!opt)
+        return;
     opt->beta1 = 0.9f;
     opt->beta2 = 0.95f;
     opt->eps = 1e-8f;
@@ -130,8 +157,8 @@ static int resolve_tiles(tsr_gpt2_config_t *c, int batch, int seq_len)
     if (c->tile_hidden <= 0)
         c->tile_hidden = c->channels;
     if (!tsr__tokens_tile_ok(c->tile_tokens, seq_len, batch))
-        return tsr__fail(TSR_EINVAL, "gpt2: a token tile of %d neither divides the sequence "
-                                     "length %d nor holds whole sequences of the batch of %d",
+        return tsr__fail(TSR_EINVAL, "gpt2: tile_tokens %d neither divides seq_len %d nor "
+                                     "holds whole sequences of the batch of %d",
                          c->tile_tokens, seq_len, batch);
     return TSR_OK;
 }
@@ -145,56 +172,166 @@ static int check_config(const tsr_gpt2_config_t *c, int batch, int seq_len)
                          c->vocab_size, c->context, c->layers, c->heads, c->channels, batch,
                          seq_len);
     if (c->channels % c->heads)
-        return tsr__fail(TSR_EINVAL, "gpt2: %d channels do not split into %d heads",
+        return tsr__fail(TSR_EINVAL, "gpt2: channels %d do not split into heads %d",
                          c->channels, c->heads);
     if (c->channels / c->heads > 256)
-        return tsr__fail(TSR_EINVAL, "gpt2: head width %d exceeds 256", c->channels / c->heads);
+        return tsr__fail(TSR_EINVAL, "gpt2: channels %d / heads %d: a head width of %d "
+                                     "exceeds 256", c->channels, c->heads, c->channels / c->heads);
     if (seq_len > c->context)
-        return tsr__fail(TSR_EINVAL, "gpt2: sequence length %d exceeds the context %d", seq_len,
+        return tsr__fail(TSR_EINVAL, "gpt2: seq_len %d exceeds the context %d", seq_len,
                          c->context);
     if ((long long)batch * seq_len > (1LL << 30))
-        return tsr__fail(TSR_EINVAL, "gpt2: %d x %d tokens per micro-batch is too many", batch,
-                         seq_len);
+        return tsr__fail(TSR_EINVAL, "gpt2: batch %d x seq_len %d tokens per micro-batch is "
+                                     "more than 2^30", batch, seq_len);
     return TSR_OK;
 }
 
-static int add_param(tsr_gpt2_t *m, param_t **out, const char *name, int rows, int cols,
-                     int trows, int tcols, int decay)
+/* ---- live models ---------------------------------------------------------- */
+
+/* Every model between tsr_gpt2_create and tsr_gpt2_free, so that a pointer
+ * that is none (freed already, never created) is refused instead of being
+ * used after free. A later model may reuse a freed one's memory: such a
+ * stale pointer is then that model, which no registry can tell apart. */
+static pthread_mutex_t live_m = PTHREAD_MUTEX_INITIALIZER;
+static const tsr_gpt2_t **live;
+static size_t nlive, live_cap;
+
+static int live_add(const tsr_gpt2_t *m)
 {
-    param_t *p = &m->params[m->nparams++];
+    int rc = TSR_OK;
+    pthread_mutex_lock(&live_m);
+    if (nlive == live_cap) {
+        size_t cap = live_cap ? 2 * live_cap : 16;
+        const tsr_gpt2_t **grown = realloc(live, cap * sizeof *live);
+        if (grown) {
+            live = grown;
+            live_cap = cap;
+        } else {
+            rc = tsr__fail(TSR_ENOMEM, "gpt2_create: no memory for the model registry");
+        }
+    }
+    if (!rc)
+        live[nlive++] = m;
+    pthread_mutex_unlock(&live_m);
+    return rc;
+}
+
+/* Whether m is live; `remove` also takes it out (the registry is freed when
+ * it empties, so that nothing outlives the last model). */
+static int live_find(const tsr_gpt2_t *m, int remove)
+{
+    int found = 0;
+    pthread_mutex_lock(&live_m);
+    for (size_t i = 0; i < nlive && !found; i++)
+        if (live[i] == m) {
+            found = 1;
+            if (remove)
+                live[i] = live[--nlive];
+        }
+    if (remove && found && nlive == 0) {
+        free(live);
+        live = NULL;
+        live_cap = 0;
+    }
+    pthread_mutex_unlock(&live_m);
+    return found;
+}
+
+/* The runtime instance running now, 0 if none. The runtime has no public
+ * instance number; the monotonic time at which its tsr_init ran is unique to
+ * each instance. */
+static uint64_t runtime_instance(void)
+{
+    return tsr__running() ? tsr__rt.t0_ns : 0;
+}
+
+/* A model argument of a call that uses its tiles: NULL or not a live model
+ * is TSR_EINVAL; a model whose runtime was shut down (its tiles are gone,
+ * even if tsr_init ran again) is TSR_ESTATE. */
+static int model_check(const tsr_gpt2_t *m, const char *fn)
+{
+    if (!m)
+        return tsr__fail(TSR_EINVAL, "%s: the model is NULL", fn);
+    if (!live_find(m, 0))
+        return tsr__fail(TSR_EINVAL, "%s: %p is not a live model (freed, or never created)", fn,
+                         (const void *)m);
+    if (m->runtime != runtime_instance())
+        return tsr__fail(TSR_ESTATE, "%s: the model's runtime was shut down; free the model "
+                                     "and create it again under the running one", fn);
+    return TSR_OK;
+}
+
+/* A model argument of a getter that only reads host memory: live is enough. */
+static int model_live(const tsr_gpt2_t *m, const char *fn)
+{
+    if (m && live_find(m, 0))
+        return 1;
+    tsr__fail(TSR_EINVAL, "%s: %p is not a live model", fn, (const void *)m);
+    return 0;
+}
+
+/* ---- construction --------------------------------------------------------- */
+
+/* Every tensor of the model is made here, in two passes over the same code.
+ * The dry run (m->dry) checks the shape in 64 bits and counts the tiles, so a
+ * configuration whose sizes overflow int, or which needs more tiles than a
+ * model may have, fails before anything is allocated; `field` names the
+ * configuration sizes that make this tensor. */
+static int tensor(tsr_gpt2_t *m, tsr_tensor_t *t, const char *name, const char *field,
+                  long long rows, long long cols, long long tile_rows, long long tile_cols)
+{
+    if (rows > INT_MAX || cols > INT_MAX)
+        return tsr__fail(TSR_EINVAL, "gpt2: %s would be (%lld, %lld), beyond int sizes: "
+                                     "%s too large", name, rows, cols, field);
+    long long tr = tile_rows < rows ? tile_rows : rows;
+    long long tc = tile_cols < cols ? tile_cols : cols;
+    if (tr * tc > INT_MAX)
+        return tsr__fail(TSR_EINVAL, "gpt2: %s in tiles of (%lld, %lld): a tile may hold at "
+                                     "most %d elements; %s too large", name, tr, tc, INT_MAX,
+                         field);
+    m->ntiles += (rows / tr + (rows % tr != 0)) * (cols / tc + (cols % tc != 0));
+    if (m->ntiles > MODEL_MAX_TILES)
+        return tsr__fail(TSR_EINVAL, "gpt2: at %s the model has more than %d tiles: %s too "
+                                     "large, or its tiles too small", name, MODEL_MAX_TILES,
+                         field);
+    return m->dry ? TSR_OK : tsr__tensor_init(t, (int)rows, (int)cols, (int)tr, (int)tc);
+}
+
+/* A parameter and its gradient and moments, tiled alike. */
+static int add_param(tsr_gpt2_t *m, param_t **out, const char *name, const char *field,
+                     long long rows, long long cols, long long trows, long long tcols, int decay)
+{
+    param_t dry_p, *p = m->dry ? &dry_p : &m->params[m->nparams++];
     snprintf(p->name, sizeof p->name, "%s", name);
     p->decay = decay;
-    *out = p;
-    int rc = tsr__tensor_init(&p->p, rows, cols, trows, tcols);
-    if (!rc)
-        rc = tsr__tensor_init(&p->g, rows, cols, trows, tcols);
-    if (!rc)
-        rc = tsr__tensor_init(&p->m, rows, cols, trows, tcols);
-    if (!rc)
-        rc = tsr__tensor_init(&p->v, rows, cols, trows, tcols);
-    return rc;
+    *out = m->dry ? NULL : p;
+    TRY(tensor(m, &p->p, name, field, rows, cols, trows, tcols));
+    TRY(tensor(m, &p->g, name, field, rows, cols, trows, tcols));
+    TRY(tensor(m, &p->m, name, field, rows, cols, trows, tcols));
+    return tensor(m, &p->v, name, field, rows, cols, trows, tcols);
 }
 
 static int make_params(tsr_gpt2_t *m)
 {
     const tsr_gpt2_config_t *c = &m->cfg;
-    int C = c->channels, tf = c->tile_hidden;
-    m->params = calloc((size_t)(4 + 12 * c->layers), sizeof *m->params);
-    m->lp = calloc((size_t)c->layers, sizeof *m->lp);
-    if (!m->params || !m->lp)
-        return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the parameter table");
-    int rc = add_param(m, &m->wte, "wte.weight", C, c->vocab_size, C, c->tile_vocab, 1);
-    if (!rc)
-        rc = add_param(m, &m->wpe, "wpe.weight", C, c->context, C,
-                       c->tile_tokens < m->T ? c->tile_tokens : m->T, 1);
-    char n[64];
-#define P(field, suffix, rows, cols, tr, tc, decay)                                  \
-    if (!rc) {                                                                       \
-        snprintf(n, sizeof n, "h.%d.%s", l, suffix);                                 \
-        rc = add_param(m, &lp->field, n, rows, cols, tr, tc, decay);                 \
+    long long C = c->channels, tf = c->tile_hidden;
+    if (!m->dry) {
+        m->params = calloc(4 + 12 * (size_t)c->layers, sizeof *m->params);
+        m->lp = calloc((size_t)c->layers, sizeof *m->lp);
+        if (!m->params || !m->lp)
+            return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the parameter table");
     }
+    TRY(add_param(m, &m->wte, "wte.weight", "vocab_size, channels, tile_vocab", C,
+                  c->vocab_size, C, c->tile_vocab, 1));
+    TRY(add_param(m, &m->wpe, "wpe.weight", "context, channels, tile_tokens", C, c->context, C,
+                  c->tile_tokens < m->T ? c->tile_tokens : m->T, 1));
+    const char *f = "layers, channels, tile_hidden";
+    char n[64];
+#define P(member, suffix, rows, cols, tr, tc, decay)                                    \
+    snprintf(n, sizeof n, "h.%d.%s", l, suffix);                                        \
+    TRY(add_param(m, &lp->member, n, f, rows, cols, tr, tc, decay));
     for (int l = 0; l < c->layers; l++) {
-        layer_params_t *lp = &m->lp[l];
+        layer_params_t dry_lp, *lp = m->dry ? &dry_lp : &m->lp[l];
         P(ln1_w, "ln_1.weight", C, 1, C, 1, 0)
         P(ln1_b, "ln_1.bias", C, 1, C, 1, 0)
         P(attn_w, "attn.c_attn.weight", 3 * C, C, C, C, 1)
@@ -209,76 +346,75 @@ static int make_params(tsr_gpt2_t *m)
         P(fcproj_b, "mlp.c_proj.bias", C, 1, C, 1, 0)
     }
 #undef P
-    if (!rc)
-        rc = add_param(m, &m->lnf_w, "ln_f.weight", C, 1, C, 1, 0);
-    if (!rc)
-        rc = add_param(m, &m->lnf_b, "ln_f.bias", C, 1, C, 1, 0);
-    return rc;
+    TRY(add_param(m, &m->lnf_w, "ln_f.weight", f, C, 1, C, 1, 0));
+    return add_param(m, &m->lnf_b, "ln_f.bias", f, C, 1, C, 1, 0);
 }
 
 static int make_acts(tsr_gpt2_t *m)
 {
     const tsr_gpt2_config_t *c = &m->cfg;
-    int C = c->channels, H = c->heads, d = m->hd, N = m->N, tt = c->tile_tokens;
-    int tf = c->tile_hidden;
-    m->la = calloc((size_t)c->layers, sizeof *m->la);
-    if (!m->la)
-        return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the activation table");
-    int rc = TSR_OK;
-#define T(t, rows, trows)                                                            \
-    if (!rc)                                                                         \
-        rc = tsr__tensor_init(&(t), rows, N, trows, tt);
-    for (int l = 0; l < c->layers; l++) {
-        layer_acts_t *a = &m->la[l];
-        T(a->x, C, C) T(a->ln1, C, C) T(a->ln1_mean, 1, 1) T(a->ln1_rstd, 1, 1)
-        T(a->qkv, 3 * C, d) T(a->atty, C, d) T(a->att_lse, H, 1) T(a->yb, C, C)
-        T(a->res1, C, C)
-        T(a->ln2, C, C) T(a->ln2_mean, 1, 1) T(a->ln2_rstd, 1, 1)
-        T(a->fch, 4 * C, tf) T(a->fcg, 4 * C, tf)
+    long long C = c->channels, H = c->heads, d = m->hd, tf = c->tile_hidden;
+    if (!m->dry) {
+        m->la = calloc((size_t)c->layers, sizeof *m->la);
+        if (!m->la)
+            return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the activation table");
     }
-    T(m->xL, C, C) T(m->lnf, C, C) T(m->lnf_mean, 1, 1) T(m->lnf_rstd, 1, 1)
-    T(m->logits, c->vocab_size, c->tile_vocab)
-    T(m->tokens, 1, 1) T(m->targets, 1, 1) T(m->ce_ms, 2, 2) T(m->ce_lse, 1, 1)
-    T(m->ce_loss, 1, 1) T(m->att_ms, 2 * H, 2) T(m->att_D, H, 1)
-    T(m->qkvb, 3 * C, C) T(m->dqkvb, 3 * C, C) T(m->dyb, C, C)
-    T(m->d, C, C) T(m->dln, C, C) T(m->dqkv, 3 * C, d) T(m->daty, C, d) T(m->dfc, 4 * C, tf)
-#undef T
-    if (!rc)
-        rc = tsr_handle_alloc(&m->norm, sizeof(float));
-    return rc;
+    /* every activation has N token columns in tiles of tt */
+    const char *f = "layers, channels, batch x seq_len, tile_tokens";
+#define A(t, rows, trows) TRY(tensor(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
+    for (int l = 0; l < c->layers; l++) {
+        layer_acts_t dry_la, *a = m->dry ? &dry_la : &m->la[l];
+        A(a->x, C, C) A(a->ln1, C, C) A(a->ln1_mean, 1, 1) A(a->ln1_rstd, 1, 1)
+        A(a->qkv, 3 * C, d) A(a->atty, C, d) A(a->att_lse, H, 1) A(a->yb, C, C)
+        A(a->res1, C, C)
+        A(a->ln2, C, C) A(a->ln2_mean, 1, 1) A(a->ln2_rstd, 1, 1)
+        A(a->fch, 4 * C, tf) A(a->fcg, 4 * C, tf)
+    }
+    f = "channels, batch x seq_len, tile_tokens";
+    A(m->xL, C, C) A(m->lnf, C, C) A(m->lnf_mean, 1, 1) A(m->lnf_rstd, 1, 1)
+    A(m->tokens, 1, 1) A(m->targets, 1, 1) A(m->ce_ms, 2, 2) A(m->ce_lse, 1, 1)
+    A(m->ce_loss, 1, 1) A(m->att_ms, 2 * H, 2) A(m->att_D, H, 1)
+    A(m->qkvb, 3 * C, C) A(m->dqkvb, 3 * C, C) A(m->dyb, C, C)
+    A(m->d, C, C) A(m->dln, C, C) A(m->dqkv, 3 * C, d) A(m->daty, C, d) A(m->dfc, 4 * C, tf)
+    f = "vocab_size, batch x seq_len, tile_vocab, tile_tokens";
+    A(m->logits, c->vocab_size, c->tile_vocab)
+#undef A
+    return m->dry ? TSR_OK : tsr_handle_alloc(&m->norm, sizeof(float));
 }
 
-static void free_param(param_t *p)
+/* Call fn on every tensor of the model (those not made yet are zeroed). */
+static void for_each_tensor(tsr_gpt2_t *m, void (*fn)(tsr_tensor_t *))
 {
-    tsr__tensor_free(&p->p);
-    tsr__tensor_free(&p->g);
-    tsr__tensor_free(&p->m);
-    tsr__tensor_free(&p->v);
-}
-
-void tsr_gpt2_free(tsr_gpt2_t *m)
-{
-    if (!m)
-        return;
-    for (int i = 0; i < m->nparams; i++)
-        free_param(&m->params[i]);
-    if (m->la)
-        for (int l = 0; l < m->cfg.layers; l++) {
-            layer_acts_t *a = &m->la[l];
-            tsr_tensor_t *all[] = {&a->x, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv,
-                                   &a->atty, &a->att_lse, &a->yb, &a->res1, &a->ln2, &a->ln2_mean,
-                                   &a->ln2_rstd, &a->fch, &a->fcg};
-            for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-                tsr__tensor_free(all[i]);
-        }
+    for (int i = 0; i < m->nparams; i++) {
+        fn(&m->params[i].p);
+        fn(&m->params[i].g);
+        fn(&m->params[i].m);
+        fn(&m->params[i].v);
+    }
+    for (int l = 0; m->la && l < m->cfg.layers; l++) {
+        layer_acts_t *a = &m->la[l];
+        tsr_tensor_t *all[] = {&a->x, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv,
+                               &a->atty, &a->att_lse, &a->yb, &a->res1, &a->ln2, &a->ln2_mean,
+                               &a->ln2_rstd, &a->fch, &a->fcg};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            fn(all[i]);
+    }
     tsr_tensor_t *rest[] = {&m->xL, &m->lnf, &m->lnf_mean, &m->lnf_rstd, &m->logits,
                             &m->tokens, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss,
                             &m->att_ms, &m->att_D, &m->qkvb, &m->dqkvb, &m->dyb,
-                            &m->d, &m->dln, &m->dqkv, &m->daty,
-                            &m->dfc};
+                            &m->d, &m->dln, &m->dqkv, &m->daty, &m->dfc};
     for (size_t i = 0; i < sizeof rest / sizeof *rest; i++)
-        tsr__tensor_free(rest[i]);
-    if (m->norm)
+        fn(rest[i]);
+}
+
+/* Free a model that is not (or no longer) in the registry. Under the runtime
+ * that made it the tiles are unregistered; after tsr_shutdown they are
+ * stale, and only the host memory is freed. */
+static void destroy(tsr_gpt2_t *m)
+{
+    int same_runtime = m->runtime == runtime_instance();
+    for_each_tensor(m, same_runtime ? tsr__tensor_free : tsr__tensor_forget);
+    if (m->norm && same_runtime)
         tsr_handle_unregister(m->norm);
     free(m->params);
     free(m->lp);
@@ -286,29 +422,53 @@ void tsr_gpt2_free(tsr_gpt2_t *m)
     free(m);
 }
 
+int tsr_gpt2_free(tsr_gpt2_t *m)
+{
+    if (!m)
+        return TSR_OK;
+    if (!live_find(m, 1))
+        return tsr__fail(TSR_EINVAL, "gpt2_free: %p is not a live model (freed already, or "
+                                     "never created)", (void *)m);
+    destroy(m);
+    return TSR_OK;
+}
+
+/* Resolve the tiles, check every tensor (dry run), then make them. */
+static int build(tsr_gpt2_t *m)
+{
+    TRY(resolve_tiles(&m->cfg, m->B, m->T));
+    m->dry = 1;
+    m->ntiles = 0;
+    TRY(make_params(m));
+    TRY(make_acts(m));
+    m->dry = 0;
+    m->ntiles = 0;
+    TRY(make_params(m));
+    TRY(make_acts(m));
+    return live_add(m);
+}
+
 int tsr_gpt2_create(tsr_gpt2_t **out, const tsr_gpt2_config_t *cfg, int batch, int seq_len)
 {
+    if (out)
+        *out = NULL;
     if (!out || !cfg)
         return tsr__fail(TSR_EINVAL, "gpt2_create: NULL argument");
-    *out = NULL;
-    int rc = check_config(cfg, batch, seq_len);
-    if (rc)
-        return rc;
+    TRY(check_config(cfg, batch, seq_len));
+    if (!tsr__running())
+        return tsr__fail(TSR_ESTATE, "gpt2_create: the runtime is not initialized (tsr_init)");
     tsr_gpt2_t *m = calloc(1, sizeof *m);
     if (!m)
         return tsr__fail(TSR_ENOMEM, "gpt2_create: out of memory");
+    m->runtime = runtime_instance();
     m->cfg = *cfg;
     m->B = batch;
     m->T = seq_len;
     m->N = batch * seq_len;
     m->hd = cfg->channels / cfg->heads;
-    rc = resolve_tiles(&m->cfg, batch, seq_len);
-    if (!rc)
-        rc = make_params(m);
-    if (!rc)
-        rc = make_acts(m);
+    int rc = build(m);
     if (rc) {
-        tsr_gpt2_free(m);
+        destroy(m);
         return rc;
     }
     *out = m;
@@ -317,12 +477,14 @@ int tsr_gpt2_create(tsr_gpt2_t **out, const tsr_gpt2_config_t *cfg, int batch, i
 
 const tsr_gpt2_config_t *tsr_gpt2_config(const tsr_gpt2_t *m)
 {
-    return &m->cfg;
+    return model_live(m, "gpt2_config") ? &m->cfg : NULL;
 }
 
 size_t tsr_gpt2_num_params(const tsr_gpt2_t *m)
 {
     size_t n = 0;
+    if (!model_live(m, "gpt2_num_params"))
+        return 0;
     for (int i = 0; i < m->nparams; i++)
         n += tsr__tensor_numel(&m->params[i].p);
     return n;
@@ -330,11 +492,13 @@ size_t tsr_gpt2_num_params(const tsr_gpt2_t *m)
 
 int tsr_gpt2_steps_done(const tsr_gpt2_t *m)
 {
-    return m->steps;
+    return model_live(m, "gpt2_steps_done") ? m->steps : 0;
 }
 
 int tsr__gpt2_set_steps(tsr_gpt2_t *m, int steps)
 {
+    if (!model_live(m, "gpt2_set_steps"))
+        return TSR_EINVAL;
     if (steps < 0)
         return tsr__fail(TSR_EINVAL, "gpt2: negative step count %d", steps);
     m->steps = steps;
@@ -343,11 +507,13 @@ int tsr__gpt2_set_steps(tsr_gpt2_t *m, int steps)
 
 int tsr_gpt2_param_count(const tsr_gpt2_t *m)
 {
-    return m->nparams;
+    return model_live(m, "gpt2_param_count") ? m->nparams : 0;
 }
 
 const char *tsr_gpt2_param_name(const tsr_gpt2_t *m, int i)
 {
+    if (!model_live(m, "gpt2_param_name"))
+        return NULL;
     return i >= 0 && i < m->nparams ? m->params[i].name : NULL;
 }
 
@@ -377,7 +543,8 @@ static tsr_tensor_t *param_part(param_t *p, int which)
 static int param_access(tsr_gpt2_t *m, const char *name, int which, float *ptr, size_t *numel,
                         size_t given, int write)
 {
-    param_t *p = m ? find_param(m, name) : NULL;
+    TRY(model_check(m, write ? "gpt2_set" : "gpt2_get"));
+    param_t *p = find_param(m, name);
     if (!p)
         return tsr__fail(TSR_ENOTFOUND, "gpt2: no parameter named '%s'", name ? name : "(null)");
     tsr_tensor_t *t = param_part(p, which);
@@ -424,6 +591,7 @@ static double next_normal(uint64_t *s)
 
 int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed)
 {
+    TRY(model_check(m, "gpt2_init_weights"));
     float resid_std = 0.02f / sqrtf(2.0f * (float)m->cfg.layers);
     for (int i = 0; i < m->nparams; i++) {
         param_t *p = &m->params[i];
@@ -466,31 +634,36 @@ static int drop(const tsr_tensor_t *const *ts, int n)
 
 /* ---- forward -------------------------------------------------------------- */
 
+/* One transformer block, llm.c's order; N tokens, d the head width:
+ *   res1  = x_in + c_proj(attention(c_attn(ln_1(x_in))))
+ *   x_out = res1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(res1)))) */
 static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_tensor_t *x_out)
 {
     layer_params_t *p = &m->lp[l];
     layer_acts_t *a = &m->la[l];
-    int rc;
-    if ((rc = tsr__op_layernorm_fwd(x_in, &p->ln1_w->p, &p->ln1_b->p, &a->ln1, &a->ln1_mean,
-                                    &a->ln1_rstd)) ||
-        (rc = tsr__op_gemm(0, 0, 1.0f, &p->attn_w->p, &a->ln1, 0.0f, &m->qkvb, TSR_RW)) ||
-        (rc = tsr__op_bias_add(&p->attn_b->p, &m->qkvb)) ||
-        (rc = tsr__op_regroup(&m->qkvb, &a->qkv)) || (rc = DROP(&m->qkvb)) ||
-        (rc = tsr__op_attention_fwd(&a->qkv, m->cfg.heads, m->T, &m->att_ms, &a->atty,
-                                    &a->att_lse)) ||
-        (rc = tsr__op_regroup(&a->atty, &a->yb)) ||
-        (rc = tsr__op_copy(x_in, &a->res1)) ||
-        (rc = tsr__op_bias_add(&p->proj_b->p, &a->res1)) ||
-        (rc = tsr__op_gemm(0, 0, 1.0f, &p->proj_w->p, &a->yb, 1.0f, &a->res1, TSR_RW)) ||
-        (rc = tsr__op_layernorm_fwd(&a->res1, &p->ln2_w->p, &p->ln2_b->p, &a->ln2,
-                                    &a->ln2_mean, &a->ln2_rstd)) ||
-        (rc = tsr__op_gemm(0, 0, 1.0f, &p->fc_w->p, &a->ln2, 0.0f, &a->fch, TSR_RW)) ||
-        (rc = tsr__op_bias_add(&p->fc_b->p, &a->fch)) ||
-        (rc = tsr__op_gelu_fwd(&a->fch, &a->fcg)) ||
-        (rc = tsr__op_copy(&a->res1, x_out)) ||
-        (rc = tsr__op_bias_add(&p->fcproj_b->p, x_out)))
-        return rc;
-    return tsr__op_gemm(0, 0, 1.0f, &p->fcproj_w->p, &a->fcg, 1.0f, x_out, TSR_RW);
+    int H = m->cfg.heads, T = m->T;
+    /* attention */
+    TRY(tsr__op_layernorm_fwd(x_in, &p->ln1_w->p, &p->ln1_b->p, &a->ln1, &a->ln1_mean,
+                              &a->ln1_rstd));                                /* (C, N) */
+    TRY(tsr__op_linear_fwd(&p->attn_w->p, &p->attn_b->p, &a->ln1, 0.0f, &m->qkvb));
+                                                                 /* (3C, N) tiles (C, tt) */
+    TRY(tsr__op_regroup(&m->qkvb, &a->qkv));                     /* (3C, N) tiles (d, tt) */
+    TRY(DROP(&m->qkvb));
+    TRY(tsr__op_attention_fwd(&a->qkv, H, T, &m->att_ms, &a->atty, &a->att_lse));
+                                                        /* (C, N) tiles (d, tt); lse (H, N) */
+    TRY(tsr__op_regroup(&a->atty, &a->yb));                       /* (C, N) tiles (C, tt) */
+    TRY(tsr__op_copy(x_in, &a->res1));                            /* (C, N) */
+    TRY(tsr__op_linear_fwd(&p->proj_w->p, &p->proj_b->p, &a->yb, 1.0f, &a->res1));
+                                                                  /* += W_p y + b_p */
+    /* MLP */
+    TRY(tsr__op_layernorm_fwd(&a->res1, &p->ln2_w->p, &p->ln2_b->p, &a->ln2, &a->ln2_mean,
+                              &a->ln2_rstd));                     /* (C, N) */
+    TRY(tsr__op_linear_fwd(&p->fc_w->p, &p->fc_b->p, &a->ln2, 0.0f, &a->fch)); /* (4C, N) */
+    TRY(tsr__op_gelu_fwd(&a->fch, &a->fcg));                      /* (4C, N) */
+    TRY(tsr__op_copy(&a->res1, x_out));                           /* (C, N) */
+    TRY(tsr__op_linear_fwd(&p->fcproj_w->p, &p->fcproj_b->p, &a->fcg, 1.0f, x_out));
+                                                                  /* += W_fp h + b_fp */
+    return TSR_OK;
 }
 
 /* Sum of the per-token losses, read from the host. */
@@ -509,9 +682,10 @@ static int read_loss(tsr_gpt2_t *m, double *sum)
 
 int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *targets, float *loss)
 {
-    if (!m || !tokens)
-        return tsr__fail(TSR_EINVAL, "gpt2_forward: NULL argument");
-    int V = m->cfg.vocab_size, ntargets = 0;
+    TRY(model_check(m, "gpt2_forward"));
+    if (!tokens)
+        return tsr__fail(TSR_EINVAL, "gpt2_forward: tokens is NULL");
+    int V = m->cfg.vocab_size, L = m->cfg.layers, ntargets = 0;
     for (int i = 0; i < m->N; i++) {
         if (tokens[i] < 0 || tokens[i] >= V)
             return tsr__fail(TSR_EINVAL, "gpt2_forward: token %d at %d is outside [0, %d)",
@@ -521,23 +695,22 @@ int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *target
                              targets[i], i, V);
         ntargets += targets && targets[i] >= 0;
     }
-    int rc = tsr__tensor_write(&m->tokens, tokens, 1);
-    if (!rc)
-        rc = tsr__op_embed_fwd(&m->tokens, &m->wte->p, &m->wpe->p, m->T, &m->la[0].x);
-    for (int l = 0; !rc && l < m->cfg.layers; l++)
-        rc = block_forward(m, l, &m->la[l].x, l + 1 < m->cfg.layers ? &m->la[l + 1].x : &m->xL);
-    if (!rc)
-        rc = tsr__op_layernorm_fwd(&m->xL, &m->lnf_w->p, &m->lnf_b->p, &m->lnf, &m->lnf_mean,
-                                   &m->lnf_rstd);
-    if (!rc) /* logits = wte^T lnf: the head tied to the token embedding */
-        rc = tsr__op_gemm(1, 0, 1.0f, &m->wte->p, &m->lnf, 0.0f, &m->logits, TSR_RW);
-    m->have_targets = 0;
-    m->have_loss = 0;
-    if (rc || !targets)
-        return rc;
-    if ((rc = tsr__tensor_write(&m->targets, targets, 1)) ||
-        (rc = tsr__op_xent_fwd(&m->logits, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss)))
-        return rc;
+    m->have_logits = m->have_targets = m->have_loss = 0;
+    TRY(tsr__tensor_write(&m->tokens, tokens, 1));                           /* (1, N) */
+    TRY(tsr__op_embed_fwd(&m->tokens, &m->wte->p, &m->wpe->p, m->T, &m->la[0].x)); /* (C, N) */
+    for (int l = 0; l < L; l++)
+        TRY(block_forward(m, l, &m->la[l].x, l + 1 < L ? &m->la[l + 1].x : &m->xL));
+    TRY(tsr__op_layernorm_fwd(&m->xL, &m->lnf_w->p, &m->lnf_b->p, &m->lnf, &m->lnf_mean,
+                              &m->lnf_rstd));                                /* (C, N) */
+    /* the head is tied to the token embedding: logits = wte^T lnf */
+    TRY(tsr__op_gemm(OP_T, OP_N, 1.0f, &m->wte->p, &m->lnf, 0.0f, &m->logits, TSR_RW));
+                                                                             /* (V, N) */
+    m->have_logits = 1;
+    if (!targets)
+        return TSR_OK;
+    TRY(tsr__tensor_write(&m->targets, targets, 1));                         /* (1, N) */
+    TRY(tsr__op_xent_fwd(&m->logits, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss));
+                                                                             /* (1, N) */
     m->have_targets = 1;
     m->have_loss = 1;
     m->ntargets = ntargets;
@@ -546,110 +719,111 @@ int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *target
 
 int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss)
 {
-    if (!m || !loss)
-        return tsr__fail(TSR_EINVAL, "gpt2_loss: NULL argument");
+    TRY(model_check(m, "gpt2_loss"));
+    if (!loss)
+        return tsr__fail(TSR_EINVAL, "gpt2_loss: loss is NULL");
     if (!m->have_loss)
         return tsr__fail(TSR_ESTATE, "gpt2_loss: no forward with targets yet");
     double sum = 0.0;
-    int rc = read_loss(m, &sum);
-    if (!rc)
-        *loss = m->ntargets ? (float)(sum / m->ntargets) : 0.0f;
-    return rc;
+    TRY(read_loss(m, &sum));
+    *loss = m->ntargets ? (float)(sum / m->ntargets) : 0.0f;
+    return TSR_OK;
 }
 
 int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out)
 {
-    if (!m || !out || b < 0 || b >= m->B || t < 0 || t >= m->T)
-        return tsr__fail(TSR_EINVAL, "gpt2_logits: position (%d, %d) outside (%d, %d)", b, t,
-                         m ? m->B : 0, m ? m->T : 0);
+    TRY(model_check(m, "gpt2_logits"));
+    if (!out || b < 0 || b >= m->B || t < 0 || t >= m->T)
+        return tsr__fail(TSR_EINVAL, "gpt2_logits: position (%d, %d) outside (%d, %d), or out "
+                                     "is NULL", b, t, m->B, m->T);
+    if (!m->have_logits)
+        return tsr__fail(TSR_ESTATE, "gpt2_logits: no forward has run since the model was "
+                                     "made or the last backward (which consumes the logits)");
     const tsr_tensor_t *L = &m->logits;
     int col = b * m->T + t, j = col / L->tile_cols, c = col % L->tile_cols;
     for (int v = 0; v < L->grid_rows; v++) {
         void *tile;
         tsr_handle_t h = tsr__tile(L, v, j);
-        int rc = tsr_handle_acquire(h, TSR_R, &tile);
-        if (rc)
-            return rc;
+        TRY(tsr_handle_acquire(h, TSR_R, &tile));
         int nv = tsr__tile_m(L, v);
         memcpy(out + (size_t)v * L->tile_rows, (float *)tile + (size_t)c * nv,
                (size_t)nv * sizeof(float));
-        if ((rc = tsr_handle_release(h)))
-            return rc;
+        TRY(tsr_handle_release(h));
     }
     return TSR_OK;
 }
 
 /* ---- backward ------------------------------------------------------------- */
 
-/* d holds dL/dx_out on entry and dL/dx_in on return. */
+/* One block backward; d holds dL/dx_out on entry and dL/dx_in on return.
+ * Each activation is dropped after its last reader. */
 static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
 {
     layer_params_t *p = &m->lp[l];
     layer_acts_t *a = &m->la[l];
     tsr_tensor_t *d = &m->d;
-    int rc;
+    int H = m->cfg.heads, T = m->T;
     /* MLP: x_out = res1 + W_fp gelu(W_fc ln2(res1) + b_fc) + b_fp */
-    if ((rc = tsr__op_gemm(1, 0, 1.0f, &p->fcproj_w->p, d, 0.0f, &m->dfc, TSR_RW)) ||
-        (rc = tsr__op_gemm(0, 1, 1.0f, d, &a->fcg, 1.0f, &p->fcproj_w->g, TSR_COMMUTE)) ||
-        (rc = tsr__op_bias_grad(d, &p->fcproj_b->g)) || (rc = DROP(&a->fcg)) ||
-        (rc = tsr__op_gelu_bwd(&a->fch, &m->dfc)) || (rc = DROP(&a->fch)) ||
-        (rc = tsr__op_gemm(1, 0, 1.0f, &p->fc_w->p, &m->dfc, 0.0f, &m->dln, TSR_RW)) ||
-        (rc = tsr__op_gemm(0, 1, 1.0f, &m->dfc, &a->ln2, 1.0f, &p->fc_w->g, TSR_COMMUTE)) ||
-        (rc = tsr__op_bias_grad(&m->dfc, &p->fc_b->g)) || (rc = DROP(&a->ln2, &m->dfc)) ||
-        (rc = tsr__op_layernorm_bwd(&m->dln, &a->res1, &p->ln2_w->p, &a->ln2_mean,
-                                    &a->ln2_rstd, d, &p->ln2_w->g, &p->ln2_b->g)) ||
-        (rc = DROP(&a->res1, &a->ln2_mean, &a->ln2_rstd)))
-        return rc;
+    TRY(tsr__op_linear_bwd(&p->fcproj_w->p, &a->fcg, d, &m->dfc, &p->fcproj_w->g,
+                           &p->fcproj_b->g));                             /* dfc (4C, N) */
+    TRY(DROP(&a->fcg));
+    TRY(tsr__op_gelu_bwd(&a->fch, &m->dfc));                              /* (4C, N) */
+    TRY(DROP(&a->fch));
+    TRY(tsr__op_linear_bwd(&p->fc_w->p, &a->ln2, &m->dfc, &m->dln, &p->fc_w->g,
+                           &p->fc_b->g));                                 /* dln (C, N) */
+    TRY(DROP(&a->ln2, &m->dfc));
+    TRY(tsr__op_layernorm_bwd(&m->dln, &a->res1, &p->ln2_w->p, &a->ln2_mean, &a->ln2_rstd, d,
+                              &p->ln2_w->g, &p->ln2_b->g));              /* d (C, N) += */
+    TRY(DROP(&a->res1, &a->ln2_mean, &a->ln2_rstd));
     /* attention: res1 = x + W_p attn(W_attn ln1(x) + b_attn) + b_p */
-    if ((rc = tsr__op_gemm(1, 0, 1.0f, &p->proj_w->p, d, 0.0f, &m->dyb, TSR_RW)) ||
-        (rc = tsr__op_gemm(0, 1, 1.0f, d, &a->yb, 1.0f, &p->proj_w->g, TSR_COMMUTE)) ||
-        (rc = tsr__op_bias_grad(d, &p->proj_b->g)) || (rc = DROP(&a->yb)) ||
-        (rc = tsr__op_regroup(&m->dyb, &m->daty)) || (rc = DROP(&m->dyb)) ||
-        (rc = tsr__op_attention_bwd(&a->qkv, m->cfg.heads, m->T, &a->atty, &m->daty,
-                                    &a->att_lse, &m->att_D, &m->dqkv)) ||
-        (rc = DROP(&a->atty, &a->att_lse, &a->qkv, &m->daty, &m->att_D)) ||
-        (rc = tsr__op_regroup(&m->dqkv, &m->dqkvb)) || (rc = DROP(&m->dqkv)) ||
-        (rc = tsr__op_gemm(1, 0, 1.0f, &p->attn_w->p, &m->dqkvb, 0.0f, &m->dln, TSR_RW)) ||
-        (rc = tsr__op_gemm(0, 1, 1.0f, &m->dqkvb, &a->ln1, 1.0f, &p->attn_w->g, TSR_COMMUTE)) ||
-        (rc = tsr__op_bias_grad(&m->dqkvb, &p->attn_b->g)) || (rc = DROP(&a->ln1, &m->dqkvb)) ||
-        (rc = tsr__op_layernorm_bwd(&m->dln, x_in, &p->ln1_w->p, &a->ln1_mean, &a->ln1_rstd,
-                                    d, &p->ln1_w->g, &p->ln1_b->g)))
-        return rc;
+    TRY(tsr__op_linear_bwd(&p->proj_w->p, &a->yb, d, &m->dyb, &p->proj_w->g,
+                           &p->proj_b->g));                    /* dyb (C, N) tiles (C, tt) */
+    TRY(DROP(&a->yb));
+    TRY(tsr__op_regroup(&m->dyb, &m->daty));                   /* (C, N) tiles (d, tt) */
+    TRY(DROP(&m->dyb));
+    TRY(tsr__op_attention_bwd(&a->qkv, H, T, &a->atty, &m->daty, &a->att_lse, &m->att_D,
+                              &m->dqkv));                      /* (3C, N) tiles (d, tt) */
+    TRY(DROP(&a->atty, &a->att_lse, &a->qkv, &m->daty, &m->att_D));
+    TRY(tsr__op_regroup(&m->dqkv, &m->dqkvb));                 /* (3C, N) tiles (C, tt) */
+    TRY(DROP(&m->dqkv));
+    TRY(tsr__op_linear_bwd(&p->attn_w->p, &a->ln1, &m->dqkvb, &m->dln, &p->attn_w->g,
+                           &p->attn_b->g));                    /* dln (C, N) */
+    TRY(DROP(&a->ln1, &m->dqkvb));
+    TRY(tsr__op_layernorm_bwd(&m->dln, x_in, &p->ln1_w->p, &a->ln1_mean, &a->ln1_rstd, d,
+                              &p->ln1_w->g, &p->ln1_b->g));    /* d (C, N) += */
     return DROP(x_in, &a->ln1_mean, &a->ln1_rstd, &m->dln);
 }
 
 int tsr_gpt2_backward(tsr_gpt2_t *m, float scale)
 {
-    if (!m || !m->have_targets)
+    TRY(model_check(m, "gpt2_backward"));
+    if (!m->have_targets)
         return tsr__fail(TSR_ESTATE, "gpt2_backward: the last forward had no targets");
     m->have_targets = 0;
+    m->have_logits = 0; /* the logits tiles become their gradient in place */
     float dscale = m->ntargets ? scale / (float)m->ntargets : 0.0f;
-    int rc;
-    /* loss → logits → ln_f: the logits tiles become their gradient in place */
-    if ((rc = tsr__op_xent_bwd(&m->logits, &m->targets, &m->ce_lse, dscale)) ||
-        (rc = tsr__op_gemm(0, 0, 1.0f, &m->wte->p, &m->logits, 0.0f, &m->dln, TSR_RW)) ||
-        (rc = tsr__op_gemm(0, 1, 1.0f, &m->lnf, &m->logits, 1.0f, &m->wte->g, TSR_COMMUTE)) ||
-        (rc = DROP(&m->logits, &m->lnf, &m->ce_ms, &m->ce_lse)) ||
-        (rc = tsr__op_fill(&m->d, 0.0f)) ||
-        (rc = tsr__op_layernorm_bwd(&m->dln, &m->xL, &m->lnf_w->p, &m->lnf_mean, &m->lnf_rstd,
-                                    &m->d, &m->lnf_w->g, &m->lnf_b->g)) ||
-        (rc = DROP(&m->xL, &m->lnf_mean, &m->lnf_rstd)))
-        return rc;
+    /* loss → logits → ln_f */
+    TRY(tsr__op_xent_bwd(&m->logits, &m->targets, &m->ce_lse, dscale));      /* (V, N) */
+    TRY(tsr__op_gemm(OP_N, OP_N, 1.0f, &m->wte->p, &m->logits, 0.0f, &m->dln, TSR_RW));
+                                                                    /* dln = wte dlogits (C, N) */
+    TRY(tsr__op_gemm(OP_N, OP_T, 1.0f, &m->lnf, &m->logits, 1.0f, &m->wte->g, TSR_COMMUTE));
+                                                               /* dwte += lnf dlogits^T (C, V) */
+    TRY(DROP(&m->logits, &m->lnf, &m->ce_ms, &m->ce_lse));
+    TRY(tsr__op_fill(&m->d, 0.0f));                                         /* (C, N) */
+    TRY(tsr__op_layernorm_bwd(&m->dln, &m->xL, &m->lnf_w->p, &m->lnf_mean, &m->lnf_rstd,
+                              &m->d, &m->lnf_w->g, &m->lnf_b->g));         /* d (C, N) += */
+    TRY(DROP(&m->xL, &m->lnf_mean, &m->lnf_rstd));
     for (int l = m->cfg.layers - 1; l >= 0; l--)
-        if ((rc = block_backward(m, l, &m->la[l].x)))
-            return rc;
-    if ((rc = tsr__op_embed_bwd(&m->tokens, &m->d, m->T, &m->wte->g, &m->wpe->g)))
-        return rc;
+        TRY(block_backward(m, l, &m->la[l].x));
+    TRY(tsr__op_embed_bwd(&m->tokens, &m->d, m->T, &m->wte->g, &m->wpe->g)); /* (C, V), (C, ctx) */
     return DROP(&m->d, &m->targets);
 }
 
 int tsr_gpt2_zero_grad(tsr_gpt2_t *m)
 {
-    for (int i = 0; i < m->nparams; i++) {
-        int rc = tsr__op_fill(&m->params[i].g, 0.0f);
-        if (rc)
-            return rc;
-    }
+    TRY(model_check(m, "gpt2_zero_grad"));
+    for (int i = 0; i < m->nparams; i++)
+        TRY(tsr__op_fill(&m->params[i].g, 0.0f));
     return TSR_OK;
 }
 
@@ -657,24 +831,23 @@ int tsr_gpt2_zero_grad(tsr_gpt2_t *m)
 
 int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float *grad_norm)
 {
+    TRY(model_check(m, "gpt2_step"));
     tsr_adamw_config_t dflt;
     if (!opt) {
         tsr_adamw_config_default(&dflt);
         opt = &dflt;
     }
-    if (!m || !(lr >= 0.0f) || !(opt->eps > 0.0f) || !(opt->beta1 >= 0.0f && opt->beta1 < 1.0f) ||
+    if (!(lr >= 0.0f) || !(opt->eps > 0.0f) || !(opt->beta1 >= 0.0f && opt->beta1 < 1.0f) ||
         !(opt->beta2 >= 0.0f && opt->beta2 < 1.0f))
         return tsr__fail(TSR_EINVAL, "gpt2_step: bad optimizer settings");
     /* global norm: every gradient tile adds its sum of squares, in any order */
-    int rc = tsr__op_fill_handle(m->norm, 0.0f);
-    for (int i = 0; !rc && i < m->nparams; i++)
-        rc = tsr__op_sumsq(&m->params[i].g, m->norm);
+    TRY(tsr__op_fill_handle(m->norm, 0.0f));
+    for (int i = 0; i < m->nparams; i++)
+        TRY(tsr__op_sumsq(&m->params[i].g, m->norm));
     float *sumsq;
-    if (rc || (rc = tsr_handle_acquire(m->norm, TSR_R, (void **)&sumsq)))
-        return rc;
+    TRY(tsr_handle_acquire(m->norm, TSR_R, (void **)&sumsq));
     double norm = sqrt((double)*sumsq);
-    if ((rc = tsr_handle_release(m->norm)))
-        return rc;
+    TRY(tsr_handle_release(m->norm));
     if (grad_norm)
         *grad_norm = (float)norm;
     if (!isfinite(norm))
@@ -685,11 +858,11 @@ int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float 
         scale = coef < 1.0 ? (float)coef : 1.0f;
     }
     m->steps++;
-    for (int i = 0; !rc && i < m->nparams; i++) {
+    for (int i = 0; i < m->nparams; i++) {
         param_t *p = &m->params[i];
         tsr_adamw_args_t a = {m->steps, lr, opt->beta1, opt->beta2, opt->eps,
                               p->decay ? opt->weight_decay : 0.0f, scale};
-        rc = tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v);
+        TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v));
     }
-    return rc;
+    return TSR_OK;
 }

@@ -273,6 +273,35 @@ int tsr__op_bias_grad(const tsr_tensor_t *dy, tsr_tensor_t *dbias)
     return bias_loop(&cl_bias_grad, dbias, TSR_COMMUTE, dy, TSR_R, "bias_grad");
 }
 
+/* ---- Linear layers -------------------------------------------------------- */
+
+int tsr__op_linear_fwd(const tsr_tensor_t *w, const tsr_tensor_t *b, const tsr_tensor_t *x,
+                       float beta, tsr_tensor_t *y)
+{
+    int rc;
+    if (beta != 0.0f && beta != 1.0f)
+        return tsr__fail(TSR_EINVAL, "linear_fwd: beta %g is neither 0 nor 1", (double)beta);
+    if ((rc = check_bias(b, y, "linear_fwd"))) /* before any task is submitted */
+        return rc;
+    if (beta == 0.0f) /* the GEMM overwrites y: the bias comes after */
+        return (rc = tsr__op_gemm(OP_N, OP_N, 1.0f, w, x, 0.0f, y, TSR_RW))
+                   ? rc : tsr__op_bias_add(b, y);
+    /* the GEMM accumulates W x into y: the bias goes in first */
+    return (rc = tsr__op_bias_add(b, y)) ? rc
+                                         : tsr__op_gemm(OP_N, OP_N, 1.0f, w, x, 1.0f, y, TSR_RW);
+}
+
+int tsr__op_linear_bwd(const tsr_tensor_t *w, const tsr_tensor_t *x, const tsr_tensor_t *dy,
+                       tsr_tensor_t *dx, tsr_tensor_t *dw, tsr_tensor_t *db)
+{
+    int rc;
+    if ((rc = check_bias(db, dy, "linear_bwd")) ||
+        (rc = tsr__op_gemm(OP_T, OP_N, 1.0f, w, dy, 0.0f, dx, TSR_RW)) ||   /* (in, N)  */
+        (rc = tsr__op_gemm(OP_N, OP_T, 1.0f, dy, x, 1.0f, dw, TSR_COMMUTE))) /* (out, in) */
+        return rc;
+    return tsr__op_bias_grad(dy, db);                                        /* (out, 1) */
+}
+
 /* Rows [src_off, src_off + nrows) of each of the ncols columns of src (src_rows
  * rows) go to rows [dst_off, …) of dst (dst_rows rows). */
 typedef struct rows_args {

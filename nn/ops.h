@@ -21,11 +21,25 @@
 
 #include "nn/tensor.h"
 
+/* op(X) of a GEMM: X itself or its transpose. */
+enum { OP_N = 0, OP_T = 1 };
+
 /* C = alpha op(A) op(B) + beta C.  beta == 0: C is overwritten (not read).
  * acc_mode TSR_COMMUTE (beta must be 1): every tile product is added to its
  * C tile in any order — the weight-gradient form, summed over token tiles. */
 int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
                  const tsr_tensor_t *b, float beta, tsr_tensor_t *c, int acc_mode);
+
+/* A Linear layer y = W x + b over token columns:
+ *   w (out, in), b (out, 1) tiled like w's rows, x (in, N), y (out, N).
+ * beta 0: y = W x + b (overwritten).  beta 1: the residual form y += W x + b
+ * (the bias is added first, then the GEMM accumulates the product). */
+int tsr__op_linear_fwd(const tsr_tensor_t *w, const tsr_tensor_t *b, const tsr_tensor_t *x,
+                       float beta, tsr_tensor_t *y);
+/* Its backward: dx = W^T dy (overwritten), dw += dy x^T and db += the row
+ * sums of dy (both COMMUTE over token tiles). */
+int tsr__op_linear_bwd(const tsr_tensor_t *w, const tsr_tensor_t *x, const tsr_tensor_t *dy,
+                       tsr_tensor_t *dx, tsr_tensor_t *dw, tsr_tensor_t *db);
 
 /* x = value */
 int tsr__op_fill(tsr_tensor_t *x, float value);

@@ -20,9 +20,17 @@ int tsr__tensor_init(tsr_tensor_t *t, int rows, int cols, int tile_rows, int til
     t->cols = cols;
     t->tile_rows = tile_rows;
     t->tile_cols = tile_cols;
-    t->grid_rows = (rows + tile_rows - 1) / tile_rows;
-    t->grid_cols = (cols + tile_cols - 1) / tile_cols;
+    /* ceil(rows / tile_rows) without forming rows + tile_rows - 1 (> INT_MAX) */
+    t->grid_rows = rows / tile_rows + (rows % tile_rows != 0);
+    t->grid_cols = cols / tile_cols + (cols % tile_cols != 0);
     size_t ntiles = (size_t)t->grid_rows * (size_t)t->grid_cols;
+    if (ntiles > TSR_TENSOR_MAX_TILES) {
+        int grid_rows = t->grid_rows, grid_cols = t->grid_cols;
+        memset(t, 0, sizeof *t);
+        return tsr__fail(TSR_EINVAL, "tensor: (%d, %d) in tiles (%d, %d) is a grid of %d x %d "
+                                     "tiles, more than %d", rows, cols, tile_rows, tile_cols,
+                         grid_rows, grid_cols, TSR_TENSOR_MAX_TILES);
+    }
     t->tiles = calloc(ntiles, sizeof *t->tiles);
     if (!t->tiles)
         return tsr__fail(TSR_ENOMEM, "tensor: no memory for %zu tile handles", ntiles);
@@ -46,6 +54,12 @@ void tsr__tensor_free(tsr_tensor_t *t)
     for (size_t i = 0; i < ntiles; i++)
         if (t->tiles[i])
             tsr_handle_unregister(t->tiles[i]);
+    free(t->tiles);
+    memset(t, 0, sizeof *t);
+}
+
+void tsr__tensor_forget(tsr_tensor_t *t)
+{
     free(t->tiles);
     memset(t, 0, sizeof *t);
 }

@@ -26,11 +26,18 @@ typedef struct tsr_tensor {
     tsr_handle_t *tiles;       /* tile (a, b) at tiles[a + b * grid_rows] */
 } tsr_tensor_t;
 
+/* The most tiles one tensor may have: each is a runtime handle with its
+ * own host bookkeeping, so a grid beyond this is a tiling mistake. */
+#define TSR_TENSOR_MAX_TILES (1 << 22)
+
 /* Handles allocated by the runtime where first used (zeros until written).
- * TSR_EINVAL for non-positive sizes. */
+ * TSR_EINVAL for non-positive sizes or more than TSR_TENSOR_MAX_TILES tiles. */
 int tsr__tensor_init(tsr_tensor_t *t, int rows, int cols, int tile_rows, int tile_cols);
 /* Unregister every tile (waits for their tasks); t may be zeroed memory. */
 void tsr__tensor_free(tsr_tensor_t *t);
+/* Free the grid without touching the tiles: for a tensor whose runtime was
+ * shut down (tsr_shutdown unregistered every handle; they are stale). */
+void tsr__tensor_forget(tsr_tensor_t *t);
 
 static inline int tsr__tile_m(const tsr_tensor_t *t, int a)
 {

@@ -17,7 +17,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <tessera/export.h>
 #include <tessera/tessera.h>
 
 #ifdef __cplusplus
@@ -40,20 +39,39 @@ typedef struct tsr_gpt2_config {
 } tsr_gpt2_config_t;
 
 /* The 124M GPT-2 shape (12 layers, 12 heads, 768 channels, 1024 positions,
- * vocabulary 50257), tiles derived. */
+ * vocabulary 50257), tiles derived. NULL: nothing. */
 TSR_API void tsr_gpt2_config_default(tsr_gpt2_config_t *cfg);
 
 typedef struct tsr_gpt2 tsr_gpt2_t;
 
-/* A model with zero parameters, for micro-batches of `batch` sequences of
- * `seq_len` tokens (seq_len <= context). TSR_EINVAL for inconsistent shapes
- * or tile sizes. */
-TSR_API int tsr_gpt2_create(tsr_gpt2_t **out, const tsr_gpt2_config_t *cfg, int batch,
-                            int seq_len);
-TSR_API void tsr_gpt2_free(tsr_gpt2_t *m);
+/* The model's contract with its caller:
+ * - A model is live from tsr_gpt2_create until tsr_gpt2_free. Every call
+ *   below given NULL, a freed model or a pointer that never was one returns
+ *   TSR_EINVAL (the getters that return a value return 0 or NULL); a model
+ *   freed twice is TSR_EINVAL, not a crash. (A later model may reuse a freed
+ *   one's memory: a stale pointer then names that model.)
+ * - A model belongs to the runtime instance running at its creation. After
+ *   tsr_shutdown its tiles are gone, even if tsr_init runs again: every call
+ *   that uses them returns TSR_ESTATE; the getters of host-side facts
+ *   (config, counts, names) still answer, and tsr_gpt2_free frees the host
+ *   memory without touching the runtime.
+ * - One thread at a time per model. */
 
-/* The configuration in effect (tile sizes resolved). */
+/* A model with zero parameters, for micro-batches of `batch` sequences of
+ * `seq_len` tokens (seq_len <= context, batch * seq_len <= 2^30), under the
+ * running runtime (TSR_ESTATE without one). TSR_EINVAL, naming the fields,
+ * for inconsistent shapes or tile sizes, for shapes whose sizes overflow int
+ * (e.g. 4 * channels), for tiles of more than INT_MAX elements, and for a
+ * model of more than 2^22 tiles; nothing is allocated before these checks.
+ * The tiles' memory is allocated where they are first used. */
+TSR_API int tsr_gpt2_create(tsr_gpt2_t **out, const tsr_gpt2_config_t *cfg, int batch, int seq_len);
+/* Wait for the model's tasks and free it. NULL is TSR_OK (nothing to do); a
+ * pointer that is not a live model is TSR_EINVAL. */
+TSR_API int tsr_gpt2_free(tsr_gpt2_t *m);
+
+/* The configuration in effect (tile sizes resolved); NULL for no model. */
 TSR_API const tsr_gpt2_config_t *tsr_gpt2_config(const tsr_gpt2_t *m);
+/* Parameter count (0 for no model). */
 TSR_API size_t tsr_gpt2_num_params(const tsr_gpt2_t *m);
 
 /* GPT-2's initialisation: weights ~ N(0, 0.02), the residual projections
@@ -66,14 +84,16 @@ TSR_API int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed);
  * the mean cross-entropy into *loss (may be NULL) and keeps what backward
  * needs. tokens out of [0, vocab) give TSR_EINVAL. */
 TSR_API int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *targets,
-                             float *loss);
+                     float *loss);
 
 /* The mean loss of the last forward that had targets (waits for it). A
  * training loop that passes loss = NULL to forward and asks here after
  * submitting backward and the step never stalls the task pipeline. */
 TSR_API int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss);
 
-/* Logits of the last forward at sequence b, position t: vocab floats. */
+/* Logits of the last forward at sequence b, position t: vocab floats.
+ * TSR_ESTATE before the first forward and after a backward (which turns the
+ * logits into their gradient in place). */
 TSR_API int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out);
 
 /* Backward of the last forward (which must have had targets): adds
@@ -92,19 +112,19 @@ typedef struct tsr_adamw_config {
     float grad_clip;          /* global L2 norm clipping; <= 0: none. 1.0 */
 } tsr_adamw_config_t;
 
+/* NULL: nothing. */
 TSR_API void tsr_adamw_config_default(tsr_adamw_config_t *opt);
 
 /* One AdamW update with learning rate lr, after clipping the gradients'
  * global norm; *grad_norm (may be NULL) receives the norm before clipping.
  * The step counter starts at 1 and is kept by the model. */
-TSR_API int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr,
-                          float *grad_norm);
+TSR_API int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float *grad_norm);
 
 /* Linear warmup over `warmup` steps to max_lr, then cosine decay to min_lr
  * at step total - 1 (step counts from 0). */
 TSR_API float tsr_lr_schedule(int step, int warmup, int total, float max_lr, float min_lr);
 
-/* Optimizer steps taken so far. */
+/* Optimizer steps taken so far (0 for no model). */
 TSR_API int tsr_gpt2_steps_done(const tsr_gpt2_t *m);
 
 /* Copy a parameter, its gradient, or an optimizer moment to or from a host
@@ -114,11 +134,10 @@ TSR_API int tsr_gpt2_steps_done(const tsr_gpt2_t *m);
  * *numel receives the element count (ptr may be NULL to ask for it).
  * TSR_ENOTFOUND for an unknown name. */
 enum { TSR_GPT2_PARAM = 0, TSR_GPT2_GRAD = 1, TSR_GPT2_ADAM_M = 2, TSR_GPT2_ADAM_V = 3 };
-TSR_API int tsr_gpt2_get(tsr_gpt2_t *m, const char *name, int which, float *ptr,
-                         size_t *numel);
-TSR_API int tsr_gpt2_set(tsr_gpt2_t *m, const char *name, int which, const float *ptr,
-                         size_t numel);
-/* Names of the parameters in checkpoint order; i in [0, count). */
+TSR_API int tsr_gpt2_get(tsr_gpt2_t *m, const char *name, int which, float *ptr, size_t *numel);
+TSR_API int tsr_gpt2_set(tsr_gpt2_t *m, const char *name, int which, const float *ptr, size_t numel);
+/* Names of the parameters in checkpoint order; i in [0, count). The count is
+ * 0 and the name NULL for no model; the name NULL for i out of range. */
 TSR_API int tsr_gpt2_param_count(const tsr_gpt2_t *m);
 TSR_API const char *tsr_gpt2_param_name(const tsr_gpt2_t *m, int i);
 
@@ -143,8 +162,7 @@ TSR_API int tsr_gpt2_load(tsr_gpt2_t *m, const char *path);
 /* Optimizer state (AdamW moments, step counter) beside a checkpoint, for
  * resuming; `extra` is free-form text kept with it (e.g. the data position). */
 TSR_API int tsr_gpt2_save_state(tsr_gpt2_t *m, const char *path, const char *extra);
-TSR_API int tsr_gpt2_load_state(tsr_gpt2_t *m, const char *path, char *extra,
-                                size_t extra_size);
+TSR_API int tsr_gpt2_load_state(tsr_gpt2_t *m, const char *path, char *extra, size_t extra_size);
 
 /* ---- tokenizer --------------------------------------------------------- */
 
@@ -156,19 +174,18 @@ typedef struct tsr_tokenizer tsr_tokenizer_t;
  * words follows GPT-2's pattern with one approximation: every non-ASCII code
  * point counts as a letter, so text where non-ASCII punctuation, digits or
  * spaces touch letters may split differently (decode(encode(x)) == x always). */
-TSR_API int tsr_tokenizer_open(tsr_tokenizer_t **out, const char *encoder_json,
-                               const char *vocab_bpe);
+TSR_API int tsr_tokenizer_open(tsr_tokenizer_t **out, const char *encoder_json, const char *vocab_bpe);
 TSR_API void tsr_tokenizer_free(tsr_tokenizer_t *tok);
 TSR_API int tsr_tokenizer_vocab_size(const tsr_tokenizer_t *tok);
 /* The <|endoftext|> id (50256 for GPT-2, 256 for bytes). */
 TSR_API int tsr_tokenizer_eot(const tsr_tokenizer_t *tok);
 /* Encode len bytes of UTF-8 text; *ids is malloc'ed (free() it). */
 TSR_API int tsr_tokenizer_encode(const tsr_tokenizer_t *tok, const char *text, size_t len,
-                                 int32_t **ids, size_t *n);
+                         int32_t **ids, size_t *n);
 /* Decode ids into bytes; *text is malloc'ed and NUL-terminated. Unknown ids
  * give TSR_EINVAL. */
 TSR_API int tsr_tokenizer_decode(const tsr_tokenizer_t *tok, const int32_t *ids, size_t n,
-                                 char **text, size_t *len);
+                         char **text, size_t *len);
 
 /* ---- token shards (llm.c format) --------------------------------------- */
 

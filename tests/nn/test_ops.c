@@ -1,8 +1,9 @@
 /* tests/nn/test_ops.c — tensor operations over tile grids (with edge tiles)
  * against naive double-precision loops over the whole dense tensors: GEMM in
- * every transposition and accumulation mode, causal attention forward and
- * backward, cross-entropy, embeddings. */
+ * every transposition and accumulation mode, Linear layers, causal attention
+ * forward and backward, cross-entropy, embeddings. */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <math.h>
 
 #include "nn/ops.h"
@@ -107,6 +108,123 @@ Test(nn_ops, gemm_rejects_mismatched_tilings)
     tsr__tensor_free(&A);
     tsr__tensor_free(&B);
     tsr__tensor_free(&Cm);
+    rt_stop();
+}
+
+Test(nn_ops, tensor_grids_up_to_int_max)
+{
+    rt_start();
+    tsr_tensor_t t;
+    /* ceil(INT_MAX / (INT_MAX - 1)) = 2 tile rows, the last of one row; the
+     * handles hold no memory until used */
+    OK(tsr__tensor_init(&t, INT_MAX, 3, INT_MAX - 1, 2));
+    cr_assert_eq(t.grid_rows, 2);
+    cr_assert_eq(t.grid_cols, 2);
+    cr_assert_eq(tsr__tile_m(&t, 0), INT_MAX - 1);
+    cr_assert_eq(tsr__tile_m(&t, 1), 1);
+    cr_assert_eq(tsr__tile_n(&t, 1), 1);
+    cr_assert_eq(tsr__tensor_numel(&t), (size_t)INT_MAX * 3);
+    tsr__tensor_free(&t);
+    /* 2^62 tiles of one element: refused before anything is allocated */
+    cr_assert_eq(tsr__tensor_init(&t, INT_MAX, INT_MAX, 1, 1), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "tiles"), "%s", tsr_error_message());
+    cr_assert_null(t.tiles);
+    cr_assert_eq(tsr__tensor_init(&t, INT_MAX, 1, -1, 1), TSR_EINVAL);
+    rt_stop();
+}
+
+/* A Linear layer (out, in) over N token columns, tiled (to, ti) x (ti, tt)
+ * with edge tiles: forward in both forms, backward twice (dw, db accumulate
+ * COMMUTE), against double loops. */
+static void linear_case(int out, int in, int N, int to, int ti, int tt)
+{
+    kt_rng r = kt_seed((uint64_t)(out * 1000 + in));
+    float *w = kt_rand(&r, (size_t)out * in, -1, 1), *b = kt_rand(&r, (size_t)out, -1, 1);
+    float *x = kt_rand(&r, (size_t)in * N, -1, 1), *y0 = kt_rand(&r, (size_t)out * N, -1, 1);
+    float *dy = kt_rand(&r, (size_t)out * N, -1, 1);
+    float *dw0 = kt_rand(&r, (size_t)out * in, -1, 1), *db0 = kt_rand(&r, (size_t)out, -1, 1);
+    tsr_tensor_t W, Bt, X, Y, Yres, DY, DX, DW, DB;
+    tensor_from(&W, out, in, to, ti, w);
+    tensor_from(&Bt, out, 1, to, 1, b);
+    tensor_from(&X, in, N, ti, tt, x);
+    tensor_from(&Y, out, N, to, tt, y0); /* overwritten */
+    tensor_from(&Yres, out, N, to, tt, y0);
+    tensor_from(&DY, out, N, to, tt, dy);
+    tensor_from(&DX, in, N, ti, tt, y0); /* overwritten: garbage in */
+    tensor_from(&DW, out, in, to, ti, dw0);
+    tensor_from(&DB, out, 1, to, 1, db0);
+    OK(tsr__op_linear_fwd(&W, &Bt, &X, 0.0f, &Y));
+    OK(tsr__op_linear_fwd(&W, &Bt, &X, 1.0f, &Yres));
+    OK(tsr__op_linear_bwd(&W, &X, &DY, &DX, &DW, &DB));
+    OK(tsr__op_linear_bwd(&W, &X, &DY, &DX, &DW, &DB));
+    float *gy = tensor_get(&Y), *gres = tensor_get(&Yres), *gdx = tensor_get(&DX);
+    float *gdw = tensor_get(&DW), *gdb = tensor_get(&DB);
+    double *y = kt_dalloc((size_t)out * N), *res = kt_dalloc((size_t)out * N);
+    double *dx = kt_dalloc((size_t)in * N), *dw = kt_dalloc((size_t)out * in);
+    double *db = kt_dalloc((size_t)out);
+    for (int t = 0; t < N; t++)
+        for (int o = 0; o < out; o++) {
+            double s = b[o];
+            for (int i = 0; i < in; i++)
+                s += (double)w[o + (size_t)i * out] * x[i + (size_t)t * in];
+            y[o + (size_t)t * out] = s;
+            res[o + (size_t)t * out] = s + y0[o + (size_t)t * out];
+        }
+    for (int t = 0; t < N; t++)
+        for (int i = 0; i < in; i++) {
+            double s = 0;
+            for (int o = 0; o < out; o++)
+                s += (double)w[o + (size_t)i * out] * dy[o + (size_t)t * out];
+            dx[i + (size_t)t * in] = s;
+        }
+    for (int i = 0; i < in; i++)
+        for (int o = 0; o < out; o++) {
+            double s = 0;
+            for (int t = 0; t < N; t++)
+                s += (double)dy[o + (size_t)t * out] * x[i + (size_t)t * in];
+            dw[o + (size_t)i * out] = dw0[o + (size_t)i * out] + 2 * s; /* two backwards */
+        }
+    for (int o = 0; o < out; o++) {
+        double s = 0;
+        for (int t = 0; t < N; t++)
+            s += dy[o + (size_t)t * out];
+        db[o] = db0[o] + 2 * s;
+    }
+    kt_assert_close("linear y", gy, y, (size_t)out * N, 1e-5, 1e-5);
+    kt_assert_close("linear y += ", gres, res, (size_t)out * N, 1e-5, 1e-5);
+    kt_assert_close("linear dx", gdx, dx, (size_t)in * N, 1e-5, 1e-5);
+    kt_assert_close("linear dw", gdw, dw, (size_t)out * in, 1e-5, 1e-5);
+    kt_assert_close("linear db", gdb, db, (size_t)out, 1e-5, 1e-5);
+    tsr_tensor_t *all[] = {&W, &Bt, &X, &Y, &Yres, &DY, &DX, &DW, &DB};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tsr__tensor_free(all[i]);
+    float *fl[] = {w, b, x, y0, dy, dw0, db0, gy, gres, gdx, gdw, gdb};
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+        free(fl[i]);
+    double *dl[] = {y, res, dx, dw, db};
+    for (size_t i = 0; i < sizeof dl / sizeof *dl; i++)
+        free(dl[i]);
+}
+
+Test(nn_ops, linear_forward_and_backward_against_loops)
+{
+    rt_start();
+    linear_case(24, 16, 12, 8, 16, 12);  /* one tile along in and N */
+    linear_case(37, 29, 23, 16, 12, 8);  /* edge tiles on every axis */
+    /* a beta that is neither form, and a bias tiled unlike W's rows */
+    tsr_tensor_t W, Bt, X, Y;
+    tensor_from(&W, 8, 4, 4, 4, NULL);
+    tensor_from(&Bt, 8, 1, 2, 1, NULL);
+    tensor_from(&X, 4, 6, 4, 3, NULL);
+    tensor_from(&Y, 8, 6, 4, 3, NULL);
+    cr_assert_eq(tsr__op_linear_fwd(&W, &Bt, &X, 0.5f, &Y), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "beta"), "%s", tsr_error_message());
+    cr_assert_eq(tsr__op_linear_fwd(&W, &Bt, &X, 0.0f, &Y), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "bias"), "%s", tsr_error_message());
+    tsr__tensor_free(&W);
+    tsr__tensor_free(&Bt);
+    tsr__tensor_free(&X);
+    tsr__tensor_free(&Y);
     rt_stop();
 }
 
