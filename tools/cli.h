@@ -2,7 +2,8 @@
  * tessera-eval, tessera-generate, tessera-tokenize) share: a table-driven
  * flag parser with one-line errors, the runtime started from --threads and
  * --sched, the model shape flags, tokenizer and token-shard checks, and small
- * helpers (clock, durations, files, folders).
+ * helpers (clock, durations, files, folders). The run folder of
+ * tessera-train (checkpoints) is in ckpt.h.
  *
  * Conventions of every program: an error is one line on stderr starting with
  * the program's name; usage errors exit with 2, every other failure with 1.
@@ -122,6 +123,10 @@ int cli_read_file(const char *path, char **data, size_t *len);
 int cli_path(char *buf, size_t size, const char *dir, const char *name);
 /* mkdir -p. Returns 0, or 1 after reporting. */
 int cli_mkdirs(const char *path);
+/* 0 when path is a regular file (or a link to one); else 1 after reporting
+ * "ROLE 'path' does not exist", "… is a directory, not a file" or "… is not
+ * a regular file (a FIFO)". */
+int cli_regular_file(const char *role, const char *path);
 /* Whether a regular file exists at path. */
 int cli_file_exists(const char *path);
 
