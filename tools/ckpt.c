@@ -1,7 +1,7 @@
 /* tools/ckpt.c — the run folder of tessera-train: a checkpoint folder per
  * save made visible by one rename, the pointer file `latest`, the model's
- * checksum in the state, and the fault hook that tests every step of a save
- * (see ckpt.h).
+ * checksum in the state (see ckpt.h); every action of a save is a point of
+ * the fault hook (fault.h).
  */
 #include "ckpt.h"
 
@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,58 +17,12 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fault.h"
 
 #define LATEST "latest"
 #define MODEL_FILE "model.safetensors"
 #define STATE_FILE "train.state"
 #define SUM_KEY "model-fnv64 "
-
-/* ---- the fault hook (tests only; see ckpt.h) ----------------------------- */
-
-enum { FAULT_NONE, FAULT_KILL, FAULT_ENOSPC };
-static struct {
-    int parsed, mode;
-    long at, count;
-} fault;
-
-static void fault_parse(void)
-{
-    if (fault.parsed)
-        return;
-    fault.parsed = 1;
-    const char *s = getenv("TESSERA_FAULT_AT");
-    if (s == NULL || *s == '\0')
-        return;
-    fault.mode = FAULT_KILL;
-    if (strncmp(s, "kill:", 5) == 0)
-        s += 5;
-    else if (strncmp(s, "enospc:", 7) == 0)
-        s += 7, fault.mode = FAULT_ENOSPC;
-    char *end;
-    fault.at = strtol(s, &end, 10);
-    if (*end != '\0' || fault.at < 1)
-        fault.mode = FAULT_NONE;
-}
-
-/* After each action of a save: ends the process at the chosen one, the way
- * kill -9 would (no cleanup, no atexit). */
-static void fault_after(void)
-{
-    fault_parse();
-    if (fault.mode == FAULT_KILL && ++fault.count == fault.at)
-        _exit(137);
-}
-
-/* Before each file write: nonzero (errno ENOSPC) at the chosen one. */
-static int fault_write(void)
-{
-    fault_parse();
-    if (fault.mode == FAULT_ENOSPC && ++fault.count == fault.at) {
-        errno = ENOSPC;
-        return 1;
-    }
-    return 0;
-}
 
 /* ---- files and folders --------------------------------------------------- */
 
@@ -84,39 +37,6 @@ static int rmtree(const char *path)
 {
     int rc = nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return rc != 0 && errno != ENOENT ? -1 : 0;
-}
-
-/* fsync a folder, so that the names created or renamed in it are durable.
- * File systems that cannot sync a folder (EINVAL) still hold the files. */
-static int sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return cli_fail("cannot open folder '%s': %s", dir, strerror(errno));
-    int rc = fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP;
-    int e = errno;
-    close(fd);
-    return rc ? cli_fail("cannot sync folder '%s': %s", dir, strerror(e)) : 0;
-}
-
-/* FNV-1a 64 of a whole file. Returns 0, or 1 after reporting. */
-static int file_fnv64(const char *path, uint64_t *sum)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return cli_fail("cannot open '%s': %s", path, strerror(errno));
-    static unsigned char buf[1 << 16];
-    uint64_t h = 0xcbf29ce484222325ull;
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        for (size_t i = 0; i < n; i++)
-            h = (h ^ buf[i]) * 0x100000001b3ull;
-    int err = ferror(f);
-    fclose(f);
-    if (err)
-        return cli_fail("cannot read '%s'", path);
-    *sum = h;
-    return 0;
 }
 
 /* "step-00000050" or "step-00000050.1": the step, or -1. */
@@ -183,8 +103,7 @@ int ckpt_clean(const char *out)
     while (status == 0 && (e = readdir(d)) != NULL) {
         long pid = temp_pid(e->d_name);
         /* a temporary of a running process (not this one) is its save */
-        int stale = pid > 0 && (pid == (long)getpid() || (kill((pid_t)pid, 0) != 0 &&
-                                                          errno == ESRCH));
+        int stale = pid > 0 && cli_pid_gone(pid);
         /* a step folder `latest` does not name: published by no pointer
          * (killed before the pointer moved) or replaced (before removal) */
         int orphan = step_of_name(e->d_name) >= 0 && strcmp(e->d_name, latest) != 0;
@@ -241,7 +160,7 @@ static int write_latest(const char *out, const char *name)
         return cli_fail("cannot %s '%s': %s", failed, tmp, strerror(e));
     }
     fault_after();
-    if (sync_dir(out) != 0)
+    if (cli_sync_dir(out) != 0)
         return 1;
     fault_after();
     return 0;
@@ -264,7 +183,7 @@ static int write_pair(const char *tmp, int step, tsr_gpt2_t *m, const char *extr
     fault_after();
     /* the checksum of the file as it is on disk, read back */
     uint64_t sum;
-    if (file_fnv64(c->model, &sum) != 0)
+    if (cli_fnv64_file(c->model, &sum) != 0)
         return 1;
     size_t len = strlen(extra);
     char *text = malloc(len + 64);
@@ -282,7 +201,7 @@ static int write_pair(const char *tmp, int step, tsr_gpt2_t *m, const char *extr
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "cannot save '%s'", c->state);
     fault_after();
-    if (sync_dir(tmp) != 0)
+    if (cli_sync_dir(tmp) != 0)
         return 1;
     fault_after();
     return 0;
@@ -315,7 +234,7 @@ int ckpt_save(const char *out, int step, tsr_gpt2_t *m, const char *extra, ckpt_
     if (status == 0) {
         published = 1;
         fault_after();
-        status = sync_dir(out);
+        status = cli_sync_dir(out);
     }
     if (status == 0)
         fault_after();
@@ -401,7 +320,7 @@ int ckpt_verify(const ckpt_t *c, const char *extra)
     uint64_t want = strtoull(h, &end, 16), got;
     if (end != h + 16 || *end != '\n')
         return cli_fail("'%s' holds a malformed checksum", c->state);
-    if (file_fnv64(c->model, &got) != 0)
+    if (cli_fnv64_file(c->model, &got) != 0)
         return 1;
     if (got != want)
         return cli_fail("'%s' does not match '%s' (model checksum %016" PRIx64 " recorded, "

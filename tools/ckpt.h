@@ -13,11 +13,8 @@
  * folder fsync), and only then removes the checkpoint it replaced. `latest`
  * is the one truth: a step folder it does not name is a leftover.
  *
- * Test hook: TESSERA_FAULT_AT=kill:N (or just N) makes the N-th action of
- * the saves of this process (a write, an fsync, a rename, a removal; counted
- * from the first save) end the process with _exit(137) right after it, as a
- * kill -9 would; TESSERA_FAULT_AT=enospc:N makes the N-th file write fail
- * as a full disk would (ENOSPC). Nothing else reads it.
+ * Every action of a save (a write, an fsync, a rename, a removal) is a point
+ * of the TESSERA_FAULT_AT test hook (fault.h): tests kill the save at each.
  *
  * Must never: leave OUT/latest naming an incomplete or missing checkpoint,
  * delete the checkpoint `latest` names before its successor is complete, or

@@ -3,14 +3,18 @@
  * tokenizer and shard checks, and small helpers (see cli.h).
  */
 #include "cli.h"
+#include "shards.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *cli_prog = "tessera";
 
@@ -331,7 +335,7 @@ int cli_tokenizer_open(const char *dir, tsr_tokenizer_t **out)
 int cli_check_shard(const char *role, const char *path, int vocab, size_t min_tokens,
                     size_t *ntokens, int *max_id)
 {
-    if (cli_regular_file(role, path) != 0)
+    if (cli_regular_file(role, path) != 0 || shards_check(role, path) != 0)
         return 1;
     tsr_shard_t *s = NULL;
     int rc = tsr_shard_open(&s, path);
@@ -488,6 +492,42 @@ int cli_file_exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* File systems that cannot sync a folder (EINVAL) still hold the files. */
+int cli_pid_gone(long pid)
+{
+    return pid == (long)getpid() || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
+int cli_sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return cli_fail("cannot open folder '%s': %s", dir, strerror(errno));
+    int rc = fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP;
+    int e = errno;
+    close(fd);
+    return rc ? cli_fail("cannot sync folder '%s': %s", dir, strerror(e)) : 0;
+}
+
+int cli_fnv64_file(const char *path, uint64_t *sum)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return cli_fail("cannot open '%s': %s", path, strerror(errno));
+    static unsigned char buf[1 << 16];
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < n; i++)
+            h = (h ^ buf[i]) * 0x100000001b3ull;
+    int err = ferror(f);
+    fclose(f);
+    if (err)
+        return cli_fail("cannot read '%s'", path);
+    *sum = h;
+    return 0;
 }
 
 static uint64_t splitmix64(uint64_t *x)
