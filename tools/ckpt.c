@@ -219,9 +219,10 @@ int ckpt_save(const char *out, int step, tsr_gpt2_t *m, const char *extra, ckpt_
         snprintf(name, sizeof name, "step-%08d.1", step);
     if (cli_path(final, sizeof final, out, name) != 0)
         return 1;
-    if (snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%ld", out, name, (long)getpid()) >=
-        (int)sizeof tmp)
-        return cli_fail("path too long: '%s/.%s.tmp'", out, name);
+    char tmp_name[96];
+    snprintf(tmp_name, sizeof tmp_name, ".%s.tmp.%ld", name, (long)getpid());
+    if (cli_path(tmp, sizeof tmp, out, tmp_name) != 0)
+        return 1;
 
     /* 1. the pair, complete, in a temporary folder */
     if (mkdir(tmp, 0777) != 0)

@@ -441,7 +441,8 @@ int cli_read_file(const char *path, char **data, size_t *len)
 
 int cli_path(char *buf, size_t size, const char *dir, const char *name)
 {
-    int n = snprintf(buf, size, "%s/%s", dir, name);
+    size_t len = strlen(dir);
+    int n = snprintf(buf, size, len > 0 && dir[len - 1] == '/' ? "%s%s" : "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= size)
         return cli_fail("path too long: '%s/%s'", dir, name);
     return 0;
