@@ -3,14 +3,18 @@
  * tokenizer and shard checks, and small helpers (see cli.h).
  */
 #include "cli.h"
+#include "shards.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *cli_prog = "tessera";
 
@@ -270,8 +274,8 @@ int cli_config_from_checkpoint(const char *what, const tsr_gpt2_config_t *ckpt,
 
 int cli_read_config(const char *path, tsr_gpt2_config_t *cfg)
 {
-    if (!cli_file_exists(path))
-        return cli_fail("checkpoint '%s' does not exist", path);
+    if (cli_regular_file("checkpoint", path) != 0)
+        return 1;
     int rc = tsr_gpt2_read_config(path, cfg);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "cannot read the configuration of checkpoint '%s'", path);
@@ -313,8 +317,11 @@ int cli_tokenizer_open(const char *dir, tsr_tokenizer_t **out)
         return 0;
     }
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return cli_fail("tokenizer folder '%s' does not exist", dir);
+    if (stat(dir, &st) != 0)
+        return cli_fail("tokenizer folder '%s' %s", dir,
+                        errno == ENOENT ? "does not exist" : strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return cli_fail("tokenizer folder '%s' is not a folder", dir);
     char enc[4096], bpe[4096];
     if (find_in_dir(enc, sizeof enc, dir, "encoder.json", "vocab.json") != 0 ||
         find_in_dir(bpe, sizeof bpe, dir, "vocab.bpe", "merges.txt") != 0)
@@ -328,8 +335,8 @@ int cli_tokenizer_open(const char *dir, tsr_tokenizer_t **out)
 int cli_check_shard(const char *role, const char *path, int vocab, size_t min_tokens,
                     size_t *ntokens, int *max_id)
 {
-    if (!cli_file_exists(path))
-        return cli_fail("%s '%s' does not exist", role, path);
+    if (cli_regular_file(role, path) != 0 || shards_check(role, path) != 0)
+        return 1;
     tsr_shard_t *s = NULL;
     int rc = tsr_shard_open(&s, path);
     if (rc != TSR_OK)
@@ -388,6 +395,10 @@ void cli_duration(double s, char *buf, size_t size)
 int cli_read_file(const char *path, char **data, size_t *len)
 {
     int is_stdin = strcmp(path, "-") == 0;
+    struct stat st;
+    /* a FIFO is fine here (process substitution); a folder reads as nothing */
+    if (!is_stdin && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return cli_fail("'%s' is a directory, not a file", path);
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (f == NULL)
         return cli_fail("cannot open '%s': %s", path, strerror(errno));
@@ -430,7 +441,8 @@ int cli_read_file(const char *path, char **data, size_t *len)
 
 int cli_path(char *buf, size_t size, const char *dir, const char *name)
 {
-    int n = snprintf(buf, size, "%s/%s", dir, name);
+    size_t len = strlen(dir);
+    int n = snprintf(buf, size, len > 0 && dir[len - 1] == '/' ? "%s%s" : "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= size)
         return cli_fail("path too long: '%s/%s'", dir, name);
     return 0;
@@ -458,10 +470,65 @@ int cli_mkdirs(const char *path)
     return 0;
 }
 
+int cli_regular_file(const char *role, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return errno == ENOENT ? cli_fail("%s '%s' does not exist", role, path)
+                               : cli_fail("%s '%s' cannot be reached: %s", role, path,
+                                          strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return cli_fail("%s '%s' is a directory, not a file", role, path);
+    if (!S_ISREG(st.st_mode))
+        return cli_fail("%s '%s' is not a regular file (a %s)", role, path,
+                        S_ISFIFO(st.st_mode)   ? "FIFO"
+                        : S_ISSOCK(st.st_mode) ? "socket"
+                        : S_ISCHR(st.st_mode)  ? "character device"
+                        : S_ISBLK(st.st_mode)  ? "block device"
+                                               : "special file");
+    return 0;
+}
+
 int cli_file_exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* File systems that cannot sync a folder (EINVAL) still hold the files. */
+int cli_pid_gone(long pid)
+{
+    return pid == (long)getpid() || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
+int cli_sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return cli_fail("cannot open folder '%s': %s", dir, strerror(errno));
+    int rc = fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP;
+    int e = errno;
+    close(fd);
+    return rc ? cli_fail("cannot sync folder '%s': %s", dir, strerror(e)) : 0;
+}
+
+int cli_fnv64_file(const char *path, uint64_t *sum)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return cli_fail("cannot open '%s': %s", path, strerror(errno));
+    static unsigned char buf[1 << 16];
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < n; i++)
+            h = (h ^ buf[i]) * 0x100000001b3ull;
+    int err = ferror(f);
+    fclose(f);
+    if (err)
+        return cli_fail("cannot read '%s'", path);
+    *sum = h;
+    return 0;
 }
 
 static uint64_t splitmix64(uint64_t *x)

@@ -2,7 +2,8 @@
  * tessera-eval, tessera-generate, tessera-tokenize) share: a table-driven
  * flag parser with one-line errors, the runtime started from --threads and
  * --sched, the model shape flags, tokenizer and token-shard checks, and small
- * helpers (clock, durations, files, folders).
+ * helpers (clock, durations, files, folders). The run folder of
+ * tessera-train (checkpoints) is in ckpt.h.
  *
  * Conventions of every program: an error is one line on stderr starting with
  * the program's name; usage errors exit with 2, every other failure with 1.
@@ -102,8 +103,9 @@ void cli_config_describe(const tsr_gpt2_config_t *cfg, char *buf, size_t size);
  * 1 after reporting. */
 int cli_tokenizer_open(const char *dir, tsr_tokenizer_t **out);
 
-/* Open the shard at path, check it has at least min_tokens tokens and that
- * every id is < vocab (the model's vocabulary). *ntokens and *max_id (may be
+/* Open the shard at path, check it has at least min_tokens tokens, that
+ * every id is < vocab (the model's vocabulary), and that the manifest of
+ * tessera-tokenize beside it, if any, lists it as it is (shards.h). *ntokens and *max_id (may be
  * NULL) receive its size and largest id. `role` names it in messages
  * ("training data"). Returns 0, or 1 after reporting. */
 int cli_check_shard(const char *role, const char *path, int vocab, size_t min_tokens,
@@ -122,8 +124,21 @@ int cli_read_file(const char *path, char **data, size_t *len);
 int cli_path(char *buf, size_t size, const char *dir, const char *name);
 /* mkdir -p. Returns 0, or 1 after reporting. */
 int cli_mkdirs(const char *path);
+/* 0 when path is a regular file (or a link to one); else 1 after reporting
+ * "ROLE 'path' does not exist", "… is a directory, not a file" or "… is not
+ * a regular file (a FIFO)". */
+int cli_regular_file(const char *role, const char *path);
 /* Whether a regular file exists at path. */
 int cli_file_exists(const char *path);
+
+/* Whether the process `pid`, which left a temporary "….tmp.<pid>", is gone
+ * (or is this one, which has none yet): then the temporary is stale. */
+int cli_pid_gone(long pid);
+/* fsync a folder, so that the names created or renamed in it are durable.
+ * Returns 0, or 1 after reporting. */
+int cli_sync_dir(const char *dir);
+/* FNV-1a 64 of a whole file. Returns 0, or 1 after reporting. */
+int cli_fnv64_file(const char *path, uint64_t *sum);
 
 /* A small deterministic random generator (splitmix64 seeded, xoshiro256**). */
 typedef struct cli_rng {

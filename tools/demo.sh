@@ -92,12 +92,12 @@ echo "demo: training a small GPT-2 on $THREADS CPU workers (about 3 minutes)"
 
 # ---- evaluation and a sample --------------------------------------------------
 echo "demo: validation loss of the checkpoint"
-"$BIN/tessera-eval" --checkpoint "$OUT/model/model.safetensors" --data "$OUT/gcide_val.bin" \
+"$BIN/tessera-eval" --checkpoint "$OUT/model" --data "$OUT/gcide_val.bin" \
     --batch 8 --threads "$THREADS" --sched "$SCHED" | tee "$OUT/eval.log"
 
 echo "demo: a sample (temperature 0.7, top-k 40)"
 echo "----"
-"$BIN/tessera-generate" --checkpoint "$OUT/model/model.safetensors" "${TOK[@]}" \
+"$BIN/tessera-generate" --checkpoint "$OUT/model" "${TOK[@]}" \
     --prompt "Tessera, n." --tokens $SAMPLE_TOKENS --temperature 0.7 --top-k 40 \
     --threads "$THREADS" --sched "$SCHED" | tee "$OUT/sample.txt"
 echo "----"

@@ -1,7 +1,7 @@
 /* tools/tessera-eval.c — the mean cross-entropy (and perplexity) of a GPT-2
  * checkpoint on a token shard.
  *
- *   tessera-eval --checkpoint MODEL.safetensors --data TOKENS.bin [flags]
+ *   tessera-eval --checkpoint MODEL.safetensors|RUN_DIR --data TOKENS.bin [flags]
  *
  * Works with any HF GPT-2 safetensors checkpoint (the 124M model.safetensors,
  * or a checkpoint written by tessera-train): the shape comes from the file.
@@ -12,12 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ckpt.h"
 #include "cli.h"
 
 static const char usage[] =
     "usage: tessera-eval --checkpoint FILE --data TOKENS.bin [flags]\n"
     "Mean cross-entropy of a GPT-2 checkpoint over a token shard.\n"
-    "  --checkpoint FILE    HF GPT-2 safetensors checkpoint (required)\n"
+    "  --checkpoint FILE    HF GPT-2 safetensors checkpoint (required); or a run\n"
+    "                       folder of tessera-train (its latest checkpoint), or\n"
+    "                       one of its checkpoint folders (DIR/step-N)\n"
     "  --data FILE          token shard (required), tokenized for that model\n"
     "  --batch B            sequences per forward pass (default 4)\n"
     "  --seq T              tokens per sequence (default: the context, at most 1024)\n"
@@ -27,10 +30,10 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
-    const char *ckpt = NULL, *data = NULL, *sched = NULL;
+    const char *ckpt_arg = NULL, *data = NULL, *sched = NULL;
     int batch = 4, seq = 0, max_batches = 0, threads = 0;
     cli_opt_t opts[] = {
-        {"checkpoint", 0, CLI_STR, &ckpt, 0, 0, 0},
+        {"checkpoint", 0, CLI_STR, &ckpt_arg, 0, 0, 0},
         {"data", 0, CLI_STR, &data, 0, 0, 0},
         {"batch", 0, CLI_INT, &batch, 1, 1e6, 0},
         {"seq", 0, CLI_INT, &seq, 1, 1e6, 0},
@@ -43,11 +46,15 @@ int main(int argc, char **argv)
     int rc = cli_parse("tessera-eval", usage, opts, nopts, argc, argv, NULL, 0, &npos);
     if (rc >= 0)
         return rc;
-    if (ckpt == NULL)
+    if (ckpt_arg == NULL)
         return cli_usage_error("missing --checkpoint FILE");
     if (data == NULL)
         return cli_usage_error("missing --data TOKENS.bin");
 
+    /* a file, a checkpoint folder or a run folder of tessera-train */
+    char ckpt[4096];
+    if (ckpt_model_path(ckpt_arg, ckpt, sizeof ckpt) != 0)
+        return 1;
     tsr_gpt2_config_t cfg;
     if (cli_read_config(ckpt, &cfg) != 0)
         return 1;

@@ -1,6 +1,6 @@
 /* tools/tessera-generate.c — sample text from a GPT-2 checkpoint.
  *
- *   tessera-generate --checkpoint MODEL.safetensors [--vocab DIR]
+ *   tessera-generate --checkpoint MODEL.safetensors|RUN_DIR [--vocab DIR]
  *                    [--prompt TEXT] [--tokens N] [--temperature T]
  *                    [--top-k K] [--seed S]
  *
@@ -15,12 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt.h"
 #include "cli.h"
 
 static const char usage[] =
     "usage: tessera-generate --checkpoint FILE [--vocab DIR] [--prompt TEXT] [flags]\n"
     "Sample text from a GPT-2 checkpoint.\n"
-    "  --checkpoint FILE    HF GPT-2 safetensors checkpoint (required)\n"
+    "  --checkpoint FILE    HF GPT-2 safetensors checkpoint (required); or a run\n"
+    "                       folder of tessera-train (its latest checkpoint), or\n"
+    "                       one of its checkpoint folders (DIR/step-N)\n"
     "  --vocab DIR          GPT-2 BPE from DIR/encoder.json and DIR/vocab.bpe\n"
     "                       (default: byte-level tokenizer, for a vocabulary of 257)\n"
     "  --prompt TEXT        text to continue (default: start after an end-of-text)\n"
@@ -72,12 +75,12 @@ static int sample(float *logits, int n, double temperature, int top_k, float *sc
 
 int main(int argc, char **argv)
 {
-    const char *ckpt = NULL, *vocab_dir = NULL, *prompt = NULL, *sched = NULL;
+    const char *ckpt_arg = NULL, *vocab_dir = NULL, *prompt = NULL, *sched = NULL;
     int ntokens = 256, top_k = 40, seq = 0, threads = 0;
     double temperature = 1.0;
     uint64_t seed = 1337;
     cli_opt_t opts[] = {
-        {"checkpoint", 0, CLI_STR, &ckpt, 0, 0, 0},
+        {"checkpoint", 0, CLI_STR, &ckpt_arg, 0, 0, 0},
         {"vocab", 0, CLI_STR, &vocab_dir, 0, 0, 0},
         {"prompt", 0, CLI_STR, &prompt, 0, 0, 0},
         {"tokens", 0, CLI_INT, &ntokens, 1, 1e7, 0},
@@ -93,9 +96,13 @@ int main(int argc, char **argv)
     int rc = cli_parse("tessera-generate", usage, opts, nopts, argc, argv, NULL, 0, &npos);
     if (rc >= 0)
         return rc;
-    if (ckpt == NULL)
+    if (ckpt_arg == NULL)
         return cli_usage_error("missing --checkpoint FILE");
 
+    /* a file, a checkpoint folder or a run folder of tessera-train */
+    char ckpt[4096];
+    if (ckpt_model_path(ckpt_arg, ckpt, sizeof ckpt) != 0)
+        return 1;
     tsr_gpt2_config_t cfg;
     if (cli_read_config(ckpt, &cfg) != 0)
         return 1;

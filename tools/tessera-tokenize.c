@@ -8,21 +8,25 @@
  * go to OUT_train.bin, except the last fraction F of them, which goes to
  * OUT_val.bin. GPT-2's BPE (DIR/encoder.json + DIR/vocab.bpe) with --vocab,
  * else the byte-level tokenizer (ids 0..255 are bytes, 256 end-of-text).
+ * The two shards replace the old ones together, with a manifest OUT.manifest
+ * of their sizes and checksums that the other programs check (shards.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "shards.h"
 
 static const char usage[] =
     "usage: tessera-tokenize [--vocab DIR] [--val-fraction F] INPUT.txt... -o OUT\n"
-    "Tokenize text files into llm.c token shards OUT_train.bin and OUT_val.bin.\n"
+    "Tokenize text files into llm.c token shards OUT_train.bin and OUT_val.bin\n"
+    "(replaced together; OUT.manifest lists their sizes and checksums).\n"
     "  -o, --out OUT        output prefix (required): OUT_train.bin, OUT_val.bin\n"
     "  --vocab DIR          GPT-2 BPE from DIR/encoder.json and DIR/vocab.bpe\n"
     "                       (default: byte-level tokenizer, vocabulary 257)\n"
     "  --val-fraction F     last fraction of the tokens written to OUT_val.bin\n"
-    "                       (default 0: no validation shard)\n"
+    "                       (default 0: no validation shard; an old one is removed)\n"
     "  INPUT.txt...         text files, one document each ('-' reads stdin)\n"
     "Each document is preceded by the end-of-text id.\n";
 
@@ -98,23 +102,12 @@ int main(int argc, char **argv)
                               "validation tokens",
                               val_fraction, n);
         size_t ntrain = n - nval;
-        char path[4096];
-        if (status == 0 && (size_t)snprintf(path, sizeof path, "%s_train.bin", out) >= sizeof path)
-            status = cli_fail("output prefix too long");
-        if (status == 0) {
-            rc = tsr_shard_write(path, all, ntrain);
-            if (rc != TSR_OK)
-                status = cli_lib_fail(rc, "cannot write '%s'", path);
-            else
-                printf("%s: %zu tokens\n", path, ntrain);
-        }
-        if (status == 0 && nval > 0) {
-            snprintf(path, sizeof path, "%s_val.bin", out);
-            rc = tsr_shard_write(path, all + ntrain, nval);
-            if (rc != TSR_OK)
-                status = cli_lib_fail(rc, "cannot write '%s'", path);
-            else
-                printf("%s: %zu tokens\n", path, nval);
+        /* both shards (and the manifest) replaced together, or neither */
+        if (status == 0 && (status = shards_publish(out, all, ntrain, nval)) == 0) {
+            printf("%s_train.bin: %zu tokens\n", out, ntrain);
+            if (nval > 0)
+                printf("%s_val.bin: %zu tokens\n", out, nval);
+            printf("%s.manifest: both shards' sizes and checksums\n", out);
         }
         if (status == 0)
             printf("vocabulary %d (end-of-text %d): train with --vocab %d\n",

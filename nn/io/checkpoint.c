@@ -2,12 +2,14 @@
  * files, through the public model accessors of gpt2.h (and the step hook of
  * nn/io/checkpoint.h) only.
  *
- * Loading validates every tensor's presence, shape and dtype before the
- * first tsr_gpt2_set, so a wrong file leaves the model as it was; only an
- * I/O error in the middle of reading the data can leave it partly loaded.
+ * Loading validates every tensor's presence, shape, dtype and values (all
+ * finite) before the first tsr_gpt2_set, so a wrong file leaves the model as
+ * it was; only an I/O error in the middle of the second reading of the data
+ * can leave it partly loaded.
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -519,7 +521,21 @@ static int match_all(match_t *mt, const tsr__st_reader_t *r)
     return TSR_OK;
 }
 
-/* Copies every matched tensor into the model (part which[g] of group g). */
+/* TSR_EINVAL naming the tensor when one of its n values is NaN or infinite:
+ * such a model would evaluate to a NaN loss and sample garbage. */
+static int check_finite(const match_t *mt, const tsr__st_tensor_t *t, const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return tsr__fail(TSR_EINVAL, "%s %s: tensor %s holds %s at element %zu", mt->what,
+                             mt->path, t->name, isnan(v[i]) ? "NaN" : "an infinity", i);
+    return TSR_OK;
+}
+
+/* Copies every matched tensor into the model (part which[g] of group g).
+ * A first pass reads every tensor and checks that it is finite, so that a
+ * bad value anywhere leaves the model as it was; the data is read twice
+ * rather than held twice (a checkpoint may not fit in memory twice). */
 static int set_all(match_t *mt, tsr__st_reader_t *r, const int *which)
 {
     uint64_t max = 0;
@@ -529,6 +545,12 @@ static int set_all(match_t *mt, tsr__st_reader_t *r, const int *which)
     if (!buf)
         return tsr__fail(TSR_ENOMEM, "%s %s: out of memory", mt->what, mt->path);
     int rc = TSR_OK;
+    for (int k = 0; !rc && k < mt->ngroups * mt->P; k++) {
+        const tsr__st_tensor_t *t = mt->found[k];
+        rc = tsr__st_read_f32(r, t, buf, (size_t)t->numel);
+        if (!rc)
+            rc = check_finite(mt, t, buf, (size_t)t->numel);
+    }
     for (int k = 0; !rc && k < mt->ngroups * mt->P; k++) {
         const tsr__st_tensor_t *t = mt->found[k];
         rc = tsr__st_read_f32(r, t, buf, (size_t)t->numel);

@@ -4,7 +4,8 @@
 # uninterrupted one (the same validation loss to 4 decimals: gradient sums in
 # COMMUTE groups run in completion order, so the bytes may differ in the last
 # place), eval and generate on the
-# checkpoint, and clear failures (exit 2 for usage, 1 otherwise) on bad input.
+# checkpoint (a run folder, a step folder, a file), and clear failures (exit 2
+# for usage, 1 otherwise) on bad input, folders and FIFOs among them.
 # Prints a Criterion-style synthesis line for tests/run-suite.sh.
 set -u
 BIN=$1
@@ -24,6 +25,14 @@ check() { # name, then the command; passes when it exits 0
         echo "[FAIL] cli::$name"
         sed 's/^/    /' "$TMP/out.log"
     fi
+}
+says() { # expected text, then the command (which must exit 1)
+    local want=$1
+    shift
+    "$@"
+    local got=$?
+    [ "$got" = 1 ] || { echo "exit status $got, expected 1"; return 1; }
+    "$@" 2>&1 | grep -q -- "$want"
 }
 exits() { # expected status, then the command
     local want=$1
@@ -46,7 +55,7 @@ check train_first_half "$BIN/tessera-train" --data "$TMP/c_train.bin" "${MODEL[@
     --steps 8 --stop-at 4 --out "$TMP/b"
 check train_resumed "$BIN/tessera-train" --out "$TMP/b" --resume
 evaluate() {
-    "$BIN/tessera-eval" --checkpoint "$1/model.safetensors" --data "$TMP/c_val.bin" --batch 2 \
+    "$BIN/tessera-eval" --checkpoint "$1" --data "$TMP/c_val.bin" --batch 2 \
         --seq 32 --threads 1 | grep '^loss'
 }
 same_eval() {
@@ -57,17 +66,42 @@ same_eval() {
     [ -n "$a" ] && [ "$a" = "$b" ]
 }
 check resume_reproduces_the_run same_eval
-check eval_prints_the_loss bash -c "'$BIN/tessera-eval' --checkpoint '$TMP/a/model.safetensors' \
+check eval_prints_the_loss bash -c "'$BIN/tessera-eval' --checkpoint '$TMP/a/step-00000008' \
     --data '$TMP/c_val.bin' --batch 2 --seq 32 --threads 1 | grep -q '^loss [0-9.]* over'"
-check generate_samples bash -c "'$BIN/tessera-generate' --checkpoint '$TMP/a/model.safetensors' \
+check generate_samples bash -c "'$BIN/tessera-generate' --checkpoint '$TMP/a/step-00000008/model.safetensors' \
     --prompt 'line ' --tokens 20 --top-k 5 --seed 3 --threads 1 | grep -q 'line '"
 check unknown_flag_is_a_usage_error exits 2 "$BIN/tessera-train" --data x --no-such-flag
 check missing_data_file_fails exits 1 "$BIN/tessera-train" --data "$TMP/none.bin" "${MODEL[@]}"
 printf 'not a checkpoint' >"$TMP/junk.safetensors"
 check corrupt_checkpoint_fails exits 1 "$BIN/tessera-eval" --checkpoint "$TMP/junk.safetensors" \
     --data "$TMP/c_val.bin"
-check text_is_not_a_shard exits 1 "$BIN/tessera-eval" --checkpoint "$TMP/a/model.safetensors" \
+check text_is_not_a_shard exits 1 "$BIN/tessera-eval" --checkpoint "$TMP/a" \
     --data "$TMP/corpus.txt"
+# A NaN in the weights (the last 4 bytes of the file: the last element of
+# the last tensor) is refused at load, naming the tensor, not evaluated.
+cp "$TMP/a/step-00000008/model.safetensors" "$TMP/nan.safetensors"
+size=$(stat -c %s "$TMP/nan.safetensors")
+printf '\xff\xff\xff\x7f' | dd of="$TMP/nan.safetensors" bs=1 seek=$((size - 4)) conv=notrunc \
+    2>/dev/null
+check nan_checkpoint_is_refused says "tensor [a-z0-9_.]* holds NaN at element" \
+    "$BIN/tessera-eval" --checkpoint "$TMP/nan.safetensors" --data "$TMP/c_val.bin" --threads 1
+# A folder or a FIFO where a file is expected says so (not "does not exist").
+mkdir "$TMP/folder"
+mkfifo "$TMP/fifo"
+check folder_as_data_is_a_directory says "training data '$TMP/folder' is a directory" \
+    "$BIN/tessera-train" --data "$TMP/folder" "${MODEL[@]}"
+check fifo_as_data_is_not_regular says "data '$TMP/fifo' is not a regular file (a FIFO)" \
+    "$BIN/tessera-eval" --checkpoint "$TMP/a" --data "$TMP/fifo"
+check fifo_as_checkpoint_is_not_regular says "checkpoint '$TMP/fifo' is not a regular file" \
+    "$BIN/tessera-eval" --checkpoint "$TMP/fifo" --data "$TMP/c_val.bin"
+check folder_as_init_is_a_directory says "checkpoint '$TMP/folder' is a directory" \
+    "$BIN/tessera-train" --data "$TMP/c_train.bin" --init "$TMP/folder" "${MODEL[@]}"
+check folder_without_checkpoint says "is a folder with neither a 'latest' pointer" \
+    "$BIN/tessera-eval" --checkpoint "$TMP/folder" --data "$TMP/c_val.bin"
+check missing_checkpoint_does_not_exist says "checkpoint '$TMP/none' does not exist" \
+    "$BIN/tessera-generate" --checkpoint "$TMP/none"
+check folder_as_text_is_a_directory says "'$TMP/folder' is a directory" \
+    "$BIN/tessera-tokenize" "$TMP/folder" -o "$TMP/x"
 
 echo "[====] Synthesis: Tested: $((passed + failed)) | Passing: $passed | Failing: $failed | Crashing: 0"
 [ "$failed" = 0 ]

@@ -1,0 +1,63 @@
+/* tools/ckpt.h — the run folder of tessera-train: checkpoints that are
+ * complete or absent, never half of one.
+ *
+ * Layout of a run folder OUT:
+ *   OUT/step-00000050/model.safetensors   the weights (an HF GPT-2 file)
+ *   OUT/step-00000050/train.state         AdamW moments, the step, and the
+ *                                         tool's text, which names the step
+ *                                         and the FNV-1a 64 of model.safetensors
+ *   OUT/latest                            "step-00000050\n": the checkpoint
+ * A save writes both files into OUT/.step-00000050.tmp.<pid>/, syncs them and
+ * the folder, renames the folder into place (one rename: the pair appears
+ * whole), then replaces OUT/latest atomically (temporary, fsync, rename,
+ * folder fsync), and only then removes the checkpoint it replaced. `latest`
+ * is the one truth: a step folder it does not name is a leftover.
+ *
+ * Every action of a save (a write, an fsync, a rename, a removal) is a point
+ * of the TESSERA_FAULT_AT test hook (fault.h): tests kill the save at each.
+ *
+ * Must never: leave OUT/latest naming an incomplete or missing checkpoint,
+ * delete the checkpoint `latest` names before its successor is complete, or
+ * let a model and a state of different saves be resumed together.
+ */
+#ifndef TESSERA_TOOLS_CKPT_H
+#define TESSERA_TOOLS_CKPT_H
+
+#include <stddef.h>
+
+#include <tessera/gpt2.h>
+
+/* A complete checkpoint of a run folder. */
+typedef struct ckpt {
+    int step;
+    char dir[4096];   /* OUT/step-… */
+    char model[4096]; /* OUT/step-…/model.safetensors */
+    char state[4096]; /* OUT/step-…/train.state */
+} ckpt_t;
+
+/* Remove what a killed save left in the run folder `out`: temporaries of
+ * processes no longer running. Returns 0, or 1 after reporting. */
+int ckpt_clean(const char *out);
+
+/* Save m's weights and optimizer state as checkpoint `step` of `out`, with
+ * `extra` (the tool's text) followed by the model's checksum line in the
+ * state. *saved receives the checkpoint. On failure (reported; status 1)
+ * the previous checkpoint is still the one `latest` names. */
+int ckpt_save(const char *out, int step, tsr_gpt2_t *m, const char *extra, ckpt_t *saved);
+
+/* The checkpoint `latest` names in `out`, with both files present.
+ * Returns 0, or 1 after reporting (no checkpoint, a dangling pointer, a
+ * missing file). */
+int ckpt_latest(const char *out, ckpt_t *c);
+
+/* Whether the state text `extra` (read from c->state) belongs to c's model:
+ * its step is c->step and its checksum is that of c->model. Returns 0, or
+ * 1 after reporting the mismatch. */
+int ckpt_verify(const ckpt_t *c, const char *extra);
+
+/* The model file of what --checkpoint names: a safetensors file, a
+ * checkpoint folder (OUT/step-…), or a run folder (its latest checkpoint).
+ * Returns 0, or 1 after reporting. */
+int ckpt_model_path(const char *arg, char *buf, size_t size);
+
+#endif
