@@ -256,6 +256,8 @@ static int save(tsr_gpt2_t *m, const char *path, int state, const char *extra)
 {
     if (!m || !path)
         return tsr__fail(TSR_EINVAL, "gpt2 save: NULL model or path");
+    if (!tsr_gpt2_config(m)) /* not a live model: the message is set */
+        return TSR_EINVAL;
     size_t slots = (size_t)(2 * tsr_gpt2_param_count(m) + 1);
     fill_ctx_t ctx = {m, malloc(slots * sizeof(char *)), malloc(slots * sizeof(int))};
     tsr__st_writer_t *w = NULL;
@@ -578,6 +580,8 @@ int tsr_gpt2_load(tsr_gpt2_t *m, const char *path)
 {
     if (!m || !path)
         return tsr__fail(TSR_EINVAL, "tsr_gpt2_load: NULL model or path");
+    if (!tsr_gpt2_config(m))
+        return TSR_EINVAL;
     static const char *const groups[] = {""};
     static const int which[] = {TSR_GPT2_PARAM};
     match_t mt = {m, "checkpoint", path, tsr_gpt2_param_count(m), 1, 1, groups, NULL};
@@ -608,6 +612,8 @@ int tsr_gpt2_load_state(tsr_gpt2_t *m, const char *path, char *extra, size_t ext
 {
     if (!m || !path)
         return tsr__fail(TSR_EINVAL, "tsr_gpt2_load_state: NULL model or path");
+    if (!tsr_gpt2_config(m))
+        return TSR_EINVAL;
     static const char *const groups[] = {"m.", "v."};
     static const int which[] = {TSR_GPT2_ADAM_M, TSR_GPT2_ADAM_V};
     match_t mt = {m, "state", path, tsr_gpt2_param_count(m), 2, 0, groups, NULL};

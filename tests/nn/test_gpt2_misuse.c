@@ -83,10 +83,23 @@ static void every_call_fails(tsr_gpt2_t *m, int status, const char *needle)
     FAILS(tsr_gpt2_set(m, "ln_f.bias", TSR_GPT2_PARAM, x, 16), status, needle);
 }
 
+/* The checkpoint calls refuse a model that is not live before reading it
+ * (the path need not exist: the model is checked first). */
+static void io_calls_fail(tsr_gpt2_t *m, const char *needle)
+{
+    const char *path = "/nonexistent/gpt2_misuse.safetensors";
+    char extra[16];
+    FAILS(tsr_gpt2_save(m, path), TSR_EINVAL, needle);
+    FAILS(tsr_gpt2_save_state(m, path, ""), TSR_EINVAL, needle);
+    FAILS(tsr_gpt2_load(m, path), TSR_EINVAL, needle);
+    FAILS(tsr_gpt2_load_state(m, path, extra, sizeof extra), TSR_EINVAL, needle);
+}
+
 Test(gpt2_misuse, null_model_is_einval_everywhere)
 {
     rt_start();
     every_call_fails(NULL, TSR_EINVAL, "NULL");
+    io_calls_fail(NULL, "NULL");
     cr_assert_null(tsr_gpt2_config(NULL));
     cr_assert_eq(tsr_gpt2_num_params(NULL), 0);
     cr_assert_eq(tsr_gpt2_param_count(NULL), 0);
@@ -114,6 +127,7 @@ Test(gpt2_misuse, double_free_and_foreign_pointers_are_einval)
     FAILS(tsr_gpt2_free(m), TSR_EINVAL, "not a live model");
     /* a freed model: refused before its memory is read */
     every_call_fails(m, TSR_EINVAL, "not a live model");
+    io_calls_fail(m, "not a live model");
     cr_assert_null(tsr_gpt2_config(m));
     cr_assert_eq(tsr_gpt2_num_params(m), 0);
     cr_assert_eq(tsr_gpt2_param_count(m), 0);
@@ -123,6 +137,7 @@ Test(gpt2_misuse, double_free_and_foreign_pointers_are_einval)
     tsr_gpt2_t *foreign = (tsr_gpt2_t *)&c;
     FAILS(tsr_gpt2_free(foreign), TSR_EINVAL, "not a live model");
     every_call_fails(foreign, TSR_EINVAL, "not a live model");
+    io_calls_fail(foreign, "not a live model");
     /* the other model is untouched by all of this */
     cr_assert_eq(tsr_gpt2_param_count(other), 4 + 12 * c.layers);
     OK(tsr_gpt2_init_weights(other, 1));
