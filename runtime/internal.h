@@ -146,7 +146,7 @@ struct tsr_handle {
     tsr_tasklist_t readers;      /* readers since the writers */
     tsr_tasklist_t commute_pred; /* what the open commute group waits for */
     bool commute_open;
-    /* commute exclusion (guarded by the runtime's commute_lock) */
+    /* commute exclusion (guarded by tsr__rt.commute_m) */
     tsr_task_t commute_owner;
     tsr_tasklist_t commute_waiting;
     /* host access */
@@ -267,7 +267,10 @@ struct tsr_trace_event {
 void tsr__trace_record(tsr_worker_t *w, const char *name, uint64_t start,
                        uint64_t end);
 int tsr__trace_write(const char *path);
-uint64_t tsr__now_ns(void);
+/* The library's one monotonic clock is the memory layer's
+ * (tsr__mem_now_ns, memory/node.c): copy events and task events share
+ * its time base. This name stays for the scheduler's files. */
+static inline uint64_t tsr__now_ns(void) { return tsr__mem_now_ns(); }
 
 /* ---- global state (runtime.c) ------------------------------------------ */
 

@@ -42,7 +42,9 @@ void tsr_config_init(tsr_config_t *cfg)
     cfg->ncuda = -1;
 }
 
-/* Parse a non-negative integer from the environment; -1 if unset. */
+/* Parse a non-negative integer from the environment into *out. Returns 1
+ * if the variable is set, 0 if it is unset or empty (*out untouched), or
+ * TSR_EINVAL with a message if it is not a non-negative integer. */
 static int env_long(const char *name, long *out)
 {
     const char *v = getenv(name);
@@ -206,7 +208,7 @@ int tsr_init(const tsr_config_t *user)
     atomic_store(&tsr__rt.nthrottled, 0);
     tsr__rt.nfailed = tsr__rt.ncancelled = 0;
     tsr__rt.first_error[0] = 0;
-    tsr__rt.t0_ns = tsr__now_ns();
+    tsr__rt.t0_ns = tsr__mem_now_ns();
 
     tsr_mem_config_t mc = {
         .nsim = cfg.nsim,

@@ -750,8 +750,11 @@ int tsr__submit_internal(int kind, tsr_handle_t h, tsr_mode_t mode,
     tsr_task_t t = task_alloc();
     if (!t)
         return tsr__fail(TSR_ENOMEM, "out of memory");
-    static const char *names[] = {"user",       "acquire", "invalidate",
-                                  "unregister", "wont-use", "redux"};
+    static const char *names[] = {
+        [TSR_KIND_USER] = "user",         [TSR_KIND_ACQUIRE] = "acquire",
+        [TSR_KIND_INVALIDATE] = "invalidate", [TSR_KIND_BARRIER] = "barrier",
+        [TSR_KIND_WONTUSE] = "wont-use",  [TSR_KIND_REDUCE] = "redux",
+    };
     t->name = names[kind];
     t->kind = kind;
     t->nbuffers = 1;

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -28,13 +27,6 @@
 
 static hwloc_topology_t topo;
 static bool topo_loaded;
-
-uint64_t tsr__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void bind_worker(tsr_worker_t *w)
 {
@@ -165,7 +157,7 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     };
     if (node->ops->exec_begin)
         node->ops->exec_begin(node, &exec.cuda_stream, &exec.cublas_handle);
-    uint64_t start = tsr__now_ns();
+    uint64_t start = tsr__mem_now_ns();
     int rc = 0;
     /* A worker's first REDUX task of a group sets its accumulator to the
      * neutral element first. */
@@ -187,7 +179,7 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
         if (rc == 0)
             rc = erc;
     }
-    uint64_t end = tsr__now_ns();
+    uint64_t end = tsr__mem_now_ns();
     if (rc == 0 && tsr__rt.sampling)
         tsr__perfmodel_sample(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,
                               (double)(end - start) * 1e-9);
@@ -219,12 +211,12 @@ static void run_next(tsr_worker_t *w)
 {
     int i = first_ready(w);
     if (i < 0) {
-        uint64_t t0 = tsr__now_ns();
+        uint64_t t0 = tsr__mem_now_ns();
         pthread_mutex_lock(&w->m);
         while ((i = first_ready(w)) < 0)
             pthread_cond_wait(&w->cv, &w->m);
         pthread_mutex_unlock(&w->m);
-        w->wait_ns += tsr__now_ns() - t0;
+        w->wait_ns += tsr__mem_now_ns() - t0;
     }
     tsr_task_t t = w->inflight[i];
     for (int k = i + 1; k < w->ninflight; k++)
