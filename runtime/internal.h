@@ -17,6 +17,12 @@
 #include "memory/memory.h"
 #include "runtime/error.h"
 
+/* The runtime's record of one handle (handle.c). The application never
+ * holds a pointer to it: its tsr_handle_t is an id that tsr__handle_get()
+ * checks and turns into this pointer. Everything inside the runtime (task
+ * buffers, the scheduler interface, REDUX accumulators) uses the pointer. */
+typedef struct tsr_handle tsr_data_t;
+
 /* ---- small task lists -------------------------------------------------- */
 
 typedef struct tsr_tasklist {
@@ -68,7 +74,7 @@ struct tsr_task {
     size_t sizes[TSR_MAX_BUFFERS];
     size_t bytes;          /* sum of buffer sizes, for throttling */
     uint16_t ncommute;     /* number of distinct COMMUTE handles */
-    tsr_handle_t commute[TSR_MAX_BUFFERS]; /* sorted by address */
+    tsr_data_t *commute[TSR_MAX_BUFFERS]; /* sorted by address */
 
     /* dependencies */
     atomic_int ndeps;      /* unfinished predecessors, +1 while submitting */
@@ -77,6 +83,9 @@ struct tsr_task {
     int state;             /* state, result, waited, succ: under lock */
     int result;
     int error_code;        /* what the implementation returned */
+    /* why it failed: mreq.err below (the directory's or device's reason,
+     * then "task 'x' on worker w (node): reason"; for a cancelled task,
+     * the reason of the failure that cancelled it) */
     bool waited;           /* someone sleeps in tsr_task_wait() on it */
     /* successors; the low bit of an entry says it reads data we write */
     uintptr_t *succ;
@@ -116,8 +125,11 @@ void tsr__task_complete(tsr_task_t t, int result, int worker);
 /* `then` completes with `first`'s result when `first` completes; consumes
  * a reference on `first`. */
 void tsr__task_chain(tsr_task_t first, tsr_task_t then);
+/* s will not run: p, whose data it reads, failed or was cancelled; s
+ * inherits p's reason (mreq.err), which names the first failed task. */
+void tsr__task_cancel(tsr_task_t s, tsr_task_t p);
 /* Submit an internal task of `kind` on one handle. */
-int tsr__submit_internal(int kind, tsr_handle_t h, tsr_mode_t mode,
+int tsr__submit_internal(int kind, tsr_data_t *h, tsr_mode_t mode,
                          tsr_task_t *out);
 void tsr__tasks_free_pool(void);
 void tsr__tasks_flush_cache(void);
@@ -136,6 +148,8 @@ void tsr__task_prefetch(tsr_task_t t, int target);
 
 struct tsr_handle {
     tsr_entry_t *entry;    /* its copies, in the memory directory */
+    tsr_handle_t id;       /* the application's name for it; NULL: internal */
+    uint32_t slot;         /* its slot in the id table (when id is set) */
     size_t size;
     bool registered;       /* the application's buffer is the host copy */
     bool internal;         /* a REDUX accumulator: not in the registry */
@@ -164,17 +178,26 @@ struct tsr_handle {
  * its buffer `slot`, and record t in h's state. An access that closes a
  * REDUX group returns the group's REDUCE task in *reduce, whose
  * submission guard the caller drops. Returns TSR_OK or TSR_ENOMEM. */
-int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode, int slot,
+int tsr__handle_depend(tsr_data_t *h, tsr_task_t t, tsr_mode_t mode, int slot,
                        tsr_task_t *reduce);
+/* The live handle an application id names, or NULL (NULL id, never an
+ * id, unregistered, or from an earlier runtime). Takes no lock. */
+tsr_data_t *tsr__handle_lookup(tsr_handle_t id);
+/* The same for a public call: TSR_ESTATE before tsr_init, TSR_EINVAL for a
+ * NULL or stale id, each with a message that starts with `what`. */
+int tsr__handle_get(tsr_handle_t id, const char *what, tsr_data_t **out);
 /* A handle outside the registry (REDUX accumulators, and the body of
  * tsr_handle_register/alloc). ptr: the host buffer, or NULL. */
-tsr_handle_t tsr__handle_new_internal(void *ptr, size_t size);
-void tsr__handle_free(tsr_handle_t h);
+tsr_data_t *tsr__handle_new_internal(void *ptr, size_t size);
+void tsr__handle_free(tsr_data_t *h);
 /* Write a registered buffer's latest data back to it (waits). */
-int tsr__handle_flush(tsr_handle_t h);
+int tsr__handle_flush(tsr_data_t *h);
 /* At shutdown: end every acquisition, then free every handle. */
 void tsr__handles_release_acquired(void);
 int tsr__handles_unregister_all(void);
+/* After every handle is freed (shutdown): forget the id table. Ids handed
+ * out so far stay stale forever: generations are never reused. */
+void tsr__handles_fini(void);
 
 /* ---- order-free reduction (redux.c) ------------------------------------ */
 
@@ -187,9 +210,9 @@ typedef struct tsr_redux_group {
     struct tsr_handle *acc[];
 } tsr_redux_group_t;
 
-tsr_redux_group_t *tsr__redux_group_new(tsr_handle_t h);
+tsr_redux_group_t *tsr__redux_group_new(tsr_data_t *h);
 /* The accumulator of worker w (made on first use), or NULL without memory. */
-tsr_handle_t tsr__redux_acc(tsr_redux_group_t *g, int w);
+tsr_data_t *tsr__redux_acc(tsr_redux_group_t *g, int w);
 /* A REDUCE task for g (not yet submitted: its guard is held). */
 tsr_task_t tsr__task_new_reduce(tsr_redux_group_t *g);
 /* The REDUCE task is ready: submit the combining tree; it completes when
@@ -198,8 +221,8 @@ void tsr__redux_start(tsr_task_t reduce);
 void tsr__redux_group_free(tsr_redux_group_t *g);
 /* Submit an internal two-buffer task (dst RW, src R) that is never
  * throttled; dst_dep: record it in dst's STF state. */
-int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_handle_t dst,
-                     bool dst_dep, tsr_handle_t src, tsr_task_t *out);
+int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_data_t *dst,
+                     bool dst_dep, tsr_data_t *src, tsr_task_t *out);
 
 /* ---- commute exclusion (task.c) ---------------------------------------- */
 
@@ -339,6 +362,5 @@ static inline bool tsr__running(void)
 
 /* Returns whether the tag's pending count is now zero. */
 bool tsr__tag_add(uint64_t tag, long delta);
-void tsr__record_failure(tsr_task_t t, int result);
 
 #endif

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-tsr_redux_group_t *tsr__redux_group_new(tsr_handle_t h)
+tsr_redux_group_t *tsr__redux_group_new(tsr_data_t *h)
 {
     int n = tsr__rt.nworkers;
     tsr_redux_group_t *g = calloc(1, sizeof *g + (size_t)n * sizeof g->acc[0]);
@@ -27,12 +27,12 @@ tsr_redux_group_t *tsr__redux_group_new(tsr_handle_t h)
     return g;
 }
 
-tsr_handle_t tsr__redux_acc(tsr_redux_group_t *g, int w)
+tsr_data_t *tsr__redux_acc(tsr_redux_group_t *g, int w)
 {
     pthread_mutex_lock(&g->lock);
     if (!g->acc[w])
         g->acc[w] = tsr__handle_new_internal(NULL, g->h->size);
-    tsr_handle_t a = g->acc[w];
+    tsr_data_t *a = g->acc[w];
     pthread_mutex_unlock(&g->lock);
     return a;
 }
@@ -54,8 +54,8 @@ void tsr__redux_group_free(tsr_redux_group_t *g)
 void tsr__redux_start(tsr_task_t reduce)
 {
     tsr_redux_group_t *g = reduce->group;
-    tsr_handle_t h = g->h;
-    tsr_handle_t live[g->n > 0 ? g->n : 1];
+    tsr_data_t *h = g->h;
+    tsr_data_t *live[g->n > 0 ? g->n : 1];
     int n = 0;
     for (int i = 0; i < g->n; i++)
         if (g->acc[i])
@@ -75,7 +75,8 @@ void tsr__redux_start(tsr_task_t reduce)
     if (rc != TSR_OK) {
         /* Tasks already submitted finish on their own; the handle's value
          * is lost, so its readers are cancelled. */
-        tsr__record_failure(reduce, TSR_RESULT_FAILED);
+        snprintf(reduce->mreq.err, sizeof reduce->mreq.err,
+                 "no memory to submit the combining tasks");
         tsr__task_complete(reduce, TSR_RESULT_FAILED, -1);
         return;
     }

@@ -270,6 +270,7 @@ int tsr_shutdown(void)
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", tsr_error_message());
     int urc = tsr__handles_unregister_all();
+    tsr__handles_fini();
     if (rc == TSR_OK && urc != TSR_OK) {
         rc = urc;
         snprintf(msg, sizeof msg, "%s", tsr_error_message());

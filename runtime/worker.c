@@ -89,7 +89,7 @@ static bool start_task(tsr_worker_t *w, tsr_task_t t)
         int mode = t->acc[i].mode;
         if (mode == TSR_SCRATCH)
             continue;
-        tsr_handle_t h = t->acc[i].handle;
+        tsr_data_t *h = t->acc[i].handle;
         if (mode == TSR_REDUX) {
             h = tsr__redux_acc(t->group_of[i], w->id);
             if (!h) {
@@ -162,7 +162,7 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     /* A worker's first REDUX task of a group sets its accumulator to the
      * neutral element first. */
     for (int i = 0; i < t->nbuffers && rc == 0; i++) {
-        tsr_handle_t a = t->acc_of[i] ? t->acc[i].handle : NULL;
+        tsr_data_t *a = t->acc_of[i] ? t->acc[i].handle : NULL;
         if (a && !a->acc_initialized) {
             const tsr_codelet_t *init = t->group_of[i]->h->redux_init;
             tsr_exec_t ie = exec;
