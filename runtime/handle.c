@@ -128,19 +128,19 @@ static void depend_on_all(tsr_task_t t, const tsr_tasklist_t *l, bool reads)
         depend_on(t, l->v[i], reads);
 }
 
-/* Close h's open REDUX group: a REDUCE task that waits for every member
- * becomes the last writer. Handle lock held. Its submission guard is left
- * for the caller to drop once the lock is released. */
+/* Close h's open REDUX group (redux.c makes its REDUCE task): the REDUCE
+ * task waits for every member and becomes the last writer. Handle lock
+ * held. Its submission guard is left for the caller to drop once the lock
+ * is released. */
 static int close_redux_group(tsr_data_t *h, tsr_task_t *reduce)
 {
-    tsr_task_t r = tsr__task_new_reduce(h->redux);
+    tsr_task_t r = tsr__redux_close(h);
     if (!r)
         return TSR_ENOMEM;
     depend_on_all(r, &h->writers, true);
     tsr__tasklist_clear(&h->writers);
     tsr__tasklist_clear(&h->readers);
     tsr__tasklist_clear(&h->commute_pred);
-    h->redux = NULL;
     *reduce = r;
     return tsr__tasklist_push(&h->writers, r);
 }
@@ -163,15 +163,15 @@ int tsr__handle_depend(tsr_data_t *h, tsr_task_t t, tsr_mode_t mode, int slot,
     *reduce = NULL;
     pthread_mutex_lock(&h->lock);
     if (mode == TSR_REDUX) {
+        /* Members wait for what preceded the group, never for each other. */
         if (!h->redux) {
             h->commute_open = false;
             rc = open_group(h);
-            h->redux = tsr__redux_group_new(h);
-            if (!h->redux)
+            if (tsr__redux_open(h) != TSR_OK)
                 rc = TSR_ENOMEM;
         }
         depend_on_all(t, &h->commute_pred, true);
-        t->group_of[slot] = h->redux;
+        tsr__redux_join(h, t, slot);
         if (rc == TSR_OK)
             rc = tsr__tasklist_push(&h->writers, t);
         pthread_mutex_unlock(&h->lock);
@@ -611,33 +611,6 @@ int tsr_handle_wont_use(tsr_handle_t id)
     if (rc)
         return rc;
     return tsr__submit_internal(TSR_KIND_WONTUSE, h, TSR_R, NULL);
-}
-
-int tsr_handle_set_reduction(tsr_handle_t id, const tsr_codelet_t *init,
-                             const tsr_codelet_t *reduce)
-{
-    tsr_data_t *h;
-    int rc = tsr__handle_get(id, "handle_set_reduction", &h);
-    if (rc)
-        return rc;
-    if (!init || !reduce)
-        return tsr__fail(TSR_EINVAL, "handle_set_reduction: a codelet is NULL");
-    if (init->nbuffers != 1 || reduce->nbuffers != 2)
-        return tsr__fail(TSR_EINVAL,
-                         "handle_set_reduction: init takes 1 buffer (it has %d), "
-                         "reduce takes 2 (it has %d)",
-                         init->nbuffers, reduce->nbuffers);
-    pthread_mutex_lock(&h->lock);
-    bool open = h->redux != NULL;
-    if (!open) {
-        h->redux_init = init;
-        h->redux_reduce = reduce;
-    }
-    pthread_mutex_unlock(&h->lock);
-    if (open)
-        return tsr__fail(TSR_EBUSY, "handle_set_reduction: REDUX tasks on the "
-                         "handle are pending; access it another way first");
-    return TSR_OK;
 }
 
 void tsr__handles_release_acquired(void)

@@ -128,6 +128,13 @@ void tsr__task_chain(tsr_task_t first, tsr_task_t then);
 /* s will not run: p, whose data it reads, failed or was cancelled; s
  * inherits p's reason (mreq.err), which names the first failed task. */
 void tsr__task_cancel(tsr_task_t s, tsr_task_t p);
+/* An internal task of `kind` counted as pending, not yet submitted (its
+ * guard is held); NULL without memory. */
+tsr_task_t tsr__task_new_internal(int kind, const char *name);
+/* Submit an internal two-buffer task (dst RW, src R) that is never
+ * throttled; dst_dep: record it in dst's STF state (REDUX combinations). */
+int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_data_t *dst,
+                     bool dst_dep, tsr_data_t *src, tsr_task_t *out);
 /* Submit an internal task of `kind` on one handle. */
 int tsr__submit_internal(int kind, tsr_data_t *h, tsr_mode_t mode,
                          tsr_task_t *out);
@@ -210,21 +217,27 @@ typedef struct tsr_redux_group {
     struct tsr_handle *acc[];
 } tsr_redux_group_t;
 
-tsr_redux_group_t *tsr__redux_group_new(tsr_data_t *h);
-/* The accumulator of worker w (made on first use), or NULL without memory. */
-tsr_data_t *tsr__redux_acc(tsr_redux_group_t *g, int w);
-/* A REDUCE task for g (not yet submitted: its guard is held). */
-tsr_task_t tsr__task_new_reduce(tsr_redux_group_t *g);
+/* Submission: whether buffer i of a task (handles hs) may be REDUX; a
+ * status with a message naming task `name`. */
+int tsr__redux_check(tsr_data_t *const *hs, int nbuffers, const tsr_codelet_t *cl,
+                     const char *name, int i);
+/* Dependency rules (handle.c, handle lock held): open h's group; t joins
+ * it as its buffer `slot`; close it: the REDUCE task that will combine it
+ * (not yet submitted: its guard is held), or NULL without memory. */
+int tsr__redux_open(tsr_data_t *h);
+void tsr__redux_join(tsr_data_t *h, tsr_task_t t, int slot);
+tsr_task_t tsr__redux_close(tsr_data_t *h);
+/* A worker takes t: REDUX buffer i becomes worker w's accumulator (made
+ * on first use). TSR_ENOMEM with the reason in t->mreq.err. */
+int tsr__redux_take(tsr_task_t t, int i, int w);
+/* Before t's implementation runs: set each accumulator that t is the
+ * first to use to the neutral element. 0 or the init codelet's code. */
+int tsr__redux_init_accumulators(tsr_task_t t, void **bufs, const tsr_exec_t *exec);
 /* The REDUCE task is ready: submit the combining tree; it completes when
  * the last combination does. */
 void tsr__redux_start(tsr_task_t reduce);
-void tsr__redux_group_free(tsr_redux_group_t *g);
-/* Submit an internal two-buffer task (dst RW, src R) that is never
- * throttled; dst_dep: record it in dst's STF state. */
-int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_data_t *dst,
-                     bool dst_dep, tsr_data_t *src, tsr_task_t *out);
-
-/* ---- commute exclusion (task.c) ---------------------------------------- */
+/* The REDUCE task completed: free the group and its accumulators. */
+void tsr__redux_finish(tsr_task_t reduce);
 
 /* ---- workers (worker.c) ------------------------------------------------ */
 

@@ -474,11 +474,8 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
     t->nsucc = 0;
     t->then = NULL;
     pthread_mutex_unlock(&t->lock);
-    if (t->kind == TSR_KIND_REDUCE) {
-        /* Every combination has completed (or none was submitted). */
-        tsr__redux_group_free(t->group);
-        t->group = NULL;
-    }
+    if (t->kind == TSR_KIND_REDUCE)
+        tsr__redux_finish(t);
 
     if (result != TSR_RESULT_OK)
         record_failure(t, result, msg);
@@ -648,14 +645,13 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
     return TSR_OK;
 }
 
-tsr_task_t tsr__task_new_reduce(tsr_redux_group_t *g)
+tsr_task_t tsr__task_new_internal(int kind, const char *name)
 {
     tsr_task_t t = task_alloc();
     if (!t)
         return NULL;
-    t->kind = TSR_KIND_REDUCE;
-    t->name = "redux";
-    t->group = g;
+    t->kind = kind;
+    t->name = name;
     t->internal = true;
     atomic_store(&t->ndeps, 1);
     atomic_store(&t->refs, 1);
@@ -688,30 +684,6 @@ static int bad_mode(int m)
 {
     return m != TSR_R && m != TSR_W && m != TSR_RW && m != TSR_SCRATCH &&
            m != TSR_COMMUTE && m != TSR_REDUX;
-}
-
-/* A REDUX access needs the handle's codelets, an init implementation
- * wherever the task may run, and no other access to the same handle. */
-static int check_redux(tsr_data_t *const *hs, int nbuffers, const tsr_codelet_t *cl,
-                       const char *name, int i)
-{
-    tsr_data_t *h = hs[i];
-    pthread_mutex_lock(&h->lock);
-    const tsr_codelet_t *init = h->redux_init, *red = h->redux_reduce;
-    pthread_mutex_unlock(&h->lock);
-    if (!init || !red)
-        return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d is REDUX but the handle "
-                         "has no reduction codelets (tsr_handle_set_reduction)", name, i);
-    for (int k = 0; k < TSR_DEVICE_KINDS; k++)
-        if (cl->impl[k] && tsr__rt.nworkers_of_kind[k] > 0 && !init->impl[k])
-            return tsr__fail(TSR_EINVAL, "submit '%s': REDUX init codelet '%s' has no "
-                             "implementation for device kind %d, where the task may run",
-                             name, init->name ? init->name : "", k);
-    for (int j = 0; j < nbuffers; j++)
-        if (j != i && hs[j] == h)
-            return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d is REDUX and buffer %d "
-                             "accesses the same handle", name, i, j);
-    return TSR_OK;
 }
 
 int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
@@ -766,7 +738,7 @@ int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
     }
     for (int i = 0; i < d->nbuffers; i++) {
         if (d->buffers[i].mode == TSR_REDUX) {
-            int rc = check_redux(hs, d->nbuffers, cl, name, i);
+            int rc = tsr__redux_check(hs, d->nbuffers, cl, name, i);
             if (rc)
                 return rc;
         }

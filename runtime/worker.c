@@ -89,18 +89,11 @@ static bool start_task(tsr_worker_t *w, tsr_task_t t)
         int mode = t->acc[i].mode;
         if (mode == TSR_SCRATCH)
             continue;
-        tsr_data_t *h = t->acc[i].handle;
-        if (mode == TSR_REDUX) {
-            h = tsr__redux_acc(t->group_of[i], w->id);
-            if (!h) {
-                snprintf(r->err, sizeof r->err, "no memory for a REDUX accumulator");
-                fail_task(w, t, TSR_ENOMEM);
-                return false;
-            }
-            t->acc[i].handle = h; /* from now on the task works on it */
-            t->acc[i].mode = TSR_RW;
-            t->acc_of[i] = true;
+        if (mode == TSR_REDUX && tsr__redux_take(t, i, w->id) != TSR_OK) {
+            fail_task(w, t, TSR_ENOMEM); /* the reason is in r->err */
+            return false;
         }
+        tsr_data_t *h = t->acc[i].handle;
         int k = 0;
         while (k < r->n && r->e[k] != h->entry)
             k++;
@@ -158,20 +151,7 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     if (node->ops->exec_begin)
         node->ops->exec_begin(node, &exec.cuda_stream, &exec.cublas_handle);
     uint64_t start = tsr__mem_now_ns();
-    int rc = 0;
-    /* A worker's first REDUX task of a group sets its accumulator to the
-     * neutral element first. */
-    for (int i = 0; i < t->nbuffers && rc == 0; i++) {
-        tsr_data_t *a = t->acc_of[i] ? t->acc[i].handle : NULL;
-        if (a && !a->acc_initialized) {
-            const tsr_codelet_t *init = t->group_of[i]->h->redux_init;
-            tsr_exec_t ie = exec;
-            ie.nbuffers = 1;
-            ie.sizes = &t->sizes[i];
-            rc = init->impl[w->device_kind](&bufs[i], NULL, &ie);
-            a->acc_initialized = rc == 0;
-        }
-    }
+    int rc = tsr__redux_init_accumulators(t, bufs, &exec);
     if (rc == 0)
         rc = t->cl->impl[w->device_kind](bufs, t->args, &exec);
     if (node->ops->exec_end) {
