@@ -645,6 +645,14 @@ int tsr__handles_unregister_all(void)
         pthread_mutex_unlock(&tsr__rt.reg_m);
         if (!h)
             break;
+        /* An open REDUX group is combined into the handle first, as by
+         * tsr_handle_unregister: a barrier closes it. */
+        pthread_mutex_lock(&h->lock);
+        bool open = h->redux != NULL;
+        pthread_mutex_unlock(&h->lock);
+        tsr_task_t t;
+        if (open && tsr__submit_internal(TSR_KIND_BARRIER, h, TSR_W, &t) == TSR_OK)
+            tsr_task_wait(t);
         int r = tsr__handle_flush(h);
         rc = rc ? rc : r;
         tsr__handle_free(h);

@@ -199,7 +199,9 @@ tsr_data_t *tsr__handle_new_internal(void *ptr, size_t size);
 void tsr__handle_free(tsr_data_t *h);
 /* Write a registered buffer's latest data back to it (waits). */
 int tsr__handle_flush(tsr_data_t *h);
-/* At shutdown: end every acquisition, then free every handle. */
+/* At shutdown: end every acquisition; then free every handle as
+ * tsr_handle_unregister does (an open REDUX group is combined into it, a
+ * registered buffer gets the latest data). */
 void tsr__handles_release_acquired(void);
 int tsr__handles_unregister_all(void);
 /* After every handle is freed (shutdown): forget the id table. Ids handed

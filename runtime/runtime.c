@@ -340,6 +340,8 @@ int tsr_shutdown(void)
     char msg[1024] = "";
     keep_first(&rc, msg, sizeof msg, tsr_wait_all());
     keep_first(&rc, msg, sizeof msg, tsr__handles_unregister_all());
+    /* Unregistering closed open REDUX groups: report their failures. */
+    keep_first(&rc, msg, sizeof msg, tsr_wait_all());
     tsr__handles_fini();
     if (tsr__rt.cfg.stats)
         tsr_stats_print(stderr);
