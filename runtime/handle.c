@@ -226,7 +226,11 @@ int tsr__handle_depend(tsr_data_t *h, tsr_task_t t, tsr_mode_t mode, int slot,
  * The table is chunked and chunks never move while the runtime runs, so a
  * lookup takes no lock: it reads the slot's generation, its handle, and the
  * generation again (a slot freed and reused in between reads as stale).
- * Assigning and freeing slots take the registry lock. */
+ * Assigning and freeing slots take the registry lock.
+ *
+ * Every handle has an id, REDUX accumulators too: tasks carry the ids of
+ * their buffers for policies (tsr_task_handle, tsr_handle_nodes), and the
+ * runtime's pointers beside them. */
 #define IDX_BITS 26
 #define CHUNK_BITS 12
 #define CHUNK_SLOTS (1u << CHUNK_BITS)
@@ -382,21 +386,15 @@ static int handle_new(tsr_handle_t *out, void *ptr, size_t size, bool registered
         return tsr__fail(TSR_EINVAL, "handle_register: buffer is NULL");
     tsr_data_t *h = tsr__handle_new_internal(ptr, size);
     if (!h)
-        return tsr__fail(TSR_ENOMEM, "handle: out of memory");
+        return tsr__fail(TSR_ENOMEM, "handle: out of memory, or no free handle id "
+                         "(%u live at most)", MAX_SLOTS);
     pthread_mutex_lock(&tsr__rt.reg_m);
-    int rc = id_assign(h);
-    if (rc == TSR_OK) {
-        h->internal = false; /* the application's: in the registry */
-        h->reg_next = tsr__rt.reg_head;
-        if (h->reg_next)
-            h->reg_next->reg_prev = h;
-        tsr__rt.reg_head = h;
-    }
+    h->internal = false; /* the application's: in the registry */
+    h->reg_next = tsr__rt.reg_head;
+    if (h->reg_next)
+        h->reg_next->reg_prev = h;
+    tsr__rt.reg_head = h;
     pthread_mutex_unlock(&tsr__rt.reg_m);
-    if (rc != TSR_OK) {
-        tsr__handle_free(h);
-        return tsr__fail(rc, "handle: no free handle id (%u live at most)", MAX_SLOTS);
-    }
     *out = h->id;
     return TSR_OK;
 }
@@ -408,6 +406,15 @@ tsr_data_t *tsr__handle_new_internal(void *ptr, size_t size)
         return NULL;
     h->entry = tsr__entry_new(ptr, size);
     if (!h->entry) {
+        free(h);
+        return NULL;
+    }
+    /* Accumulators get ids too: policies see their combining tasks. */
+    pthread_mutex_lock(&tsr__rt.reg_m);
+    int rc = id_assign(h);
+    pthread_mutex_unlock(&tsr__rt.reg_m);
+    if (rc != TSR_OK) {
+        tsr__entry_free(h->entry);
         free(h);
         return NULL;
     }
@@ -459,18 +466,17 @@ int tsr__handle_flush(tsr_data_t *h)
 
 void tsr__handle_free(tsr_data_t *h)
 {
+    pthread_mutex_lock(&tsr__rt.reg_m);
     if (!h->internal) {
-        pthread_mutex_lock(&tsr__rt.reg_m);
         if (h->reg_prev)
             h->reg_prev->reg_next = h->reg_next;
         else
             tsr__rt.reg_head = h->reg_next;
         if (h->reg_next)
             h->reg_next->reg_prev = h->reg_prev;
-        if (h->id)
-            id_free(h);
-        pthread_mutex_unlock(&tsr__rt.reg_m);
     }
+    id_free(h);
+    pthread_mutex_unlock(&tsr__rt.reg_m);
     tasklist_free(&h->writers);
     tasklist_free(&h->readers);
     tasklist_free(&h->commute_pred);

@@ -17,10 +17,10 @@
 #include "memory/memory.h"
 #include "runtime/error.h"
 
-/* The runtime's record of one handle (handle.c). The application never
- * holds a pointer to it: its tsr_handle_t is an id that tsr__handle_get()
- * checks and turns into this pointer. Everything inside the runtime (task
- * buffers, the scheduler interface, REDUX accumulators) uses the pointer. */
+/* The runtime's record of one handle (handle.c). Nothing outside the
+ * runtime holds a pointer to it: applications and policies hold its id, a
+ * tsr_handle_t that tsr__handle_lookup()/tsr__handle_get() check and turn
+ * into this pointer. Everything inside the runtime uses the pointer. */
 typedef struct tsr_handle tsr_data_t;
 
 /* ---- small task lists -------------------------------------------------- */
@@ -70,8 +70,10 @@ struct tsr_task {
     int priority;
     int kind;
     int nbuffers;
-    tsr_access_t acc[TSR_MAX_BUFFERS];
-    size_t sizes[TSR_MAX_BUFFERS];
+    tsr_access_t acc[TSR_MAX_BUFFERS];  /* as submitted: handle ids, modes */
+    tsr_data_t *data[TSR_MAX_BUFFERS];  /* the runtime's handle of each buffer
+                                           (a REDUX buffer's: the worker's
+                                           accumulator once taken) */    size_t sizes[TSR_MAX_BUFFERS];
     size_t bytes;          /* sum of buffer sizes, for throttling */
     uint16_t ncommute;     /* number of distinct COMMUTE handles */
     tsr_data_t *commute[TSR_MAX_BUFFERS]; /* sorted by address */
@@ -103,7 +105,7 @@ struct tsr_task {
     /* REDUX buffers: the group at submission, the worker's accumulator
      * once the task is taken (NULL elsewhere) */
     struct tsr_redux_group *group_of[TSR_MAX_BUFFERS];
-    bool acc_of[TSR_MAX_BUFFERS];   /* buffer i became an accumulator */
+    bool acc_of[TSR_MAX_BUFFERS];   /* data[i] is an accumulator */
     uint16_t nodep;            /* buffers recorded in no handle's STF state */
     bool internal;             /* submitted by the runtime: never throttled */
     /* REDUCE: the group it combines; a task completing `then` with it */
@@ -155,8 +157,8 @@ void tsr__task_prefetch(tsr_task_t t, int target);
 
 struct tsr_handle {
     tsr_entry_t *entry;    /* its copies, in the memory directory */
-    tsr_handle_t id;       /* the application's name for it; NULL: internal */
-    uint32_t slot;         /* its slot in the id table (when id is set) */
+    tsr_handle_t id;       /* its name outside the runtime (see handle.c) */
+    uint32_t slot;         /* its slot in the id table */
     size_t size;
     bool registered;       /* the application's buffer is the host copy */
     bool internal;         /* a REDUX accumulator: not in the registry */
@@ -193,8 +195,9 @@ tsr_data_t *tsr__handle_lookup(tsr_handle_t id);
 /* The same for a public call: TSR_ESTATE before tsr_init, TSR_EINVAL for a
  * NULL or stale id, each with a message that starts with `what`. */
 int tsr__handle_get(tsr_handle_t id, const char *what, tsr_data_t **out);
-/* A handle outside the registry (REDUX accumulators, and the body of
- * tsr_handle_register/alloc). ptr: the host buffer, or NULL. */
+/* A handle with an id but outside the registry (REDUX accumulators, and
+ * the body of tsr_handle_register/alloc); NULL without memory. ptr: the
+ * host buffer, or NULL. */
 tsr_data_t *tsr__handle_new_internal(void *ptr, size_t size);
 void tsr__handle_free(tsr_data_t *h);
 /* Write a registered buffer's latest data back to it (waits). */

@@ -131,8 +131,7 @@ int tsr__redux_take(tsr_task_t t, int i, int w)
                  g ? "accumulator" : "group");
         return TSR_ENOMEM;
     }
-    t->acc[i].handle = a; /* from now on the task works on it */
-    t->acc[i].mode = TSR_RW;
+    t->data[i] = a; /* the task works on it; policies still see h's id */
     t->acc_of[i] = true;
     return TSR_OK;
 }
@@ -140,7 +139,7 @@ int tsr__redux_take(tsr_task_t t, int i, int w)
 int tsr__redux_init_accumulators(tsr_task_t t, void **bufs, const tsr_exec_t *exec)
 {
     for (int i = 0; i < t->nbuffers; i++) {
-        tsr_data_t *a = t->acc_of[i] ? t->acc[i].handle : NULL;
+        tsr_data_t *a = t->acc_of[i] ? t->data[i] : NULL;
         if (!a || a->acc_initialized)
             continue;
         /* Only this worker uses a: no lock for acc_initialized. */

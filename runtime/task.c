@@ -375,7 +375,7 @@ void tsr__task_prefetch(tsr_task_t t, int target)
     for (int i = 0; i < t->nbuffers; i++) {
         int m = t->acc[i].mode;
         if (m != TSR_SCRATCH && m != TSR_W && m != TSR_REDUX)
-            tsr__mem_prefetch(t->acc[i].handle->entry, node);
+            tsr__mem_prefetch(t->data[i]->entry, node);
     }
 }
 
@@ -432,12 +432,12 @@ void tsr__task_ready(tsr_task_t t)
         return;
     }
     if (t->kind == TSR_KIND_INVALIDATE) {
-        tsr__mem_invalidate(t->acc[0].handle->entry);
+        tsr__mem_invalidate(t->data[0]->entry);
         tsr__task_complete(t, TSR_RESULT_OK, -1);
         return;
     }
     if (t->kind == TSR_KIND_WONTUSE) {
-        tsr__mem_wont_use(t->acc[0].handle->entry);
+        tsr__mem_wont_use(t->data[0]->entry);
         tsr__task_complete(t, TSR_RESULT_OK, -1);
         return;
     }
@@ -583,10 +583,10 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
         if (t->acc[i].mode == TSR_SCRATCH || (t->nodep & (1u << i)))
             continue;
         int k = 0;
-        while (k < nh && hs[k] != t->acc[i].handle)
+        while (k < nh && hs[k] != t->data[i])
             k++;
         if (k == nh) {
-            hs[nh] = t->acc[i].handle;
+            hs[nh] = t->data[i];
             first[nh] = i;
             modes[nh++] = 0;
         }
@@ -670,11 +670,13 @@ int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_data_t *dst,
     t->kind = TSR_KIND_USER;
     t->internal = true;
     t->nbuffers = 2;
-    t->acc[0] = (tsr_access_t){dst, TSR_RW};
-    t->acc[1] = (tsr_access_t){src, TSR_R};
+    t->acc[0] = (tsr_access_t){dst->id, TSR_RW};
+    t->acc[1] = (tsr_access_t){src->id, TSR_R};
+    t->data[0] = dst;
+    t->data[1] = src;
     t->nodep = dst_dep ? 0 : 1;
     for (int i = 0; i < 2; i++) {
-        t->sizes[i] = t->acc[i].handle->size;
+        t->sizes[i] = t->data[i]->size;
         t->bytes += t->sizes[i];
     }
     return submit_common(t, out);
@@ -754,7 +756,8 @@ int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
     t->kind = TSR_KIND_USER;
     t->nbuffers = d->nbuffers;
     for (int i = 0; i < d->nbuffers; i++) {
-        t->acc[i] = (tsr_access_t){hs[i], d->buffers[i].mode};
+        t->acc[i] = d->buffers[i];
+        t->data[i] = hs[i];
         t->sizes[i] = hs[i]->size;
         t->bytes += t->sizes[i];
     }
@@ -778,7 +781,8 @@ int tsr__submit_internal(int kind, tsr_data_t *h, tsr_mode_t mode,
     t->name = names[kind];
     t->kind = kind;
     t->nbuffers = 1;
-    t->acc[0].handle = h;
+    t->acc[0].handle = h->id;
+    t->data[0] = h;
     t->acc[0].mode = mode;
     t->sizes[0] = h->size;
     return submit_common(t, out);
@@ -793,8 +797,8 @@ const char *tsr_task_name(tsr_task_t t) { return t ? t->name : NULL; }
 const tsr_codelet_t *tsr_task_codelet(tsr_task_t t) { return t ? t->cl : NULL; }
 int tsr_task_nbuffers(tsr_task_t t) { return t ? t->nbuffers : 0; }
 
-/* The runtime's own handle of buffer i (see sched.h): policies compare it
- * and pass it to tsr_handle_nodes, which take it as it is. */
+/* Buffer i's handle id, as the application named it (a REDUX buffer stays
+ * the application's handle after a worker took it). */
 tsr_handle_t tsr_task_handle(tsr_task_t t, int i)
 {
     return (t && i >= 0 && i < t->nbuffers) ? t->acc[i].handle : NULL;

@@ -93,7 +93,7 @@ static bool start_task(tsr_worker_t *w, tsr_task_t t)
             fail_task(w, t, TSR_ENOMEM); /* the reason is in r->err */
             return false;
         }
-        tsr_data_t *h = t->acc[i].handle;
+        tsr_data_t *h = t->data[i];
         int k = 0;
         while (k < r->n && r->e[k] != h->entry)
             k++;

@@ -7,6 +7,8 @@
  * at the wait and at a later acquisition of the data. */
 #include "util.h"
 
+#include <tessera/sched.h>
+
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -289,6 +291,36 @@ Test(misuse, acquisition_misuse)
     cr_assert_eq(read_int(h), 6);
     cr_assert_eq(tsr_handle_unregister(h), TSR_OK);
     cr_assert_eq(tsr_handle_release(h), TSR_EINVAL);
+    stop_runtime();
+}
+
+/* What a policy sees of a task's buffers is the application's handle: the
+ * same id, usable with tsr_handle_nodes; a stale id has no copies. */
+Test(misuse, policies_see_the_application_handles)
+{
+    start_runtime(1, NULL, 0);
+    int x = 0, y = 0;
+    tsr_handle_t h, g;
+    cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
+    cr_assert_eq(tsr_handle_register(&g, &y, sizeof y), TSR_OK);
+    tsr_access_t a[2] = {{g, TSR_RW}, {h, TSR_R}};
+    static const tsr_codelet_t cl2 = {.name = "two", .impl = {add_one}, .nbuffers = 2};
+    tsr_task_desc_t d = {.codelet = &cl2, .nbuffers = 2, .buffers = a};
+    tsr_task_t t;
+    cr_assert_eq(tsr_submit(&d, &t), TSR_OK);
+    cr_assert_eq(tsr_task_handle(t, 0), g);
+    cr_assert_eq(tsr_task_handle(t, 1), h);
+    cr_assert_null(tsr_task_handle(t, 2));
+    cr_assert_eq(tsr_task_mode(t, 1), TSR_R);
+    cr_assert_eq(tsr_task_wait(t), TSR_OK);
+    /* A registered buffer is valid on the host (node 0). */
+    cr_assert(tsr_handle_nodes(h) & 1u);
+    cr_assert_eq(tsr_handle_unregister(h), TSR_OK);
+    cr_assert_eq(tsr_handle_nodes(h), 0u, "a stale handle has no copies");
+    cr_assert_eq(tsr_handle_nodes(NULL), 0u);
+    cr_assert_eq(tsr_handle_nodes((tsr_handle_t)(void *)&x), 0u);
+    cr_assert_eq(tsr_handle_unregister(g), TSR_OK);
+    cr_assert_eq(y, 1);
     stop_runtime();
 }
 
