@@ -1,5 +1,9 @@
-/* runtime/handle.c — data handles and the sequential-task-flow rules that
- * turn each access into dependencies.
+/* runtime/handle.c — data handles: their ids (what the application holds,
+ * checked at every call), their lifetime and host access, and the
+ * sequential-task-flow rules that turn each access into dependencies.
+ *
+ * Must never: dereference an id that is not a live handle's, or hand out
+ * an id twice.
  *
  * Per handle we keep the last writer (or the open group of COMMUTE tasks)
  * and the readers since. A reader waits for the writers; a writer waits for

@@ -457,6 +457,7 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
     /* A failure's description replaces the bare reason before DONE is
      * visible: a task submitted later and cancelled at once copies it. */
     char msg[sizeof tsr__rt.first_error];
+    msg[0] = 0;
     if (result == TSR_RESULT_FAILED) {
         describe_failure(t, worker, msg, sizeof msg);
         size_t n = strnlen(msg, sizeof t->mreq.err - 1); /* truncated */
