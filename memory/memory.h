@@ -251,6 +251,9 @@ void tsr__host_free(void *p, size_t size);
 void *tsr__host_node_alloc(tsr_node_t *n, size_t size);
 void tsr__host_node_free(tsr_node_t *n, void *p, size_t size);
 
+/* The library's monotonic clock, in nanoseconds (CLOCK_MONOTONIC): every
+ * layer above times copies, tasks and models with it, so their events share
+ * one time base. */
 uint64_t tsr__mem_now_ns(void);
 
 /* ---- link measurement (measure.c) -------------------------------------- */

@@ -7,7 +7,8 @@ int tsr_cuda_device_count(void) { return 0; }
 
 int tsr_cuda_device_info(int index, tsr_device_info_t *info)
 {
-    (void)info;
+    if (!info)
+        return tsr__fail(TSR_EINVAL, "cuda_device_info: info is NULL");
     return tsr__fail(TSR_ENODEV, "cuda_device_info: device %d: built without CUDA",
                      index);
 }

@@ -1,5 +1,9 @@
-/* runtime/handle.c — data handles and the sequential-task-flow rules that
- * turn each access into dependencies.
+/* runtime/handle.c — data handles: their ids (what the application holds,
+ * checked at every call), their lifetime and host access, and the
+ * sequential-task-flow rules that turn each access into dependencies.
+ *
+ * Must never: dereference an id that is not a live handle's, or hand out
+ * an id twice.
  *
  * Per handle we keep the last writer (or the open group of COMMUTE tasks)
  * and the readers since. A reader waits for the writers; a writer waits for
@@ -9,6 +13,7 @@
  */
 #include "runtime/internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,7 +92,7 @@ static void depend_on(tsr_task_t t, tsr_task_t p, bool reads)
         bool failed = p->result != TSR_RESULT_OK;
         pthread_mutex_unlock(&p->lock);
         if (failed && reads)
-            atomic_store(&t->cancelled, 1);
+            tsr__task_cancel(t, p);
         return;
     }
     if (p->nsucc == p->capsucc) {
@@ -104,7 +109,7 @@ static void depend_on(tsr_task_t t, tsr_task_t p, bool reads)
             bool failed = p->result != TSR_RESULT_OK;
             pthread_mutex_unlock(&p->lock);
             if (failed && reads)
-                atomic_store(&t->cancelled, 1);
+                tsr__task_cancel(t, p);
             return;
         }
         if (p->succ == p->succ_inline)
@@ -127,25 +132,25 @@ static void depend_on_all(tsr_task_t t, const tsr_tasklist_t *l, bool reads)
         depend_on(t, l->v[i], reads);
 }
 
-/* Close h's open REDUX group: a REDUCE task that waits for every member
- * becomes the last writer. Handle lock held. Its submission guard is left
- * for the caller to drop once the lock is released. */
-static int close_redux_group(tsr_handle_t h, tsr_task_t *reduce)
+/* Close h's open REDUX group (redux.c makes its REDUCE task): the REDUCE
+ * task waits for every member and becomes the last writer. Handle lock
+ * held. Its submission guard is left for the caller to drop once the lock
+ * is released. */
+static int close_redux_group(tsr_data_t *h, tsr_task_t *reduce)
 {
-    tsr_task_t r = tsr__task_new_reduce(h->redux);
+    tsr_task_t r = tsr__redux_close(h);
     if (!r)
         return TSR_ENOMEM;
     depend_on_all(r, &h->writers, true);
     tsr__tasklist_clear(&h->writers);
     tsr__tasklist_clear(&h->readers);
     tsr__tasklist_clear(&h->commute_pred);
-    h->redux = NULL;
     *reduce = r;
     return tsr__tasklist_push(&h->writers, r);
 }
 
 /* A new group (COMMUTE or REDUX) waits for what came before it. */
-static int open_group(tsr_handle_t h)
+static int open_group(tsr_data_t *h)
 {
     const tsr_tasklist_t *pred = h->readers.n ? &h->readers : &h->writers;
     int rc = tsr__tasklist_copy(&h->commute_pred, pred);
@@ -154,7 +159,7 @@ static int open_group(tsr_handle_t h)
     return rc;
 }
 
-int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode, int slot,
+int tsr__handle_depend(tsr_data_t *h, tsr_task_t t, tsr_mode_t mode, int slot,
                        tsr_task_t *reduce)
 {
     int rc = TSR_OK;
@@ -162,15 +167,15 @@ int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode, int slot,
     *reduce = NULL;
     pthread_mutex_lock(&h->lock);
     if (mode == TSR_REDUX) {
+        /* Members wait for what preceded the group, never for each other. */
         if (!h->redux) {
             h->commute_open = false;
             rc = open_group(h);
-            h->redux = tsr__redux_group_new(h);
-            if (!h->redux)
+            if (tsr__redux_open(h) != TSR_OK)
                 rc = TSR_ENOMEM;
         }
         depend_on_all(t, &h->commute_pred, true);
-        t->group_of[slot] = h->redux;
+        tsr__redux_join(h, t, slot);
         if (rc == TSR_OK)
             rc = tsr__tasklist_push(&h->writers, t);
         pthread_mutex_unlock(&h->lock);
@@ -211,6 +216,165 @@ int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode, int slot,
     return rc;
 }
 
+/* ---- handle ids ---------------------------------------------------------- */
+
+/* The application never holds a pointer to a handle: its tsr_handle_t is
+ * the id (generation << IDX_BITS) | (slot + 1), cast to the opaque pointer
+ * type. The slot table maps a slot to its handle while the generation
+ * matches. Unregistering retires the generation, and a freed slot serves a
+ * new handle under a new generation. Generations come from one counter that
+ * survives tsr_shutdown, so an unregistered handle, one from an earlier
+ * runtime, or a value register/alloc never returned is refused with
+ * TSR_EINVAL instead of being dereferenced.
+ *
+ * The table is chunked and chunks never move while the runtime runs, so a
+ * lookup takes no lock: it reads the slot's generation, its handle, and the
+ * generation again (a slot freed and reused in between reads as stale).
+ * Assigning and freeing slots take the registry lock.
+ *
+ * Every handle has an id, REDUX accumulators too: tasks carry the ids of
+ * their buffers for policies (tsr_task_handle, tsr_handle_nodes), and the
+ * runtime's pointers beside them. */
+#define IDX_BITS 26
+#define CHUNK_BITS 12
+#define CHUNK_SLOTS (1u << CHUNK_BITS)
+#define NCHUNKS (1u << (IDX_BITS - CHUNK_BITS))
+/* slot + 1 must fit in IDX_BITS */
+#define MAX_SLOTS ((1u << IDX_BITS) - 1)
+
+_Static_assert(sizeof(uintptr_t) >= 8, "handle ids need 64-bit pointers");
+
+typedef struct slot {
+    _Atomic uint64_t gen;      /* 0: no live handle */
+    tsr_data_t *_Atomic h;
+} slot_t;
+
+static struct {
+    slot_t *_Atomic chunk[NCHUNKS];
+    uint32_t nslots;           /* slots used since init (under reg_m) */
+    uint32_t *free;            /* slots to reuse (under reg_m); room for */
+    uint32_t nfree, capfree;   /* every slot, so freeing never allocates */
+} ids;
+
+/* 2^38 handles can be made before a generation repeats. */
+static _Atomic uint64_t last_gen;
+
+static slot_t *slot_at(uint32_t idx)
+{
+    slot_t *c = atomic_load_explicit(&ids.chunk[idx >> CHUNK_BITS],
+                                     memory_order_acquire);
+    return c ? &c[idx & (CHUNK_SLOTS - 1)] : NULL;
+}
+
+/* Give h a slot and a fresh generation. reg_m held. */
+static int id_assign(tsr_data_t *h)
+{
+    if (ids.nfree == 0 && ids.nslots == MAX_SLOTS)
+        return TSR_ENOMEM;
+    if (ids.nfree == 0 && ids.nslots == ids.capfree) {
+        uint32_t cap = ids.capfree ? ids.capfree * 2 : CHUNK_SLOTS;
+        uint32_t *v = realloc(ids.free, (size_t)cap * sizeof *v);
+        if (!v)
+            return TSR_ENOMEM;
+        ids.free = v;
+        ids.capfree = cap;
+    }
+    uint32_t idx;
+    if (ids.nfree > 0) {
+        idx = ids.free[--ids.nfree];
+    } else {
+        idx = ids.nslots;
+        slot_t *_Atomic *cp = &ids.chunk[idx >> CHUNK_BITS];
+        if (!atomic_load_explicit(cp, memory_order_relaxed)) {
+            slot_t *c = calloc(CHUNK_SLOTS, sizeof *c);
+            if (!c)
+                return TSR_ENOMEM;
+            atomic_store_explicit(cp, c, memory_order_release);
+        }
+        ids.nslots++;
+    }
+    uint64_t gen = atomic_fetch_add(&last_gen, 1) + 1;
+    gen &= (UINT64_C(1) << (64 - IDX_BITS)) - 1;
+    if (gen == 0) /* wrapped: 0 means free */
+        gen = atomic_fetch_add(&last_gen, 1) + 1;
+    slot_t *s = slot_at(idx);
+    atomic_store_explicit(&s->h, h, memory_order_relaxed);
+    atomic_store_explicit(&s->gen, gen, memory_order_release);
+    h->slot = idx;
+    h->id = (tsr_handle_t)(uintptr_t)(gen << IDX_BITS | (uint64_t)(idx + 1));
+    return TSR_OK;
+}
+
+static uint64_t id_gen(tsr_handle_t id) { return (uint64_t)(uintptr_t)id >> IDX_BITS; }
+
+/* Retire h's id (later lookups fail); false if it was retired already. */
+static bool id_retire(tsr_data_t *h)
+{
+    uint64_t gen = id_gen(h->id);
+    return atomic_compare_exchange_strong(&slot_at(h->slot)->gen, &gen, 0);
+}
+
+/* Undo id_retire (the unregistration could not go on). */
+static void id_restore(tsr_data_t *h)
+{
+    atomic_store_explicit(&slot_at(h->slot)->gen, id_gen(h->id), memory_order_release);
+}
+
+/* The slot serves new handles. reg_m held. */
+static void id_free(tsr_data_t *h)
+{
+    slot_t *s = slot_at(h->slot);
+    atomic_store_explicit(&s->gen, 0, memory_order_release);
+    atomic_store_explicit(&s->h, NULL, memory_order_release);
+    ids.free[ids.nfree++] = h->slot;
+    h->id = NULL;
+}
+
+tsr_data_t *tsr__handle_lookup(tsr_handle_t id)
+{
+    uint64_t v = (uint64_t)(uintptr_t)id;
+    uint64_t gen = v >> IDX_BITS;
+    uint64_t idx1 = v & ((UINT64_C(1) << IDX_BITS) - 1);
+    if (gen == 0 || idx1 == 0)
+        return NULL;
+    slot_t *s = slot_at((uint32_t)(idx1 - 1));
+    if (!s || atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
+        return NULL;
+    tsr_data_t *h = atomic_load_explicit(&s->h, memory_order_acquire);
+    if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
+        return NULL;
+    return h;
+}
+
+int tsr__handle_get(tsr_handle_t id, const char *what, tsr_data_t **out)
+{
+    *out = NULL;
+    if (!tsr__running())
+        return tsr__fail(TSR_ESTATE, "%s: runtime not initialized", what);
+    if (!id)
+        return tsr__fail(TSR_EINVAL, "%s: handle is NULL", what);
+    *out = tsr__handle_lookup(id);
+    if (!*out)
+        return tsr__fail(TSR_EINVAL,
+                         "%s: stale handle %p (unregistered, from before the last "
+                         "tsr_shutdown, or never returned by register/alloc)",
+                         what, (void *)id);
+    return TSR_OK;
+}
+
+void tsr__handles_fini(void)
+{
+    pthread_mutex_lock(&tsr__rt.reg_m);
+    for (uint32_t c = 0; c < NCHUNKS; c++) {
+        free(atomic_load(&ids.chunk[c]));
+        atomic_store(&ids.chunk[c], NULL);
+    }
+    free(ids.free);
+    ids.free = NULL;
+    ids.nslots = ids.nfree = ids.capfree = 0;
+    pthread_mutex_unlock(&tsr__rt.reg_m);
+}
+
 /* ---- handle lifetime --------------------------------------------------- */
 
 static int handle_new(tsr_handle_t *out, void *ptr, size_t size, bool registered)
@@ -224,27 +388,37 @@ static int handle_new(tsr_handle_t *out, void *ptr, size_t size, bool registered
         return tsr__fail(TSR_EINVAL, "handle: size is 0");
     if (registered && !ptr)
         return tsr__fail(TSR_EINVAL, "handle_register: buffer is NULL");
-    tsr_handle_t h = tsr__handle_new_internal(ptr, size);
+    tsr_data_t *h = tsr__handle_new_internal(ptr, size);
     if (!h)
-        return tsr__fail(TSR_ENOMEM, "handle: out of memory");
-    h->internal = false; /* the application's: in the registry */
+        return tsr__fail(TSR_ENOMEM, "handle: out of memory, or no free handle id "
+                         "(%u live at most)", MAX_SLOTS);
     pthread_mutex_lock(&tsr__rt.reg_m);
+    h->internal = false; /* the application's: in the registry */
     h->reg_next = tsr__rt.reg_head;
     if (h->reg_next)
         h->reg_next->reg_prev = h;
     tsr__rt.reg_head = h;
     pthread_mutex_unlock(&tsr__rt.reg_m);
-    *out = h;
+    *out = h->id;
     return TSR_OK;
 }
 
-tsr_handle_t tsr__handle_new_internal(void *ptr, size_t size)
+tsr_data_t *tsr__handle_new_internal(void *ptr, size_t size)
 {
-    tsr_handle_t h = calloc(1, sizeof *h);
+    tsr_data_t *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
     h->entry = tsr__entry_new(ptr, size);
     if (!h->entry) {
+        free(h);
+        return NULL;
+    }
+    /* Accumulators get ids too: policies see their combining tasks. */
+    pthread_mutex_lock(&tsr__rt.reg_m);
+    int rc = id_assign(h);
+    pthread_mutex_unlock(&tsr__rt.reg_m);
+    if (rc != TSR_OK) {
+        tsr__entry_free(h->entry);
         free(h);
         return NULL;
     }
@@ -265,13 +439,14 @@ int tsr_handle_alloc(tsr_handle_t *out, size_t size)
     return handle_new(out, NULL, size, false);
 }
 
-size_t tsr_handle_size(tsr_handle_t h)
+size_t tsr_handle_size(tsr_handle_t id)
 {
-    return h ? h->size : 0;
+    tsr_data_t *h;
+    return tsr__handle_get(id, "handle_size", &h) == TSR_OK ? h->size : 0;
 }
 
 /* Host access through the directory: pin h's host copy with `mode`. */
-static int host_access(tsr_handle_t h, tsr_mem_req_t *r, int mode)
+static int host_access(tsr_data_t *h, tsr_mem_req_t *r, int mode)
 {
     memset(r, 0, sizeof *r);
     r->node = 0;
@@ -281,7 +456,7 @@ static int host_access(tsr_handle_t h, tsr_mem_req_t *r, int mode)
     return tsr__mem_acquire_sync(r);
 }
 
-int tsr__handle_flush(tsr_handle_t h)
+int tsr__handle_flush(tsr_data_t *h)
 {
     if (!h->registered)
         return TSR_OK;
@@ -293,18 +468,19 @@ int tsr__handle_flush(tsr_handle_t h)
                         : tsr__fail(rc, "unregister: cannot write the data back: %s", r.err);
 }
 
-void tsr__handle_free(tsr_handle_t h)
+void tsr__handle_free(tsr_data_t *h)
 {
+    pthread_mutex_lock(&tsr__rt.reg_m);
     if (!h->internal) {
-        pthread_mutex_lock(&tsr__rt.reg_m);
         if (h->reg_prev)
             h->reg_prev->reg_next = h->reg_next;
         else
             tsr__rt.reg_head = h->reg_next;
         if (h->reg_next)
             h->reg_next->reg_prev = h->reg_prev;
-        pthread_mutex_unlock(&tsr__rt.reg_m);
     }
+    id_free(h);
+    pthread_mutex_unlock(&tsr__rt.reg_m);
     tasklist_free(&h->writers);
     tasklist_free(&h->readers);
     tasklist_free(&h->commute_pred);
@@ -314,18 +490,10 @@ void tsr__handle_free(tsr_handle_t h)
     free(h);
 }
 
-static int handle_check(tsr_handle_t h, const char *what)
+int tsr_handle_unregister(tsr_handle_t id)
 {
-    if (!tsr__running())
-        return tsr__fail(TSR_ESTATE, "%s: runtime not initialized", what);
-    if (!h)
-        return tsr__fail(TSR_EINVAL, "%s: handle is NULL", what);
-    return TSR_OK;
-}
-
-int tsr_handle_unregister(tsr_handle_t h)
-{
-    int rc = handle_check(h, "handle_unregister");
+    tsr_data_t *h;
+    int rc = tsr__handle_get(id, "handle_unregister", &h);
     if (rc)
         return rc;
     pthread_mutex_lock(&h->lock);
@@ -334,19 +502,27 @@ int tsr_handle_unregister(tsr_handle_t h)
     if (busy)
         return tsr__fail(TSR_EBUSY,
                          "handle_unregister: handle is acquired; release it first");
+    /* From here the id is dead: a second unregistration (or a racing one
+     * on another thread) is refused instead of freeing h twice. */
+    if (!id_retire(h))
+        return tsr__fail(TSR_EINVAL, "handle_unregister: handle %p is being "
+                         "unregistered already", (void *)id);
     tsr_task_t t;
     rc = tsr__submit_internal(TSR_KIND_BARRIER, h, TSR_W, &t);
-    if (rc)
+    if (rc) {
+        id_restore(h);
         return rc;
+    }
     tsr_task_wait(t); /* a failure of earlier tasks is reported by wait_all */
     rc = tsr__handle_flush(h);
     tsr__handle_free(h);
     return rc;
 }
 
-int tsr_handle_acquire(tsr_handle_t h, tsr_mode_t mode, void **ptr)
+int tsr_handle_acquire(tsr_handle_t id, tsr_mode_t mode, void **ptr)
 {
-    int rc = handle_check(h, "handle_acquire");
+    tsr_data_t *h;
+    int rc = tsr__handle_get(id, "handle_acquire", &h);
     if (rc)
         return rc;
     if (!ptr)
@@ -376,11 +552,15 @@ int tsr_handle_acquire(tsr_handle_t h, tsr_mode_t mode, void **ptr)
     atomic_fetch_sub(&tsr__rt.nwaiters, 1);
     pthread_mutex_unlock(&tsr__rt.wait_m);
     if (atomic_load(&t->cancelled)) {
-        /* A task that wrote it failed: the data cannot be trusted. */
+        /* A task that wrote it failed: the data cannot be trusted. The
+         * cause came down the cancellations: it names the failed task,
+         * its worker and memory node, and why. */
+        char why[sizeof t->mreq.err];
+        snprintf(why, sizeof why, "%s", t->mreq.err);
         tsr__task_complete(t, TSR_RESULT_CANCELLED, -1);
         tsr__task_unref(t);
         return tsr__fail(TSR_ETASK,
-                         "handle_acquire: a task writing the handle failed");
+                         "handle_acquire: a task writing the handle failed: %s", why);
     }
     tsr_mem_req_t *req = malloc(sizeof *req);
     rc = req ? host_access(h, req, mode == TSR_R ? TSR_MEM_R
@@ -403,9 +583,10 @@ int tsr_handle_acquire(tsr_handle_t h, tsr_mode_t mode, void **ptr)
     return TSR_OK;
 }
 
-int tsr_handle_release(tsr_handle_t h)
+int tsr_handle_release(tsr_handle_t id)
 {
-    int rc = handle_check(h, "handle_release");
+    tsr_data_t *h;
+    int rc = tsr__handle_get(id, "handle_release", &h);
     if (rc)
         return rc;
     pthread_mutex_lock(&h->lock);
@@ -424,52 +605,28 @@ int tsr_handle_release(tsr_handle_t h)
     return TSR_OK;
 }
 
-int tsr_handle_invalidate(tsr_handle_t h)
+int tsr_handle_invalidate(tsr_handle_t id)
 {
-    int rc = handle_check(h, "handle_invalidate");
+    tsr_data_t *h;
+    int rc = tsr__handle_get(id, "handle_invalidate", &h);
     if (rc)
         return rc;
     return tsr__submit_internal(TSR_KIND_INVALIDATE, h, TSR_W, NULL);
 }
 
-int tsr_handle_wont_use(tsr_handle_t h)
+int tsr_handle_wont_use(tsr_handle_t id)
 {
-    int rc = handle_check(h, "handle_wont_use");
+    tsr_data_t *h;
+    int rc = tsr__handle_get(id, "handle_wont_use", &h);
     if (rc)
         return rc;
     return tsr__submit_internal(TSR_KIND_WONTUSE, h, TSR_R, NULL);
 }
 
-int tsr_handle_set_reduction(tsr_handle_t h, const tsr_codelet_t *init,
-                             const tsr_codelet_t *reduce)
-{
-    int rc = handle_check(h, "handle_set_reduction");
-    if (rc)
-        return rc;
-    if (!init || !reduce)
-        return tsr__fail(TSR_EINVAL, "handle_set_reduction: a codelet is NULL");
-    if (init->nbuffers != 1 || reduce->nbuffers != 2)
-        return tsr__fail(TSR_EINVAL,
-                         "handle_set_reduction: init takes 1 buffer (it has %d), "
-                         "reduce takes 2 (it has %d)",
-                         init->nbuffers, reduce->nbuffers);
-    pthread_mutex_lock(&h->lock);
-    bool open = h->redux != NULL;
-    if (!open) {
-        h->redux_init = init;
-        h->redux_reduce = reduce;
-    }
-    pthread_mutex_unlock(&h->lock);
-    if (open)
-        return tsr__fail(TSR_EBUSY, "handle_set_reduction: REDUX tasks on the "
-                         "handle are pending; access it another way first");
-    return TSR_OK;
-}
-
 void tsr__handles_release_acquired(void)
 {
     pthread_mutex_lock(&tsr__rt.reg_m);
-    for (tsr_handle_t h = tsr__rt.reg_head; h; h = h->reg_next) {
+    for (tsr_data_t *h = tsr__rt.reg_head; h; h = h->reg_next) {
         pthread_mutex_lock(&h->lock);
         tsr_task_t t = h->acquired;
         tsr_mem_req_t *req = h->acq_req;
@@ -494,10 +651,18 @@ int tsr__handles_unregister_all(void)
     int rc = TSR_OK;
     for (;;) {
         pthread_mutex_lock(&tsr__rt.reg_m);
-        tsr_handle_t h = tsr__rt.reg_head;
+        tsr_data_t *h = tsr__rt.reg_head;
         pthread_mutex_unlock(&tsr__rt.reg_m);
         if (!h)
             break;
+        /* An open REDUX group is combined into the handle first, as by
+         * tsr_handle_unregister: a barrier closes it. */
+        pthread_mutex_lock(&h->lock);
+        bool open = h->redux != NULL;
+        pthread_mutex_unlock(&h->lock);
+        tsr_task_t t;
+        if (open && tsr__submit_internal(TSR_KIND_BARRIER, h, TSR_W, &t) == TSR_OK)
+            tsr_task_wait(t);
         int r = tsr__handle_flush(h);
         rc = rc ? rc : r;
         tsr__handle_free(h);

@@ -17,6 +17,12 @@
 #include "memory/memory.h"
 #include "runtime/error.h"
 
+/* The runtime's record of one handle (handle.c). Nothing outside the
+ * runtime holds a pointer to it: applications and policies hold its id, a
+ * tsr_handle_t that tsr__handle_lookup()/tsr__handle_get() check and turn
+ * into this pointer. Everything inside the runtime uses the pointer. */
+typedef struct tsr_handle tsr_data_t;
+
 /* ---- small task lists -------------------------------------------------- */
 
 typedef struct tsr_tasklist {
@@ -64,11 +70,13 @@ struct tsr_task {
     int priority;
     int kind;
     int nbuffers;
-    tsr_access_t acc[TSR_MAX_BUFFERS];
-    size_t sizes[TSR_MAX_BUFFERS];
+    tsr_access_t acc[TSR_MAX_BUFFERS];  /* as submitted: handle ids, modes */
+    tsr_data_t *data[TSR_MAX_BUFFERS];  /* the runtime's handle of each buffer
+                                           (a REDUX buffer's: the worker's
+                                           accumulator once taken) */    size_t sizes[TSR_MAX_BUFFERS];
     size_t bytes;          /* sum of buffer sizes, for throttling */
     uint16_t ncommute;     /* number of distinct COMMUTE handles */
-    tsr_handle_t commute[TSR_MAX_BUFFERS]; /* sorted by address */
+    tsr_data_t *commute[TSR_MAX_BUFFERS]; /* sorted by address */
 
     /* dependencies */
     atomic_int ndeps;      /* unfinished predecessors, +1 while submitting */
@@ -77,6 +85,9 @@ struct tsr_task {
     int state;             /* state, result, waited, succ: under lock */
     int result;
     int error_code;        /* what the implementation returned */
+    /* why it failed: mreq.err below (the directory's or device's reason,
+     * then "task 'x' on worker w (node): reason"; for a cancelled task,
+     * the reason of the failure that cancelled it) */
     bool waited;           /* someone sleeps in tsr_task_wait() on it */
     /* successors; the low bit of an entry says it reads data we write */
     uintptr_t *succ;
@@ -94,7 +105,7 @@ struct tsr_task {
     /* REDUX buffers: the group at submission, the worker's accumulator
      * once the task is taken (NULL elsewhere) */
     struct tsr_redux_group *group_of[TSR_MAX_BUFFERS];
-    bool acc_of[TSR_MAX_BUFFERS];   /* buffer i became an accumulator */
+    bool acc_of[TSR_MAX_BUFFERS];   /* data[i] is an accumulator */
     uint16_t nodep;            /* buffers recorded in no handle's STF state */
     bool internal;             /* submitted by the runtime: never throttled */
     /* REDUCE: the group it combines; a task completing `then` with it */
@@ -116,8 +127,18 @@ void tsr__task_complete(tsr_task_t t, int result, int worker);
 /* `then` completes with `first`'s result when `first` completes; consumes
  * a reference on `first`. */
 void tsr__task_chain(tsr_task_t first, tsr_task_t then);
+/* s will not run: p, whose data it reads, failed or was cancelled; s
+ * inherits p's reason (mreq.err), which names the first failed task. */
+void tsr__task_cancel(tsr_task_t s, tsr_task_t p);
+/* An internal task of `kind` counted as pending, not yet submitted (its
+ * guard is held); NULL without memory. */
+tsr_task_t tsr__task_new_internal(int kind, const char *name);
+/* Submit an internal two-buffer task (dst RW, src R) that is never
+ * throttled; dst_dep: record it in dst's STF state (REDUX combinations). */
+int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_data_t *dst,
+                     bool dst_dep, tsr_data_t *src, tsr_task_t *out);
 /* Submit an internal task of `kind` on one handle. */
-int tsr__submit_internal(int kind, tsr_handle_t h, tsr_mode_t mode,
+int tsr__submit_internal(int kind, tsr_data_t *h, tsr_mode_t mode,
                          tsr_task_t *out);
 void tsr__tasks_free_pool(void);
 void tsr__tasks_flush_cache(void);
@@ -136,6 +157,8 @@ void tsr__task_prefetch(tsr_task_t t, int target);
 
 struct tsr_handle {
     tsr_entry_t *entry;    /* its copies, in the memory directory */
+    tsr_handle_t id;       /* its name outside the runtime (see handle.c) */
+    uint32_t slot;         /* its slot in the id table */
     size_t size;
     bool registered;       /* the application's buffer is the host copy */
     bool internal;         /* a REDUX accumulator: not in the registry */
@@ -146,7 +169,7 @@ struct tsr_handle {
     tsr_tasklist_t readers;      /* readers since the writers */
     tsr_tasklist_t commute_pred; /* what the open commute group waits for */
     bool commute_open;
-    /* commute exclusion (guarded by the runtime's commute_lock) */
+    /* commute exclusion (guarded by tsr__rt.commute_m) */
     tsr_task_t commute_owner;
     tsr_tasklist_t commute_waiting;
     /* host access */
@@ -164,17 +187,29 @@ struct tsr_handle {
  * its buffer `slot`, and record t in h's state. An access that closes a
  * REDUX group returns the group's REDUCE task in *reduce, whose
  * submission guard the caller drops. Returns TSR_OK or TSR_ENOMEM. */
-int tsr__handle_depend(tsr_handle_t h, tsr_task_t t, tsr_mode_t mode, int slot,
+int tsr__handle_depend(tsr_data_t *h, tsr_task_t t, tsr_mode_t mode, int slot,
                        tsr_task_t *reduce);
-/* A handle outside the registry (REDUX accumulators, and the body of
- * tsr_handle_register/alloc). ptr: the host buffer, or NULL. */
-tsr_handle_t tsr__handle_new_internal(void *ptr, size_t size);
-void tsr__handle_free(tsr_handle_t h);
+/* The live handle an application id names, or NULL (NULL id, never an
+ * id, unregistered, or from an earlier runtime). Takes no lock. */
+tsr_data_t *tsr__handle_lookup(tsr_handle_t id);
+/* The same for a public call: TSR_ESTATE before tsr_init, TSR_EINVAL for a
+ * NULL or stale id, each with a message that starts with `what`. */
+int tsr__handle_get(tsr_handle_t id, const char *what, tsr_data_t **out);
+/* A handle with an id but outside the registry (REDUX accumulators, and
+ * the body of tsr_handle_register/alloc); NULL without memory. ptr: the
+ * host buffer, or NULL. */
+tsr_data_t *tsr__handle_new_internal(void *ptr, size_t size);
+void tsr__handle_free(tsr_data_t *h);
 /* Write a registered buffer's latest data back to it (waits). */
-int tsr__handle_flush(tsr_handle_t h);
-/* At shutdown: end every acquisition, then free every handle. */
+int tsr__handle_flush(tsr_data_t *h);
+/* At shutdown: end every acquisition; then free every handle as
+ * tsr_handle_unregister does (an open REDUX group is combined into it, a
+ * registered buffer gets the latest data). */
 void tsr__handles_release_acquired(void);
 int tsr__handles_unregister_all(void);
+/* After every handle is freed (shutdown): forget the id table. Ids handed
+ * out so far stay stale forever: generations are never reused. */
+void tsr__handles_fini(void);
 
 /* ---- order-free reduction (redux.c) ------------------------------------ */
 
@@ -187,21 +222,27 @@ typedef struct tsr_redux_group {
     struct tsr_handle *acc[];
 } tsr_redux_group_t;
 
-tsr_redux_group_t *tsr__redux_group_new(tsr_handle_t h);
-/* The accumulator of worker w (made on first use), or NULL without memory. */
-tsr_handle_t tsr__redux_acc(tsr_redux_group_t *g, int w);
-/* A REDUCE task for g (not yet submitted: its guard is held). */
-tsr_task_t tsr__task_new_reduce(tsr_redux_group_t *g);
+/* Submission: whether buffer i of a task (handles hs) may be REDUX; a
+ * status with a message naming task `name`. */
+int tsr__redux_check(tsr_data_t *const *hs, int nbuffers, const tsr_codelet_t *cl,
+                     const char *name, int i);
+/* Dependency rules (handle.c, handle lock held): open h's group; t joins
+ * it as its buffer `slot`; close it: the REDUCE task that will combine it
+ * (not yet submitted: its guard is held), or NULL without memory. */
+int tsr__redux_open(tsr_data_t *h);
+void tsr__redux_join(tsr_data_t *h, tsr_task_t t, int slot);
+tsr_task_t tsr__redux_close(tsr_data_t *h);
+/* A worker takes t: REDUX buffer i becomes worker w's accumulator (made
+ * on first use). TSR_ENOMEM with the reason in t->mreq.err. */
+int tsr__redux_take(tsr_task_t t, int i, int w);
+/* Before t's implementation runs: set each accumulator that t is the
+ * first to use to the neutral element. 0 or the init codelet's code. */
+int tsr__redux_init_accumulators(tsr_task_t t, void **bufs, const tsr_exec_t *exec);
 /* The REDUCE task is ready: submit the combining tree; it completes when
  * the last combination does. */
 void tsr__redux_start(tsr_task_t reduce);
-void tsr__redux_group_free(tsr_redux_group_t *g);
-/* Submit an internal two-buffer task (dst RW, src R) that is never
- * throttled; dst_dep: record it in dst's STF state. */
-int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_handle_t dst,
-                     bool dst_dep, tsr_handle_t src, tsr_task_t *out);
-
-/* ---- commute exclusion (task.c) ---------------------------------------- */
+/* The REDUCE task completed: free the group and its accumulators. */
+void tsr__redux_finish(tsr_task_t reduce);
 
 /* ---- workers (worker.c) ------------------------------------------------ */
 
@@ -267,7 +308,10 @@ struct tsr_trace_event {
 void tsr__trace_record(tsr_worker_t *w, const char *name, uint64_t start,
                        uint64_t end);
 int tsr__trace_write(const char *path);
-uint64_t tsr__now_ns(void);
+/* The library's one monotonic clock is the memory layer's
+ * (tsr__mem_now_ns, memory/node.c): copy events and task events share
+ * its time base. This name stays for the scheduler's files. */
+static inline uint64_t tsr__now_ns(void) { return tsr__mem_now_ns(); }
 
 /* ---- global state (runtime.c) ------------------------------------------ */
 
@@ -336,6 +380,5 @@ static inline bool tsr__running(void)
 
 /* Returns whether the tag's pending count is now zero. */
 bool tsr__tag_add(uint64_t tag, long delta);
-void tsr__record_failure(tsr_task_t t, int result);
 
 #endif

@@ -42,7 +42,9 @@ void tsr_config_init(tsr_config_t *cfg)
     cfg->ncuda = -1;
 }
 
-/* Parse a non-negative integer from the environment; -1 if unset. */
+/* Parse a non-negative integer from the environment into *out. Returns 1
+ * if the variable is set, 0 if it is unset or empty (*out untouched), or
+ * TSR_EINVAL with a message if it is not a non-negative integer. */
 static int env_long(const char *name, long *out)
 {
     const char *v = getenv(name);
@@ -126,61 +128,33 @@ static int apply_env(tsr_config_t *cfg)
     return TSR_OK;
 }
 
-/* Performance models: loaded for every run (an application may read or
- * feed them); workers sample every task and the bus is calibrated only
- * when the policy uses models or calibration was asked for. */
-static int open_models(void)
-{
-    char err[256];
-    int rc = tsr__perfmodel_open(tsr__rt.cfg.perfmodel_dir, tsr__rt.cfg.calibrate,
-                                 err, sizeof err);
-    if (rc != TSR_OK)
-        return tsr__fail(rc, "init: performance models: %s", err);
-    const tsr_sched_policy_t *p = tsr__rt.sched.policy;
-    tsr__rt.sampling = (p->flags & TSR_SCHED_USES_MODELS) || tsr__rt.cfg.calibrate;
-    if (tsr__rt.sampling) {
-        rc = tsr__bus_calibrate(err, sizeof err);
-        if (rc != TSR_OK) {
-            tsr__perfmodel_close();
-            return tsr__fail(rc, "init: bus model: %s", err);
-        }
-        tsr__mem_reset_counters();
-    }
-    return TSR_OK;
-}
+/* ---- start and stop, in named steps ------------------------------------- */
 
-int tsr_init(const tsr_config_t *user)
+/* The configuration: the caller's (or the defaults), the environment on
+ * top, checked, its strings copied (the caller's may not outlive init),
+ * and the counters of a fresh run. Touches nothing that needs undoing. */
+static int init_config(const tsr_config_t *user)
 {
-    pthread_mutex_lock(&init_m);
-    if (tsr__running()) {
-        pthread_mutex_unlock(&init_m);
-        return tsr__fail(TSR_ESTATE, "init: runtime already initialized");
-    }
     tsr_config_t cfg;
     if (user)
         cfg = *user;
     else
         tsr_config_init(&cfg);
     int rc = apply_env(&cfg);
-    if (rc) {
-        pthread_mutex_unlock(&init_m);
+    if (rc)
         return rc;
-    }
     if (cfg.max_pending_tasks == 0)
         cfg.max_pending_tasks = DEFAULT_MAX_PENDING;
     if (cfg.ncpu > 4096 || cfg.nsim < 0 || cfg.nsim > 16 || cfg.pipeline < 0 ||
         cfg.pipeline > 8 || cfg.sim_bandwidth < 0 || cfg.sim_latency < 0 ||
-        cfg.calibrate < 0 || cfg.calibrate > 2) {
-        pthread_mutex_unlock(&init_m);
+        cfg.calibrate < 0 || cfg.calibrate > 2)
         return tsr__fail(TSR_EINVAL,
                          "init: ncpu=%d, nsim=%d (0-16), pipeline=%d (0-8), sim "
                          "bandwidth %g, sim latency %g, calibrate=%d (0-2): out of "
                          "range",
                          cfg.ncpu, cfg.nsim, cfg.pipeline, cfg.sim_bandwidth,
                          cfg.sim_latency, cfg.calibrate);
-    }
 
-    /* Keep copies of the strings: the caller's may not outlive init. */
     snprintf(tsr__rt.sched_name, sizeof tsr__rt.sched_name, "%s",
              cfg.sched ? cfg.sched : "eager");
     cfg.sched = tsr__rt.sched_name;
@@ -206,53 +180,150 @@ int tsr_init(const tsr_config_t *user)
     atomic_store(&tsr__rt.nthrottled, 0);
     tsr__rt.nfailed = tsr__rt.ncancelled = 0;
     tsr__rt.first_error[0] = 0;
-    tsr__rt.t0_ns = tsr__now_ns();
+    tsr__rt.t0_ns = tsr__mem_now_ns();
+    return TSR_OK;
+}
 
+/* Each step below leaves nothing behind when it fails, and has an undo
+ * step; tsr_init undoes the steps that succeeded, in reverse, when a
+ * later one fails, and tsr_shutdown undoes them all. */
+
+/* The memory nodes: host, simulated accelerators, GPUs. */
+static int init_memory(void)
+{
+    const tsr_config_t *cfg = &tsr__rt.cfg;
     tsr_mem_config_t mc = {
-        .nsim = cfg.nsim,
-        .sim_capacity = cfg.sim_mem ? cfg.sim_mem : (size_t)256 << 20,
-        .sim_bandwidth = cfg.sim_bandwidth,
-        .sim_latency = cfg.sim_latency,
-        .ncuda = cfg.ncuda,
-        .cuda_capacity = cfg.cuda_mem,
-        .host_capacity = cfg.host_mem,
+        .nsim = cfg->nsim,
+        .sim_capacity = cfg->sim_mem ? cfg->sim_mem : (size_t)256 << 20,
+        .sim_bandwidth = cfg->sim_bandwidth,
+        .sim_latency = cfg->sim_latency,
+        .ncuda = cfg->ncuda,
+        .cuda_capacity = cfg->cuda_mem,
+        .host_capacity = cfg->host_mem,
         .tracing = tsr__rt.tracing,
     };
     char err[256];
-    rc = tsr__mem_init(&mc, err, sizeof err);
-    if (rc != TSR_OK) {
-        pthread_mutex_unlock(&init_m);
+    int rc = tsr__mem_init(&mc, err, sizeof err);
+    if (rc != TSR_OK)
         return tsr__fail(rc, "init: memory nodes: %s", err);
-    }
     tsr__rt.nnodes = tsr__mem_node_count();
-    rc = tsr__workers_start();
-    if (rc == TSR_OK) {
-        rc = tsr__sched_open(&tsr__rt.sched, tsr__rt.sched_name);
-        if (rc == TSR_OK) {
-            rc = open_models();
-            if (rc != TSR_OK)
-                tsr__sched_close(&tsr__rt.sched);
+    return TSR_OK;
+}
+
+/* The worker table and the topology (no threads yet). */
+static int init_workers(void)
+{
+    int rc = tsr__workers_start();
+    if (rc != TSR_OK)
+        tsr__workers_free(); /* the topology, loaded before the failure */
+    return rc;
+}
+
+/* The scheduling policy. */
+static int init_sched(void) { return tsr__sched_open(&tsr__rt.sched, tsr__rt.sched_name); }
+static void fini_sched(void) { tsr__sched_close(&tsr__rt.sched); }
+
+/* Performance models: loaded for every run (an application may read or
+ * feed them); workers sample every task and the bus is calibrated only
+ * when the policy uses models or calibration was asked for. */
+static int init_models(void)
+{
+    char err[256];
+    int rc = tsr__perfmodel_open(tsr__rt.cfg.perfmodel_dir, tsr__rt.cfg.calibrate,
+                                 err, sizeof err);
+    if (rc != TSR_OK)
+        return tsr__fail(rc, "init: performance models: %s", err);
+    const tsr_sched_policy_t *p = tsr__rt.sched.policy;
+    tsr__rt.sampling = (p->flags & TSR_SCHED_USES_MODELS) || tsr__rt.cfg.calibrate;
+    if (tsr__rt.sampling) {
+        rc = tsr__bus_calibrate(err, sizeof err);
+        if (rc != TSR_OK) {
+            tsr__perfmodel_close();
+            return tsr__fail(rc, "init: bus model: %s", err);
         }
-        if (rc == TSR_OK) {
-            /* Tile tasks call BLAS; parallelism comes from tasks. */
-            saved_blas_threads = openblas_get_num_threads();
-            openblas_set_num_threads(1);
-            rc = tsr__workers_launch();
-            if (rc != TSR_OK) {
-                openblas_set_num_threads(saved_blas_threads);
-                tsr__perfmodel_close();
-                tsr__sched_close(&tsr__rt.sched);
-            }
-        }
+        tsr__mem_reset_counters();
     }
-    if (rc != TSR_OK) {
-        tsr__workers_free(); /* also after a failed start: the topology */
-        tsr__mem_shutdown();
+    return TSR_OK;
+}
+
+/* The worker threads. Tile tasks call BLAS: parallelism comes from tasks,
+ * so BLAS runs single-threaded while they run. */
+static int start_workers(void)
+{
+    saved_blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    int rc = tsr__workers_launch();
+    if (rc != TSR_OK)
+        openblas_set_num_threads(saved_blas_threads);
+    return rc;
+}
+
+static void stop_workers(void)
+{
+    tsr__workers_stop();
+    openblas_set_num_threads(saved_blas_threads);
+}
+
+static const struct init_step {
+    int (*start)(void);
+    void (*undo)(void);
+} steps[] = {
+    {init_memory, tsr__mem_shutdown},
+    {init_workers, tsr__workers_free},
+    {init_sched, fini_sched},
+    {init_models, tsr__perfmodel_close},
+    {start_workers, stop_workers},
+};
+enum { NSTEPS = sizeof steps / sizeof steps[0] };
+
+/* Undo steps[0 .. n-1], last first. */
+static void undo_steps(int n)
+{
+    while (n-- > 0)
+        steps[n].undo();
+}
+
+int tsr_init(const tsr_config_t *user)
+{
+    pthread_mutex_lock(&init_m);
+    int rc = TSR_OK;
+    if (tsr__running()) {
+        rc = tsr__fail(TSR_ESTATE, "init: runtime already initialized");
+        goto out;
+    }
+    rc = init_config(user);
+    for (int i = 0; i < NSTEPS && rc == TSR_OK; i++) {
+        rc = steps[i].start();
+        if (rc != TSR_OK)
+            undo_steps(i);
     }
     if (rc == TSR_OK)
         atomic_store_explicit(&tsr__rt.initialized, 1, memory_order_release);
+out:
     pthread_mutex_unlock(&init_m);
     return rc;
+}
+
+/* Forget the tag table (every tag's count is zero). */
+static void free_tags(void)
+{
+    pthread_mutex_lock(&tsr__rt.tag_m);
+    free(tsr__rt.tag_keys);
+    free(tsr__rt.tag_counts);
+    tsr__rt.tag_keys = NULL;
+    tsr__rt.tag_counts = NULL;
+    tsr__rt.tag_cap = tsr__rt.tag_used = 0;
+    pthread_mutex_unlock(&tsr__rt.tag_m);
+}
+
+/* Keep the first failure's status and message (later calls overwrite the
+ * thread's message). */
+static void keep_first(int *rc, char *msg, size_t len, int r)
+{
+    if (*rc == TSR_OK && r != TSR_OK) {
+        *rc = r;
+        snprintf(msg, len, "%s", tsr_error_message());
+    }
 }
 
 int tsr_shutdown(void)
@@ -262,40 +333,27 @@ int tsr_shutdown(void)
         pthread_mutex_unlock(&init_m);
         return tsr__fail(TSR_ESTATE, "shutdown: runtime not initialized");
     }
-    /* Acquired handles would block tasks forever: release them first. */
+    /* Drain: acquired handles would block tasks forever, so release them
+     * first; then every task, then every handle still registered. */
     tsr__handles_release_acquired();
-    int rc = tsr_wait_all();
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", tsr_error_message());
-    int urc = tsr__handles_unregister_all();
-    if (rc == TSR_OK && urc != TSR_OK) {
-        rc = urc;
-        snprintf(msg, sizeof msg, "%s", tsr_error_message());
-    }
+    int rc = TSR_OK;
+    char msg[1024] = "";
+    keep_first(&rc, msg, sizeof msg, tsr_wait_all());
+    keep_first(&rc, msg, sizeof msg, tsr__handles_unregister_all());
+    /* Unregistering closed open REDUX groups: report their failures. */
+    keep_first(&rc, msg, sizeof msg, tsr_wait_all());
+    tsr__handles_fini();
     if (tsr__rt.cfg.stats)
         tsr_stats_print(stderr);
-    tsr__workers_stop();
+    /* Stop: threads and copy engines first, so that the trace is complete;
+     * then undo the rest of init. */
+    stop_workers();
     tsr__mem_stop();
-    if (tsr__rt.tracing) {
-        int trc = tsr__trace_write(tsr__rt.trace_path);
-        if (rc == TSR_OK && trc != TSR_OK) {
-            rc = trc;
-            snprintf(msg, sizeof msg, "%s", tsr_error_message());
-        }
-    }
-    tsr__perfmodel_close();
-    tsr__sched_close(&tsr__rt.sched);
-    tsr__workers_free();
-    tsr__mem_shutdown();
+    if (tsr__rt.tracing)
+        keep_first(&rc, msg, sizeof msg, tsr__trace_write(tsr__rt.trace_path));
+    undo_steps(NSTEPS - 1); /* everything but start_workers, undone above */
     tsr__tasks_free_pool();
-    pthread_mutex_lock(&tsr__rt.tag_m);
-    free(tsr__rt.tag_keys);
-    free(tsr__rt.tag_counts);
-    tsr__rt.tag_keys = NULL;
-    tsr__rt.tag_counts = NULL;
-    tsr__rt.tag_cap = tsr__rt.tag_used = 0;
-    pthread_mutex_unlock(&tsr__rt.tag_m);
-    openblas_set_num_threads(saved_blas_threads);
+    free_tags();
     atomic_store_explicit(&tsr__rt.initialized, 0, memory_order_release);
     pthread_mutex_unlock(&init_m);
     if (rc != TSR_OK)

@@ -184,11 +184,11 @@ int tsr_task_wait(tsr_task_t t)
     const char *name = t->name;
     int rc = TSR_OK;
     if (result == TSR_RESULT_FAILED)
-        rc = tsr__fail(TSR_ETASK, "task '%s' failed with status %d", name, code);
+        rc = tsr__fail(TSR_ETASK, "%s (status %d)", t->mreq.err, code);
     else if (result == TSR_RESULT_CANCELLED)
         rc = tsr__fail(TSR_ETASK,
-                       "task '%s' was cancelled: a task it depends on failed",
-                       name);
+                       "task '%s' was cancelled, a task it depends on failed: %s",
+                       name, t->mreq.err);
     tsr__task_unref(t);
     return rc;
 }
@@ -284,21 +284,49 @@ int tsr_wait_tag(uint64_t tag)
 
 /* ---- failures ---------------------------------------------------------- */
 
-void tsr__record_failure(tsr_task_t t, int result)
+/* What failed, where, and why, for the application: "task 'gemm' on worker
+ * 3 (sim0): sim0: 4194304 bytes needed, …". The directory's or the device's
+ * message (mreq.err) says why when the runtime failed the task; otherwise
+ * the implementation returned the nonzero code. */
+static void describe_failure(tsr_task_t t, int worker, char *buf, size_t len)
+{
+    char why[TSR_MEM_ERR + 64];
+    if (t->mreq.err[0])
+        snprintf(why, sizeof why, "%s", t->mreq.err);
+    else
+        snprintf(why, sizeof why, "its implementation returned %d", t->error_code);
+    if (worker >= 0 && worker < tsr__rt.nworkers)
+        snprintf(buf, len, "task '%s' on worker %d (%s): %s", t->name, worker,
+                 tsr__mem_node(tsr__rt.workers[worker].node)->name, why);
+    else
+        snprintf(buf, len, "task '%s': %s", t->name, why);
+}
+
+/* s will not run because p, whose data it reads, failed or was cancelled.
+ * The first to cancel s hands it the cause, which s passes on in turn. */
+void tsr__task_cancel(tsr_task_t s, tsr_task_t p)
+{
+    if (atomic_exchange(&s->cancelled, 1) == 0)
+        snprintf(s->mreq.err, sizeof s->mreq.err, "%s", p->mreq.err);
+}
+
+/* Count t's failure (or cancellation) until the next wait; the first one
+ * becomes the message that wait returns. `msg`: t's failure described. */
+static void record_failure(tsr_task_t t, int result, const char *msg)
 {
     if (t->kind != TSR_KIND_USER && t->kind != TSR_KIND_REDUCE)
         return;
     pthread_mutex_lock(&tsr__rt.err_m);
     if (result == TSR_RESULT_FAILED) {
-        if (tsr__rt.nfailed == 0 && t->mreq.err[0])
-            snprintf(tsr__rt.first_error, sizeof tsr__rt.first_error,
-                     "task '%s' failed with status %d: %s", t->name, t->error_code,
-                     t->mreq.err);
-        else if (tsr__rt.nfailed == 0)
-            snprintf(tsr__rt.first_error, sizeof tsr__rt.first_error,
-                     "task '%s' failed with status %d", t->name, t->error_code);
+        if (tsr__rt.nfailed == 0)
+            snprintf(tsr__rt.first_error, sizeof tsr__rt.first_error, "%s", msg);
         tsr__rt.nfailed++;
     } else {
+        /* Cancelled by a failure an earlier wait reported: say so. */
+        if (tsr__rt.nfailed == 0 && tsr__rt.ncancelled == 0)
+            snprintf(tsr__rt.first_error, sizeof tsr__rt.first_error,
+                     "task '%s' was cancelled, a task it depends on failed: %s",
+                     t->name, t->mreq.err);
         tsr__rt.ncancelled++;
     }
     pthread_mutex_unlock(&tsr__rt.err_m);
@@ -313,7 +341,7 @@ static bool commute_try_take(tsr_task_t t)
     bool ok = true;
     pthread_mutex_lock(&tsr__rt.commute_m);
     for (int i = 0; i < t->ncommute; i++) {
-        tsr_handle_t h = t->commute[i];
+        tsr_data_t *h = t->commute[i];
         if (h->commute_owner) {
             if (tsr__tasklist_push(&h->commute_waiting, t) != TSR_OK) {
                 /* Cannot park without memory: retry by yielding. */
@@ -347,7 +375,7 @@ void tsr__task_prefetch(tsr_task_t t, int target)
     for (int i = 0; i < t->nbuffers; i++) {
         int m = t->acc[i].mode;
         if (m != TSR_SCRATCH && m != TSR_W && m != TSR_REDUX)
-            tsr__mem_prefetch(t->acc[i].handle->entry, node);
+            tsr__mem_prefetch(t->data[i]->entry, node);
     }
 }
 
@@ -369,7 +397,7 @@ static void commute_release(tsr_task_t t)
     tsr_tasklist_t retry = {0};
     pthread_mutex_lock(&tsr__rt.commute_m);
     for (int i = 0; i < t->ncommute; i++) {
-        tsr_handle_t h = t->commute[i];
+        tsr_data_t *h = t->commute[i];
         h->commute_owner = NULL;
         for (int k = 0; k < h->commute_waiting.n; k++)
             tsr__tasklist_push(&retry, h->commute_waiting.v[k]);
@@ -404,12 +432,12 @@ void tsr__task_ready(tsr_task_t t)
         return;
     }
     if (t->kind == TSR_KIND_INVALIDATE) {
-        tsr__mem_invalidate(t->acc[0].handle->entry);
+        tsr__mem_invalidate(t->data[0]->entry);
         tsr__task_complete(t, TSR_RESULT_OK, -1);
         return;
     }
     if (t->kind == TSR_KIND_WONTUSE) {
-        tsr__mem_wont_use(t->acc[0].handle->entry);
+        tsr__mem_wont_use(t->data[0]->entry);
         tsr__task_complete(t, TSR_RESULT_OK, -1);
         return;
     }
@@ -426,6 +454,16 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
 {
     if (t->ncommute && result != TSR_RESULT_CANCELLED)
         commute_release(t);
+    /* A failure's description replaces the bare reason before DONE is
+     * visible: a task submitted later and cancelled at once copies it. */
+    char msg[sizeof tsr__rt.first_error];
+    msg[0] = 0;
+    if (result == TSR_RESULT_FAILED) {
+        describe_failure(t, worker, msg, sizeof msg);
+        size_t n = strnlen(msg, sizeof t->mreq.err - 1); /* truncated */
+        memcpy(t->mreq.err, msg, n);
+        t->mreq.err[n] = 0;
+    }
 
     pthread_mutex_lock(&t->lock);
     t->result = result;
@@ -437,18 +475,15 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
     t->nsucc = 0;
     t->then = NULL;
     pthread_mutex_unlock(&t->lock);
-    if (t->kind == TSR_KIND_REDUCE) {
-        /* Every combination has completed (or none was submitted). */
-        tsr__redux_group_free(t->group);
-        t->group = NULL;
-    }
+    if (t->kind == TSR_KIND_REDUCE)
+        tsr__redux_finish(t);
 
     if (result != TSR_RESULT_OK)
-        tsr__record_failure(t, result);
+        record_failure(t, result, msg);
     for (int i = 0; i < nsucc; i++) {
         tsr_task_t s = (tsr_task_t)(succ[i] & ~(uintptr_t)1);
         if (result != TSR_RESULT_OK && (succ[i] & 1))
-            atomic_store(&s->cancelled, 1);
+            tsr__task_cancel(s, t);
         if (atomic_fetch_sub_explicit(&s->ndeps, 1, memory_order_acq_rel) == 1)
             tsr__task_ready(s);
     }
@@ -516,8 +551,8 @@ static void throttle(size_t bytes)
 
 static int cmp_handle(const void *a, const void *b)
 {
-    uintptr_t x = (uintptr_t)*(const tsr_handle_t *)a;
-    uintptr_t y = (uintptr_t)*(const tsr_handle_t *)b;
+    uintptr_t x = (uintptr_t)*(const tsr_data_t *const *)a;
+    uintptr_t y = (uintptr_t)*(const tsr_data_t *const *)b;
     return (x > y) - (x < y);
 }
 
@@ -542,17 +577,17 @@ static void count_pending(tsr_task_t t)
 static int submit_common(tsr_task_t t, tsr_task_t *out)
 {
     /* One dependency record per distinct handle, with the union of modes. */
-    tsr_handle_t hs[TSR_MAX_BUFFERS];
+    tsr_data_t *hs[TSR_MAX_BUFFERS];
     int modes[TSR_MAX_BUFFERS], first[TSR_MAX_BUFFERS];
     int nh = 0;
     for (int i = 0; i < t->nbuffers; i++) {
         if (t->acc[i].mode == TSR_SCRATCH || (t->nodep & (1u << i)))
             continue;
         int k = 0;
-        while (k < nh && hs[k] != t->acc[i].handle)
+        while (k < nh && hs[k] != t->data[i])
             k++;
         if (k == nh) {
-            hs[nh] = t->acc[i].handle;
+            hs[nh] = t->data[i];
             first[nh] = i;
             modes[nh++] = 0;
         }
@@ -611,14 +646,13 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
     return TSR_OK;
 }
 
-tsr_task_t tsr__task_new_reduce(tsr_redux_group_t *g)
+tsr_task_t tsr__task_new_internal(int kind, const char *name)
 {
     tsr_task_t t = task_alloc();
     if (!t)
         return NULL;
-    t->kind = TSR_KIND_REDUCE;
-    t->name = "redux";
-    t->group = g;
+    t->kind = kind;
+    t->name = name;
     t->internal = true;
     atomic_store(&t->ndeps, 1);
     atomic_store(&t->refs, 1);
@@ -626,8 +660,8 @@ tsr_task_t tsr__task_new_reduce(tsr_redux_group_t *g)
     return t;
 }
 
-int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_handle_t dst,
-                     bool dst_dep, tsr_handle_t src, tsr_task_t *out)
+int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_data_t *dst,
+                     bool dst_dep, tsr_data_t *src, tsr_task_t *out)
 {
     tsr_task_t t = task_alloc();
     if (!t)
@@ -637,11 +671,13 @@ int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_handle_t dst
     t->kind = TSR_KIND_USER;
     t->internal = true;
     t->nbuffers = 2;
-    t->acc[0] = (tsr_access_t){dst, TSR_RW};
-    t->acc[1] = (tsr_access_t){src, TSR_R};
+    t->acc[0] = (tsr_access_t){dst->id, TSR_RW};
+    t->acc[1] = (tsr_access_t){src->id, TSR_R};
+    t->data[0] = dst;
+    t->data[1] = src;
     t->nodep = dst_dep ? 0 : 1;
     for (int i = 0; i < 2; i++) {
-        t->sizes[i] = t->acc[i].handle->size;
+        t->sizes[i] = t->data[i]->size;
         t->bytes += t->sizes[i];
     }
     return submit_common(t, out);
@@ -651,30 +687,6 @@ static int bad_mode(int m)
 {
     return m != TSR_R && m != TSR_W && m != TSR_RW && m != TSR_SCRATCH &&
            m != TSR_COMMUTE && m != TSR_REDUX;
-}
-
-/* A REDUX access needs the handle's codelets, an init implementation
- * wherever the task may run, and no other access to the same handle. */
-static int check_redux(const tsr_task_desc_t *d, const tsr_codelet_t *cl,
-                       const char *name, int i)
-{
-    tsr_handle_t h = d->buffers[i].handle;
-    pthread_mutex_lock(&h->lock);
-    const tsr_codelet_t *init = h->redux_init, *red = h->redux_reduce;
-    pthread_mutex_unlock(&h->lock);
-    if (!init || !red)
-        return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d is REDUX but the handle "
-                         "has no reduction codelets (tsr_handle_set_reduction)", name, i);
-    for (int k = 0; k < TSR_DEVICE_KINDS; k++)
-        if (cl->impl[k] && tsr__rt.nworkers_of_kind[k] > 0 && !init->impl[k])
-            return tsr__fail(TSR_EINVAL, "submit '%s': REDUX init codelet '%s' has no "
-                             "implementation for device kind %d, where the task may run",
-                             name, init->name ? init->name : "", k);
-    for (int j = 0; j < d->nbuffers; j++)
-        if (j != i && d->buffers[j].handle == h)
-            return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d is REDUX and buffer %d "
-                             "accesses the same handle", name, i, j);
-    return TSR_OK;
 }
 
 int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
@@ -710,15 +722,26 @@ int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
                          "submit '%s': codelet '%s' has no implementation for "
                          "any worker's device",
                          name, cl->name ? cl->name : "");
+    /* The application's ids become the runtime's handles here: a NULL or
+     * stale id is refused before anything is recorded. */
+    tsr_data_t *hs[TSR_MAX_BUFFERS];
     for (int i = 0; i < d->nbuffers; i++) {
         if (!d->buffers[i].handle)
             return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d is a NULL handle",
                              name, i);
+        hs[i] = tsr__handle_lookup(d->buffers[i].handle);
+        if (!hs[i])
+            return tsr__fail(TSR_EINVAL,
+                             "submit '%s': buffer %d is a stale handle %p (unregistered, "
+                             "from before the last tsr_shutdown, or never returned by "
+                             "register/alloc)", name, i, (void *)d->buffers[i].handle);
         if (bad_mode(d->buffers[i].mode))
             return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d has mode %d",
                              name, i, (int)d->buffers[i].mode);
+    }
+    for (int i = 0; i < d->nbuffers; i++) {
         if (d->buffers[i].mode == TSR_REDUX) {
-            int rc = check_redux(d, cl, name, i);
+            int rc = tsr__redux_check(hs, d->nbuffers, cl, name, i);
             if (rc)
                 return rc;
         }
@@ -735,7 +758,8 @@ int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
     t->nbuffers = d->nbuffers;
     for (int i = 0; i < d->nbuffers; i++) {
         t->acc[i] = d->buffers[i];
-        t->sizes[i] = d->buffers[i].handle->size;
+        t->data[i] = hs[i];
+        t->sizes[i] = hs[i]->size;
         t->bytes += t->sizes[i];
     }
     t->args_size = d->args_size;
@@ -744,18 +768,22 @@ int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
     return submit_common(t, out);
 }
 
-int tsr__submit_internal(int kind, tsr_handle_t h, tsr_mode_t mode,
+int tsr__submit_internal(int kind, tsr_data_t *h, tsr_mode_t mode,
                          tsr_task_t *out)
 {
     tsr_task_t t = task_alloc();
     if (!t)
         return tsr__fail(TSR_ENOMEM, "out of memory");
-    static const char *names[] = {"user",       "acquire", "invalidate",
-                                  "unregister", "wont-use", "redux"};
+    static const char *names[] = {
+        [TSR_KIND_USER] = "user",         [TSR_KIND_ACQUIRE] = "acquire",
+        [TSR_KIND_INVALIDATE] = "invalidate", [TSR_KIND_BARRIER] = "barrier",
+        [TSR_KIND_WONTUSE] = "wont-use",  [TSR_KIND_REDUCE] = "redux",
+    };
     t->name = names[kind];
     t->kind = kind;
     t->nbuffers = 1;
-    t->acc[0].handle = h;
+    t->acc[0].handle = h->id;
+    t->data[0] = h;
     t->acc[0].mode = mode;
     t->sizes[0] = h->size;
     return submit_common(t, out);
@@ -763,27 +791,30 @@ int tsr__submit_internal(int kind, tsr_handle_t h, tsr_mode_t mode,
 
 /* ---- what policies may read -------------------------------------------- */
 
-tsr_sched_fields_t *tsr_task_sched_fields(tsr_task_t t) { return &t->sched; }
-int tsr_task_priority(tsr_task_t t) { return t->priority; }
-const char *tsr_task_name(tsr_task_t t) { return t->name; }
-const tsr_codelet_t *tsr_task_codelet(tsr_task_t t) { return t->cl; }
-int tsr_task_nbuffers(tsr_task_t t) { return t->nbuffers; }
+/* A NULL task reads as an empty one: these answer, they never fail. */
+tsr_sched_fields_t *tsr_task_sched_fields(tsr_task_t t) { return t ? &t->sched : NULL; }
+int tsr_task_priority(tsr_task_t t) { return t ? t->priority : 0; }
+const char *tsr_task_name(tsr_task_t t) { return t ? t->name : NULL; }
+const tsr_codelet_t *tsr_task_codelet(tsr_task_t t) { return t ? t->cl : NULL; }
+int tsr_task_nbuffers(tsr_task_t t) { return t ? t->nbuffers : 0; }
 
+/* Buffer i's handle id, as the application named it (a REDUX buffer stays
+ * the application's handle after a worker took it). */
 tsr_handle_t tsr_task_handle(tsr_task_t t, int i)
 {
-    return (i >= 0 && i < t->nbuffers) ? t->acc[i].handle : NULL;
+    return (t && i >= 0 && i < t->nbuffers) ? t->acc[i].handle : NULL;
 }
 
 tsr_mode_t tsr_task_mode(tsr_task_t t, int i)
 {
-    return (i >= 0 && i < t->nbuffers) ? t->acc[i].mode : (tsr_mode_t)0;
+    return (t && i >= 0 && i < t->nbuffers) ? t->acc[i].mode : (tsr_mode_t)0;
 }
 
 int tsr_task_predecessors(tsr_task_t t, tsr_task_t *out, int max)
 {
     if (!t || tsr__tl_preds_of != t)
         return 0;
-    for (int i = 0; i < tsr__tl_preds.n && i < max; i++)
+    for (int i = 0; out && i < tsr__tl_preds.n && i < max; i++)
         out[i] = tsr__tl_preds.v[i];
     return tsr__tl_preds.n;
 }
@@ -791,7 +822,7 @@ int tsr_task_predecessors(tsr_task_t t, tsr_task_t *out, int max)
 int tsr_task_runs_on(tsr_task_t t, tsr_sched_t *s, int worker)
 {
     (void)s;
-    if (worker < 0 || worker >= tsr__rt.nworkers)
+    if (!t || worker < 0 || worker >= tsr__rt.nworkers)
         return 0;
     return t->cl && t->cl->impl[tsr__rt.workers[worker].device_kind] != NULL;
 }

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -28,13 +27,6 @@
 
 static hwloc_topology_t topo;
 static bool topo_loaded;
-
-uint64_t tsr__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void bind_worker(tsr_worker_t *w)
 {
@@ -97,18 +89,11 @@ static bool start_task(tsr_worker_t *w, tsr_task_t t)
         int mode = t->acc[i].mode;
         if (mode == TSR_SCRATCH)
             continue;
-        tsr_handle_t h = t->acc[i].handle;
-        if (mode == TSR_REDUX) {
-            h = tsr__redux_acc(t->group_of[i], w->id);
-            if (!h) {
-                snprintf(r->err, sizeof r->err, "no memory for a REDUX accumulator");
-                fail_task(w, t, TSR_ENOMEM);
-                return false;
-            }
-            t->acc[i].handle = h; /* from now on the task works on it */
-            t->acc[i].mode = TSR_RW;
-            t->acc_of[i] = true;
+        if (mode == TSR_REDUX && tsr__redux_take(t, i, w->id) != TSR_OK) {
+            fail_task(w, t, TSR_ENOMEM); /* the reason is in r->err */
+            return false;
         }
+        tsr_data_t *h = t->data[i];
         int k = 0;
         while (k < r->n && r->e[k] != h->entry)
             k++;
@@ -165,21 +150,8 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     };
     if (node->ops->exec_begin)
         node->ops->exec_begin(node, &exec.cuda_stream, &exec.cublas_handle);
-    uint64_t start = tsr__now_ns();
-    int rc = 0;
-    /* A worker's first REDUX task of a group sets its accumulator to the
-     * neutral element first. */
-    for (int i = 0; i < t->nbuffers && rc == 0; i++) {
-        tsr_handle_t a = t->acc_of[i] ? t->acc[i].handle : NULL;
-        if (a && !a->acc_initialized) {
-            const tsr_codelet_t *init = t->group_of[i]->h->redux_init;
-            tsr_exec_t ie = exec;
-            ie.nbuffers = 1;
-            ie.sizes = &t->sizes[i];
-            rc = init->impl[w->device_kind](&bufs[i], NULL, &ie);
-            a->acc_initialized = rc == 0;
-        }
-    }
+    uint64_t start = tsr__mem_now_ns();
+    int rc = tsr__redux_init_accumulators(t, bufs, &exec);
     if (rc == 0)
         rc = t->cl->impl[w->device_kind](bufs, t->args, &exec);
     if (node->ops->exec_end) {
@@ -187,7 +159,7 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
         if (rc == 0)
             rc = erc;
     }
-    uint64_t end = tsr__now_ns();
+    uint64_t end = tsr__mem_now_ns();
     if (rc == 0 && tsr__rt.sampling)
         tsr__perfmodel_sample(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,
                               (double)(end - start) * 1e-9);
@@ -219,12 +191,12 @@ static void run_next(tsr_worker_t *w)
 {
     int i = first_ready(w);
     if (i < 0) {
-        uint64_t t0 = tsr__now_ns();
+        uint64_t t0 = tsr__mem_now_ns();
         pthread_mutex_lock(&w->m);
         while ((i = first_ready(w)) < 0)
             pthread_cond_wait(&w->cv, &w->m);
         pthread_mutex_unlock(&w->m);
-        w->wait_ns += tsr__now_ns() - t0;
+        w->wait_ns += tsr__mem_now_ns() - t0;
     }
     tsr_task_t t = w->inflight[i];
     for (int k = i + 1; k < w->ninflight; k++)

@@ -153,7 +153,8 @@ void tsr_sched_prefetch(tsr_sched_t *s, tsr_task_t t, int worker)
 
 uint32_t tsr_handle_nodes(tsr_handle_t h)
 {
-    return h && h->entry ? tsr__entry_nodes(h->entry) : 0;
+    tsr_data_t *d = tsr__handle_lookup(h);
+    return d ? tsr__entry_nodes(d->entry) : 0;
 }
 
 /* Whether buffer i of t is read (its contents matter on entry). */

@@ -91,6 +91,9 @@ TSR_API int tsr_task_priority(tsr_task_t t);
 TSR_API const char *tsr_task_name(tsr_task_t t);
 TSR_API const tsr_codelet_t *tsr_task_codelet(tsr_task_t t);
 TSR_API int tsr_task_nbuffers(tsr_task_t t);
+/* The handle of buffer i, as the application named it (the runtime's
+ * own handles, such as REDUX accumulators, have ids too): equal for two
+ * buffers exactly when they are the same data. */
 TSR_API tsr_handle_t tsr_task_handle(tsr_task_t t, int i);
 TSR_API tsr_mode_t tsr_task_mode(tsr_task_t t, int i);
 /* Whether the task has an implementation for the worker's device kind. */
@@ -103,7 +106,8 @@ TSR_API int tsr_task_predecessors(tsr_task_t t, tsr_task_t *out, int max);
 
 /* ---- data locations ----------------------------------------------------- */
 
-/* Bit i set: node i has a valid copy of h, or one is on its way. */
+/* Bit i set: node i has a valid copy of h, or one is on its way (0 for a
+ * NULL or stale handle). */
 TSR_API uint32_t tsr_handle_nodes(tsr_handle_t h);
 /* Bytes of t's inputs (buffers it reads) that are valid or arriving on
  * `node`, and the bytes it reads in all. */

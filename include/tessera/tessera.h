@@ -102,6 +102,9 @@ TSR_API int tsr_worker_count(void);
 
 /* ---- data handles ------------------------------------------------------ */
 
+/* A handle is an opaque id, not a pointer: once unregistered, or after
+ * tsr_shutdown, the id is stale for good, and every call given it returns
+ * TSR_EINVAL (a later handle never gets the same id). */
 typedef struct tsr_handle *tsr_handle_t;
 
 /* Register an existing host buffer of `size` bytes. The runtime may read and
@@ -116,7 +119,7 @@ TSR_API int tsr_handle_alloc(tsr_handle_t *out, size_t size);
  * buffer holds the latest data afterwards. TSR_EBUSY if it is acquired. */
 TSR_API int tsr_handle_unregister(tsr_handle_t h);
 
-/* Size in bytes (0 for a NULL handle). */
+/* Size in bytes (0 for a NULL or stale handle). */
 TSR_API size_t tsr_handle_size(tsr_handle_t h);
 
 /* Access modes. W: the task overwrites the whole buffer (its contents on

@@ -284,3 +284,61 @@ Test(stf, throttling_bounds_pending_tasks)
     cr_assert_eq(x, ref);
     stop_runtime();
 }
+
+/* REDUX on a registered buffer: sum of contributions k = 1..n, with a group
+ * left open at tsr_shutdown, which must combine it into the buffer before
+ * handing it back (reference: the closed form n(n+1)/2, plus the value
+ * read back between groups). */
+static int redux_zero(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    (void)e;
+    *(uint64_t *)b[0] = 0;
+    return 0;
+}
+static int redux_add(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    (void)e;
+    *(uint64_t *)b[0] += *(const uint64_t *)b[1];
+    return 0;
+}
+static int redux_contrib(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)e;
+    *(uint64_t *)b[0] += *(const uint64_t *)args;
+    return 0;
+}
+static const tsr_codelet_t cl_rzero = {.name = "rzero", .impl = {redux_zero}, .nbuffers = 1};
+static const tsr_codelet_t cl_radd = {.name = "radd", .impl = {redux_add}, .nbuffers = 2};
+static const tsr_codelet_t cl_rcontrib = {.name = "rcontrib", .impl = {redux_contrib},
+                                          .nbuffers = 1};
+
+static void submit_contribs(tsr_handle_t h, uint64_t from, uint64_t to)
+{
+    for (uint64_t k = from; k <= to; k++) {
+        tsr_access_t a = {h, TSR_REDUX};
+        tsr_task_desc_t d = {.codelet = &cl_rcontrib, .nbuffers = 1, .buffers = &a,
+                             .args = &k, .args_size = sizeof k};
+        cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+    }
+}
+
+Test(stf, redux_group_closed_by_acquire_and_by_shutdown)
+{
+    start_runtime(4, NULL, 0);
+    static uint64_t sum = 7; /* the handle's value before: kept, then added to */
+    tsr_handle_t h;
+    cr_assert_eq(tsr_handle_register(&h, &sum, sizeof sum), TSR_OK);
+    cr_assert_eq(tsr_handle_set_reduction(h, &cl_rzero, &cl_radd), TSR_OK);
+    submit_contribs(h, 1, 100);
+    cr_assert_eq(tsr_handle_set_reduction(h, &cl_rzero, &cl_radd), TSR_EBUSY,
+                 "codelets cannot change while a group is open");
+    void *p = NULL;
+    cr_assert_eq(tsr_handle_acquire(h, TSR_R, &p), TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(*(uint64_t *)p, 7 + 100 * 101 / 2);
+    cr_assert_eq(tsr_handle_release(h), TSR_OK);
+    submit_contribs(h, 101, 200);
+    stop_runtime(); /* the group is still open: shutdown combines it */
+    cr_assert_eq(sum, 7 + 200 * 201 / 2);
+}
