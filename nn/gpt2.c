@@ -27,7 +27,7 @@
 #include "nn/ops.h"
 #include "nn/tensor.h"
 #include "runtime/error.h"
-#include "runtime/internal.h"
+#include "runtime/instance.h"
 
 /* Propagate the first error. The passes and the constructors below only
  * submit tasks or fill a model that is freed as a whole on failure, so there
@@ -237,14 +237,6 @@ static int live_find(const tsr_gpt2_t *m, int remove)
     return found;
 }
 
-/* The runtime instance running now, 0 if none. The runtime has no public
- * instance number; the monotonic time at which its tsr_init ran is unique to
- * each instance. */
-static uint64_t runtime_instance(void)
-{
-    return tsr__running() ? tsr__rt.t0_ns : 0;
-}
-
 /* A model argument of a call that uses its tiles: NULL or not a live model
  * is TSR_EINVAL; a model whose runtime was shut down (its tiles are gone,
  * even if tsr_init ran again) is TSR_ESTATE. */
@@ -255,7 +247,7 @@ static int model_check(const tsr_gpt2_t *m, const char *fn)
     if (!live_find(m, 0))
         return tsr__fail(TSR_EINVAL, "%s: %p is not a live model (freed, or never created)", fn,
                          (const void *)m);
-    if (m->runtime != runtime_instance())
+    if (m->runtime != tsr__runtime_instance())
         return tsr__fail(TSR_ESTATE, "%s: the model's runtime was shut down; free the model "
                                      "and create it again under the running one", fn);
     return TSR_OK;
@@ -412,7 +404,7 @@ static void for_each_tensor(tsr_gpt2_t *m, void (*fn)(tsr_tensor_t *))
  * stale, and only the host memory is freed. */
 static void destroy(tsr_gpt2_t *m)
 {
-    int same_runtime = m->runtime == runtime_instance();
+    int same_runtime = m->runtime == tsr__runtime_instance();
     for_each_tensor(m, same_runtime ? tsr__tensor_free : tsr__tensor_forget);
     if (m->norm && same_runtime)
         tsr_handle_unregister(m->norm);
@@ -455,12 +447,12 @@ int tsr_gpt2_create(tsr_gpt2_t **out, const tsr_gpt2_config_t *cfg, int batch, i
     if (!out || !cfg)
         return tsr__fail(TSR_EINVAL, "gpt2_create: NULL argument");
     TRY(check_config(cfg, batch, seq_len));
-    if (!tsr__running())
+    if (!tsr__runtime_instance())
         return tsr__fail(TSR_ESTATE, "gpt2_create: the runtime is not initialized (tsr_init)");
     tsr_gpt2_t *m = calloc(1, sizeof *m);
     if (!m)
         return tsr__fail(TSR_ENOMEM, "gpt2_create: out of memory");
-    m->runtime = runtime_instance();
+    m->runtime = tsr__runtime_instance();
     m->cfg = *cfg;
     m->B = batch;
     m->T = seq_len;

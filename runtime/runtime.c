@@ -3,6 +3,7 @@
  * The only global state of the library lives here (tsr__rt). Init must
  * leave nothing behind when it fails; shutdown must wait for every task.
  */
+#include "runtime/instance.h"
 #include "runtime/internal.h"
 #include "runtime/perfmodel.h"
 
@@ -283,6 +284,16 @@ static void undo_steps(int n)
         steps[n].undo();
 }
 
+/* Instance numbers: `instances` counts every tsr_init that succeeded (under
+ * init_m), `instance` is the running one's, 0 after shutdown. */
+static uint64_t instances;
+static _Atomic uint64_t instance;
+
+uint64_t tsr__runtime_instance(void)
+{
+    return atomic_load_explicit(&instance, memory_order_relaxed);
+}
+
 int tsr_init(const tsr_config_t *user)
 {
     pthread_mutex_lock(&init_m);
@@ -297,8 +308,10 @@ int tsr_init(const tsr_config_t *user)
         if (rc != TSR_OK)
             undo_steps(i);
     }
-    if (rc == TSR_OK)
+    if (rc == TSR_OK) {
+        atomic_store_explicit(&instance, ++instances, memory_order_relaxed);
         atomic_store_explicit(&tsr__rt.initialized, 1, memory_order_release);
+    }
 out:
     pthread_mutex_unlock(&init_m);
     return rc;
@@ -354,6 +367,7 @@ int tsr_shutdown(void)
     undo_steps(NSTEPS - 1); /* everything but start_workers, undone above */
     tsr__tasks_free_pool();
     free_tags();
+    atomic_store_explicit(&instance, 0, memory_order_relaxed);
     atomic_store_explicit(&tsr__rt.initialized, 0, memory_order_release);
     pthread_mutex_unlock(&init_m);
     if (rc != TSR_OK)
