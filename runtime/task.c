@@ -66,10 +66,42 @@ void tsr__tasks_flush_cache(void)
     tl_cached = 0;
 }
 
+/* An application thread that exits with cached tasks frees them: they are
+ * its own, and the runtime may be gone by then (so not into the pool). */
+static pthread_key_t cache_key;
+static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
+
+static void free_list(tsr_task_t t)
+{
+    while (t) {
+        tsr_task_t n = t->free_next;
+        pthread_mutex_destroy(&t->lock);
+        free(t);
+        t = n;
+    }
+}
+
+static void cache_at_exit(void *unused)
+{
+    (void)unused;
+    free_list(tl_cache);
+    tl_cache = NULL;
+    tl_cached = 0;
+}
+
+static void cache_key_make(void)
+{
+    (void)pthread_key_create(&cache_key, cache_at_exit);
+}
+
 static void task_free(tsr_task_t t)
 {
     if (t->succ != t->succ_inline)
         free(t->succ);
+    if (!tl_cache) { /* the destructor runs only where a value is set */
+        pthread_once(&cache_key_once, cache_key_make);
+        (void)pthread_setspecific(cache_key, &tl_cache);
+    }
     t->free_next = tl_cache;
     tl_cache = t;
     if (++tl_cached >= CACHE_BATCH)
@@ -83,12 +115,7 @@ void tsr__tasks_free_pool(void)
     tsr_task_t t = tsr__rt.pool;
     tsr__rt.pool = NULL;
     pthread_mutex_unlock(&tsr__rt.pool_m);
-    while (t) {
-        tsr_task_t n = t->free_next;
-        pthread_mutex_destroy(&t->lock);
-        free(t);
-        t = n;
-    }
+    free_list(t);
 }
 
 void tsr__task_ref(tsr_task_t t)

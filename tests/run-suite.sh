@@ -7,6 +7,15 @@ shift || true
 meson test -C "$build" --print-errorlogs --num-processes 2 "$@"
 status=$?
 log="$build/meson-logs/testlog.txt"
+# A sanitizer report fails the run even where the test's process exited 0
+# (Criterion runs each test in a child; a leak found at its exit, or a
+# report printed without halting, does not change the test's verdict).
+reports=$(grep -cE 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:|WARNING: ThreadSanitizer' "$log")
+if [ "$reports" -gt 0 ]; then
+  grep -nE 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:|WARNING: ThreadSanitizer' "$log" | head -20
+  echo "$reports sanitizer report(s) in $log"
+  status=1
+fi
 awk -v status="$status" '
   /Synthesis: Tested:/ {
     for (i = 1; i <= NF; i++) {
