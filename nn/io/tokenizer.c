@@ -376,9 +376,10 @@ static int merge_line(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byte
 {
     const char *f[3];
     size_t fl[3];
-    if (split_fields(line, n, f, fl) != 2)
-        return tsr__fail(TSR_EINVAL, "tokenizer %s: line %zu: expected two symbols", path,
-                         lineno);
+    size_t nf = split_fields(line, n, f, fl);
+    if (nf != 2)
+        return tsr__fail(TSR_EINVAL, "tokenizer %s: line %zu: expected two symbols, found %zu",
+                         path, lineno, nf);
     unsigned char *bytes = malloc(fl[0] + fl[1] + 1);
     if (!bytes)
         return tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
@@ -401,6 +402,26 @@ static int merge_line(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byte
     return TSR_OK;
 }
 
+/* vocab.bpe (merges.txt) is "#version: …" on line 1, then one merge "a b"
+ * per line, every line ending in '\n' (encoder.py drops the first line and
+ * whatever follows the last newline). A file of another shape is refused
+ * rather than read as fewer merges: an empty or cut-short file would
+ * otherwise give a tokenizer that silently splits text differently. */
+static int merges_check_shape(const char *buf, size_t n, size_t lines, const char *path)
+{
+    static const char header[] = "#version";
+    if (n == 0)
+        return tsr__fail(TSR_EINVAL, "tokenizer %s: empty file (expected a \"#version\" line "
+                         "and merges)", path);
+    if (n < sizeof header - 1 || memcmp(buf, header, sizeof header - 1) != 0)
+        return tsr__fail(TSR_EINVAL, "tokenizer %s: line 1: no \"#version\" header (not a "
+                         "vocab.bpe or merges.txt file?)", path);
+    if (buf[n - 1] != '\n')
+        return tsr__fail(TSR_EINVAL, "tokenizer %s: line %zu: the last line ends without a "
+                         "newline (truncated file?)", path, lines);
+    return TSR_OK;
+}
+
 static int merges_load(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byte_of[512],
                        const char *path)
 {
@@ -409,27 +430,29 @@ static int merges_load(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byt
     int rc = read_file(path, &buf, &n);
     if (rc != TSR_OK)
         return rc;
-    size_t lines = 1;
+    size_t lines = 0;
     for (size_t i = 0; i < n; i++)
         lines += buf[i] == '\n';
-    tok->merge_mask = pow2_at_least(2 * lines) - 1;
-    tok->merges = malloc((tok->merge_mask + 1) * sizeof *tok->merges);
-    if (!tok->merges)
-        rc = tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
-    else
-        memset(tok->merges, 0xff, (tok->merge_mask + 1) * sizeof *tok->merges);
-    uint32_t rank = 0;
-    size_t lineno = 0;
-    for (size_t i = 0; rc == TSR_OK && i < n; lineno++) {
-        const char *eol = memchr(buf + i, '\n', n - i);
-        size_t len = eol ? (size_t)(eol - (buf + i)) : n - i;
-        const char *line = buf + i;
-        i += len + 1;
-        /* the first line is a "#version: 0.2" comment in vocab.bpe and merges.txt */
-        if ((lineno == 0 && len && line[0] == '#') || split_fields(line, len, NULL, NULL) == 0)
-            continue;
-        rc = merge_line(tok, vm, byte_of, line, len, lineno + 1, rank++, path);
+    rc = merges_check_shape(buf, n, lines + (n && buf[n - 1] != '\n'), path);
+    if (rc == TSR_OK) {
+        tok->merge_mask = pow2_at_least(2 * lines) - 1;
+        tok->merges = malloc((tok->merge_mask + 1) * sizeof *tok->merges);
+        if (!tok->merges)
+            rc = tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
+        else
+            memset(tok->merges, 0xff, (tok->merge_mask + 1) * sizeof *tok->merges);
     }
+    /* line 1 is the header; each line after it is one merge, ranked in order */
+    uint32_t rank = 0;
+    size_t i = rc == TSR_OK ? (size_t)((const char *)memchr(buf, '\n', n) - buf) + 1 : n;
+    for (size_t lineno = 2; rc == TSR_OK && i < n; lineno++) {
+        const char *line = buf + i, *eol = memchr(line, '\n', n - i);
+        size_t len = (size_t)(eol - line);
+        rc = merge_line(tok, vm, byte_of, line, len, lineno, rank++, path);
+        i += len + 1;
+    }
+    if (rc == TSR_OK && rank == 0)
+        rc = tsr__fail(TSR_EINVAL, "tokenizer %s: no merges after the \"#version\" line", path);
     free(buf);
     return rc;
 }

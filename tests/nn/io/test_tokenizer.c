@@ -217,11 +217,11 @@ Test(tokenizer, small_vocabulary_merges_by_rank)
     io_rmtree(dir);
 }
 
-Test(tokenizer, merges_txt_without_version_line)
+Test(tokenizer, merges_txt_with_crlf_line_ends)
 {
     char dir[256];
     io_tmpdir(dir, sizeof dir);
-    small_vocab(dir, -1, 1, "b c\r\na b\n\n");
+    small_vocab(dir, -1, 1, "#version: 0.2\r\nb c\r\na b\r\n");
     tsr_tokenizer_t *tok;
     cr_assert_eq(open_in(dir, &tok), TSR_OK, "%s", tsr_error_message());
     IDS(tok, "abc", 'a', BC);
@@ -271,6 +271,46 @@ Test(tokenizer, malformed_vocabularies)
     expect_open_fails(dir, TSR_EINVAL, "no id");
     io_write(path, "{\"\\u4e00\": 1}", 13);
     expect_open_fails(dir, TSR_EINVAL, "alphabet");
+    io_rmtree(dir);
+}
+
+/* vocab.bpe must have the shape of GPT-2's: "#version" on line 1, one merge
+ * of two symbols per line, each line ending in a newline. Files cut short or
+ * of another format are refused, naming the line. */
+Test(tokenizer, vocab_bpe_of_another_shape)
+{
+    static const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"", "empty file"},
+        {"b c\na b\n", "line 1: no \"#version\" header"},
+        {"version: 0.2\nb c\n", "line 1: no \"#version\" header"},
+        {"#vers", "line 1: no \"#version\" header"},
+        {"#version: 0.2\n", "no merges"},
+        {"#version: 0.2", "line 1: the last line ends without a newline"},
+        {"#version: 0.2\nb c\na", "line 3: the last line ends without a newline"},
+        {"#version: 0.2\nb c\na b", "line 3: the last line ends without a newline"},
+        {"#version: 0.2\nb c\n\na b\n", "line 3: expected two symbols, found 0"},
+        {"#version: 0.2\nb c\na b\n\n", "line 4: expected two symbols, found 0"},
+        {"#version: 0.2\nb\n", "line 2: expected two symbols, found 1"},
+        {"#version: 0.2\nb c\na b c\n", "line 3: expected two symbols, found 3"},
+        {"#version: 0.2\nb c\nx y\n", "line 3: \"x y\" or its merge is not in the vocabulary"},
+        {"#version: 0.2\nb a\n", "line 2: \"b a\" or its merge is not in the vocabulary"},
+    };
+    char dir[256];
+    io_tmpdir(dir, sizeof dir);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        small_vocab(dir, -1, 1, bad[i].text);
+        expect_open_fails(dir, TSR_EINVAL, bad[i].needle);
+        cr_assert_not_null(strstr(tsr_error_message(), "vocab.bpe"), "names the file: %s",
+                           tsr_error_message());
+    }
+    /* the same merges with the header and a final newline load */
+    small_vocab(dir, -1, 1, "#version: 0.2\nb c\na b\n");
+    tsr_tokenizer_t *tok;
+    cr_assert_eq(open_in(dir, &tok), TSR_OK, "%s", tsr_error_message());
+    IDS(tok, "abc", 'a', BC);
+    tsr_tokenizer_free(tok);
     io_rmtree(dir);
 }
 
