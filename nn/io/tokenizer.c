@@ -50,17 +50,21 @@ typedef struct {
 } merge_t;
 
 typedef struct centry {
-    struct centry *next;
+    struct centry *next;  /* in its bucket */
+    struct centry *older; /* every entry, newest first */
     uint64_t hash;
     uint32_t len, nids;
     int32_t ids[]; /* followed by the word's len bytes */
 } centry_t;
 
-/* Words already split, shared by every encode call on one tokenizer. */
+/* Words already split, shared by every encode call on one tokenizer. The
+ * buckets start small and grow with the entries, so that a tokenizer which
+ * encodes little never pays for a large table. */
 typedef struct {
     pthread_mutex_t mu;
     centry_t **buckets;
     size_t nbuckets, count;
+    centry_t *all;
 } cache_t;
 
 struct tsr_tokenizer {
@@ -575,13 +579,13 @@ static int bpe_word(const tsr_tokenizer_t *tok, const unsigned char *s, size_t n
 
 static void cache_clear(cache_t *c)
 {
-    for (size_t i = 0; i < c->nbuckets; i++)
-        for (centry_t *e = c->buckets[i], *next; e; e = next) {
-            next = e->next;
-            free(e);
-        }
-    if (c->buckets)
+    for (centry_t *e = c->all, *older; e; e = older) {
+        older = e->older;
+        free(e);
+    }
+    if (c->count)
         memset(c->buckets, 0, c->nbuckets * sizeof *c->buckets);
+    c->all = NULL;
     c->count = 0;
 }
 
@@ -591,7 +595,7 @@ static int cache_get(cache_t *c, const unsigned char *s, size_t n, uint64_t h, i
     *hit = 0;
     int rc = TSR_OK;
     pthread_mutex_lock(&c->mu);
-    for (centry_t *e = c->buckets[h & (c->nbuckets - 1)]; e; e = e->next)
+    for (centry_t *e = c->nbuckets ? c->buckets[h & (c->nbuckets - 1)] : NULL; e; e = e->next)
         if (e->hash == h && e->len == n && memcmp(e->ids + e->nids, s, n) == 0) {
             rc = ivec_push(out, e->ids, e->nids);
             *hit = 1;
@@ -599,6 +603,24 @@ static int cache_get(cache_t *c, const unsigned char *s, size_t n, uint64_t h, i
         }
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+/* Four times the buckets, the entries rehashed; on failure the table stays
+ * as it was (0 when there is none). */
+static int cache_grow(cache_t *c)
+{
+    size_t nb = c->nbuckets ? 4 * c->nbuckets : 1024;
+    centry_t **b = calloc(nb, sizeof *b);
+    if (!b)
+        return c->nbuckets != 0;
+    for (centry_t *e = c->all; e; e = e->older) {
+        centry_t **head = &b[e->hash & (nb - 1)];
+        e->next = *head;
+        *head = e;
+    }
+    free(c->buckets);
+    c->buckets = b, c->nbuckets = nb;
+    return 1;
 }
 
 /* Best effort: a word that cannot be cached is simply split again later. */
@@ -614,9 +636,16 @@ static void cache_put(cache_t *c, const unsigned char *s, size_t n, uint64_t h,
     pthread_mutex_lock(&c->mu);
     if (c->count >= CACHE_MAX)
         cache_clear(c);
+    if (c->count >= c->nbuckets && !cache_grow(c)) {
+        pthread_mutex_unlock(&c->mu);
+        free(e);
+        return;
+    }
     centry_t **b = &c->buckets[h & (c->nbuckets - 1)];
     e->next = *b;
     *b = e;
+    e->older = c->all;
+    c->all = e;
     c->count++;
     pthread_mutex_unlock(&c->mu);
 }
@@ -624,13 +653,7 @@ static void cache_put(cache_t *c, const unsigned char *s, size_t n, uint64_t h,
 static int cache_create(cache_t **out)
 {
     cache_t *c = calloc(1, sizeof *c);
-    if (c) {
-        c->nbuckets = 1 << 16;
-        c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
-    }
-    if (!c || !c->buckets || pthread_mutex_init(&c->mu, NULL) != 0) {
-        if (c)
-            free(c->buckets);
+    if (!c || pthread_mutex_init(&c->mu, NULL) != 0) {
         free(c);
         return tsr__fail(TSR_ENOMEM, "tokenizer: out of memory");
     }

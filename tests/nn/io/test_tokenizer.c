@@ -217,6 +217,84 @@ Test(tokenizer, small_vocabulary_merges_by_rank)
     io_rmtree(dir);
 }
 
+/* encoder.py's bpe() on the small vocabulary, as plainly as it reads: merge
+ * every occurrence of the lowest-ranked adjacent pair, left to right. */
+static size_t ref_bpe(const char *word, int32_t *ids)
+{
+    char sym[64][16];
+    size_t n = strlen(word);
+    for (size_t i = 0; i < n; i++)
+        sym[i][0] = word[i], sym[i][1] = 0;
+    for (;;) {
+        int best = -1;
+        for (size_t i = 0; i + 1 < n; i++)
+            for (int r = 0; r < 6; r++)
+                if (strcmp(sym[i], merges[r][0]) == 0 && strcmp(sym[i + 1], merges[r][1]) == 0 &&
+                    (best < 0 || r < best))
+                    best = r;
+        if (best < 0)
+            break;
+        size_t k = 0;
+        for (size_t i = 0; i < n; k++) {
+            if (i + 1 < n && strcmp(sym[i], merges[best][0]) == 0 &&
+                strcmp(sym[i + 1], merges[best][1]) == 0) {
+                snprintf(sym[k], sizeof sym[k], "%s%s", merges[best][0], merges[best][1]);
+                i += 2;
+            } else {
+                memmove(sym[k], sym[i], sizeof sym[k]);
+                i++;
+            }
+        }
+        n = k;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = (unsigned char)sym[i][0];
+        for (int t = 0; t < 6 && sym[i][1]; t++)
+            if (strcmp(sym[i], extra_tokens[t]) == 0)
+                ids[i] = 256 + t;
+    }
+    return n;
+}
+
+/* Thousands of distinct words: the word cache grows several times; the ids
+ * of the first encode and of the second (read from the cache) both equal
+ * the plain BPE of each word. */
+Test(tokenizer, word_cache_grows_and_stays_exact)
+{
+    enum { WORDS = 3000 };
+    char dir[256];
+    io_tmpdir(dir, sizeof dir);
+    small_vocab(dir, -1, 1, NULL);
+    tsr_tokenizer_t *tok;
+    cr_assert_eq(open_in(dir, &tok), TSR_OK, "%s", tsr_error_message());
+    char *text = malloc(WORDS * 16);
+    int32_t *want = malloc(WORDS * 16 * sizeof *want);
+    size_t len = 0, nwant = 0;
+    for (int i = 0; i < WORDS; i++) {
+        char word[16] = " ";
+        size_t w = 1;
+        for (int x = i + 3; x; x /= 3) /* distinct: i + 3 in base 3 over a, b, c */
+            word[w++] = (char)('a' + x % 3);
+        word[w] = 0;
+        memcpy(text + len, word, w);
+        len += w;
+        nwant += ref_bpe(word, want + nwant);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t *ids;
+        size_t n;
+        encode_ok(tok, text, len, &ids, &n);
+        cr_assert_eq(n, nwant, "pass %d: %zu ids, want %zu", pass, n, nwant);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(ids[i], want[i], "pass %d: id %zu is %d, want %d", pass, i, (int)ids[i],
+                         (int)want[i]);
+        free(ids);
+    }
+    free(text), free(want);
+    tsr_tokenizer_free(tok);
+    io_rmtree(dir);
+}
+
 Test(tokenizer, merges_txt_with_crlf_line_ends)
 {
     char dir[256];
