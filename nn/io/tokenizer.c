@@ -140,21 +140,24 @@ static void byte_alphabet(int16_t byte_of[512])
 }
 
 /* Decode the UTF-8 symbol s (n bytes) into raw bytes; -1 when it holds
- * invalid UTF-8 or a code point outside the alphabet. */
+ * invalid UTF-8 or a code point outside the alphabet. Every code point of
+ * the alphabet is below 512, so only its shortest form is accepted: one
+ * byte below 0x80, two from there (an overlong form such as C1 A1 for 'a'
+ * would make two spellings of one token). */
 static long symbol_bytes(const int16_t byte_of[512], const unsigned char *s, size_t n,
                          unsigned char *out)
 {
     size_t w = 0;
     for (size_t i = 0; i < n;) {
-        unsigned cp = s[i], k = cp < 0x80 ? 1 : (cp >> 5) == 6 ? 2 : (cp >> 4) == 14 ? 3 : 0;
+        unsigned cp = s[i], k = cp < 0x80 ? 1 : (cp >> 5) == 6 ? 2 : 0;
         if (k == 0 || i + k > n)
             return -1;
-        if (k > 1)
-            cp &= k == 2 ? 0x1f : 0x0f;
-        for (unsigned j = 1; j < k; j++) {
-            if ((s[i + j] & 0xc0) != 0x80)
+        if (k == 2) {
+            if ((s[i + 1] & 0xc0) != 0x80)
                 return -1;
-            cp = cp << 6 | (s[i + j] & 0x3f);
+            cp = (cp & 0x1f) << 6 | (s[i + 1] & 0x3f);
+            if (cp < 0x80)
+                return -1;
         }
         if (cp >= 512 || byte_of[cp] < 0)
             return -1;

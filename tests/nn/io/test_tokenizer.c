@@ -334,6 +334,14 @@ Test(tokenizer, malformed_vocabularies)
     expect_open_fails(dir, TSR_EINVAL, "alphabet");
     small_vocab(dir, -1, 1, "#version: 0.2\n\xff a\n");
     expect_open_fails(dir, TSR_EINVAL, "alphabet");
+    /* 'a' spelled overlong in two bytes (C1 A1) and in three (E0 81 A1) */
+    small_vocab(dir, -1, 1, "#version: 0.2\n\xc1\xa1 b\n");
+    expect_open_fails(dir, TSR_EINVAL, "alphabet");
+    small_vocab(dir, -1, 1, "#version: 0.2\n\xe0\x81\xa1 b\n");
+    expect_open_fails(dir, TSR_EINVAL, "alphabet");
+    /* U+0100 (byte 0x00) in three bytes */
+    small_vocab(dir, -1, 1, "#version: 0.2\n\xe0\x84\x80 b\n");
+    expect_open_fails(dir, TSR_EINVAL, "alphabet");
 
     small_vocab(dir, -1, 1, NULL);
     io_join(path, sizeof path, dir, "encoder.json");
