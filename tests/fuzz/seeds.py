@@ -145,6 +145,8 @@ put("tokenizer", "files-no-eot", b"\x08" + b'{"a": 0}' + b"\x00" + b"#version: 0
 put("tokenizer", "bpe-fixed", b"\x01" + vocab(FIXED)[1])
 put("tokenizer", "bpe-no-version", b"\x05" + b"h e\n")
 put("tokenizer", "bpe-truncated", b"\x09" + vocab(FIXED)[1][:-3])
+put("tokenizer", "bpe-overlong", b"\x01" + b"#version: 0.2\n\xc1\xa1 \xe0\x81\xa2\n")
+put("tokenizer", "bpe-blank-line", b"\x01" + b"#version: 0.2\nh e\n\nl l\n")
 put("tokenizer", "bpe-three", b"\x0d" + "#version: 0.2\nh e {}\n".format(sym(b" ")).encode())
 texts = ["hello world, the cat's caf\u00e9 \u2615", "  \n\n\t\tx  y   ", "123456 7a8b",
          "don't we'll I'd they've you're", "a<|endoftext|>b<|endoftext|>", "aaaaaaaaaaaaaaaaa",
