@@ -5,7 +5,9 @@
  * input itself: every tensor found by name, sorted, inside the data area,
  * its byte count matching dtype and shape, no two overlapping; then each
  * tensor is read (as float32 or int32, as its dtype allows) and compared
- * with the input's bytes converted here independently.
+ * with the input's bytes converted here independently. Finally the library's
+ * writer writes it again (a file in /dev/shm) and the reader must get the
+ * same tensors, bytes and metadata back.
  */
 #include <math.h>
 
@@ -14,11 +16,15 @@
 #include "nn/io/safetensors.h"
 
 static fuzz_file_t file;
+static char rewrite_path[256]; /* where check_rewrite writes */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     fuzz_file_init(&file, "fuzz.safetensors");
+    const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(rewrite_path, sizeof rewrite_path, "%s/tsr-fuzz-%ld.safetensors", dir,
+             (long)getpid());
     return 0;
 }
 
@@ -147,6 +153,76 @@ static void check_metadata(tsr__st_reader_t *r, const uint8_t *hdr, size_t n)
     tsr__json_free(doc);
 }
 
+/* The accepted file written again by the library's writer (tensors in name
+ * order, metadata without NUL-holding strings) must read back as the same
+ * tensors with the same bytes and the same metadata: the writer's escaping of
+ * names against its own reader. */
+static void check_rewrite(tsr__st_reader_t *r, const uint8_t *area, const uint8_t *hdr,
+                          size_t nhdr)
+{
+    size_t count = tsr__st_count(r);
+    /* the reader takes a tensor named "" (the format allows it), the writer
+     * refuses to make one */
+    if (count && tsr__st_at(r, 0)->name[0] == 0)
+        return;
+    tsr__st_writer_t *w;
+    FUZZ_CHECK(tsr__st_writer_create(&w) == TSR_OK, "writer");
+    for (size_t i = 0; i < count; i++) {
+        const tsr__st_tensor_t *t = tsr__st_at(r, i);
+        int rc = tsr__st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, area + t->begin);
+        FUZZ_CHECK(rc == TSR_OK, "add %s: %s", t->name, tsr_error_message());
+    }
+    tsr__json_doc_t *doc;
+    FUZZ_CHECK(tsr__json_parse((const char *)hdr, nhdr, "fuzz", &doc) == TSR_OK, "header");
+    const tsr__json_t *meta = tsr__json_get(tsr__json_root(doc), "__metadata__");
+    for (size_t i = 0; meta && i < meta->len; i++) {
+        const tsr__json_t *m = &meta->items[i];
+        if (strlen(m->key) == m->key_len && strlen(m->str) == m->len)
+            FUZZ_CHECK(tsr__st_writer_meta(w, m->key, m->str) == TSR_OK, "meta");
+    }
+    int rc = tsr__st_writer_write(w, rewrite_path);
+    FUZZ_CHECK(rc == TSR_OK, "write: %s", tsr_error_message());
+    tsr__st_writer_free(w);
+
+    tsr__st_reader_t *back;
+    rc = tsr__st_open(&back, rewrite_path);
+    FUZZ_CHECK(rc == TSR_OK, "the rewritten file does not open: %s", tsr_error_message());
+    FILE *f = fopen(rewrite_path, "rb");
+    FUZZ_CHECK(f, "reopen");
+    uint8_t le[8];
+    FUZZ_CHECK(fread(le, 1, 8, f) == 8, "read");
+    uint64_t hlen = le64(le);
+    FUZZ_CHECK(fseek(f, (long)(8 + hlen), SEEK_SET) == 0, "seek");
+    FUZZ_CHECK(tsr__st_count(back) == count, "%zu tensors back, %zu written",
+               tsr__st_count(back), count);
+    for (size_t i = 0; i < count; i++) {
+        const tsr__st_tensor_t *a = tsr__st_at(r, i), *b = tsr__st_at(back, i);
+        FUZZ_CHECK(strcmp(a->name, b->name) == 0 && a->dtype == b->dtype &&
+                       a->ndim == b->ndim &&
+                       memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) == 0,
+                   "tensor %s came back as %s", a->name, b->name);
+        size_t n = (size_t)(b->end - b->begin);
+        uint8_t *bytes = malloc(n + 1);
+        FUZZ_CHECK(bytes, "out of memory");
+        FUZZ_CHECK(fseek(f, (long)(8 + hlen + b->begin), SEEK_SET) == 0 &&
+                       fread(bytes, 1, n, f) == n,
+                   "read %s", b->name);
+        FUZZ_CHECK(memcmp(bytes, area + a->begin, n) == 0, "data of %s changed", a->name);
+        free(bytes);
+    }
+    for (size_t i = 0; meta && i < meta->len; i++) {
+        const tsr__json_t *m = &meta->items[i];
+        if (strlen(m->key) != m->key_len || strlen(m->str) != m->len)
+            continue;
+        const char *v = tsr__st_metadata(back, m->key);
+        FUZZ_CHECK(v && strcmp(v, m->str) == 0, "metadata \"%s\" came back changed", m->key);
+    }
+    fclose(f);
+    tsr__json_free(doc);
+    tsr__st_close(back);
+    unlink(rewrite_path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_file_set(&file, data, size);
@@ -187,6 +263,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(tsr__st_at(r, count) == NULL, "an entry past the count");
     FUZZ_CHECK(tsr__st_find(r, "") == NULL || count, "found a tensor in an empty file");
     check_metadata(r, data + 8, (size_t)hlen);
+    check_rewrite(r, area, data + 8, (size_t)hlen);
     tsr__st_close(r);
     return 0;
 }

@@ -3,7 +3,8 @@
  *
  * Input: byte 0 picks the batch (1..4), byte 1 the sequence length (1..16),
  * bytes 2..5 a position to seek to; the rest is the shard file. An accepted
- * shard must hold exactly the file's tokens; a loader over it must hand out
+ * shard must hold exactly the file's tokens, and written again by
+ * tsr_shard_write (a file in /dev/shm) give the same token bytes; a loader over it must hand out
  * the windows a plain walk over those tokens gives (wrapping to the start
  * when a window would run past the end), before and after seeking.
  */
@@ -14,11 +15,14 @@
 enum { PARAMS = 6, HEADER_BYTES = 1024 };
 
 static fuzz_file_t file;
+static char rewrite_path[256]; /* where rewrite() writes */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     fuzz_file_init(&file, "fuzz.bin");
+    const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(rewrite_path, sizeof rewrite_path, "%s/tsr-fuzz-%ld.bin", dir, (long)getpid());
     return 0;
 }
 
@@ -48,6 +52,37 @@ static void walk(tsr_loader_t *l, const uint8_t *f, size_t count, size_t bt, siz
     free(in), free(tg);
 }
 
+/* The tokens written again by tsr_shard_write: the file must be the
+ * canonical header (magic, version, count, zeros) and the input's token
+ * bytes, and open to the same tokens. */
+static void rewrite(const uint16_t *tok, size_t count, const uint8_t *f)
+{
+    int32_t *ids = malloc((count + 1) * sizeof *ids);
+    FUZZ_CHECK(ids, "out of memory");
+    for (size_t i = 0; i < count; i++)
+        ids[i] = tok[i];
+    int rc = tsr_shard_write(rewrite_path, ids, count);
+    FUZZ_CHECK(rc == TSR_OK, "write: %s", tsr_error_message());
+    free(ids);
+    FILE *in = fopen(rewrite_path, "rb");
+    FUZZ_CHECK(in, "reopen");
+    size_t n = HEADER_BYTES + 2 * count;
+    uint8_t *b = malloc(n + 1);
+    FUZZ_CHECK(b && fread(b, 1, n + 1, in) == n, "the rewritten shard is not %zu bytes", n);
+    fclose(in);
+    int32_t h[3] = {20240520, 1, (int32_t)count};
+    FUZZ_CHECK(memcmp(b, h, sizeof h) == 0, "header");
+    for (size_t i = sizeof h; i < HEADER_BYTES; i++)
+        FUZZ_CHECK(b[i] == 0, "reserved header byte %zu", i);
+    FUZZ_CHECK(memcmp(b + HEADER_BYTES, f + HEADER_BYTES, 2 * count) == 0, "tokens");
+    free(b);
+    tsr_shard_t *s;
+    FUZZ_CHECK(tsr_shard_open(&s, rewrite_path) == TSR_OK && tsr_shard_size(s) == count,
+               "the rewritten shard: %s", tsr_error_message());
+    tsr_shard_close(s);
+    unlink(rewrite_path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < PARAMS)
@@ -74,6 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint16_t *tok = tsr_shard_tokens(s);
     for (size_t i = 0; i < count; i++)
         FUZZ_CHECK(tok[i] == token_at(f, i), "token %zu", i);
+    rewrite(tok, count, f);
     tsr_shard_close(s);
 
     size_t bt = (size_t)batch * (size_t)seq_len;
