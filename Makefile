@@ -106,3 +106,34 @@ install: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+
+# libFuzzer targets of the file readers (tests/fuzz, docs/fuzzing.md), built by
+# clang with ASan+UBSan and run FUZZ_TIME seconds each (at most FUZZ_RUNS
+# inputs, fixed seed) from the committed corpus; new inputs go to
+# $(FUZZ_BUILD)/corpus, crashes to $(FUZZ_BUILD)/crash-*. FUZZ_TIME=180 for a
+# longer run; FUZZ_TARGETS to pick some.
+.PHONY: fuzz
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_TIME    ?= 20
+FUZZ_RUNS    ?= 5000000
+FUZZ_SEED    ?= 1
+FUZZ_TARGETS ?= json safetensors shard tokenizer
+FUZZ_PACKAGES = clang libclang-rt-14-dev
+$(FUZZ_BUILD)/build.ninja: | deps
+	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Dcuda=disabled -Dstarpu=disabled \
+	  -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
+fuzz:
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEB_PACKAGES) $(FUZZ_PACKAGES)"
+	@$(MAKE) --no-print-directory $(FUZZ_BUILD)/build.ninja
+	ninja -C $(FUZZ_BUILD) $(addprefix tests/fuzz/fuzz_,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t || exit 1; \
+	  dict=tests/fuzz/$$t.dict; [ -f $$dict ] && dict="-dict=$$dict" || dict=; \
+	  echo "fuzz_$$t: $(FUZZ_TIME) s"; \
+	  $(FUZZ_BUILD)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) -runs=$(FUZZ_RUNS) \
+	    -seed=$(FUZZ_SEED) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 $$dict \
+	    -artifact_prefix=$(FUZZ_BUILD)/crash-$$t- $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t \
+	    2>$(FUZZ_BUILD)/fuzz-$$t.log || { tail -n 60 $(FUZZ_BUILD)/fuzz-$$t.log; exit 1; }; \
+	  grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec)' \
+	    $(FUZZ_BUILD)/fuzz-$$t.log; \
+	done

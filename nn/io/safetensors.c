@@ -350,8 +350,10 @@ static int parse_header(tsr__st_reader_t *r)
         return tsr__fail(TSR_ENOMEM, "safetensors %s: out of memory", r->path);
     for (size_t i = 0; i < root->len; i++) {
         const tsr__json_t *m = &root->items[i];
-        int rc = strcmp(m->key, "__metadata__") == 0 ? parse_metadata(r, m)
-                                                      : parse_tensor(r, m, &r->tensors[r->count++]);
+        /* by length too: "__metadata__\u0000…" is a (refused) tensor name, not a
+         * second metadata object that would replace the first */
+        int is_meta = m->key_len == 12 && memcmp(m->key, "__metadata__", 12) == 0;
+        int rc = is_meta ? parse_metadata(r, m) : parse_tensor(r, m, &r->tensors[r->count++]);
         if (rc != TSR_OK)
             return rc;
     }

@@ -50,17 +50,21 @@ typedef struct {
 } merge_t;
 
 typedef struct centry {
-    struct centry *next;
+    struct centry *next;  /* in its bucket */
+    struct centry *older; /* every entry, newest first */
     uint64_t hash;
     uint32_t len, nids;
     int32_t ids[]; /* followed by the word's len bytes */
 } centry_t;
 
-/* Words already split, shared by every encode call on one tokenizer. */
+/* Words already split, shared by every encode call on one tokenizer. The
+ * buckets start small and grow with the entries, so that a tokenizer which
+ * encodes little never pays for a large table. */
 typedef struct {
     pthread_mutex_t mu;
     centry_t **buckets;
     size_t nbuckets, count;
+    centry_t *all;
 } cache_t;
 
 struct tsr_tokenizer {
@@ -136,21 +140,24 @@ static void byte_alphabet(int16_t byte_of[512])
 }
 
 /* Decode the UTF-8 symbol s (n bytes) into raw bytes; -1 when it holds
- * invalid UTF-8 or a code point outside the alphabet. */
+ * invalid UTF-8 or a code point outside the alphabet. Every code point of
+ * the alphabet is below 512, so only its shortest form is accepted: one
+ * byte below 0x80, two from there (an overlong form such as C1 A1 for 'a'
+ * would make two spellings of one token). */
 static long symbol_bytes(const int16_t byte_of[512], const unsigned char *s, size_t n,
                          unsigned char *out)
 {
     size_t w = 0;
     for (size_t i = 0; i < n;) {
-        unsigned cp = s[i], k = cp < 0x80 ? 1 : (cp >> 5) == 6 ? 2 : (cp >> 4) == 14 ? 3 : 0;
+        unsigned cp = s[i], k = cp < 0x80 ? 1 : (cp >> 5) == 6 ? 2 : 0;
         if (k == 0 || i + k > n)
             return -1;
-        if (k > 1)
-            cp &= k == 2 ? 0x1f : 0x0f;
-        for (unsigned j = 1; j < k; j++) {
-            if ((s[i + j] & 0xc0) != 0x80)
+        if (k == 2) {
+            if ((s[i + 1] & 0xc0) != 0x80)
                 return -1;
-            cp = cp << 6 | (s[i + j] & 0x3f);
+            cp = (cp & 0x1f) << 6 | (s[i + 1] & 0x3f);
+            if (cp < 0x80)
+                return -1;
         }
         if (cp >= 512 || byte_of[cp] < 0)
             return -1;
@@ -376,9 +383,10 @@ static int merge_line(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byte
 {
     const char *f[3];
     size_t fl[3];
-    if (split_fields(line, n, f, fl) != 2)
-        return tsr__fail(TSR_EINVAL, "tokenizer %s: line %zu: expected two symbols", path,
-                         lineno);
+    size_t nf = split_fields(line, n, f, fl);
+    if (nf != 2)
+        return tsr__fail(TSR_EINVAL, "tokenizer %s: line %zu: expected two symbols, found %zu",
+                         path, lineno, nf);
     unsigned char *bytes = malloc(fl[0] + fl[1] + 1);
     if (!bytes)
         return tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
@@ -401,6 +409,26 @@ static int merge_line(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byte
     return TSR_OK;
 }
 
+/* vocab.bpe (merges.txt) is "#version: …" on line 1, then one merge "a b"
+ * per line, every line ending in '\n' (encoder.py drops the first line and
+ * whatever follows the last newline). A file of another shape is refused
+ * rather than read as fewer merges: an empty or cut-short file would
+ * otherwise give a tokenizer that silently splits text differently. */
+static int merges_check_shape(const char *buf, size_t n, size_t lines, const char *path)
+{
+    static const char header[] = "#version";
+    if (n == 0)
+        return tsr__fail(TSR_EINVAL, "tokenizer %s: empty file (expected a \"#version\" line "
+                         "and merges)", path);
+    if (n < sizeof header - 1 || memcmp(buf, header, sizeof header - 1) != 0)
+        return tsr__fail(TSR_EINVAL, "tokenizer %s: line 1: no \"#version\" header (not a "
+                         "vocab.bpe or merges.txt file?)", path);
+    if (buf[n - 1] != '\n')
+        return tsr__fail(TSR_EINVAL, "tokenizer %s: line %zu: the last line ends without a "
+                         "newline (truncated file?)", path, lines);
+    return TSR_OK;
+}
+
 static int merges_load(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byte_of[512],
                        const char *path)
 {
@@ -409,27 +437,29 @@ static int merges_load(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byt
     int rc = read_file(path, &buf, &n);
     if (rc != TSR_OK)
         return rc;
-    size_t lines = 1;
+    size_t lines = 0;
     for (size_t i = 0; i < n; i++)
         lines += buf[i] == '\n';
-    tok->merge_mask = pow2_at_least(2 * lines) - 1;
-    tok->merges = malloc((tok->merge_mask + 1) * sizeof *tok->merges);
-    if (!tok->merges)
-        rc = tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
-    else
-        memset(tok->merges, 0xff, (tok->merge_mask + 1) * sizeof *tok->merges);
-    uint32_t rank = 0;
-    size_t lineno = 0;
-    for (size_t i = 0; rc == TSR_OK && i < n; lineno++) {
-        const char *eol = memchr(buf + i, '\n', n - i);
-        size_t len = eol ? (size_t)(eol - (buf + i)) : n - i;
-        const char *line = buf + i;
-        i += len + 1;
-        /* the first line is a "#version: 0.2" comment in vocab.bpe and merges.txt */
-        if ((lineno == 0 && len && line[0] == '#') || split_fields(line, len, NULL, NULL) == 0)
-            continue;
-        rc = merge_line(tok, vm, byte_of, line, len, lineno + 1, rank++, path);
+    rc = merges_check_shape(buf, n, lines + (n && buf[n - 1] != '\n'), path);
+    if (rc == TSR_OK) {
+        tok->merge_mask = pow2_at_least(2 * lines) - 1;
+        tok->merges = malloc((tok->merge_mask + 1) * sizeof *tok->merges);
+        if (!tok->merges)
+            rc = tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
+        else
+            memset(tok->merges, 0xff, (tok->merge_mask + 1) * sizeof *tok->merges);
     }
+    /* line 1 is the header; each line after it is one merge, ranked in order */
+    uint32_t rank = 0;
+    size_t i = rc == TSR_OK ? (size_t)((const char *)memchr(buf, '\n', n) - buf) + 1 : n;
+    for (size_t lineno = 2; rc == TSR_OK && i < n; lineno++) {
+        const char *line = buf + i, *eol = memchr(line, '\n', n - i);
+        size_t len = (size_t)(eol - line);
+        rc = merge_line(tok, vm, byte_of, line, len, lineno, rank++, path);
+        i += len + 1;
+    }
+    if (rc == TSR_OK && rank == 0)
+        rc = tsr__fail(TSR_EINVAL, "tokenizer %s: no merges after the \"#version\" line", path);
     free(buf);
     return rc;
 }
@@ -552,13 +582,13 @@ static int bpe_word(const tsr_tokenizer_t *tok, const unsigned char *s, size_t n
 
 static void cache_clear(cache_t *c)
 {
-    for (size_t i = 0; i < c->nbuckets; i++)
-        for (centry_t *e = c->buckets[i], *next; e; e = next) {
-            next = e->next;
-            free(e);
-        }
-    if (c->buckets)
+    for (centry_t *e = c->all, *older; e; e = older) {
+        older = e->older;
+        free(e);
+    }
+    if (c->count)
         memset(c->buckets, 0, c->nbuckets * sizeof *c->buckets);
+    c->all = NULL;
     c->count = 0;
 }
 
@@ -568,7 +598,7 @@ static int cache_get(cache_t *c, const unsigned char *s, size_t n, uint64_t h, i
     *hit = 0;
     int rc = TSR_OK;
     pthread_mutex_lock(&c->mu);
-    for (centry_t *e = c->buckets[h & (c->nbuckets - 1)]; e; e = e->next)
+    for (centry_t *e = c->nbuckets ? c->buckets[h & (c->nbuckets - 1)] : NULL; e; e = e->next)
         if (e->hash == h && e->len == n && memcmp(e->ids + e->nids, s, n) == 0) {
             rc = ivec_push(out, e->ids, e->nids);
             *hit = 1;
@@ -576,6 +606,24 @@ static int cache_get(cache_t *c, const unsigned char *s, size_t n, uint64_t h, i
         }
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+/* Four times the buckets, the entries rehashed; on failure the table stays
+ * as it was (0 when there is none). */
+static int cache_grow(cache_t *c)
+{
+    size_t nb = c->nbuckets ? 4 * c->nbuckets : 1024;
+    centry_t **b = calloc(nb, sizeof *b);
+    if (!b)
+        return c->nbuckets != 0;
+    for (centry_t *e = c->all; e; e = e->older) {
+        centry_t **head = &b[e->hash & (nb - 1)];
+        e->next = *head;
+        *head = e;
+    }
+    free(c->buckets);
+    c->buckets = b, c->nbuckets = nb;
+    return 1;
 }
 
 /* Best effort: a word that cannot be cached is simply split again later. */
@@ -591,9 +639,16 @@ static void cache_put(cache_t *c, const unsigned char *s, size_t n, uint64_t h,
     pthread_mutex_lock(&c->mu);
     if (c->count >= CACHE_MAX)
         cache_clear(c);
+    if (c->count >= c->nbuckets && !cache_grow(c)) {
+        pthread_mutex_unlock(&c->mu);
+        free(e);
+        return;
+    }
     centry_t **b = &c->buckets[h & (c->nbuckets - 1)];
     e->next = *b;
     *b = e;
+    e->older = c->all;
+    c->all = e;
     c->count++;
     pthread_mutex_unlock(&c->mu);
 }
@@ -601,13 +656,7 @@ static void cache_put(cache_t *c, const unsigned char *s, size_t n, uint64_t h,
 static int cache_create(cache_t **out)
 {
     cache_t *c = calloc(1, sizeof *c);
-    if (c) {
-        c->nbuckets = 1 << 16;
-        c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
-    }
-    if (!c || !c->buckets || pthread_mutex_init(&c->mu, NULL) != 0) {
-        if (c)
-            free(c->buckets);
+    if (!c || pthread_mutex_init(&c->mu, NULL) != 0) {
         free(c);
         return tsr__fail(TSR_ENOMEM, "tokenizer: out of memory");
     }

@@ -333,6 +333,13 @@ Test(safetensors, corrupt_files)
     io_st_file(path, "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
                zeros, 8);
     expect_open_fails(path, TSR_EINVAL, "NUL");
+    /* caught by fuzz_safetensors' metadata check: a key that is "__metadata__" up to a NUL was
+     * read as the metadata, replacing the real one */
+    io_st_file(path, "{\"__metadata__\":{\"a\":\"1\"},\"__metadata__\\u0000\":{\"a\":\"2\"}}",
+               NULL, 0);
+    expect_open_fails(path, TSR_EINVAL, "NUL");
+    io_st_file(path, "{\"__metadata__\\u0000x\":{\"a\":\"2\"}}", NULL, 0);
+    expect_open_fails(path, TSR_EINVAL, "NUL");
 
     /* still valid: empty tensors own no bytes; gaps and trailing bytes are tolerated */
     io_st_file(path,

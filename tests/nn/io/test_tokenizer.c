@@ -217,11 +217,89 @@ Test(tokenizer, small_vocabulary_merges_by_rank)
     io_rmtree(dir);
 }
 
-Test(tokenizer, merges_txt_without_version_line)
+/* encoder.py's bpe() on the small vocabulary, as plainly as it reads: merge
+ * every occurrence of the lowest-ranked adjacent pair, left to right. */
+static size_t ref_bpe(const char *word, int32_t *ids)
+{
+    char sym[64][16];
+    size_t n = strlen(word);
+    for (size_t i = 0; i < n; i++)
+        sym[i][0] = word[i], sym[i][1] = 0;
+    for (;;) {
+        int best = -1;
+        for (size_t i = 0; i + 1 < n; i++)
+            for (int r = 0; r < 6; r++)
+                if (strcmp(sym[i], merges[r][0]) == 0 && strcmp(sym[i + 1], merges[r][1]) == 0 &&
+                    (best < 0 || r < best))
+                    best = r;
+        if (best < 0)
+            break;
+        size_t k = 0;
+        for (size_t i = 0; i < n; k++) {
+            if (i + 1 < n && strcmp(sym[i], merges[best][0]) == 0 &&
+                strcmp(sym[i + 1], merges[best][1]) == 0) {
+                snprintf(sym[k], sizeof sym[k], "%s%s", merges[best][0], merges[best][1]);
+                i += 2;
+            } else {
+                memmove(sym[k], sym[i], sizeof sym[k]);
+                i++;
+            }
+        }
+        n = k;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = (unsigned char)sym[i][0];
+        for (int t = 0; t < 6 && sym[i][1]; t++)
+            if (strcmp(sym[i], extra_tokens[t]) == 0)
+                ids[i] = 256 + t;
+    }
+    return n;
+}
+
+/* Thousands of distinct words: the word cache grows several times; the ids
+ * of the first encode and of the second (read from the cache) both equal
+ * the plain BPE of each word. */
+Test(tokenizer, word_cache_grows_and_stays_exact)
+{
+    enum { WORDS = 3000 };
+    char dir[256];
+    io_tmpdir(dir, sizeof dir);
+    small_vocab(dir, -1, 1, NULL);
+    tsr_tokenizer_t *tok;
+    cr_assert_eq(open_in(dir, &tok), TSR_OK, "%s", tsr_error_message());
+    char *text = malloc(WORDS * 16);
+    int32_t *want = malloc(WORDS * 16 * sizeof *want);
+    size_t len = 0, nwant = 0;
+    for (int i = 0; i < WORDS; i++) {
+        char word[16] = " ";
+        size_t w = 1;
+        for (int x = i + 3; x; x /= 3) /* distinct: i + 3 in base 3 over a, b, c */
+            word[w++] = (char)('a' + x % 3);
+        word[w] = 0;
+        memcpy(text + len, word, w);
+        len += w;
+        nwant += ref_bpe(word, want + nwant);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t *ids;
+        size_t n;
+        encode_ok(tok, text, len, &ids, &n);
+        cr_assert_eq(n, nwant, "pass %d: %zu ids, want %zu", pass, n, nwant);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(ids[i], want[i], "pass %d: id %zu is %d, want %d", pass, i, (int)ids[i],
+                         (int)want[i]);
+        free(ids);
+    }
+    free(text), free(want);
+    tsr_tokenizer_free(tok);
+    io_rmtree(dir);
+}
+
+Test(tokenizer, merges_txt_with_crlf_line_ends)
 {
     char dir[256];
     io_tmpdir(dir, sizeof dir);
-    small_vocab(dir, -1, 1, "b c\r\na b\n\n");
+    small_vocab(dir, -1, 1, "#version: 0.2\r\nb c\r\na b\r\n");
     tsr_tokenizer_t *tok;
     cr_assert_eq(open_in(dir, &tok), TSR_OK, "%s", tsr_error_message());
     IDS(tok, "abc", 'a', BC);
@@ -256,6 +334,14 @@ Test(tokenizer, malformed_vocabularies)
     expect_open_fails(dir, TSR_EINVAL, "alphabet");
     small_vocab(dir, -1, 1, "#version: 0.2\n\xff a\n");
     expect_open_fails(dir, TSR_EINVAL, "alphabet");
+    /* 'a' spelled overlong in two bytes (C1 A1) and in three (E0 81 A1) */
+    small_vocab(dir, -1, 1, "#version: 0.2\n\xc1\xa1 b\n");
+    expect_open_fails(dir, TSR_EINVAL, "alphabet");
+    small_vocab(dir, -1, 1, "#version: 0.2\n\xe0\x81\xa1 b\n");
+    expect_open_fails(dir, TSR_EINVAL, "alphabet");
+    /* U+0100 (byte 0x00) in three bytes */
+    small_vocab(dir, -1, 1, "#version: 0.2\n\xe0\x84\x80 b\n");
+    expect_open_fails(dir, TSR_EINVAL, "alphabet");
 
     small_vocab(dir, -1, 1, NULL);
     io_join(path, sizeof path, dir, "encoder.json");
@@ -271,6 +357,46 @@ Test(tokenizer, malformed_vocabularies)
     expect_open_fails(dir, TSR_EINVAL, "no id");
     io_write(path, "{\"\\u4e00\": 1}", 13);
     expect_open_fails(dir, TSR_EINVAL, "alphabet");
+    io_rmtree(dir);
+}
+
+/* vocab.bpe must have the shape of GPT-2's: "#version" on line 1, one merge
+ * of two symbols per line, each line ending in a newline. Files cut short or
+ * of another format are refused, naming the line. */
+Test(tokenizer, vocab_bpe_of_another_shape)
+{
+    static const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"", "empty file"},
+        {"b c\na b\n", "line 1: no \"#version\" header"},
+        {"version: 0.2\nb c\n", "line 1: no \"#version\" header"},
+        {"#vers", "line 1: no \"#version\" header"},
+        {"#version: 0.2\n", "no merges"},
+        {"#version: 0.2", "line 1: the last line ends without a newline"},
+        {"#version: 0.2\nb c\na", "line 3: the last line ends without a newline"},
+        {"#version: 0.2\nb c\na b", "line 3: the last line ends without a newline"},
+        {"#version: 0.2\nb c\n\na b\n", "line 3: expected two symbols, found 0"},
+        {"#version: 0.2\nb c\na b\n\n", "line 4: expected two symbols, found 0"},
+        {"#version: 0.2\nb\n", "line 2: expected two symbols, found 1"},
+        {"#version: 0.2\nb c\na b c\n", "line 3: expected two symbols, found 3"},
+        {"#version: 0.2\nb c\nx y\n", "line 3: \"x y\" or its merge is not in the vocabulary"},
+        {"#version: 0.2\nb a\n", "line 2: \"b a\" or its merge is not in the vocabulary"},
+    };
+    char dir[256];
+    io_tmpdir(dir, sizeof dir);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        small_vocab(dir, -1, 1, bad[i].text);
+        expect_open_fails(dir, TSR_EINVAL, bad[i].needle);
+        cr_assert_not_null(strstr(tsr_error_message(), "vocab.bpe"), "names the file: %s",
+                           tsr_error_message());
+    }
+    /* the same merges with the header and a final newline load */
+    small_vocab(dir, -1, 1, "#version: 0.2\nb c\na b\n");
+    tsr_tokenizer_t *tok;
+    cr_assert_eq(open_in(dir, &tok), TSR_OK, "%s", tsr_error_message());
+    IDS(tok, "abc", 'a', BC);
+    tsr_tokenizer_free(tok);
     io_rmtree(dir);
 }
 

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Writes the hand-made seed inputs of tests/fuzz/corpus/<target>/seed-*.
+
+Small valid files of each format (and a few near misses) for the fuzzers to
+start from; the rest of each corpus is what longer runs found (see
+docs/fuzzing.md). Run from anywhere: python3 tests/fuzz/seeds.py
+"""
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def put(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+# ---- JSON ------------------------------------------------------------------
+docs = {
+    "empty-object": "{}",
+    "empty-array": " [ ] ",
+    "literals": '[true, false, null]',
+    "numbers": "[0, -0, 1.5, -2e-3, 1E+2, 18446744073709551615, 18446744073709551616, "
+               "-9223372036854775808, 1e308, 1e999, 0.1e-400]",
+    "strings": r'["", "a\"b\\c\/\b\f\n\r\t", "\u00e9\u4e00", "\ud83d\ude00", "caf\u00e9 ☕", "\u0000x"]',
+    "nested": '{"a": {"b": [[[{"c": [1, {"d": null}]}]]]}, "e": []}',
+    "config": json.dumps({"vocab_size": 50257, "n_positions": 1024, "n_embd": 768,
+                          "n_layer": 12, "n_head": 12, "layer_norm_epsilon": 1e-05,
+                          "architectures": ["GPT2LMHeadModel"]}, indent=2),
+    "st-header": '{"__metadata__":{"format":"pt"},"wte":{"dtype":"F32","shape":[4,2],'
+                 '"data_offsets":[0,32]}}',
+    "dup-key": '{"a": 1, "a": 2}',
+    "deep": "[" * 70 + "]" * 70,
+    "bad-utf8": b'["\xc0\xaf", "\xed\xa0\x80"]',
+}
+for k, v in docs.items():
+    put("json", k, v)
+
+
+# ---- safetensors -------------------------------------------------------------
+SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2,
+         "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+
+
+def st(tensors, meta=None, pad=True):
+    """tensors: [(name, dtype, shape, bytes)]"""
+    hdr, data = {}, b""
+    if meta is not None:
+        hdr["__metadata__"] = meta
+    for name, dt, shape, raw in tensors:
+        hdr[name] = {"dtype": dt, "shape": shape,
+                     "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(hdr, separators=(",", ":")).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+put("safetensors", "f32", st([("w", "F32", [2, 2], struct.pack("<4f", 1, -2, 0.5, 3e38))],
+                             {"format": "pt"}))
+put("safetensors", "halves", st([("h", "F16", [3], struct.pack("<3H", 0x3c00, 0x0001, 0x7c00)),
+                                 ("b", "BF16", [2], struct.pack("<2H", 0x3f80, 0xff80))]))
+put("safetensors", "f64", st([("d", "F64", [2], struct.pack("<2d", 1e300, -1.25))]))
+put("safetensors", "ints", st([("i8", "I8", [2], b"\x80\x7f"),
+                               ("u16", "U16", [1], b"\xff\xff"),
+                               ("i64", "I64", [2], struct.pack("<2q", -5, 2**40)),
+                               ("u64", "U64", [1], struct.pack("<Q", 7)),
+                               ("bool", "BOOL", [2], b"\x00\x01")]))
+put("safetensors", "scalar-empty", st([("s", "I32", [], struct.pack("<i", 9)),
+                                       ("e", "F32", [0, 5], b""),
+                                       ("f8", "F8_E4M3", [1], b"\x38")]))
+put("safetensors", "meta-only", st([], {"a": "b", "": "c"}))
+put("safetensors", "overlap", struct.pack("<Q", 96) + (
+    b'{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},'
+    b'"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}').ljust(96) + b"abc")
+put("safetensors", "short", b"\x08\x00\x00\x00\x00\x00\x00\x00{}")
+
+
+# ---- shards -----------------------------------------------------------------
+def shard(tokens, batch=1, seq=4, seek=0, count=None):
+    head = struct.pack("<3i", 20240520, 1, len(tokens) if count is None else count)
+    head += b"\x00" * (1024 - len(head))
+    params = bytes([batch - 1, seq - 1]) + struct.pack("<I", seek)
+    return params + head + struct.pack("<%dH" % len(tokens), *tokens)
+
+
+put("shard", "small", shard(list(range(100, 140)), batch=2, seq=4, seek=7))
+put("shard", "one-window", shard([1, 2, 3, 4, 5], batch=1, seq=4, seek=5))
+put("shard", "too-short", shard([1, 2, 3], batch=1, seq=4, seek=0))
+put("shard", "empty", shard([], batch=1, seq=1, seek=0))
+put("shard", "count-lies", shard([1, 2, 3, 4], count=9))
+put("shard", "big-ids", shard([65535, 0, 50256, 1] * 8, batch=4, seq=3, seek=31))
+
+
+# ---- tokenizer --------------------------------------------------------------
+def unicode_of(b):
+    n = 0
+    for x in range(256):
+        printable = 33 <= x <= 126 or 161 <= x <= 172 or x >= 174
+        if x == b:
+            return x if printable else 256 + n
+        n += not printable
+
+
+def sym(bs):
+    return "".join(chr(unicode_of(b)) for b in bs)
+
+
+def vocab(merges):
+    """merges: [(bytes, bytes)] -> (encoder.json, vocab.bpe) as bytes"""
+    tokens = [bytes([b]) for b in range(256)]
+    for a, b in merges:
+        if a + b not in tokens:
+            tokens.append(a + b)
+    enc = {sym(t): i for i, t in enumerate(tokens)}
+    enc["<|endoftext|>"] = len(tokens)
+    bpe = "#version: 0.2\n" + "".join("%s %s\n" % (sym(a), sym(b)) for a, b in merges)
+    return json.dumps(enc, ensure_ascii=False).encode(), bpe.encode()
+
+
+# the same merges as fuzz_tokenizer.c's fixed vocabulary (mode 1 mutates these)
+FIXED = [(" ", "t"), ("h", "e"), (" t", "he"), ("i", "n"), ("e", "r"), ("a", "n"), (" ", "a"),
+         ("o", "n"), ("r", "e"), ("i", "s"), (" ", "s"), ("e", "n"), ("l", "l"), ("o", "r"),
+         (" ", "w"), ("in", "g"), (" ", "c"), ("e", "s"), ("a", "t"), ("o", "u"), ("\n", "\n"),
+         (" ", " "), ("  ", "  "), ("1", "2"), ("12", "3"), ("c", "a"), ("ca", "f"),
+         (b"\xc3", b"\xa9"), ("caf", b"\xc3\xa9"), ("'", "s"), ("'", "t"), (b"\xe2", b"\x98"),
+         (b"\xe2\x98", b"\x95"), ("he", "ll"), ("hell", "o"), ("l", "d"), (" w", "or"),
+         (" wor", "ld"), ("a", "a"), ("aa", "aa"), (" c", "at"), ("\t", "\t"),
+         (b"\xff", b"\xff")]
+FIXED = [(a.encode("latin-1") if isinstance(a, str) else a,
+          b.encode("latin-1") if isinstance(b, str) else b) for a, b in FIXED]
+
+enc, bpe = vocab(FIXED)
+put("tokenizer", "files-fixed", b"\x00" + enc + b"\x00" + bpe)
+enc, bpe = vocab([(b"a", b"b"), (b"b", b"c"), (b"a", b"bc"), (b" ", b"a")])
+put("tokenizer", "files-small", b"\x04" + enc + b"\x00" + bpe)
+put("tokenizer", "files-no-eot", b"\x08" + b'{"a": 0}' + b"\x00" + b"#version: 0.2\n")
+put("tokenizer", "bpe-fixed", b"\x01" + vocab(FIXED)[1])
+put("tokenizer", "bpe-no-version", b"\x05" + b"h e\n")
+put("tokenizer", "bpe-truncated", b"\x09" + vocab(FIXED)[1][:-3])
+put("tokenizer", "bpe-overlong", b"\x01" + b"#version: 0.2\n\xc1\xa1 \xe0\x81\xa2\n")
+put("tokenizer", "bpe-blank-line", b"\x01" + b"#version: 0.2\nh e\n\nl l\n")
+put("tokenizer", "bpe-three", b"\x0d" + "#version: 0.2\nh e {}\n".format(sym(b" ")).encode())
+texts = ["hello world, the cat's caf\u00e9 \u2615", "  \n\n\t\tx  y   ", "123456 7a8b",
+         "don't we'll I'd they've you're", "a<|endoftext|>b<|endoftext|>", "aaaaaaaaaaaaaaaaa",
+         "\u00e9\u00e9\u00e9 \u4e00\u4e8c \U0001f600!!", " " * 40 + "the"]
+for i, t in enumerate(texts):
+    put("tokenizer", "text-%d" % i, b"\x02" + t.encode())
+put("tokenizer", "text-bytes", b"\x06" + bytes(range(256)))
+put("tokenizer", "bpe-diff-0", b"\x03" + bytes([6, 0, 1, 5, 2, 0, 0, 7, 7, 3, 4, 1, 1]) +
+    bytes([0, 1, 2, 0, 1, 2, 0, 0, 0, 0, 3, 4, 1, 2]))
+put("tokenizer", "bpe-diff-1", b"\x07" + bytes([12]) + bytes(range(24)) + bytes(200))
