@@ -105,7 +105,7 @@ install: build
 	meson install -C $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
 
 # libFuzzer targets of the file readers (tests/fuzz, docs/fuzzing.md), built by
 # clang with ASan+UBSan and run FUZZ_TIME seconds each (at most FUZZ_RUNS
