@@ -72,29 +72,22 @@ static struct {
     size_t cap, n;
 } pm = {.m = PTHREAD_MUTEX_INITIALIZER};
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-#define FNV0 0xcbf29ce484222325ull
 
 static uint64_t footprint(const size_t *sizes, int nbuffers)
 {
     uint64_t v = (uint64_t)nbuffers;
-    uint64_t h = fnv(FNV0, &v, sizeof v);
+    uint64_t h = tsr__fnv1a(TSR_FNV0, &v, sizeof v);
     for (int i = 0; i < nbuffers; i++) {
         v = (uint64_t)sizes[i];
-        h = fnv(h, &v, sizeof v);
+        h = tsr__fnv1a(h, &v, sizeof v);
     }
     return h;
 }
 
-static uint64_t name_hash(const char *name) { return fnv(FNV0, name, strlen(name)); }
+static uint64_t name_hash(const char *name)
+{
+    return tsr__fnv1a(TSR_FNV0, name, strlen(name));
+}
 
 /* The regression variable of one run: the codelet's flops when it has an
  * estimator, else the bytes of its buffers. 0 when unusable. */

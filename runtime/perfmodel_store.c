@@ -29,8 +29,7 @@ static struct {
 
 /* ---- the machine key ------------------------------------------------------ */
 
-/* FNV-1a: the key only has to change when the machine does. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
+uint64_t tsr__fnv1a(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) {
@@ -39,7 +38,6 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     }
     return h;
 }
-#define FNV0 0xcbf29ce484222325ull
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static char machine_key[128];
@@ -59,7 +57,7 @@ static void make_machine_key(void)
     if (host[0] == '.')
         host[0] = '_';
 
-    uint64_t h = FNV0;
+    uint64_t h = TSR_FNV0; /* the key only has to change when the machine does */
     char line[512];
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (f) {
@@ -67,20 +65,20 @@ static void make_machine_key(void)
             if (strncmp(line, "model name", 10) == 0) {
                 char *c = strchr(line, ':');
                 if (c)
-                    h = fnv(h, c + 1, strlen(c + 1));
+                    h = tsr__fnv1a(h, c + 1, strlen(c + 1));
                 break;
             }
         fclose(f);
     }
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(line, sizeof line, ";cpus=%ld", ncpu);
-    h = fnv(h, line, strlen(line));
+    h = tsr__fnv1a(h, line, strlen(line));
     int ngpu = tsr_cuda_device_count();
     for (int g = 0; g < ngpu; g++) {
         tsr_device_info_t di;
         if (tsr_cuda_device_info(g, &di) == TSR_OK) {
             snprintf(line, sizeof line, ";cuda%d=%s", g, di.name);
-            h = fnv(h, line, strlen(line));
+            h = tsr__fnv1a(h, line, strlen(line));
         }
     }
     snprintf(machine_key, sizeof machine_key, "%s-%08x", host,

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* A model file larger than this is not a model file. */
 #define TSR_PMSTORE_MAX_FILE ((size_t)256 << 20)
@@ -43,5 +44,10 @@ char *tsr__pmstore_read(const char *name, bool *missing, char *err, size_t errle
  * directories. 0, or -1 with a message in err. */
 int tsr__pmstore_write(const char *name, const char *data, size_t len, char *err,
                        size_t errlen);
+
+/* FNV-1a 64 of n bytes, continuing from h (TSR_FNV0 to start): the machine
+ * key here, the codelets' name and footprint hashes in perfmodel.c. */
+#define TSR_FNV0 0xcbf29ce484222325ull
+uint64_t tsr__fnv1a(uint64_t h, const void *p, size_t n);
 
 #endif

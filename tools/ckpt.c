@@ -131,33 +131,13 @@ static int write_latest(const char *out, const char *name)
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return cli_fail("path too long: '%s.tmp'", path);
     size_t n = (size_t)snprintf(line, sizeof line, "%s\n", name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return cli_fail("cannot create '%s': %s", tmp, strerror(errno));
-    const char *failed = NULL;
-    if (fault_write() != 0)
-        failed = "write";
-    else {
-        ssize_t w = write(fd, line, n);
-        if (w != (ssize_t)n)
-            failed = "write", errno = w < 0 ? errno : ENOSPC; /* a short write: full */
-    }
-    if (failed == NULL) {
-        fault_after();
-        if (fsync(fd) != 0)
-            failed = "sync";
-    }
-    int e = errno;
-    if (close(fd) != 0 && failed == NULL)
-        failed = "close", e = errno;
-    if (failed == NULL) {
-        fault_after();
-        if (rename(tmp, path) != 0)
-            failed = "rename", e = errno;
-    }
-    if (failed != NULL) {
+    if (cli_write_synced(tmp, line, n) != 0)
+        return 1;
+    fault_after();
+    if (rename(tmp, path) != 0) {
+        int e = errno;
         unlink(tmp);
-        return cli_fail("cannot %s '%s': %s", failed, tmp, strerror(e));
+        return cli_fail("cannot rename '%s': %s", tmp, strerror(e));
     }
     fault_after();
     if (cli_sync_dir(out) != 0)

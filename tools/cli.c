@@ -3,6 +3,7 @@
  * tokenizer and shard checks, and small helpers (see cli.h).
  */
 #include "cli.h"
+#include "fault.h"
 #include "shards.h"
 
 #include <errno.h>
@@ -510,6 +511,33 @@ int cli_sync_dir(const char *dir)
     int e = errno;
     close(fd);
     return rc ? cli_fail("cannot sync folder '%s': %s", dir, strerror(e)) : 0;
+}
+
+int cli_write_synced(const char *path, const void *buf, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return cli_fail("cannot create '%s': %s", path, strerror(errno));
+    const char *failed = NULL;
+    if (fault_write() != 0)
+        failed = "write";
+    else {
+        ssize_t w = write(fd, buf, n);
+        if (w != (ssize_t)n)
+            failed = "write", errno = w < 0 ? errno : ENOSPC; /* a short write: full */
+    }
+    if (failed == NULL) {
+        fault_after();
+        if (fsync(fd) != 0)
+            failed = "sync";
+    }
+    int e = errno;
+    if (close(fd) != 0 && failed == NULL)
+        failed = "close", e = errno;
+    if (failed == NULL)
+        return 0;
+    unlink(path);
+    return cli_fail("cannot %s '%s': %s", failed, path, strerror(e));
 }
 
 int cli_fnv64_file(const char *path, uint64_t *sum)

@@ -137,6 +137,10 @@ int cli_pid_gone(long pid);
 /* fsync a folder, so that the names created or renamed in it are durable.
  * Returns 0, or 1 after reporting. */
 int cli_sync_dir(const char *dir);
+/* Create `path` holding the n bytes of buf, synced to disk (the publishing
+ * code's fault hook counts the write and the sync; see fault.h). On failure
+ * the file is removed. Returns 0, or 1 after reporting. */
+int cli_write_synced(const char *path, const void *buf, size_t n);
 /* FNV-1a 64 of a whole file. Returns 0, or 1 after reporting. */
 int cli_fnv64_file(const char *path, uint64_t *sum);
 

@@ -108,27 +108,8 @@ static int write_manifest(const pair_t *p, size_t ntrain, uint64_t strain, size_
     if (nval > 0)
         n += snprintf(text + n, sizeof text - (size_t)n, "val %s_val.bin %zu %016" PRIx64 "\n",
                       p->base, nval, sval);
-    int fd = open(p->manifest_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return cli_fail("cannot create '%s': %s", p->manifest_tmp, strerror(errno));
-    const char *failed = NULL;
-    if (fault_write() != 0)
-        failed = "write";
-    else {
-        ssize_t w = write(fd, text, (size_t)n);
-        if (w != n)
-            failed = "write", errno = w < 0 ? errno : ENOSPC; /* a short write: full */
-    }
-    if (failed == NULL) {
-        fault_after();
-        if (fsync(fd) != 0)
-            failed = "sync";
-    }
-    int e = errno;
-    if (close(fd) != 0 && failed == NULL)
-        failed = "close", e = errno;
-    if (failed != NULL)
-        return cli_fail("cannot %s '%s': %s", failed, p->manifest_tmp, strerror(e));
+    if (cli_write_synced(p->manifest_tmp, text, (size_t)n) != 0)
+        return 1;
     fault_after();
     return 0;
 }
