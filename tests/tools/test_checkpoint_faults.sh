@@ -26,20 +26,8 @@ cleanup() {
 trap cleanup EXIT
 export TESSERA_BIND=0
 unset TESSERA_FAULT_AT
-passed=0
-failed=0
-check() { # name, then the command; passes when it exits 0
-    local name=$1
-    shift
-    if "$@" >"$TMP/out.log" 2>&1; then
-        passed=$((passed + 1))
-        echo "[PASS] checkpoint_faults::$name"
-    else
-        failed=$((failed + 1))
-        echo "[FAIL] checkpoint_faults::$name"
-        sed 's/^/    /' "$TMP/out.log"
-    fi
-}
+SUITE=checkpoint_faults
+. "$(dirname "$0")/lib.sh"
 
 for i in $(seq 1 300); do
     echo "line $i: the quick brown fox jumps over the lazy dog, $((i * 7919 % 1000)) times."
@@ -248,5 +236,4 @@ cp "$TMP/model2" "$O/model.safetensors"
 cp "$TMP/state2" "$O/train.state"
 check old_layout_is_refused refuses "$O" "no 'latest' pointer"
 
-echo "[====] Synthesis: Tested: $((passed + failed)) | Passing: $passed | Failing: $failed | Crashing: 0"
-[ "$failed" = 0 ]
+finish

@@ -12,35 +12,8 @@ BIN=$1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export TESSERA_BIND=0
-passed=0
-failed=0
-check() { # name, then the command; passes when it exits 0
-    local name=$1
-    shift
-    if "$@" >"$TMP/out.log" 2>&1; then
-        passed=$((passed + 1))
-        echo "[PASS] cli::$name"
-    else
-        failed=$((failed + 1))
-        echo "[FAIL] cli::$name"
-        sed 's/^/    /' "$TMP/out.log"
-    fi
-}
-says() { # expected text, then the command (which must exit 1)
-    local want=$1
-    shift
-    "$@"
-    local got=$?
-    [ "$got" = 1 ] || { echo "exit status $got, expected 1"; return 1; }
-    "$@" 2>&1 | grep -q -- "$want"
-}
-exits() { # expected status, then the command
-    local want=$1
-    shift
-    "$@"
-    local got=$?
-    [ "$got" = "$want" ] || { echo "exit status $got, expected $want"; return 1; }
-}
+SUITE=cli
+. "$(dirname "$0")/lib.sh"
 
 for i in $(seq 1 400); do
     echo "line $i: the quick brown fox jumps over the lazy dog, $((i * 7919 % 1000)) times."
@@ -103,5 +76,4 @@ check missing_checkpoint_does_not_exist says "checkpoint '$TMP/none' does not ex
 check folder_as_text_is_a_directory says "'$TMP/folder' is a directory" \
     "$BIN/tessera-tokenize" "$TMP/folder" -o "$TMP/x"
 
-echo "[====] Synthesis: Tested: $((passed + failed)) | Passing: $passed | Failing: $failed | Crashing: 0"
-[ "$failed" = 0 ]
+finish

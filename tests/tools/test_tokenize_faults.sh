@@ -20,20 +20,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export TESSERA_BIND=0
 unset TESSERA_FAULT_AT
-passed=0
-failed=0
-check() { # name, then the command; passes when it exits 0
-    local name=$1
-    shift
-    if "$@" >"$TMP/out.log" 2>&1; then
-        passed=$((passed + 1))
-        echo "[PASS] tokenize_faults::$name"
-    else
-        failed=$((failed + 1))
-        echo "[FAIL] tokenize_faults::$name"
-        sed 's/^/    /' "$TMP/out.log"
-    fi
-}
+SUITE=tokenize_faults
+. "$(dirname "$0")/lib.sh"
 
 for i in $(seq 1 200); do echo "old line $i: a lazy dog sleeps $((i * 31 % 97)) hours."; done \
     >"$TMP/old.txt"
@@ -190,5 +178,4 @@ tokenize "$TMP/new.txt" "$TMP/h/out" --val-fraction 0 >/dev/null
 check no_validation_shard_removes_the_old_one test ! -e "$TMP/h/out_val.bin" -a \
     "$(grep -c . "$TMP/h/out.manifest")" = 2
 
-echo "[====] Synthesis: Tested: $((passed + failed)) | Passing: $passed | Failing: $failed | Crashing: 0"
-[ "$failed" = 0 ]
+finish
