@@ -30,7 +30,8 @@ void tsr_cpu_adamw(size_t n, int step, float lr, float beta1, float beta2, float
 /* acc[0] += sum_i x[i]^2    x: (n), acc: (1), accumulated (in double internally). */
 void tsr_cpu_sumsq(size_t n, const float *x, float *acc);
 
-/* CUDA versions, device pointers, asynchronous on `stream`; 0 or a cudaError_t.
+/* CUDA versions, device pointers, asynchronous on `stream`;
+ * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure).
  * tsr_cuda_sumsq adds to acc[0] with one atomic per block. */
 int tsr_cuda_adamw(void *stream, size_t n, int step, float lr, float beta1, float beta2,
                    float eps, float weight_decay, float grad_scale, const float *g,

@@ -59,8 +59,9 @@ void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale
                       const float *q, const float *k, const float *v, const float *dout,
                       const float *lse, const float *D, float *dq, float *dk, float *dv);
 
-/* CUDA versions, device pointers, asynchronous on `stream`; 0 or a cudaError_t
- * (cudaErrorInvalidValue for d > 256).  The CUDA backward runs two kernels
+/* CUDA versions, device pointers, asynchronous on `stream`;
+ * 0, TSR_EINVAL for d > 256, or TSR_EDEVICE (kernels/cuda_status.h names
+ * the failure; nb above 65535 fails the launch).  The CUDA backward runs two kernels
  * (dk/dv over keys, dq over queries), with no atomics. */
 int tsr_cuda_attn_init(void *stream, int d, int tq, int nb, float *ms, float *acc);
 int tsr_cuda_attn_fwd(void *stream, int d, int tq, int tk, int nb, int q0, int k0,

@@ -21,7 +21,8 @@ void tsr_cpu_f32_to_bf16(size_t n, const float *x, uint16_t *y);
 /* y[i] = float(x[i]) (exact)                     x: (n) bf16, y: (n) fp32 */
 void tsr_cpu_bf16_to_f32(size_t n, const uint16_t *x, float *y);
 
-/* CUDA versions, device pointers, asynchronous on `stream`; 0 or a cudaError_t. */
+/* CUDA versions, device pointers, asynchronous on `stream`;
+ * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure). */
 int tsr_cuda_f32_to_bf16(void *stream, size_t n, const float *x, uint16_t *y);
 int tsr_cuda_bf16_to_f32(void *stream, size_t n, const uint16_t *x, float *y);
 

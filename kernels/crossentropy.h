@@ -33,7 +33,8 @@ void tsr_cpu_crossentropy_bwd(int nv, int T, int v0, const float *logits, int ld
                               const float *lse, const int32_t *targets, float scale,
                               float *dlogits, int ldd);
 
-/* CUDA versions, device pointers, asynchronous on `stream`; 0 or a cudaError_t. */
+/* CUDA versions, device pointers, asynchronous on `stream`;
+ * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure). */
 int tsr_cuda_crossentropy_fwd(void *stream, int nv, int T, int v0, const float *logits,
                               int ld, const float *lse, const int32_t *targets, float *loss);
 int tsr_cuda_crossentropy_bwd(void *stream, int nv, int T, int v0, const float *logits,

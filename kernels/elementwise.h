@@ -44,7 +44,8 @@ void tsr_cpu_sum_axis(int axis, int m, int n, float alpha, const float *x, int l
                       float beta, float *y);
 
 /* CUDA versions: same contracts, device pointers, asynchronous on `stream`
- * (a cudaStream_t).  Return 0 or a cudaError_t. */
+ * (a cudaStream_t).  Return 0 or TSR_EDEVICE (kernels/cuda_status.h
+ * names the failure). */
 int tsr_cuda_fill(void *stream, size_t n, float value, float *x);
 int tsr_cuda_copy(void *stream, size_t n, const float *x, float *y);
 int tsr_cuda_scale(void *stream, size_t n, float alpha, const float *x, float *y);

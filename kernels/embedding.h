@@ -29,7 +29,8 @@ void tsr_cpu_embedding_fwd(int C, int T, int nv, int v0, const int32_t *tokens,
 void tsr_cpu_embedding_bwd(int C, int T, int nv, int v0, const int32_t *tokens,
                            const float *dout, float *dw);
 
-/* CUDA versions, device pointers, asynchronous on `stream`; 0 or a cudaError_t.
+/* CUDA versions, device pointers, asynchronous on `stream`;
+ * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure).
  * The CUDA backward uses atomics (summation order of repeated tokens varies). */
 int tsr_cuda_embedding_fwd(void *stream, int C, int T, int nv, int v0, const int32_t *tokens,
                            const float *w, float *out);

@@ -19,7 +19,8 @@ void tsr_cpu_gelu_fwd(size_t n, const float *x, float *out);
 /* dx[i] = gelu'(x[i]) * dout[i]  (written)  x, dout, dx: (n), dx may be dout */
 void tsr_cpu_gelu_bwd(size_t n, const float *x, const float *dout, float *dx);
 
-/* CUDA versions, device pointers, asynchronous on `stream`; 0 or a cudaError_t. */
+/* CUDA versions, device pointers, asynchronous on `stream`;
+ * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure). */
 int tsr_cuda_gelu_fwd(void *stream, size_t n, const float *x, float *out);
 int tsr_cuda_gelu_bwd(void *stream, size_t n, const float *x, const float *dout, float *dx);
 

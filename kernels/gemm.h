@@ -22,9 +22,12 @@ extern "C" {
 /* Transposition flags for op(). */
 enum { TSR_NOTRANS = 0, TSR_TRANS = 1 };
 
-/* Precision modes of tsr_cuda_gemm. */
+/* Precision modes of tsr_cuda_gemm.  TF32 is what fp32 tiles use on a GPU
+ * by default (inputs rounded to 10 mantissa bits, about 1e-3 relative error
+ * per product, several times the FP32 throughput); FP32 is the strict mode
+ * a configuration switch selects. */
 enum {
-    TSR_GEMM_FP32 = 0, /* fp32 storage, fp32 CUDA-core arithmetic */
+    TSR_GEMM_FP32 = 0, /* fp32 storage, fp32 CUDA-core arithmetic (strict) */
     TSR_GEMM_TF32 = 1  /* fp32 storage, tf32 tensor-core products, fp32 accumulation */
 };
 
@@ -42,8 +45,10 @@ void tsr_cpu_gemm(int transa, int transb, int m, int n, int k, float alpha,
 
 /* Same as tsr_cpu_gemm on a CUDA stream; all pointers are device pointers.
  * mode: TSR_GEMM_FP32 or TSR_GEMM_TF32.  cublas_handle is a cublasHandle_t
- * with the default math mode; its stream is set to `stream`.
- * Returns 0 or a cublasStatus_t. */
+ * with the default math mode; its stream is set to `stream`.  batch == 1
+ * is one cublasGemmEx call, more a cublasGemmStridedBatchedEx call.
+ * Returns 0, TSR_EINVAL (an unknown mode, a negative size) or TSR_EDEVICE
+ * (kernels/cuda_status.h names the cuBLAS call and its status). */
 int tsr_cuda_gemm(void *stream, void *cublas_handle, int mode,
                   int transa, int transb, int m, int n, int k, float alpha,
                   const float *a, int lda, int64_t stride_a,
@@ -52,7 +57,7 @@ int tsr_cuda_gemm(void *stream, void *cublas_handle, int mode,
 
 /* bf16 storage for A and B (uint16_t bit patterns), fp32 accumulation.
  * C is bf16 when c_is_bf16 != 0, else fp32; alpha and beta are fp32.
- * Shapes as tsr_cpu_gemm; strides in elements.  Returns 0 or a cublasStatus_t. */
+ * Shapes as tsr_cpu_gemm; strides in elements.  Returns as tsr_cuda_gemm. */
 int tsr_cuda_gemm_bf16(void *stream, void *cublas_handle,
                        int transa, int transb, int m, int n, int k, float alpha,
                        const uint16_t *a, int lda, int64_t stride_a,

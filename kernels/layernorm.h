@@ -32,7 +32,8 @@ void tsr_cpu_layernorm_bwd(int C, int T, const float *dout, const float *x,
                            const float *gamma, const float *mean, const float *rstd,
                            float *dx, float *dgamma, float *dbeta);
 
-/* CUDA versions, device pointers, asynchronous on `stream`; 0 or a cudaError_t.
+/* CUDA versions, device pointers, asynchronous on `stream`;
+ * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure).
  * The CUDA backward adds dgamma/dbeta with atomics (summation order varies). */
 int tsr_cuda_layernorm_fwd(void *stream, int C, int T, const float *x, const float *gamma,
                            const float *beta, float eps, float *out, float *mean, float *rstd);

@@ -31,7 +31,8 @@ void tsr_cpu_maxsumexp_merge(int n, const float *src, float *dst);
 /* lse[j] = max_j + log(sumexp_j)   ms: (2, n), lse: (n); -inf for an empty state. */
 void tsr_cpu_logsumexp(int n, const float *ms, float *lse);
 
-/* CUDA versions, device pointers, asynchronous on `stream`; 0 or a cudaError_t. */
+/* CUDA versions, device pointers, asynchronous on `stream`;
+ * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure). */
 int tsr_cuda_maxsumexp(void *stream, int m, int n, const float *x, int ldx, float *ms,
                        int accumulate);
 int tsr_cuda_maxsumexp_merge(void *stream, int n, const float *src, float *dst);

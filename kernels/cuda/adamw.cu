@@ -67,8 +67,9 @@ int tsr_cuda_adamw(void *stream, size_t n, int step, float lr, float beta1, floa
     a.rbc1 = (float)(1.0 / (1.0 - pow((double)beta1, (double)step)));
     a.rbc2 = (float)(1.0 / (1.0 - pow((double)beta2, (double)step)));
     int vec = tsr_aligned16(g) && tsr_aligned16(p) && tsr_aligned16(m) && tsr_aligned16(v);
-    k_adamw<<<tsr_blocks(n / 4 + 1, 256), 256, 0, TSR_STREAM(stream)>>>(n, a, g, p, m, v, vec);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_adamw, tsr_blocks(n / 4 + 1, 256), 256, 0, TSR_STREAM(stream), n, a, g, p, m, v,
+               vec);
+    return tsr_cuda_launched("k_adamw");
 }
 
 int tsr_cuda_sumsq(void *stream, size_t n, const float *x, float *acc)
@@ -77,6 +78,6 @@ int tsr_cuda_sumsq(void *stream, size_t n, const float *x, float *acc)
         return 0;
     size_t blocks = tsr_blocks(n / 4 + 1, 256);
     blocks = blocks > 1024 ? 1024 : blocks;
-    k_sumsq<<<(unsigned)blocks, 256, 0, TSR_STREAM(stream)>>>(n, x, acc, tsr_aligned16(x));
-    return tsr_launch_status();
+    TSR_LAUNCH(k_sumsq, (unsigned)blocks, 256, 0, TSR_STREAM(stream), n, x, acc, tsr_aligned16(x));
+    return tsr_cuda_launched("k_sumsq");
 }

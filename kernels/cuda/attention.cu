@@ -318,6 +318,16 @@ static int dmax_of(int d)
     return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0;
 }
 
+/* The kernels keep a row in registers up to d = 256.  (nb, the grid's y
+ * dimension, is left to the launch: above 65535 it fails as an invalid
+ * configuration naming the kernel.) */
+static int unsupported_d(const char *fn, int d)
+{
+    return tsr_cuda_invalid("%s: head dimension %d is above 256, the largest the CUDA attention "
+                            "kernels support",
+                            fn, d);
+}
+
 /* pairs entirely above the diagonal, and empty tiles, do nothing */
 static bool pair_empty(int d, int tq, int tk, int nb, int q0, int k0)
 {
@@ -329,8 +339,9 @@ int tsr_cuda_attn_init(void *stream, int d, int tq, int nb, float *ms, float *ac
     size_t rows = (size_t)tq * nb;
     if (rows == 0)
         return 0;
-    k_attn_init<<<tsr_blocks(rows * d, 256), 256, 0, TSR_STREAM(stream)>>>(d, rows, ms, acc);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_attn_init, tsr_blocks(rows * d, 256), 256, 0, TSR_STREAM(stream), d, rows, ms,
+               acc);
+    return tsr_cuda_launched("k_attn_init");
 }
 
 template <int DMAX>
@@ -339,8 +350,9 @@ static int launch_fwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int
 {
     constexpr int BQ = geo<DMAX>::BR;
     dim3 grid((tq + BQ - 1) / BQ, nb);
-    k_attn_fwd<DMAX><<<grid, geo<DMAX>::THREADS, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, ms, acc);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_attn_fwd<DMAX>, grid, geo<DMAX>::THREADS, 0, s, d, tq, tk, q0, k0, scale, q, k, v,
+               ms, acc);
+    return tsr_cuda_launched_t("k_attn_fwd", DMAX);
 }
 
 int tsr_cuda_attn_fwd(void *stream, int d, int tq, int tk, int nb, int q0, int k0, float scale,
@@ -348,15 +360,13 @@ int tsr_cuda_attn_fwd(void *stream, int d, int tq, int tk, int nb, int q0, int k
 {
     if (pair_empty(d, tq, tk, nb, q0, k0))
         return 0;
-    if (nb > 65535)
-        return (int)cudaErrorInvalidValue;
     cudaStream_t s = TSR_STREAM(stream);
     switch (dmax_of(d)) {
     case 32: return launch_fwd<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
     case 64: return launch_fwd<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
     case 128: return launch_fwd<128>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
     case 256: return launch_fwd<256>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
-    default: return (int)cudaErrorInvalidValue;
+    default: return unsupported_d(__func__, d);
     }
 }
 
@@ -366,9 +376,9 @@ int tsr_cuda_attn_merge(void *stream, int d, int tq, int nb, const float *ms_src
     size_t rows = (size_t)tq * nb;
     if (rows == 0)
         return 0;
-    k_attn_merge<<<tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream)>>>(d, rows, ms_src,
-                                                                            acc_src, ms_dst, acc_dst);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_attn_merge, tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream), d, rows,
+               ms_src, acc_src, ms_dst, acc_dst);
+    return tsr_cuda_launched("k_attn_merge");
 }
 
 int tsr_cuda_attn_finalize(void *stream, int d, int tq, int nb, const float *ms, const float *acc,
@@ -377,9 +387,9 @@ int tsr_cuda_attn_finalize(void *stream, int d, int tq, int nb, const float *ms,
     size_t rows = (size_t)tq * nb;
     if (rows == 0)
         return 0;
-    k_attn_finalize<<<tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream)>>>(d, rows, ms, acc,
-                                                                               o, lse);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_attn_finalize, tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream), d, rows, ms,
+               acc, o, lse);
+    return tsr_cuda_launched("k_attn_finalize");
 }
 
 int tsr_cuda_attn_bwd_dot(void *stream, int d, int tq, int nb, const float *o, const float *dout,
@@ -388,8 +398,9 @@ int tsr_cuda_attn_bwd_dot(void *stream, int d, int tq, int nb, const float *o, c
     size_t rows = (size_t)tq * nb;
     if (rows == 0)
         return 0;
-    k_attn_bwd_dot<<<tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream)>>>(d, rows, o, dout, D);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_attn_bwd_dot, tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream), d, rows, o,
+               dout, D);
+    return tsr_cuda_launched("k_attn_bwd_dot");
 }
 
 template <int DMAX>
@@ -399,12 +410,14 @@ static int launch_bwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int
 {
     constexpr int threads = geo<DMAX>::THREADS, BQ = geo<DMAX>::BR;
     dim3 gkv((tk + BQ - 1) / BQ, nb), gq((tq + BQ - 1) / BQ, nb);
-    k_attn_bwd_kv<DMAX><<<gkv, threads, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, dout, lse, D, dk, dv);
-    int st = tsr_launch_status();
+    TSR_LAUNCH(k_attn_bwd_kv<DMAX>, gkv, threads, 0, s, d, tq, tk, q0, k0, scale, q, k, v, dout,
+               lse, D, dk, dv);
+    int st = tsr_cuda_launched_t("k_attn_bwd_kv", DMAX);
     if (st)
         return st;
-    k_attn_bwd_q<DMAX><<<gq, threads, 0, s>>>(d, tq, tk, q0, k0, scale, q, k, v, dout, lse, D, dq);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_attn_bwd_q<DMAX>, gq, threads, 0, s, d, tq, tk, q0, k0, scale, q, k, v, dout, lse,
+               D, dq);
+    return tsr_cuda_launched_t("k_attn_bwd_q", DMAX);
 }
 
 int tsr_cuda_attn_bwd(void *stream, int d, int tq, int tk, int nb, int q0, int k0, float scale,
@@ -413,14 +426,12 @@ int tsr_cuda_attn_bwd(void *stream, int d, int tq, int tk, int nb, int q0, int k
 {
     if (pair_empty(d, tq, tk, nb, q0, k0))
         return 0;
-    if (nb > 65535)
-        return (int)cudaErrorInvalidValue;
     cudaStream_t s = TSR_STREAM(stream);
     switch (dmax_of(d)) {
     case 32: return launch_bwd<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
     case 64: return launch_bwd<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
     case 128: return launch_bwd<128>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
     case 256: return launch_bwd<256>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
-    default: return (int)cudaErrorInvalidValue;
+    default: return unsupported_d(__func__, d);
     }
 }

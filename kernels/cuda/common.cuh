@@ -1,5 +1,6 @@
-/* kernels/cuda/common.cuh — internal helpers of the CUDA kernels: launch
- * geometry, 16-byte alignment tests, warp reductions, the error convention.
+/* kernels/cuda/common.cuh — internal helpers of the CUDA kernels: the launch
+ * and dynamic shared memory macros, launch geometry, 16-byte alignment tests,
+ * warp reductions, the error convention (kernels/cuda_status.h).
  *
  * Must never: be included outside kernels/cuda, synchronize a stream or the
  * device, or allocate.
@@ -13,6 +14,41 @@
 
 #define TSR_STREAM(s) ((cudaStream_t)(s))
 
+/* Every launch and every dynamic shared array goes through these, so that
+ * the emulation build (-Dcuda=emu, cuda_emu/) runs the very same kernel
+ * source on the CPU: there a launch is queued on the emulated stream, with
+ * its configuration and pointer arguments checked, and a block's dynamic
+ * shared memory is handed out per block. */
+#ifdef TSR_CUDA_EMU
+#define TSR_LAUNCH(kernel, grid, block, smem, stream, ...) \
+    tsr_emu_launch(#kernel, kernel, grid, block, smem, stream, __VA_ARGS__)
+#define TSR_DYNAMIC_SHARED(type, name) type *name = (type *)tsr_emu_dynamic_shared()
+#else
+#define TSR_LAUNCH(kernel, grid, block, smem, stream, ...) \
+    kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
+#define TSR_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
+/* ---- the error convention (kernels/cuda_status.h; kernels/cuda/status.cu)
+ * A launcher returns tsr_cuda_launched("k_name") right after its launch:
+ * 0, or TSR_EDEVICE with the thread's message naming the kernel and the
+ * error.  It peeks at the thread's last error (a successful launch changes
+ * nothing) and, when the launch failed, consumes it so that the thread's
+ * next launch is not blamed for this one; CUDA does not let that clear a
+ * sticky error (a faulted context), which every later call, the stream's
+ * synchronisation included, still reports. */
+int tsr_cuda_launched(const char *kernel);
+/* Same for a template kernel: the message names kernel<targ>. */
+int tsr_cuda_launched_t(const char *kernel, int targ);
+/* A failed CUDA runtime call `where` (e.g. "tsr_cuda_copy: cudaMemcpyAsync"):
+ * the message, the thread's non-sticky error consumed, TSR_EDEVICE. */
+int tsr_cuda_failed(const char *where, cudaError_t e);
+/* A failed cuBLAS call: the message names it and the status; TSR_EDEVICE. */
+int tsr_cuda_blas_failed(const char *call, int status);
+/* A shape the kernels do not support (found before any launch): the
+ * message, TSR_EINVAL. */
+int tsr_cuda_invalid(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Blocks for a grid-stride loop over `work` items: enough to fill any
  * current GPU, never more than the work needs. */
 static inline unsigned tsr_blocks(size_t work, int block)
@@ -25,12 +61,6 @@ static inline unsigned tsr_blocks(size_t work, int block)
 static inline bool tsr_aligned16(const void *p)
 {
     return ((uintptr_t)p & 15u) == 0;
-}
-
-/* The launcher's return value: 0 or the launch's cudaError_t. */
-static inline int tsr_launch_status(void)
-{
-    return (int)cudaGetLastError();
 }
 
 __device__ __forceinline__ float tsr_warp_sum(float v)

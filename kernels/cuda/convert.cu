@@ -46,8 +46,8 @@ int tsr_cuda_f32_to_bf16(void *stream, size_t n, const float *x, uint16_t *y)
     if (n == 0)
         return 0;
     int vec = tsr_aligned16(x) && ((uintptr_t)y & 7u) == 0;
-    k_f2bf<<<tsr_blocks(n / 4 + 1, 256), 256, 0, TSR_STREAM(stream)>>>(n, x, y, vec);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_f2bf, tsr_blocks(n / 4 + 1, 256), 256, 0, TSR_STREAM(stream), n, x, y, vec);
+    return tsr_cuda_launched("k_f2bf");
 }
 
 int tsr_cuda_bf16_to_f32(void *stream, size_t n, const uint16_t *x, float *y)
@@ -55,6 +55,6 @@ int tsr_cuda_bf16_to_f32(void *stream, size_t n, const uint16_t *x, float *y)
     if (n == 0)
         return 0;
     int vec = ((uintptr_t)x & 7u) == 0 && tsr_aligned16(y);
-    k_bf2f<<<tsr_blocks(n / 4 + 1, 256), 256, 0, TSR_STREAM(stream)>>>(n, x, y, vec);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_bf2f, tsr_blocks(n / 4 + 1, 256), 256, 0, TSR_STREAM(stream), n, x, y, vec);
+    return tsr_cuda_launched("k_bf2f");
 }

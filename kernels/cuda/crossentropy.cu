@@ -37,9 +37,9 @@ int tsr_cuda_crossentropy_fwd(void *stream, int nv, int T, int v0, const float *
 {
     if (T <= 0 || nv <= 0)
         return 0;
-    k_ce_fwd<<<tsr_blocks((size_t)T, 256), 256, 0, TSR_STREAM(stream)>>>(nv, T, v0, logits, ld,
-                                                                       lse, targets, loss);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_ce_fwd, tsr_blocks((size_t)T, 256), 256, 0, TSR_STREAM(stream), nv, T, v0, logits,
+               ld, lse, targets, loss);
+    return tsr_cuda_launched("k_ce_fwd");
 }
 
 int tsr_cuda_crossentropy_bwd(void *stream, int nv, int T, int v0, const float *logits, int ld,
@@ -50,7 +50,7 @@ int tsr_cuda_crossentropy_bwd(void *stream, int nv, int T, int v0, const float *
         return 0;
     int bx = (nv + 255) / 256;
     dim3 grid(bx < 32 ? bx : 32, T < 65535 ? T : 65535);
-    k_ce_bwd<<<grid, 256, 0, TSR_STREAM(stream)>>>(nv, T, v0, logits, ld, lse, targets, scale,
-                                                    dlogits, ldd);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_ce_bwd, grid, 256, 0, TSR_STREAM(stream), nv, T, v0, logits, ld, lse, targets,
+               scale, dlogits, ldd);
+    return tsr_cuda_launched("k_ce_bwd");
 }

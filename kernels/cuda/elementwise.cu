@@ -53,17 +53,18 @@ int tsr_cuda_fill(void *stream, size_t n, float value, float *x)
 {
     if (n == 0)
         return 0;
-    k_fill<<<tsr_blocks(n / 4 + 1, BLOCK), BLOCK, 0, TSR_STREAM(stream)>>>(n, value, x,
-                                                                            tsr_aligned16(x));
-    return tsr_launch_status();
+    TSR_LAUNCH(k_fill, tsr_blocks(n / 4 + 1, BLOCK), BLOCK, 0, TSR_STREAM(stream), n, value, x,
+               tsr_aligned16(x));
+    return tsr_cuda_launched("k_fill");
 }
 
 int tsr_cuda_copy(void *stream, size_t n, const float *x, float *y)
 {
     if (n == 0)
         return 0;
-    return (int)cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice,
-                                TSR_STREAM(stream));
+    cudaError_t e = cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                    TSR_STREAM(stream));
+    return e == cudaSuccess ? 0 : tsr_cuda_failed("tsr_cuda_copy: cudaMemcpyAsync", e);
 }
 
 int tsr_cuda_scale(void *stream, size_t n, float alpha, const float *x, float *y)
@@ -71,8 +72,9 @@ int tsr_cuda_scale(void *stream, size_t n, float alpha, const float *x, float *y
     if (n == 0)
         return 0;
     int vec = tsr_aligned16(x) && tsr_aligned16(y);
-    k_axpby<<<tsr_blocks(n / 4 + 1, BLOCK), BLOCK, 0, TSR_STREAM(stream)>>>(n, alpha, x, y, 0, vec);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_axpby, tsr_blocks(n / 4 + 1, BLOCK), BLOCK, 0, TSR_STREAM(stream), n, alpha, x, y,
+               0, vec);
+    return tsr_cuda_launched("k_axpby");
 }
 
 int tsr_cuda_axpy(void *stream, size_t n, float alpha, const float *x, float *y)
@@ -80,8 +82,9 @@ int tsr_cuda_axpy(void *stream, size_t n, float alpha, const float *x, float *y)
     if (n == 0)
         return 0;
     int vec = tsr_aligned16(x) && tsr_aligned16(y);
-    k_axpby<<<tsr_blocks(n / 4 + 1, BLOCK), BLOCK, 0, TSR_STREAM(stream)>>>(n, alpha, x, y, 1, vec);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_axpby, tsr_blocks(n / 4 + 1, BLOCK), BLOCK, 0, TSR_STREAM(stream), n, alpha, x, y,
+               1, vec);
+    return tsr_cuda_launched("k_axpby");
 }
 
 int tsr_cuda_add(void *stream, size_t n, const float *x, const float *y, float *z)
@@ -89,8 +92,8 @@ int tsr_cuda_add(void *stream, size_t n, const float *x, const float *y, float *
     if (n == 0)
         return 0;
     int vec = tsr_aligned16(x) && tsr_aligned16(y) && tsr_aligned16(z);
-    k_add<<<tsr_blocks(n / 4 + 1, BLOCK), BLOCK, 0, TSR_STREAM(stream)>>>(n, x, y, z, vec);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_add, tsr_blocks(n / 4 + 1, BLOCK), BLOCK, 0, TSR_STREAM(stream), n, x, y, z, vec);
+    return tsr_cuda_launched("k_add");
 }
 
 /* x: (m, n) with ldx; threads over rows (coalesced), blocks over columns */
@@ -108,8 +111,8 @@ int tsr_cuda_bias_add(void *stream, int axis, int m, int n, const float *b, floa
     if (m <= 0 || n <= 0)
         return 0;
     dim3 grid((m + BLOCK - 1) / BLOCK < 64 ? (m + BLOCK - 1) / BLOCK : 64, n < 65535 ? n : 65535);
-    k_bias_add<<<grid, BLOCK, 0, TSR_STREAM(stream)>>>(axis, m, n, b, x, ldx);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_bias_add, grid, BLOCK, 0, TSR_STREAM(stream), axis, m, n, b, x, ldx);
+    return tsr_cuda_launched("k_bias_add");
 }
 
 /* axis 1: y[j] = alpha sum_i x(i, j) + beta y[j]; one warp per column */
@@ -161,12 +164,12 @@ int tsr_cuda_sum_axis(void *stream, int axis, int m, int n, float alpha, const f
         if (m <= 0) /* empty sums: y = beta y, and beta == 0 must not read y */
             return beta == 0.0f ? tsr_cuda_fill(stream, (size_t)n, 0.0f, y)
                                 : tsr_cuda_scale(stream, (size_t)n, beta, y, y);
-        k_sum_cols<<<tsr_blocks((size_t)n * 32, BLOCK), BLOCK, 0, TSR_STREAM(stream)>>>(
-            m, n, alpha, x, ldx, beta, y);
-    } else {
-        if (m <= 0)
-            return 0;
-        k_sum_rows<<<(m + 31) / 32, 256, 0, TSR_STREAM(stream)>>>(m, n, alpha, x, ldx, beta, y);
+        TSR_LAUNCH(k_sum_cols, tsr_blocks((size_t)n * 32, BLOCK), BLOCK, 0, TSR_STREAM(stream),
+                   m, n, alpha, x, ldx, beta, y);
+        return tsr_cuda_launched("k_sum_cols");
     }
-    return tsr_launch_status();
+    if (m <= 0)
+        return 0;
+    TSR_LAUNCH(k_sum_rows, (m + 31) / 32, 256, 0, TSR_STREAM(stream), m, n, alpha, x, ldx, beta, y);
+    return tsr_cuda_launched("k_sum_rows");
 }

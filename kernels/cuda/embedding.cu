@@ -44,8 +44,8 @@ int tsr_cuda_embedding_fwd(void *stream, int C, int T, int nv, int v0, const int
 {
     if (C <= 0 || T <= 0 || nv <= 0)
         return 0;
-    k_emb_fwd<<<grid_of(C, T), 256, 0, TSR_STREAM(stream)>>>(C, T, nv, v0, tokens, w, out);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_emb_fwd, grid_of(C, T), 256, 0, TSR_STREAM(stream), C, T, nv, v0, tokens, w, out);
+    return tsr_cuda_launched("k_emb_fwd");
 }
 
 int tsr_cuda_embedding_bwd(void *stream, int C, int T, int nv, int v0, const int32_t *tokens,
@@ -53,6 +53,7 @@ int tsr_cuda_embedding_bwd(void *stream, int C, int T, int nv, int v0, const int
 {
     if (C <= 0 || T <= 0 || nv <= 0)
         return 0;
-    k_emb_bwd<<<grid_of(C, T), 256, 0, TSR_STREAM(stream)>>>(C, T, nv, v0, tokens, dout, dw);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_emb_bwd, grid_of(C, T), 256, 0, TSR_STREAM(stream), C, T, nv, v0, tokens, dout,
+               dw);
+    return tsr_cuda_launched("k_emb_bwd");
 }

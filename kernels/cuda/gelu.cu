@@ -51,8 +51,8 @@ int tsr_cuda_gelu_fwd(void *stream, size_t n, const float *x, float *out)
     if (n == 0)
         return 0;
     int vec = tsr_aligned16(x) && tsr_aligned16(out);
-    k_gelu_fwd<<<tsr_blocks(n / 4 + 1, 256), 256, 0, TSR_STREAM(stream)>>>(n, x, out, vec);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_gelu_fwd, tsr_blocks(n / 4 + 1, 256), 256, 0, TSR_STREAM(stream), n, x, out, vec);
+    return tsr_cuda_launched("k_gelu_fwd");
 }
 
 int tsr_cuda_gelu_bwd(void *stream, size_t n, const float *x, const float *dout, float *dx)
@@ -60,6 +60,7 @@ int tsr_cuda_gelu_bwd(void *stream, size_t n, const float *x, const float *dout,
     if (n == 0)
         return 0;
     int vec = tsr_aligned16(x) && tsr_aligned16(dout) && tsr_aligned16(dx);
-    k_gelu_bwd<<<tsr_blocks(n / 4 + 1, 256), 256, 0, TSR_STREAM(stream)>>>(n, x, dout, dx, vec);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_gelu_bwd, tsr_blocks(n / 4 + 1, 256), 256, 0, TSR_STREAM(stream), n, x, dout, dx,
+               vec);
+    return tsr_cuda_launched("k_gelu_bwd");
 }

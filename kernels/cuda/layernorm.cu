@@ -40,7 +40,7 @@ __global__ void k_ln_bwd(int C, int T, const float *dout, const float *x, const 
                          const float *mean, const float *rstd, float *dx, float *dgamma,
                          float *dbeta, int use_smem)
 {
-    extern __shared__ float sh[];
+    TSR_DYNAMIC_SHARED(float, sh);
     float *sg = sh, *sb = sh + C;
     if (use_smem) {
         for (int c = threadIdx.x; c < C; c += blockDim.x)
@@ -86,9 +86,9 @@ int tsr_cuda_layernorm_fwd(void *stream, int C, int T, const float *x, const flo
 {
     if (C <= 0 || T <= 0)
         return 0;
-    k_ln_fwd<<<(T + WARPS - 1) / WARPS, WARPS * 32, 0, TSR_STREAM(stream)>>>(C, T, x, gamma, beta,
-                                                                            eps, out, mean, rstd);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_ln_fwd, (T + WARPS - 1) / WARPS, WARPS * 32, 0, TSR_STREAM(stream), C, T, x, gamma,
+               beta, eps, out, mean, rstd);
+    return tsr_cuda_launched("k_ln_fwd");
 }
 
 int tsr_cuda_layernorm_bwd(void *stream, int C, int T, const float *dout, const float *x,
@@ -102,7 +102,7 @@ int tsr_cuda_layernorm_bwd(void *stream, int C, int T, const float *dout, const 
     /* blocks share the flush of dgamma/dbeta: fewer, fuller blocks for big C */
     int blocks = (T + WARPS - 1) / WARPS;
     blocks = blocks > 512 ? 512 : blocks;
-    k_ln_bwd<<<blocks, WARPS * 32, use_smem ? smem : 0, TSR_STREAM(stream)>>>(
-        C, T, dout, x, gamma, mean, rstd, dx, dgamma, dbeta, use_smem);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_ln_bwd, blocks, WARPS * 32, use_smem ? smem : 0, TSR_STREAM(stream), C, T, dout, x,
+               gamma, mean, rstd, dx, dgamma, dbeta, use_smem);
+    return tsr_cuda_launched("k_ln_bwd");
 }

@@ -80,23 +80,23 @@ int tsr_cuda_maxsumexp(void *stream, int m, int n, const float *x, int ldx, floa
 {
     if (n <= 0)
         return 0;
-    k_maxsumexp<<<(n + WARPS - 1) / WARPS, WARPS * 32, 0, TSR_STREAM(stream)>>>(m, n, x, ldx, ms,
-                                                                               accumulate);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_maxsumexp, (n + WARPS - 1) / WARPS, WARPS * 32, 0, TSR_STREAM(stream), m, n, x,
+               ldx, ms, accumulate);
+    return tsr_cuda_launched("k_maxsumexp");
 }
 
 int tsr_cuda_maxsumexp_merge(void *stream, int n, const float *src, float *dst)
 {
     if (n <= 0)
         return 0;
-    k_ms_merge<<<tsr_blocks((size_t)n, 256), 256, 0, TSR_STREAM(stream)>>>(n, src, dst);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_ms_merge, tsr_blocks((size_t)n, 256), 256, 0, TSR_STREAM(stream), n, src, dst);
+    return tsr_cuda_launched("k_ms_merge");
 }
 
 int tsr_cuda_logsumexp(void *stream, int n, const float *ms, float *lse)
 {
     if (n <= 0)
         return 0;
-    k_logsumexp<<<tsr_blocks((size_t)n, 256), 256, 0, TSR_STREAM(stream)>>>(n, ms, lse);
-    return tsr_launch_status();
+    TSR_LAUNCH(k_logsumexp, tsr_blocks((size_t)n, 256), 256, 0, TSR_STREAM(stream), n, ms, lse);
+    return tsr_cuda_launched("k_logsumexp");
 }

@@ -1,0 +1,93 @@
+/* The CUDA kernels' failure messages (kernels/cuda_status.h): one per
+ * thread, written only by a failing call, in the words of the CUDA runtime
+ * and cuBLAS (the error's name and its string). */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <cublas_v2.h>
+#include <tessera/tessera.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda_status.h"
+
+enum { MSG_MAX = 512 };
+
+static thread_local char last_msg[MSG_MAX];
+
+extern "C" const char *tsr_cuda_last_error(void)
+{
+    return last_msg;
+}
+
+static void set_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_msg(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    va_end(ap);
+}
+
+/* cuBLAS has cublasGetStatusString but no portable name function across
+ * the versions we build with: the names of the statuses it can return. */
+static const char *blas_status_name(int st)
+{
+    switch (st) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "CUBLAS_STATUS_UNKNOWN";
+    }
+}
+
+int tsr_cuda_failed(const char *where, cudaError_t e)
+{
+    set_msg("%s: %s (%s)", where, cudaGetErrorName(e), cudaGetErrorString(e));
+    /* The caller is told; leave the next call on this thread a clean slate.
+     * A sticky error (a faulted context) is not cleared by this: every
+     * later call, the stream's synchronisation included, reports it. */
+    (void)cudaGetLastError();
+    return TSR_EDEVICE;
+}
+
+int tsr_cuda_launched(const char *kernel)
+{
+    /* Peek, not get: a successful launch leaves the thread's error state
+     * exactly as it was. */
+    cudaError_t e = cudaPeekAtLastError();
+    if (e == cudaSuccess)
+        return 0;
+    set_msg("%s: launch failed: %s (%s)", kernel, cudaGetErrorName(e), cudaGetErrorString(e));
+    (void)cudaGetLastError(); /* as in tsr_cuda_failed */
+    return TSR_EDEVICE;
+}
+
+int tsr_cuda_launched_t(const char *kernel, int targ)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s<%d>", kernel, targ);
+    return tsr_cuda_launched(name);
+}
+
+int tsr_cuda_blas_failed(const char *call, int status)
+{
+    set_msg("%s: %s (%s)", call, blas_status_name(status),
+            cublasGetStatusString((cublasStatus_t)status));
+    return TSR_EDEVICE;
+}
+
+int tsr_cuda_invalid(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    va_end(ap);
+    return TSR_EINVAL;
+}
