@@ -10,6 +10,11 @@
  *   FILTER:  run only cases whose name contains this string
  * Bytes are logical traffic (each input read once, each output written once,
  * read-modify-write counted twice), as STREAM counts them.
+ *
+ * In an emulation build (-Dcuda=emu) the GPU section runs the CUDA kernels on
+ * emulated devices, on small shapes, each case once: a correctness run (every
+ * call and the stream must succeed).  Its times are the emulation's, not a
+ * GPU's; the table says so and every JSON line of it has "emulated":true.
  */
 #include <cblas.h>
 #include <math.h>
@@ -33,6 +38,8 @@
 #ifdef TSR_HAVE_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+
+#include "kernels/cuda_status.h"
 #endif
 
 static int quick;
@@ -74,16 +81,23 @@ static void case_shape(char *buf, size_t len, const char *nm, int C, int T, int 
         snprintf(buf, len, "%dx%d", C, T);
 }
 
+/* The GPU section runs on emulated devices (set by run_gpu): its lines say
+ * so, in the table and in the JSON. */
+static int emulated;
+
 static void report(const char *name, const char *shape, const char *device, double seconds,
                    double amount, const char *unit, double ceiling)
 {
     double value = amount / seconds / 1e9;
     double ratio = ceiling > 0 ? value / ceiling : 0;
-    printf("%-22s %-18s %-5s %10.3f ms %9.2f %-7s ceiling %9.2f  ratio %5.2f\n", name, shape,
-           device, seconds * 1e3, value, unit, ceiling, ratio);
+    int gpu = !strcmp(device, "cuda");
+    printf("%-22s %-18s %-5s %10.3f ms %9.2f %-7s ceiling %9.2f  ratio %5.2f%s\n", name, shape,
+           device, seconds * 1e3, value, unit, ceiling, ratio,
+           gpu && emulated ? "  (emulated)" : "");
     printf("{\"bench\":\"kernels\",\"case\":\"%s\",\"shape\":\"%s\",\"device\":\"%s\","
-           "\"metric\":\"%s\",\"value\":%.4g,\"unit\":\"%s\",\"ceiling\":%.4g,\"ratio\":%.3f}\n",
-           name, shape, device, unit, value, unit, ceiling, ratio);
+           "\"metric\":\"%s\",\"value\":%.4g,\"unit\":\"%s\",\"ceiling\":%.4g,\"ratio\":%.3f%s}\n",
+           name, shape, device, unit, value, unit, ceiling, ratio,
+           !gpu ? "" : emulated ? ",\"emulated\":true" : ",\"emulated\":false");
     fflush(stdout);
 }
 
@@ -276,19 +290,44 @@ static int gAD = 64, gATQ = 1024, gANB = 48;
 static float *gq, *gk, *gv, *gdo, *gdq, *gdk, *gdv, *gms, *gacc, *glse, *gDD;
 static int gerr;
 
+/* A tsr_cuda_* call: its failure message (kernels/cuda_status.h). */
 #define GCHECK(call)                                                                       \
     do {                                                                                   \
-        int rc_ = (int)(call);                                                             \
+        int rc_ = (call);                                                                  \
         if (rc_ && !gerr) {                                                                \
-            fprintf(stderr, "tessera-bench-kernels: %s failed: %d\n", #call, rc_);        \
+            fprintf(stderr, "tessera-bench-kernels: %s failed: %d (%s)\n", #call, rc_,    \
+                    tsr_cuda_last_error());                                                \
             gerr = rc_;                                                                    \
         }                                                                                  \
     } while (0)
 
+/* A CUDA runtime call. */
+#define GCUDA(call)                                                                        \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != cudaSuccess && !gerr) {                                                  \
+            fprintf(stderr, "tessera-bench-kernels: %s failed: %s (%s)\n", #call,         \
+                    cudaGetErrorName(e_), cudaGetErrorString(e_));                         \
+            gerr = (int)e_;                                                                \
+        }                                                                                  \
+    } while (0)
+
+/* Emulated: one call and the stream's completion, timed on the host clock
+ * (an emulation time, for the record only). */
+static double gtime_once(void (*fn)(void))
+{
+    double t0 = bench_now();
+    fn();
+    GCUDA(cudaStreamSynchronize(gs));
+    return bench_now() - t0;
+}
+
 static double gtime_best(void (*fn)(void))
 {
+    if (emulated)
+        return gtime_once(fn);
     fn();
-    cudaStreamSynchronize(gs);
+    GCUDA(cudaStreamSynchronize(gs));
     float best = INFINITY;
     double start = bench_now();
     int reps = 0;
@@ -320,7 +359,7 @@ static float *galloc(size_t n, float lo, float hi, uint64_t seed)
     return d;
 }
 
-static void g_copy_dd(void) { cudaMemcpyAsync(gB, gA, gN * sizeof(float), cudaMemcpyDeviceToDevice, gs); }
+static void g_copy_dd(void) { GCUDA(cudaMemcpyAsync(gB, gA, gN * sizeof(float), cudaMemcpyDeviceToDevice, gs)); }
 static void g_gemm32(void)
 {
     GCHECK(tsr_cuda_gemm(gs, gh, TSR_GEMM_FP32, 0, 0, gGM, gGM, gGM, 1.0f, gA, gGM, 0, gB, gGM, 0, 0.0f, gCb, gGM, 0, 1));
@@ -391,12 +430,23 @@ static void run_gpu(void)
     }
     struct cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, 0);
-    printf("# GPU 0: %s\n", prop.name);
+#ifdef TSR_CUDA_EMU
+    emulated = 1;
+#endif
+    if (emulated)
+        printf("# GPU 0: %s, EMULATED (a -Dcuda=emu build): the CUDA kernels run on the CPU, on\n"
+               "# small shapes, once each, for correctness only; the times below are emulation\n"
+               "# times, not GPU timings (\"emulated\":true in the JSON lines)\n",
+               prop.name);
+    else
+        printf("# GPU 0: %s\n", prop.name);
     cudaStreamCreate(&gs);
     cublasCreate(&gh);
     cudaEventCreate(&ev0), cudaEventCreate(&ev1);
     gC = 768, gT = quick ? 4096 : 65536; /* 192 MiB per (C, T) tile */
     gN = (size_t)gC * gT, gV = 50304, gNVT = 8192;
+    if (emulated) /* every shape off the kernels' multiples, a few blocks each */
+        gC = 100, gT = 37, gN = (size_t)gC * gT, gV = 300, gNVT = 740, gATQ = 70, gANB = 2;
     gA = galloc(gN, -2, 2, 1), gB = galloc(gN, -1, 1, 2), gCb = galloc(gN, -1, 1, 3);
     gE = galloc(gN, 0, 1e-3f, 4), gD = galloc((size_t)gC * gV, -1, 1, 5);
     gBv = galloc(4 * (size_t)gC, 0.5f, 1.5f, 6), gMs = galloc(2 * gN / gNVT + 2 * (size_t)gT, 0.5f, 1, 7);
@@ -419,6 +469,8 @@ static void run_gpu(void)
     report("d2d_copy", shape, "cuda", cs, 8.0 * gN, "GB/s", bw);
     gGM = quick ? 2048 : 8192; /* fits in the (C, T) buffers */
     gGT = quick ? 1024 : 2048;
+    if (emulated)
+        gGM = 60, gGT = 33;
     double ceil32, ceiltf, ceilbf;
     snprintf(shape, sizeof shape, "%dx%dx%d", gGM, gGM, gGM);
     double fl = 2.0 * gGM * gGM * gGM;
@@ -482,8 +534,11 @@ static void run_gpu(void)
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             cudaFree(bufs[i]);
     }
+    GCUDA(cudaDeviceSynchronize());
     if (gerr)
         printf("# GPU: stopped after an error (%d)\n", gerr);
+    else if (emulated)
+        printf("# GPU (emulated): every case ran and completed without error\n");
     float *bufs[] = {gA, gB, gCb, gE, gD, gBv, gMs, gLse, gAcc};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cudaFree(bufs[i]);
@@ -492,6 +547,16 @@ static void run_gpu(void)
     cudaStreamDestroy(gs);
 }
 #endif
+
+/* The exit status: a failed GPU case fails the run (make bench-kernels). */
+static int gpu_failed(void)
+{
+#ifdef TSR_HAVE_CUDA
+    return gerr != 0;
+#else
+    return 0;
+#endif
+}
 
 int main(int argc, char **argv)
 {
@@ -518,5 +583,5 @@ int main(int argc, char **argv)
     if (gpu)
         printf("# GPU: skipped (built without CUDA)\n");
 #endif
-    return 0;
+    return gpu_failed() ? 1 : 0;
 }

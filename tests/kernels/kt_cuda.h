@@ -1,6 +1,9 @@
 /* tests/kernels/kt_cuda.h — helpers of the CUDA kernel tests: the device
  * probe that skips a test visibly when no GPU is present, device buffers
  * (poisoned with NaN bytes), copies, one stream and one cuBLAS handle.
+ * The same tests run on a real GPU and on the emulated ones of a
+ * `-Dcuda=emu` build (TSR_CUDA_EMU defined): only tests that check the
+ * emulation's own knobs are marked emu-only (KT_REQUIRE_EMU).
  *
  * Must never: be included by a CPU-only test (it needs the CUDA headers).
  */
@@ -10,6 +13,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda_status.h"
 #include "kt_util.h"
 
 static inline int kt_gpu_count(void)
@@ -29,11 +33,37 @@ static inline int kt_gpu_count(void)
                          kt_e_ != cudaSuccess ? cudaGetErrorString(kt_e_) : "0 devices"); \
     } while (0)
 
+/* A kernel launcher or CUDA call that must succeed; a launcher's failure
+ * shows its message (kernels/cuda_status.h). */
 #define KT_CUDA_OK(call)                                                                  \
     do {                                                                                  \
         int kt_rc_ = (int)(call);                                                         \
-        cr_assert_eq(kt_rc_, 0, "%s returned %d", #call, kt_rc_);                         \
+        cr_assert_eq(kt_rc_, 0, "%s returned %d (%s)", #call, kt_rc_,                     \
+                     tsr_cuda_last_error());                                              \
     } while (0)
+
+/* Whether this build runs the CUDA code on emulated devices. */
+static inline int kt_emulated(void)
+{
+#ifdef TSR_CUDA_EMU
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* Skip (visibly) a test of the emulation's own behaviour on a real GPU. */
+#define KT_REQUIRE_EMU()                                                                  \
+    do {                                                                                  \
+        if (!kt_emulated())                                                               \
+            cr_skip_test("not an emulation build: emulation-only test skipped");          \
+    } while (0)
+
+/* Whether the thread's kernel failure message contains `part`. */
+static inline int kt_msg_has(const char *part)
+{
+    return strstr(tsr_cuda_last_error(), part) != NULL;
+}
 
 /* device buffer of n floats (or n*elt bytes), every byte 0xff (a NaN) */
 static inline void *kt_dev_bytes(size_t bytes)

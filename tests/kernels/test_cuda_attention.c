@@ -137,13 +137,69 @@ Test(cuda_attention, init_and_merge)
     cudaStreamDestroy((cudaStream_t)st);
 }
 
+/* One merge of (ms_src, acc_src) into (ms_dst, acc_dst) on both sides.
+ * The rows mix every case: both states finite (either max larger), an empty
+ * source, an empty destination, both empty.  A lane that read the row's
+ * state after lane 0 had already overwritten it (a missing warp barrier)
+ * scales its columns of acc with the wrong factors. */
+static void merge_case(void *st, int d, int tq, int nb, int rounds, uint64_t salt)
+{
+    kt_rng r = kt_seed(salt);
+    size_t rows = (size_t)tq * nb, n = (size_t)d * rows;
+    float *ms1 = kt_alloc(2 * rows), *ms2 = kt_alloc(2 * rows);
+    float *a1 = kt_rand(&r, n, -1, 1), *a2 = kt_rand(&r, n, -1, 1);
+    for (size_t i = 0; i < rows; i++) {
+        ms1[2 * i] = kt_unif(&r, -3, 3), ms1[2 * i + 1] = kt_unif(&r, 0.5f, 3);
+        ms2[2 * i] = kt_unif(&r, -3, 3), ms2[2 * i + 1] = kt_unif(&r, 0.5f, 3);
+        int kind = (int)(i % 7);
+        if (kind == 3 || kind == 5) /* empty source */
+            ms2[2 * i] = -INFINITY, ms2[2 * i + 1] = 0;
+        if (kind == 4 || kind == 5) { /* empty destination, as attn_init leaves it */
+            ms1[2 * i] = -INFINITY, ms1[2 * i + 1] = 0;
+            for (int c = 0; c < d; c++)
+                a1[i * d + c] = 0;
+        }
+    }
+    float *d1 = kt_to_dev(ms1, 2 * rows), *d2 = kt_to_dev(ms2, 2 * rows);
+    float *e1 = kt_to_dev(a1, n), *e2 = kt_to_dev(a2, n);
+    for (int k = 0; k < rounds; k++) { /* the source merged again: new factors each round */
+        KT_CUDA_OK(tsr_cuda_attn_merge(st, d, tq, nb, d2, e2, d1, e1));
+        tsr_cpu_attn_merge(d, tq, nb, ms2, a2, ms1, a1);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "cuda attn_merge ms d=%d tq=%d nb=%d", d, tq, nb);
+    float *g = kt_from_dev(d1, 2 * rows);
+    kt_assert_close_f(what, g, ms1, 2 * rows, 1e-6, 1e-5);
+    free(g);
+    snprintf(what, sizeof what, "cuda attn_merge acc d=%d tq=%d nb=%d", d, tq, nb);
+    g = kt_from_dev(e1, n);
+    kt_assert_close_f(what, g, a1, n, 1e-6, 1e-5);
+    free(g);
+    cudaFree(d1), cudaFree(d2), cudaFree(e1), cudaFree(e2);
+    free(ms1), free(ms2), free(a1), free(a2);
+}
+
+/* Head dimensions below, at and above a warp, rows not a multiple of the
+ * block's 8 warps. */
+Test(cuda_attention, merge_every_row_kind_and_head_dim)
+{
+    KT_REQUIRE_GPU();
+    void *st = kt_stream();
+    const int dims[][3] = {{1, 5, 1}, {7, 13, 2}, {31, 9, 3}, {32, 64, 1}, {33, 11, 5},
+                           {64, 37, 2}, {100, 3, 7}, {256, 17, 1}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        merge_case(st, dims[i][0], dims[i][1], dims[i][2], 3, 460 + i);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
 Test(cuda_softmax, maxsumexp_merge_logsumexp)
 {
     KT_REQUIRE_GPU();
     void *st = kt_stream();
     kt_rng r = kt_seed(430);
-    const int shapes[][2] = {{1, 1}, {37, 5}, {5000, 9}};
-    for (int s = 0; s < 3; s++) {
+    /* {m, n}: columns shorter than a warp, one past it, n off the block's 8 warps */
+    const int shapes[][2] = {{1, 1}, {37, 5}, {5000, 9}, {33, 17}, {2, 3}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int m = shapes[s][0], n = shapes[s][1], ld = m + 3;
         float *x = kt_rand(&r, (size_t)ld * n, -30, 30);
         if (m > 2)
@@ -177,20 +233,19 @@ Test(cuda_softmax, maxsumexp_merge_logsumexp)
     cudaStreamDestroy((cudaStream_t)st);
 }
 
-Test(cuda_crossentropy, loss_and_gradient_on_a_vocab_tile)
+/* {nv, T, v0, ld - nv} */
+static void ce_case(void *st, int nv, int T, int v0, int pad, uint64_t salt)
 {
-    KT_REQUIRE_GPU();
-    void *st = kt_stream();
-    kt_rng r = kt_seed(440);
-    int nv = 1000, T = 13, v0 = 500, ld = nv + 4;
+    kt_rng r = kt_seed(salt);
+    int ld = nv + pad;
     float *x = kt_rand(&r, (size_t)ld * T, -5, 5), *lse = kt_rand(&r, T, 5, 8);
-    int32_t tg[13];
+    int32_t *tg = malloc(sizeof(int32_t) * T);
     for (int t = 0; t < T; t++)
-        tg[t] = kt_randint(&r, 0, 2000); /* half of them outside the tile */
-    tg[2] = -1;
+        tg[t] = kt_randint(&r, 0, v0 + 2 * nv); /* some of them outside the tile */
+    tg[T / 2] = -1;                              /* an ignored position */
     float *loss = kt_rand(&r, T, 0, 1), *grad = kt_alloc((size_t)ld * T);
     float *d_x = kt_to_dev(x, (size_t)ld * T), *d_lse = kt_to_dev(lse, T), *d_loss = kt_to_dev(loss, T);
-    int32_t *d_tg = kt_to_dev_bytes(tg, sizeof tg);
+    int32_t *d_tg = kt_to_dev_bytes(tg, sizeof(int32_t) * T);
     float *d_grad = kt_dev((size_t)ld * T);
     KT_CUDA_OK(tsr_cuda_crossentropy_fwd(st, nv, T, v0, d_x, ld, d_lse, d_tg, d_loss));
     tsr_cpu_crossentropy_fwd(nv, T, v0, x, ld, lse, tg, loss);
@@ -205,24 +260,32 @@ Test(cuda_crossentropy, loss_and_gradient_on_a_vocab_tile)
                           (size_t)nv, 1e-8, 1e-5);
     free(g);
     cudaFree(d_x), cudaFree(d_lse), cudaFree(d_loss), cudaFree(d_tg), cudaFree(d_grad);
-    free(x), free(lse), free(loss), free(grad);
-    cudaStreamDestroy((cudaStream_t)st);
+    free(x), free(lse), free(loss), free(grad), free(tg);
 }
 
-Test(cuda_embedding, gather_and_scatter_add)
+Test(cuda_crossentropy, loss_and_gradient_on_a_vocab_tile)
 {
     KT_REQUIRE_GPU();
     void *st = kt_stream();
-    kt_rng r = kt_seed(450);
-    int C = 300, T = 50, nv = 20, v0 = 10;
-    int32_t tok[50];
+    /* a one-row tile; more tokens than one block of the loss kernel */
+    const int cases[][4] = {{1000, 13, 500, 4}, {1, 3, 0, 0}, {37, 300, 10, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ce_case(st, cases[i][0], cases[i][1], cases[i][2], cases[i][3], 440 + i);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+/* {C, T, nv, v0}: repeated tokens and ids outside [v0, v0 + nv) */
+static void emb_case(void *st, int C, int T, int nv, int v0, uint64_t salt)
+{
+    kt_rng r = kt_seed(salt);
+    int32_t *tok = malloc(sizeof(int32_t) * T);
     for (int t = 0; t < T; t++)
-        tok[t] = kt_randint(&r, 0, 40); /* repeats, and ids outside [10, 30) */
+        tok[t] = kt_randint(&r, 0, v0 + 2 * nv);
     float *w = kt_rand(&r, (size_t)C * nv, -1, 1), *out = kt_rand(&r, (size_t)C * T, -1, 1);
     float *dout = kt_rand(&r, (size_t)C * T, -1, 1), *dw = kt_rand(&r, (size_t)C * nv, -1, 1);
     float *d_w = kt_to_dev(w, (size_t)C * nv), *d_out = kt_to_dev(out, (size_t)C * T);
     float *d_dout = kt_to_dev(dout, (size_t)C * T), *d_dw = kt_to_dev(dw, (size_t)C * nv);
-    int32_t *d_tok = kt_to_dev_bytes(tok, sizeof tok);
+    int32_t *d_tok = kt_to_dev_bytes(tok, sizeof(int32_t) * T);
     KT_CUDA_OK(tsr_cuda_embedding_fwd(st, C, T, nv, v0, d_tok, d_w, d_out));
     KT_CUDA_OK(tsr_cuda_embedding_bwd(st, C, T, nv, v0, d_tok, d_dout, d_dw));
     tsr_cpu_embedding_fwd(C, T, nv, v0, tok, w, out);
@@ -234,6 +297,15 @@ Test(cuda_embedding, gather_and_scatter_add)
     kt_assert_close_f("cuda embedding bwd", g, dw, (size_t)C * nv, 1e-6, 1e-6);
     free(g);
     cudaFree(d_w), cudaFree(d_out), cudaFree(d_dout), cudaFree(d_dw), cudaFree(d_tok);
-    free(w), free(out), free(dout), free(dw);
+    free(w), free(out), free(dout), free(dw), free(tok);
+}
+
+Test(cuda_embedding, gather_and_scatter_add)
+{
+    KT_REQUIRE_GPU();
+    void *st = kt_stream();
+    const int cases[][4] = {{300, 50, 20, 10}, {1, 7, 5, 0}, {257, 3, 2, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        emb_case(st, cases[i][0], cases[i][1], cases[i][2], cases[i][3], 450 + i);
     cudaStreamDestroy((cudaStream_t)st);
 }
