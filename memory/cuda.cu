@@ -4,6 +4,9 @@
  * through pinned staging buffers when the host memory is pageable), and
  * the stream and cuBLAS handle that kernels on this GPU run with.
  *
+ * Only plain C crosses its interface (memory/cuda_gpu.h): the memory node
+ * itself, with the directory's C11 structures, is memory/cuda_node.c.
+ *
  * Must never: call a copy's completion from the thread that queued it or
  * from a CUDA host callback (completions queue more copies, that is, call
  * CUDA), nor while holding the queue lock; cudaMalloc once per tile; leave
@@ -20,7 +23,6 @@
  * needs that buffer next (a short DMA), otherwise on the queue's condition
  * variable for a short, growing time (a new job wakes it at once).
  */
-#include <atomic>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <errno.h>
@@ -34,40 +36,7 @@
 #include <string.h>
 #include <time.h>
 
-/* memory.h is a C11 header whose counters use the <stdatomic.h> type
- * names, which C++17 does not define. std::atomic<T> has the size and
- * alignment of _Atomic T, and this file only uses fields of tsr_node_t
- * that come before the first atomic one. */
-typedef std::atomic<bool> atomic_bool;
-typedef std::atomic<char> atomic_char;
-typedef std::atomic<signed char> atomic_schar;
-typedef std::atomic<unsigned char> atomic_uchar;
-typedef std::atomic<short> atomic_short;
-typedef std::atomic<unsigned short> atomic_ushort;
-typedef std::atomic<int> atomic_int;
-typedef std::atomic<unsigned int> atomic_uint;
-typedef std::atomic<long> atomic_long;
-typedef std::atomic<unsigned long> atomic_ulong;
-typedef std::atomic<long long> atomic_llong;
-typedef std::atomic<unsigned long long> atomic_ullong;
-typedef std::atomic<intptr_t> atomic_intptr_t;
-typedef std::atomic<uintptr_t> atomic_uintptr_t;
-typedef std::atomic<size_t> atomic_size_t;
-typedef std::atomic<ptrdiff_t> atomic_ptrdiff_t;
-typedef std::atomic<intmax_t> atomic_intmax_t;
-typedef std::atomic<uintmax_t> atomic_uintmax_t;
-typedef std::atomic<int_least32_t> atomic_int_least32_t;
-typedef std::atomic<uint_least32_t> atomic_uint_least32_t;
-typedef std::atomic<int_least64_t> atomic_int_least64_t;
-typedef std::atomic<uint_least64_t> atomic_uint_least64_t;
-typedef std::atomic<int_fast32_t> atomic_int_fast32_t;
-typedef std::atomic<uint_fast32_t> atomic_uint_fast32_t;
-typedef std::atomic<int_fast64_t> atomic_int_fast64_t;
-typedef std::atomic<uint_fast64_t> atomic_uint_fast64_t;
-
-extern "C" {
-#include "memory/memory.h"
-}
+#include "memory/cuda_gpu.h"
 #include "memory/pool.h"
 #include "tessera/tessera.h"
 
@@ -115,8 +84,11 @@ typedef struct lane {
     int fl_head, fl_n;
 } lane_t;
 
-typedef struct cuda_node {
-    tsr_node_t *node;
+struct tsr_gpu {
+    int node_id;            /* the memory node: copies to it come in */
+    char name[16];          /* "cuda<dev>", for messages */
+    tsr_gpu_copy_event_fn on_copy;
+    void *on_copy_ctx;
     int dev;
     tsr_pool_t pool;
     bool pool_ready;
@@ -135,20 +107,24 @@ typedef struct cuda_node {
     cudaStream_t compute;
     cublasHandle_t blas;
     bool peer_ok[MAX_DEVICES];
-} cuda_node_t;
-
-/* What exec_begin met, for the exec_end of the same thread. */
-static thread_local int exec_status;
-static thread_local char exec_err[TSR_MEM_ERR];
+};
+typedef tsr_gpu_t cuda_node_t;
 
 /* ---- small helpers ------------------------------------------------------ */
 
-/* Fill c->err with "<what> on <node>: <error> (<code>)", clear the
- * thread's last CUDA error, and return TSR_EDEVICE. */
+/* "<what> on <gpu>: <error name>: <error string>" */
+static void describe(char *buf, size_t len, const char *gpu, const char *what, cudaError_t e)
+{
+    if (buf && len)
+        snprintf(buf, len, "%s on %s: %s: %s", what, gpu, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+}
+
+/* Fill c->err with the failed call, clear the thread's last CUDA error,
+ * and return TSR_EDEVICE. */
 static int copy_fail(const cuda_node_t *g, tsr_copy_t *c, const char *what, cudaError_t e)
 {
-    snprintf(c->err, sizeof c->err, "%s on %s: %s (%d)", what, g->node->name,
-             cudaGetErrorString(e), (int)e);
+    describe(c->err, sizeof c->err, g->name, what, e);
     (void)cudaGetLastError();
     return TSR_EDEVICE;
 }
@@ -156,9 +132,9 @@ static int copy_fail(const cuda_node_t *g, tsr_copy_t *c, const char *what, cuda
 /* Same for open's error buffer. */
 static int open_fail(char *err, size_t errlen, int device, const char *what, cudaError_t e)
 {
-    if (err && errlen)
-        snprintf(err, errlen, "%s on cuda%d: %s (%d)", what, device, cudaGetErrorString(e),
-                 (int)e);
+    char gpu[16];
+    snprintf(gpu, sizeof gpu, "cuda%d", device);
+    describe(err, errlen, gpu, what, e);
     (void)cudaGetLastError();
     return TSR_EDEVICE;
 }
@@ -208,13 +184,21 @@ static int device_of(const void *p)
 
 /* ---- memory: a pool over cudaMalloc chunks ------------------------------ */
 
+/* Why the calling thread's last chunk allocation failed (for the
+ * directory's message). */
+static thread_local char alloc_err[TSR_MEM_ERR];
+
 /* The pool's backend: one cudaMalloc per chunk, on this GPU. */
 static void *chunk_alloc(void *ctx, size_t bytes)
 {
     cuda_node_t *g = (cuda_node_t *)ctx;
     int prev = device_enter(g);
     void *p = NULL;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        char what[64];
+        snprintf(what, sizeof what, "cudaMalloc(%zu bytes)", bytes);
+        describe(alloc_err, sizeof alloc_err, g->name, what, e);
         (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
         p = NULL;
     }
@@ -232,44 +216,69 @@ static void chunk_free(void *ctx, void *p, size_t bytes)
     device_leave(g, prev);
 }
 
+extern "C" {
+
 /* Node memory: the pool trims and retries once when cudaMalloc fails. */
-static void *cuda_alloc(tsr_node_t *n, size_t size)
+void *tsr__gpu_alloc(tsr_gpu_t *g, size_t size, char *err, size_t errlen)
 {
-    cuda_node_t *g = (cuda_node_t *)n->impl;
-    return g ? tsr_pool_alloc(&g->pool, size) : NULL;
+    if (!g)
+        return NULL;
+    alloc_err[0] = 0;
+    void *p = tsr_pool_alloc(&g->pool, size);
+    if (!p && err && errlen)
+        snprintf(err, errlen, "%s", alloc_err[0] ? alloc_err : "out of pool records");
+    return p;
 }
 
 /* Back to the pool, which knows the block's size. */
-static void cuda_free(tsr_node_t *n, void *p, size_t size)
+void tsr__gpu_free(tsr_gpu_t *g, void *p)
 {
-    (void)size;
-    cuda_node_t *g = (cuda_node_t *)n->impl;
     if (g)
         tsr_pool_free(&g->pool, p);
 }
+
+size_t tsr__gpu_trim(tsr_gpu_t *g) { return g ? tsr_pool_trim(&g->pool) : 0; }
+
+/* Pinned host chunks: portable, so that every GPU's DMA engines use them. */
+void *tsr__gpu_host_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+void tsr__gpu_host_free(void *p)
+{
+    if (p && cudaFreeHost(p) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+} /* extern "C" */
 
 /* ---- copies: queueing ---------------------------------------------------- */
 
 /* Queue c for the engine (any thread). Only checks that one side is this
  * GPU; everything else is found out, and reported, by the engine. */
-static int cuda_copy(tsr_node_t *n, tsr_copy_t *c)
+extern "C" int tsr__gpu_copy(tsr_gpu_t *g, tsr_copy_t *c)
 {
-    cuda_node_t *g = (cuda_node_t *)n->impl;
     if (!c)
         return TSR_EINVAL;
     if (!g || !c->done || !c->dst) {
-        snprintf(c->err, sizeof c->err, "%s: copy without %s", n->name,
+        snprintf(c->err, sizeof c->err, "%s: copy without %s", g ? g->name : "cuda",
                  !g ? "an open node" : !c->done ? "a completion" : "a destination");
         return TSR_EINVAL;
     }
-    if (!c->src && c->dst_node != n->id) {
-        snprintf(c->err, sizeof c->err, "%s: zero fill of node %d queued here", n->name,
+    if (!c->src && c->dst_node != g->node_id) {
+        snprintf(c->err, sizeof c->err, "%s: zero fill of node %d queued here", g->name,
                  c->dst_node);
         return TSR_EINVAL;
     }
-    if (c->dst_node != n->id && c->src_node != n->id) {
+    if (c->dst_node != g->node_id && c->src_node != g->node_id) {
         snprintf(c->err, sizeof c->err, "%s: copy from node %d to node %d queued here",
-                 n->name, c->src_node, c->dst_node);
+                 g->name, c->src_node, c->dst_node);
         return TSR_EINVAL;
     }
     c->next = NULL;
@@ -279,7 +288,7 @@ static int cuda_copy(tsr_node_t *n, tsr_copy_t *c)
     pthread_mutex_lock(&g->m);
     if (g->stop) {
         pthread_mutex_unlock(&g->m);
-        snprintf(c->err, sizeof c->err, "%s: the copy engine is stopping", n->name);
+        snprintf(c->err, sizeof c->err, "%s: the copy engine is stopping", g->name);
         return TSR_ESTATE;
     }
     if (g->tail)
@@ -303,7 +312,7 @@ static void complete(cuda_node_t *g, tsr_copy_t *c, int status)
     if (!c->t_start)
         c->t_start = c->t_end;
     if (status == TSR_OK)
-        tsr__node_copy_event(g->node, c);
+        g->on_copy(g->on_copy_ctx, c);
     c->done(c->arg, status);
 }
 
@@ -362,7 +371,7 @@ static bool lane_start(cuda_node_t *g, lane_t *L, bool in)
         c->t_start = tsr__mem_now_ns();
         progress = true;
 
-        const int me = g->node->id;
+        const int me = g->node_id;
         char what[64];
         cudaError_t e = cudaSuccess;
         if (in && !c->src) {
@@ -538,7 +547,7 @@ static bool engine_busy(const cuda_node_t *g)
 /* Move the jobs queued by copy() to their lanes. g->m held. */
 static void engine_take(cuda_node_t *g)
 {
-    const int me = g->node->id;
+    const int me = g->node_id;
     while (g->head) {
         tsr_copy_t *c = g->head;
         g->head = c->next;
@@ -604,51 +613,44 @@ static void *engine_main(void *arg)
 
 /* ---- peers ---------------------------------------------------------------- */
 
-/* The engine reaches the host, and the GPUs it has peer access to both
- * ways (enabled at open). */
-static bool cuda_peer(tsr_node_t *n, const tsr_node_t *other)
+/* Peer access to `device` was enabled both ways at open. */
+extern "C" bool tsr__gpu_peer(const tsr_gpu_t *g, int device)
 {
-    const cuda_node_t *g = (const cuda_node_t *)n->impl;
-    if (!g || !other || other == n)
-        return false;
-    if (other->kind == TSR_NODE_KIND_HOST)
-        return true;
-    return other->kind == TSR_NODE_KIND_CUDA && other->index >= 0 &&
-           other->index < MAX_DEVICES && other->index != g->dev && g->peer_ok[other->index];
+    return g && device >= 0 && device < MAX_DEVICES && device != g->dev && g->peer_ok[device];
 }
 
 /* ---- kernels --------------------------------------------------------------- */
 
 /* On the GPU's driver thread before a kernel: make this GPU current and
- * hand out the compute stream and the cuBLAS handle bound to it. */
-static void cuda_exec_begin(tsr_node_t *n, void **stream, void **blas)
+ * hand out the compute stream and the cuBLAS handle bound to it. A failed
+ * cudaSetDevice is the task's failure: the implementation must not run on
+ * whatever device the thread had. */
+extern "C" int tsr__gpu_exec_begin(tsr_gpu_t *g, void **stream, void **blas, char *err,
+                                   size_t errlen)
 {
-    cuda_node_t *g = (cuda_node_t *)n->impl;
-    exec_status = TSR_OK;
+    if (stream)
+        *stream = NULL;
+    if (blas)
+        *blas = NULL;
     cudaError_t e = cudaSetDevice(g->dev);
     if (e != cudaSuccess) {
-        snprintf(exec_err, sizeof exec_err, "cudaSetDevice(%d) on %s: %s (%d)", g->dev,
-                 n->name, cudaGetErrorString(e), (int)e);
+        char what[48];
+        snprintf(what, sizeof what, "cudaSetDevice(%d)", g->dev);
+        describe(err, errlen, g->name, what, e);
         (void)cudaGetLastError();
-        exec_status = TSR_EDEVICE;
+        return TSR_EDEVICE;
     }
     if (stream)
         *stream = (void *)g->compute;
     if (blas)
         *blas = (void *)g->blas;
+    return TSR_OK;
 }
 
 /* After the kernel: wait for the compute stream, and turn an error of the
  * kernel (asynchronous, or from its launch) into TSR_EDEVICE. */
-static int cuda_exec_end(tsr_node_t *n, char *err, size_t errlen)
+extern "C" int tsr__gpu_exec_end(tsr_gpu_t *g, char *err, size_t errlen)
 {
-    cuda_node_t *g = (cuda_node_t *)n->impl;
-    if (exec_status != TSR_OK) {
-        exec_status = TSR_OK;
-        if (err && errlen)
-            snprintf(err, errlen, "%s", exec_err);
-        return TSR_EDEVICE;
-    }
     cudaError_t e = cudaStreamSynchronize(g->compute);
     const char *what = "cudaStreamSynchronize(compute)";
     cudaError_t last = cudaGetLastError(); /* also clears a launch error */
@@ -658,9 +660,7 @@ static int cuda_exec_end(tsr_node_t *n, char *err, size_t errlen)
     }
     if (e == cudaSuccess)
         return TSR_OK;
-    if (err && errlen)
-        snprintf(err, errlen, "%s on %s: %s (%d)", what, n->name, cudaGetErrorString(e),
-                 (int)e);
+    describe(err, errlen, g->name, what, e);
     return TSR_EDEVICE;
 }
 
@@ -702,10 +702,11 @@ static void node_destroy(cuda_node_t *g)
     free(g);
 }
 
+extern "C" {
+
 /* Stop the engine once every queued copy is complete, then free it all. */
-static void cuda_close(tsr_node_t *n)
+void tsr__gpu_close(tsr_gpu_t *g)
 {
-    cuda_node_t *g = (cuda_node_t *)n->impl;
     if (!g)
         return;
     if (g->thread_started) {
@@ -716,31 +717,11 @@ static void cuda_close(tsr_node_t *n)
         pthread_join(g->thread, NULL);
     }
     node_destroy(g);
-    n->impl = NULL;
 }
-
-/* The ops table, filled by name (C++17 has no designated initializers). */
-static tsr_node_ops_t make_ops(void)
-{
-    tsr_node_ops_t o;
-    memset(&o, 0, sizeof o);
-    o.alloc = cuda_alloc;
-    o.free = cuda_free;
-    o.copy = cuda_copy;
-    o.peer = cuda_peer;
-    o.exec_begin = cuda_exec_begin;
-    o.exec_end = cuda_exec_end;
-    o.close = cuda_close;
-    return o;
-}
-
-static const tsr_node_ops_t cuda_ops = make_ops();
-
-extern "C" {
 
 /* GPUs the runtime can open: 0 without a device or a driver (not an error;
  * the sticky error that leaves behind is cleared). */
-int tsr__cuda_node_count(void)
+int tsr__gpu_count(void)
 {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -750,26 +731,37 @@ int tsr__cuda_node_count(void)
     return n;
 }
 
-/* Open GPU `device` as node n. Creates, on that device, the streams, the
+/* Open GPU `device` for node `node_id`. Creates, on that device, the streams, the
  * staging buffers and events, the cuBLAS handle, peer access to the other
  * GPUs that allow it both ways, the memory pool (empty: chunks come on
- * demand) and the engine thread. On failure nothing stays open and n's
- * ops are left unset. */
-int tsr__cuda_node_open(tsr_node_t *n, int device, size_t capacity, char *err, size_t errlen)
+ * demand) and the engine thread. On failure nothing stays open. */
+int tsr__gpu_open(int device, int node_id, size_t *capacity_io, tsr_gpu_copy_event_fn on_copy,
+                  void *on_copy_ctx, tsr_gpu_t **out, char *err, size_t errlen)
 {
-    int count = tsr__cuda_node_count();
-    if (!n || device < 0 || device >= count || device >= MAX_DEVICES) {
+    int count = tsr__gpu_count();
+    if (!out || !capacity_io || !on_copy) {
+        if (err && errlen)
+            snprintf(err, errlen, "cuda%d: open without %s", device,
+                     !out ? "a result" : !capacity_io ? "a capacity" : "a copy callback");
+        return TSR_EINVAL;
+    }
+    *out = NULL;
+    if (device < 0 || device >= count || device >= MAX_DEVICES) {
         if (err && errlen)
             snprintf(err, errlen, "cuda%d: no such device (%d usable)", device, count);
-        return n ? TSR_ENODEV : TSR_EINVAL;
+        return TSR_ENODEV;
     }
+    size_t capacity = *capacity_io;
     cuda_node_t *g = (cuda_node_t *)calloc(1, sizeof *g);
     if (!g) {
         if (err && errlen)
             snprintf(err, errlen, "cuda%d: out of host memory", device);
         return TSR_ENOMEM;
     }
-    g->node = n;
+    g->node_id = node_id;
+    snprintf(g->name, sizeof g->name, "cuda%d", device);
+    g->on_copy = on_copy;
+    g->on_copy_ctx = on_copy_ctx;
     g->dev = device;
     int rc = TSR_OK;
     int prev = device_enter(g);
@@ -853,15 +845,16 @@ int tsr__cuda_node_open(tsr_node_t *n, int device, size_t capacity, char *err, s
         if (s != CUBLAS_STATUS_SUCCESS) {
             g->blas = NULL;
             if (err && errlen)
-                snprintf(err, errlen, "cublasCreate on cuda%d: cuBLAS status %d", device, (int)s);
+                snprintf(err, errlen, "cublasCreate on cuda%d: %s (%d)", device,
+                         cublasGetStatusString(s), (int)s);
             rc = TSR_EDEVICE;
             goto fail;
         }
         s = cublasSetStream(g->blas, g->compute);
         if (s != CUBLAS_STATUS_SUCCESS) {
             if (err && errlen)
-                snprintf(err, errlen, "cublasSetStream on cuda%d: cuBLAS status %d", device,
-                         (int)s);
+                snprintf(err, errlen, "cublasSetStream on cuda%d: %s (%d)", device,
+                         cublasGetStatusString(s), (int)s);
             rc = TSR_EDEVICE;
             goto fail;
         }
@@ -890,10 +883,6 @@ int tsr__cuda_node_open(tsr_node_t *n, int device, size_t capacity, char *err, s
     }
     g->pool_ready = true;
 
-    n->kind = TSR_NODE_KIND_CUDA;
-    n->index = device;
-    snprintf(n->name, sizeof n->name, "cuda%d", device);
-    n->capacity = capacity;
     if (pthread_create(&g->thread, NULL, engine_main, g) != 0) {
         if (err && errlen)
             snprintf(err, errlen, "cuda%d: cannot start the copy engine thread", device);
@@ -902,8 +891,8 @@ int tsr__cuda_node_open(tsr_node_t *n, int device, size_t capacity, char *err, s
     }
     g->thread_started = true;
     device_leave(g, prev);
-    n->impl = g;
-    n->ops = &cuda_ops;
+    *capacity_io = capacity;
+    *out = g;
     return TSR_OK;
 
 fail:

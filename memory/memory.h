@@ -23,9 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "memory/copy.h"
+
 #define TSR_MAX_NODES 32
 #define TSR_MEM_MAX_BUFFERS 16
-#define TSR_MEM_ERR 200
 
 enum tsr_node_kind { TSR_NODE_KIND_HOST = 0, TSR_NODE_KIND_SIM, TSR_NODE_KIND_CUDA };
 
@@ -35,26 +36,7 @@ enum { TSR_MEM_R = 1, TSR_MEM_W = 2, TSR_MEM_RW = 3 };
 typedef struct tsr_node tsr_node_t;
 typedef struct tsr_entry tsr_entry_t;
 
-/* ---- copies ------------------------------------------------------------ */
-
-typedef void (*tsr_copy_done_fn)(void *arg, int status);
-
-/* One transfer, queued on the copy engine of the node that performs it.
- * src == NULL asks for `size` zero bytes at dst. The engine calls
- * done(arg, status) exactly once, on its own thread, never from inside
- * the call that queued the copy; status is 0 or a negative TSR_E… code
- * with a message in err. */
-typedef struct tsr_copy {
-    int src_node, dst_node;
-    const void *src;
-    void *dst;
-    size_t size;
-    tsr_copy_done_fn done;
-    void *arg;
-    char err[TSR_MEM_ERR];
-    uint64_t t_queued, t_start, t_end;  /* ns, filled by the engine */
-    struct tsr_copy *next;              /* engine queue link */
-} tsr_copy_t;
+/* ---- copies: memory/copy.h (tsr_copy_t) ------------------------------ */
 
 /* ---- memory nodes ------------------------------------------------------ */
 
@@ -72,10 +54,12 @@ typedef struct tsr_node_ops {
     /* Whether this node's engine can copy directly from/to `other`. */
     bool (*peer)(tsr_node_t *n, const tsr_node_t *other);
     /* Around one kernel run on this node by a worker (optional): begin
-     * fills the stream / library handle the implementation needs; end
-     * waits for the kernel's completion and turns a device error into a
-     * TSR_E… code with a message naming the call. */
-    void (*exec_begin)(tsr_node_t *n, void **stream, void **blas);
+     * makes the device current and fills the stream / library handle the
+     * implementation needs, or returns a TSR_E… code with a message naming
+     * the call (the implementation must then not run); end waits for the
+     * kernel's completion and turns a device error into a TSR_E… code with
+     * a message naming the call. */
+    int (*exec_begin)(tsr_node_t *n, void **stream, void **blas, char *err, size_t errlen);
     int (*exec_end)(tsr_node_t *n, char *err, size_t errlen);
     /* Stop the engine (queued copies complete first) and free everything. */
     void (*close)(tsr_node_t *n);
@@ -247,14 +231,28 @@ void tsr__node_copy_event(tsr_node_t *n, const tsr_copy_t *c);
  * machine has several NUMA nodes, else from jemalloc where built with it). */
 void *tsr__host_alloc(size_t size);
 void tsr__host_free(void *p, size_t size);
+/* Page-locked memory for the host's replicas, set by the first GPU node
+ * opened: runtime-allocated host copies then come from it (falling back to
+ * pageable memory when it is exhausted), so that copies to and from GPUs
+ * are direct DMA. alloc returns NULL when it cannot; free returns false
+ * for a pointer it did not hand out; close (at the host node's close, after
+ * every replica is freed) gives everything back. */
+typedef struct tsr_host_pinned {
+    void *(*alloc)(void *ctx, size_t size);
+    bool (*free)(void *ctx, void *p);
+    void (*close)(void *ctx);
+    void *ctx;
+} tsr_host_pinned_t;
+/* Install (the first call wins; returns false if one is installed). */
+bool tsr__host_set_pinned(const tsr_host_pinned_t *pin);
+/* Whether host replicas come from pinned memory now. */
+bool tsr__host_pinned(void);
+
 /* The same as node operations (the host's, and a simulated node's). */
 void *tsr__host_node_alloc(tsr_node_t *n, size_t size);
 void tsr__host_node_free(tsr_node_t *n, void *p, size_t size);
 
-/* The library's monotonic clock, in nanoseconds (CLOCK_MONOTONIC): every
- * layer above times copies, tasks and models with it, so their events share
- * one time base. */
-uint64_t tsr__mem_now_ns(void);
+/* tsr__mem_now_ns(): memory/copy.h. */
 
 /* ---- link measurement (measure.c) -------------------------------------- */
 

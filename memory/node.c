@@ -49,8 +49,31 @@ uint64_t tsr__mem_link_bytes(int s, int d)
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* Pinned memory for host replicas (tsr__host_set_pinned), from the first
+ * GPU node's open to the host node's close. */
+static tsr_host_pinned_t pinned;
+static bool pinned_set;
+
+bool tsr__host_set_pinned(const tsr_host_pinned_t *pin)
+{
+    if (pinned_set || !pin || !pin->alloc || !pin->free)
+        return false;
+    pinned = *pin;
+    pinned_set = true;
+    return true;
+}
+
+bool tsr__host_pinned(void) { return pinned_set; }
+
 void *tsr__host_alloc(size_t size)
 {
+    /* Copies to a GPU from pinned memory are direct DMA: prefer it, and
+     * fall back to pageable memory (staged copies) when it runs out. */
+    if (pinned_set) {
+        void *p = pinned.alloc(pinned.ctx, size);
+        if (p)
+            return p;
+    }
     if (mem.numa && size >= NUMA_MIN)
         return numa_alloc_local(size);
 #ifdef TSR_HAVE_JEMALLOC
@@ -63,6 +86,8 @@ void *tsr__host_alloc(size_t size)
 void tsr__host_free(void *p, size_t size)
 {
     if (!p)
+        return;
+    if (pinned_set && pinned.free(pinned.ctx, p))
         return;
     if (mem.numa && size >= NUMA_MIN) {
         numa_free(p, size);
@@ -101,7 +126,15 @@ static bool host_peer(tsr_node_t *n, const tsr_node_t *other)
     return true;
 }
 
-static void host_close(tsr_node_t *n) { (void)n; }
+/* After every replica is freed: the pinned memory goes back. */
+static void host_close(tsr_node_t *n)
+{
+    (void)n;
+    if (pinned_set && pinned.close)
+        pinned.close(pinned.ctx);
+    pinned_set = false;
+    memset(&pinned, 0, sizeof pinned);
+}
 
 static const tsr_node_ops_t host_ops = {
     .alloc = tsr__host_node_alloc,

@@ -198,6 +198,15 @@ static tsr_pool_seg_t *hash_take(tsr_pool_t *p, uintptr_t addr)
     return NULL;
 }
 
+/* The live block at addr, or NULL if there is none. */
+static const tsr_pool_seg_t *hash_find(const tsr_pool_t *p, uintptr_t addr)
+{
+    for (const tsr_pool_seg_t *s = p->buckets[hash_slot(p->hbits, addr)]; s; s = s->hnext)
+        if (s->addr == addr)
+            return s;
+    return NULL;
+}
+
 /* ---- the pool ---------------------------------------------------------- */
 
 int tsr_pool_init(tsr_pool_t *p, size_t chunk_size, tsr_pool_chunk_alloc_fn chunk_alloc,
@@ -401,6 +410,16 @@ void tsr_pool_free(tsr_pool_t *p, void *ptr)
     pthread_mutex_unlock(&p->lock);
     free(dead[0]);
     free(dead[1]);
+}
+
+bool tsr_pool_owns(tsr_pool_t *p, const void *ptr)
+{
+    if (!p || !p->ready || !ptr)
+        return false;
+    pthread_mutex_lock(&p->lock);
+    bool live = hash_find(p, (uintptr_t)ptr) != NULL;
+    pthread_mutex_unlock(&p->lock);
+    return live;
 }
 
 size_t tsr_pool_trim(tsr_pool_t *p)

@@ -99,6 +99,10 @@ void *tsr_pool_alloc(tsr_pool_t *p, size_t size);
  * bad_frees counter. The chunk is kept for reuse until tsr_pool_trim. */
 void tsr_pool_free(tsr_pool_t *p, void *ptr);
 
+/* Whether ptr is the start of a live block of p (for a caller that mixes
+ * the pool's blocks with memory from elsewhere). */
+bool tsr_pool_owns(tsr_pool_t *p, const void *ptr);
+
 /* Give every chunk that holds no live block back to the backend. Returns
  * the bytes given back. */
 size_t tsr_pool_trim(tsr_pool_t *p);
