@@ -109,8 +109,9 @@ TILE_CODELET(cl_gemm, "gemm", 3, gemm_args_t, gemm_flops,
              (tsr_cpu_gemm(a->ta, a->tb, a->m, a->n, a->k, a->alpha, buf[0],
                a->ta ? a->k : a->m, 0, buf[1], a->tb ? a->n : a->k, 0, a->beta, buf[2], a->m, 0,
                1)),
-             (tsr_cuda_gemm(e->cuda_stream, e->cublas_handle, TSR_GEMM_FP32, a->ta, a->tb, a->m,
-               a->n, a->k, a->alpha, buf[0], a->ta ? a->k : a->m, 0, buf[1],
+             (tsr_cuda_gemm(e->cuda_stream, e->cublas_handle,
+               e->cuda_fp32 == TSR_CUDA_FP32_STRICT ? TSR_GEMM_FP32 : TSR_GEMM_TF32, a->ta,
+               a->tb, a->m, a->n, a->k, a->alpha, buf[0], a->ta ? a->k : a->m, 0, buf[1],
                a->tb ? a->n : a->k, 0, a->beta, buf[2], a->m, 0, 1)));
 
 /* Tiling of op(X) along its rows (axis 0) or columns (axis 1). */

@@ -126,6 +126,16 @@ static int apply_env(tsr_config_t *cfg)
     s = getenv("TESSERA_PERFMODEL_DIR");
     if (s)
         cfg->perfmodel_dir = s; /* "" keeps models in memory only */
+    s = getenv("TESSERA_CUDA_FP32");
+    if (s && *s) {
+        if (strcmp(s, "tf32") == 0)
+            cfg->cuda_fp32 = TSR_CUDA_FP32_TF32;
+        else if (strcmp(s, "strict") == 0)
+            cfg->cuda_fp32 = TSR_CUDA_FP32_STRICT;
+        else
+            return tsr__fail(TSR_EINVAL, "init: TESSERA_CUDA_FP32=%s: expected tf32 or strict",
+                             s);
+    }
     return TSR_OK;
 }
 

@@ -8,6 +8,9 @@
  */
 #include "runtime/internal.h"
 #include "runtime/perfmodel.h"
+#ifdef TSR_HAVE_CUDA
+#include "kernels/cuda_status.h"
+#endif
 
 #include <hwloc.h>
 #include <sched.h>
@@ -115,15 +118,73 @@ static bool start_task(tsr_worker_t *w, tsr_task_t t)
     return true;
 }
 
-static void *scratch_buffer(tsr_worker_t *w, int i, size_t size)
+/* Scratch buffer i of w, at least `size` bytes, grown on demand: host
+ * memory for a worker that runs on the host or a simulated node, device
+ * memory from the node's pool for a GPU's worker (a kernel cannot use a
+ * host pointer). The previous task of w has finished with it: a worker
+ * runs one task at a time and exec_end waits for its kernels. Device
+ * scratch is not counted in the directory's capacity. NULL with a message
+ * in err when no memory can be had. */
+static void *scratch_buffer(tsr_worker_t *w, tsr_node_t *node, int i, size_t size, char *err,
+                            size_t errlen)
 {
-    if (w->scratch_size[i] < size) {
-        free(w->scratch[i]);
-        size_t sz = (size + 63) & ~(size_t)63;
-        w->scratch[i] = aligned_alloc(64, sz);
+    bool device = w->device_kind == TSR_DEVICE_CUDA;
+    if (w->scratch_size[i] < size || !w->scratch[i]) {
+        size_t sz = (size + 255) & ~(size_t)255;
+        if (sz == 0)
+            sz = 256;
+        if (device) {
+            if (w->scratch[i])
+                node->ops->free(node, w->scratch[i], w->scratch_size[i]);
+            w->scratch[i] = node->ops->alloc(node, sz);
+        } else {
+            free(w->scratch[i]);
+            w->scratch[i] = aligned_alloc(64, sz);
+        }
         w->scratch_size[i] = w->scratch[i] ? sz : 0;
+        if (!w->scratch[i])
+            snprintf(err, errlen, "no %s memory for SCRATCH buffer %d (%zu bytes) on %s",
+                     device ? "device" : "host", i, size, node->name);
     }
     return w->scratch[i];
+}
+
+/* On w's thread as it stops (before the nodes close): device scratch goes
+ * back to its node's pool; host scratch is freed with the workers. */
+static void scratch_release(tsr_worker_t *w)
+{
+    if (w->device_kind != TSR_DEVICE_CUDA)
+        return;
+    tsr_node_t *node = tsr__mem_node(w->node);
+    for (int k = 0; k < TSR_MAX_BUFFERS; k++) {
+        if (w->scratch[k])
+            node->ops->free(node, w->scratch[k], w->scratch_size[k]);
+        w->scratch[k] = NULL;
+        w->scratch_size[k] = 0;
+    }
+}
+
+/* An implementation returned rc != 0 with no message of the runtime's: on
+ * a GPU, say what the CUDA kernels' status (kernels/cuda_status.h) says —
+ * the message itself if this call set it, else as the thread's last one. */
+static void describe_impl_failure(tsr_worker_t *w, tsr_task_t t, int rc, const char *before)
+{
+#ifdef TSR_HAVE_CUDA
+    if (w->device_kind == TSR_DEVICE_CUDA && !t->mreq.err[0]) {
+        const char *now = tsr_cuda_last_error();
+        if (now[0] && strcmp(now, before) != 0)
+            snprintf(t->mreq.err, sizeof t->mreq.err, "%s", now);
+        else if (now[0])
+            snprintf(t->mreq.err, sizeof t->mreq.err,
+                     "its implementation returned %d (the thread's last CUDA error: %s)", rc,
+                     now);
+    }
+#else
+    (void)w;
+    (void)t;
+    (void)rc;
+    (void)before;
+#endif
 }
 
 /* Run one task whose data is on w's node, release its data, complete it. */
@@ -132,11 +193,12 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     tsr_node_t *node = tsr__mem_node(w->node);
     void *bufs[TSR_MAX_BUFFERS];
     for (int i = 0; i < t->nbuffers; i++) {
+        char why[TSR_MEM_ERR] = "";
         bufs[i] = t->slot[i] >= 0 ? t->mreq.ptr[t->slot[i]]
-                                  : scratch_buffer(w, i, t->sizes[i]);
+                                  : scratch_buffer(w, node, i, t->sizes[i], why, sizeof why);
         if (!bufs[i]) {
             tsr__mem_release(&t->mreq);
-            snprintf(t->mreq.err, sizeof t->mreq.err, "no memory for a scratch buffer");
+            snprintf(t->mreq.err, sizeof t->mreq.err, "%s", why);
             fail_task(w, t, TSR_ENOMEM);
             return;
         }
@@ -147,15 +209,36 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
         .nbuffers = t->nbuffers,
         .sizes = t->sizes,
         .memory_node = w->node,
+        .cuda_fp32 = tsr__rt.cfg.cuda_fp32,
     };
-    if (node->ops->exec_begin)
-        node->ops->exec_begin(node, &exec.cuda_stream, &exec.cublas_handle);
+    /* The CUDA kernels' last message before the call, to tell a new
+     * failure from an old one. */
+    char before[TSR_MEM_ERR] = "";
+#ifdef TSR_HAVE_CUDA
+    if (w->device_kind == TSR_DEVICE_CUDA)
+        snprintf(before, sizeof before, "%s", tsr_cuda_last_error());
+#endif
     uint64_t start = tsr__mem_now_ns();
-    int rc = tsr__redux_init_accumulators(t, bufs, &exec);
+    int rc = 0, begun = 0;
+    if (node->ops->exec_begin)
+        rc = begun = node->ops->exec_begin(node, &exec.cuda_stream, &exec.cublas_handle, t->mreq.err,
+                                   sizeof t->mreq.err);
+    /* A failed exec_begin (no device made current) is the task's failure:
+     * the implementation is not called. */
     if (rc == 0)
+        rc = tsr__redux_init_accumulators(t, bufs, &exec);
+    if (rc == 0) {
         rc = t->cl->impl[w->device_kind](bufs, t->args, &exec);
-    if (node->ops->exec_end) {
-        int erc = node->ops->exec_end(node, t->mreq.err, sizeof t->mreq.err);
+        if (rc != 0)
+            describe_impl_failure(w, t, rc, before);
+    }
+    if (node->ops->exec_end && begun == 0) {
+        /* Also after a failed implementation: its queued kernels finish
+         * before its buffers are released. */
+        char why[TSR_MEM_ERR] = "";
+        int erc = node->ops->exec_end(node, why, sizeof why);
+        if (erc != 0 && !t->mreq.err[0])
+            snprintf(t->mreq.err, sizeof t->mreq.err, "%s", why);
         if (rc == 0)
             rc = erc;
     }
@@ -271,6 +354,7 @@ static void *worker_main(void *arg)
         atomic_fetch_sub(&tsr__rt.nsleeping, 1);
         pthread_mutex_unlock(&w->m);
     }
+    scratch_release(w);
     tsr__tasks_flush_cache();
     return NULL;
 }

@@ -78,7 +78,13 @@ typedef struct tsr_config {
     int calibrate;             /* 0: use what is known; 1: sample every
                                   (codelet, device, sizes) until calibrated;
                                   2: forget stored models and calibrate anew */
+    int cuda_fp32;             /* fp32 GEMMs on GPUs: TSR_CUDA_FP32_TF32 (0,
+                                  default: TF32 tensor cores) or
+                                  TSR_CUDA_FP32_STRICT (plain FP32) */
 } tsr_config_t;
+
+/* How fp32 matrix products run on GPUs (tsr_config_t.cuda_fp32). */
+enum { TSR_CUDA_FP32_TF32 = 0, TSR_CUDA_FP32_STRICT = 1 };
 
 /* Fill cfg with defaults (environment not yet applied). */
 TSR_API void tsr_config_init(tsr_config_t *cfg);
@@ -89,7 +95,8 @@ TSR_API void tsr_config_init(tsr_config_t *cfg);
  * TESSERA_SIM_BW (MB/s), TESSERA_SIM_LATENCY (µs), TESSERA_NCUDA,
  * TESSERA_LIMIT_SIM_MEM, TESSERA_LIMIT_CUDA_MEM, TESSERA_LIMIT_HOST_MEM
  * (MiB), TESSERA_PIPELINE, TESSERA_STATS, TESSERA_PERFMODEL_DIR,
- * TESSERA_CALIBRATE (see docs/configuration.md). */
+ * TESSERA_CALIBRATE, TESSERA_CUDA_FP32 (tf32|strict) (see
+ * docs/configuration.md). */
 TSR_API int tsr_init(const tsr_config_t *cfg);
 
 /* Wait for every task, stop the workers, write the trace, free everything.
@@ -169,6 +176,7 @@ typedef struct tsr_exec {
     void *cuda_stream;      /* cudaStream_t for CUDA implementations */
     void *cublas_handle;    /* cublasHandle_t bound to cuda_stream */
     int memory_node;        /* where the buffers are (0: host) */
+    int cuda_fp32;          /* TSR_CUDA_FP32_…: the precision of fp32 GEMMs */
 } tsr_exec_t;
 
 /* An implementation: buffers[i] is the i-th buffer of the task on the
