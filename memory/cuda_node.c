@@ -67,9 +67,19 @@ static void pinned_install(void)
 
 /* ---- node operations ---------------------------------------------------- */
 
+/* Why this thread's last allocation failed (cudaMalloc's error). */
+static _Thread_local char alloc_err[TSR_MEM_ERR];
+
 static void *cuda_alloc(tsr_node_t *n, size_t size)
 {
-    return tsr__gpu_alloc(n->impl, size, NULL, 0);
+    alloc_err[0] = 0;
+    return tsr__gpu_alloc(n->impl, size, alloc_err, sizeof alloc_err);
+}
+
+static const char *cuda_alloc_error(tsr_node_t *n)
+{
+    (void)n;
+    return alloc_err;
 }
 
 static void cuda_free(tsr_node_t *n, void *p, size_t size)
@@ -120,6 +130,7 @@ static void cuda_close(tsr_node_t *n)
 static const tsr_node_ops_t cuda_ops = {
     .alloc = cuda_alloc,
     .free = cuda_free,
+    .alloc_error = cuda_alloc_error,
     .copy = cuda_copy,
     .peer = cuda_peer,
     .exec_begin = cuda_exec_begin,

@@ -166,10 +166,41 @@ static void used_add(tsr_node_t *n, size_t bytes)
         n->peak = n->used;
 }
 
+struct evict_result;
+static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict_result *res,
+                           const tsr_mem_req_t *self);
+
+/* The node's memory for e, or NULL. The directory's byte count can say
+ * "fits" where the node's allocator cannot (a GPU's pool holds chunks, and
+ * their free ranges may all be too small): then, for a `demand`, idle
+ * copies are evicted (least useful first) and the allocation tried again
+ * until it succeeds or nothing more can be freed at once. Entry lock held
+ * (evict_locked only tries other entries' locks); node lock not held. */
+static void *node_alloc_evicting(tsr_node_t *n, tsr_entry_t *e, bool demand, char *err)
+{
+    void *p = n->ops->alloc(n, e->size);
+    while (!p && demand && n->id != 0) {
+        pthread_mutex_lock(&n->lock);
+        size_t freed = evict_locked(n, n->evicting_bytes + e->size, true, NULL, NULL);
+        pthread_mutex_unlock(&n->lock);
+        if (freed == 0)
+            break;
+        atomic_fetch_add(&n->alloc_retries, 1);
+        p = n->ops->alloc(n, e->size);
+    }
+    if (!p) {
+        const char *why = n->ops->alloc_error ? n->ops->alloc_error(n) : NULL;
+        seterr(err, "%s: cannot allocate %zu bytes%s%s", n->name, e->size,
+               why && why[0] ? ": " : "", why ? why : "");
+    }
+    return p;
+}
+
 /* Allocate e's replica on node nd. Entry lock held. `reserved`: the bytes
  * are already counted in node->used; else they are counted here and the
- * allocation fails (no waiting) past the node's capacity. */
-static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, char *err)
+ * allocation fails (no waiting) past the node's capacity. `demand`: a
+ * failure of the node's allocator evicts and retries (see above). */
+static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand, char *err)
 {
     tsr_node_t *n = node(nd);
     tsr_replica_t *r = &e->rep[nd];
@@ -186,13 +217,12 @@ static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, char *err)
         used_add(n, e->size);
         pthread_mutex_unlock(&n->lock);
     }
-    void *p = n->ops->alloc(n, e->size);
+    void *p = node_alloc_evicting(n, e, demand, err);
     pthread_mutex_lock(&n->lock);
     if (!p) {
         n->used -= e->size;
         pthread_mutex_unlock(&n->lock);
         atomic_fetch_add(&n->alloc_failures, 1);
-        seterr(err, "%s: cannot allocate %zu bytes", n->name, e->size);
         return TSR_ENOMEM;
     }
     r->ptr = p;
@@ -468,7 +498,7 @@ static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *e
     if (!R->alloc && !R->user) {
         /* Only a write-back or a hop lands in the host without a request
          * having allocated the replica; the host does not wait. */
-        int rc = dst == 0 ? rep_alloc(e, 0, false, err) : TSR_EINVAL;
+        int rc = dst == 0 ? rep_alloc(e, 0, false, true, err) : TSR_EINVAL;
         if (rc != TSR_OK) {
             if (dst != 0)
                 seterr(err, "internal: fetch into an unallocated %s copy", node(dst)->name);
@@ -605,11 +635,12 @@ static void evict_done(void *arg, int k, int status, const char *err);
  * least recently used; copies prefetched for queued work only for a
  * `demand` (a granted request would otherwise wait forever). Returns the
  * bytes freed at once. */
-typedef struct evict_result {
+struct evict_result {
     int skipped;  /* copies not looked at: their entry was locked */
     int blocked;  /* dirty copies whose write-back cannot start now */
     int busy;     /* copies in use (not counting `self`'s own pins) */
-} evict_result_t;
+};
+typedef struct evict_result evict_result_t;
 
 static bool req_has(const tsr_mem_req_t *r, const tsr_entry_t *e)
 {
@@ -619,7 +650,7 @@ static bool req_has(const tsr_mem_req_t *r, const tsr_entry_t *e)
     return false;
 }
 
-static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, evict_result_t *res,
+static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict_result *res,
                            const tsr_mem_req_t *self)
 {
     size_t cap = 0, nc = 0;
@@ -838,7 +869,7 @@ static void alloc_and_fetch(tsr_mem_req_t *r, size_t reserved)
                 /* Someone else may have allocated it meanwhile: then the
                  * reservation is returned below. */
                 bool res = reserved >= e->size;
-                rc = rep_alloc(e, nd, res, err);
+                rc = rep_alloc(e, nd, res, true, err);
                 if (rc == TSR_OK && res)
                     reserved -= e->size;
             }
@@ -1134,7 +1165,7 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
         if (room)
             used_add(n, e->size);
         pthread_mutex_unlock(&n->lock);
-        if (!room || rep_alloc(e, nd, true, err) != TSR_OK) {
+        if (!room || rep_alloc(e, nd, true, false, err) != TSR_OK) {
             pthread_mutex_unlock(&e->lock);
             return;
         }

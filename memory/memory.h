@@ -47,6 +47,9 @@ typedef struct tsr_node_ops {
      * underlying memory is really exhausted. */
     void *(*alloc)(tsr_node_t *n, size_t size);
     void (*free)(tsr_node_t *n, void *p, size_t size);
+    /* Why the calling thread's last failed alloc failed, naming the call
+     * (optional; "" when unknown). */
+    const char *(*alloc_error)(tsr_node_t *n);
     /* Queue a copy on this node's engine. One side of the copy is this
      * node; the other is the host or, when peer() says so, a node of the
      * same kind. Returns 0, or a TSR_E… code if it cannot even be queued. */
@@ -99,6 +102,7 @@ struct tsr_node {
     /* counters */
     atomic_uint_fast64_t evictions, writebacks, dropped, fetches, zero_fills;
     atomic_uint_fast64_t alloc_failures, granted, waits;
+    atomic_uint_fast64_t alloc_retries; /* allocator failures healed by eviction */
 
     /* copy trace, written by the engine thread only */
     tsr_copy_event_t *ev;
