@@ -41,7 +41,8 @@ __global__ void k_ln_bwd(int C, int T, const float *dout, const float *x, const 
                          float *dbeta, int use_smem)
 {
     TSR_DYNAMIC_SHARED(float, sh);
-    float *sg = sh, *sb = sh + C;
+    /* without shared memory the block may have none: no offset from it */
+    float *sg = sh, *sb = sh + (use_smem ? C : 0);
     if (use_smem) {
         for (int c = threadIdx.x; c < C; c += blockDim.x)
             sg[c] = 0.0f, sb[c] = 0.0f;
