@@ -1,15 +1,20 @@
-/* The CUDA memory node (memory/cuda.cu) on a real GPU: open and its
- * fields, memory from the pool (256-byte aligned, sub-allocated from one
- * chunk), host -> device -> host round trips of random bytes through
- * pageable memory (staged, 8 MiB + 3 B and 33 MiB + 5 B run through the
- * staging ring several times) and pinned memory (direct), zero fill, many
- * copies in flight with completions that queue the next copy, peer copies
- * when two GPUs allow it, a cuBLAS call between exec_begin and exec_end,
- * a kernel fault turned into TSR_EDEVICE, and close draining its queue.
+/* The CUDA memory node (memory/cuda_node.c over memory/cuda.cu) on a real
+ * GPU or on the emulated ones (-Dcuda=emu): open and its fields, memory
+ * from the pool (256-byte aligned, sub-allocated from one chunk), host ->
+ * device -> host round trips of random bytes through pageable memory
+ * (staged, 8 MiB + 3 B and 33 MiB + 5 B run through the staging ring
+ * several times) and pinned memory (direct), the pinned pool host replicas
+ * come from, zero fill, many copies in flight with completions that queue
+ * the next copy, peer copies when two GPUs allow it, a cuBLAS call between
+ * exec_begin and exec_end, a kernel fault turned into TSR_EDEVICE, close
+ * draining its queue, and failures injected into the emulated calls
+ * (TESSERA_CUDA_EMU_FAIL): cudaMalloc, a copy, cudaSetDevice in exec_begin
+ * — each a TSR_EDEVICE/NULL whose message names the call, nothing hangs.
  * Skipped visibly without a GPU.
  *
- * The node is linked in directly with stand-ins for the two functions it
- * takes from the rest of the memory layer (the clock and the copy trace). */
+ * The node is linked in directly with stand-ins for the functions it takes
+ * from the rest of the memory layer (the clock, the copy trace, the host
+ * allocator's pinned hook). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -50,6 +55,31 @@ void tsr__node_copy_event(tsr_node_t *n, const tsr_copy_t *c)
     if (c->t_queued > c->t_start || c->t_start > c->t_end)
         atomic_fetch_add(&ev_bad_time, 1);
 }
+
+/* The pinned pool the first node opened installs (node.c's hook). */
+static tsr_host_pinned_t pinned_hook;
+static bool pinned_hook_set;
+
+bool tsr__host_set_pinned(const tsr_host_pinned_t *pin)
+{
+    if (pinned_hook_set)
+        return false;
+    pinned_hook = *pin;
+    pinned_hook_set = true;
+    return true;
+}
+
+bool tsr__host_pinned(void) { return pinned_hook_set; }
+
+/* Failures injected into the emulated CUDA runtime, set before its first
+ * call in this test's process (a test that needs the emulation skips on a
+ * real GPU, where nothing can be injected). */
+#define REQUIRE_EMU_FAIL(spec)                                                          \
+    do {                                                                                \
+        if (!kt_emulated())                                                             \
+            cr_skip_test("failure injection needs the CUDA emulation");                 \
+        setenv("TESSERA_CUDA_EMU_FAIL", (spec), 1);                                     \
+    } while (0)
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -480,7 +510,8 @@ Test(cuda_node, exec_with_cublas)
     copy_sync(&n, HOST, n.id, x, dx, sizeof x);
     copy_sync(&n, HOST, n.id, y, dy, sizeof y);
     void *stream = NULL, *blas = NULL;
-    n.ops->exec_begin(&n, &stream, &blas);
+    char berr[TSR_MEM_ERR] = "";
+    cr_assert_eq(n.ops->exec_begin(&n, &stream, &blas, berr, sizeof berr), TSR_OK, "%s", berr);
     cr_assert(stream && blas);
     cudaStream_t bound = NULL;
     cr_assert_eq(cublasGetStream((cublasHandle_t)blas, &bound), CUBLAS_STATUS_SUCCESS);
@@ -511,7 +542,8 @@ Test(cuda_node, kernel_fault_is_edevice)
     open_node(&n, GPU0, 0, 0);
     void *d = node_alloc(&n, 4096);
     void *stream = NULL, *blas = NULL;
-    n.ops->exec_begin(&n, &stream, &blas);
+    char berr[TSR_MEM_ERR] = "";
+    cr_assert_eq(n.ops->exec_begin(&n, &stream, &blas, berr, sizeof berr), TSR_OK, "%s", berr);
     const float alpha = 1.0f;
     float *bad = (float *)(uintptr_t)0x100; /* not device memory */
     cublasSaxpy((cublasHandle_t)blas, 1 << 20, &alpha, bad, 1, bad, 1);
@@ -534,5 +566,125 @@ Test(cuda_node, kernel_fault_is_edevice)
     cr_assert_eq(j.status, TSR_EDEVICE, "copy after a fault: status %d", j.status);
     cr_assert(strstr(j.c.err, "on cuda0: ") != NULL, "message: %s", j.c.err);
     cr_log_info("copy: %s", j.c.err);
+    n.ops->close(&n);
+}
+
+/* Host replicas come from the pinned pool once a GPU is open: its blocks
+ * are page-locked (direct DMA), round-trip through the node, and the pool
+ * gives back only what it handed out. */
+Test(cuda_node, pinned_host_pool)
+{
+    REQUIRE_GPU();
+    tsr_node_t n;
+    open_node(&n, GPU0, 0, 0);
+    cr_assert(pinned_hook_set, "opening a GPU installed no pinned pool for host replicas");
+    kt_rng r = kt_seed(7);
+    for (size_t k = 0; k < NSIZES; k++) {
+        size_t sz = sizes[k];
+        unsigned char *want = rand_bytes(&r, sz);
+        unsigned char *h = pinned_hook.alloc(pinned_hook.ctx, sz);
+        cr_assert_not_null(h, "pinned pool: no %zu bytes", sz);
+        struct cudaPointerAttributes a;
+        KT_CUDA_OK(cudaPointerGetAttributes(&a, h));
+        cr_assert_eq(a.type, cudaMemoryTypeHost, "a pinned-pool block is not page-locked");
+        memcpy(h, want, sz);
+        void *d = node_alloc(&n, sz);
+        copy_sync(&n, HOST, n.id, h, d, sz);
+        memset(h, 0xa5, sz);
+        copy_sync(&n, n.id, HOST, d, h, sz);
+        assert_same(h, want, sz, "round trip through a pinned-pool block");
+        n.ops->free(&n, d, sz);
+        cr_assert(pinned_hook.free(pinned_hook.ctx, h));
+        free(want);
+    }
+    int foreign = 0;
+    cr_assert_not(pinned_hook.free(pinned_hook.ctx, &foreign), "freed a pointer it never gave");
+    n.ops->close(&n);
+    pinned_hook.close(pinned_hook.ctx);
+}
+
+/* cudaMalloc fails (every try of the pool: the usual chunk, after a trim,
+ * the exact size): alloc is NULL and the node says which call failed and
+ * how; the next allocation works. */
+Test(cuda_node, malloc_failure_names_the_call)
+{
+    REQUIRE_EMU_FAIL("cudaMalloc:1,cudaMalloc:2,cudaMalloc:3");
+    REQUIRE_GPU();
+    tsr_node_t n;
+    open_node(&n, GPU0, 0, 0);
+    cr_assert_null(n.ops->alloc(&n, MIB), "an allocation survived three cudaMalloc failures");
+    cr_assert_not_null(n.ops->alloc_error);
+    const char *why = n.ops->alloc_error(&n);
+    cr_log_info("alloc: %s", why);
+    cr_assert(strstr(why, "cudaMalloc") && strstr(why, "cudaErrorMemoryAllocation") &&
+                  strstr(why, "cuda0"),
+              "message: %s", why);
+    void *p = node_alloc(&n, MIB);
+    n.ops->free(&n, p, MIB);
+    n.ops->close(&n);
+}
+
+/* A copy whose cudaMemcpyAsync fails completes with TSR_EDEVICE naming the
+ * call; the engine goes on with the next one. */
+Test(cuda_node, failed_copy_names_the_call)
+{
+    REQUIRE_EMU_FAIL("cudaMemcpyAsync:1");
+    REQUIRE_GPU();
+    tsr_node_t n;
+    open_node(&n, GPU0, 0, 0);
+    enum { SZ = 4096 };
+    unsigned char *h = NULL, *back = NULL;
+    KT_CUDA_OK(cudaHostAlloc((void **)&h, SZ, cudaHostAllocDefault));
+    KT_CUDA_OK(cudaHostAlloc((void **)&back, SZ, cudaHostAllocDefault));
+    for (int i = 0; i < SZ; i++)
+        h[i] = (unsigned char)(i * 7 + 1);
+    void *d = node_alloc(&n, SZ);
+    batch_t b;
+    job_t j;
+    batch_init(&b, 1);
+    job_set(&j, &b, HOST, n.id, h, d, SZ);
+    job_queue(&n, &j);
+    pthread_mutex_lock(&b.m);
+    while (b.left > 0)
+        pthread_cond_wait(&b.cv, &b.m);
+    pthread_mutex_unlock(&b.m);
+    cr_assert_eq(j.status, TSR_EDEVICE, "injected copy failure: status %d", j.status);
+    cr_log_info("copy: %s", j.c.err);
+    cr_assert(strstr(j.c.err, "cudaMemcpyAsync") && strstr(j.c.err, "on cuda0: "),
+              "message: %s", j.c.err);
+    copy_sync(&n, HOST, n.id, h, d, SZ);
+    copy_sync(&n, n.id, HOST, d, back, SZ);
+    assert_same(back, h, SZ, "copies after a failed one");
+    n.ops->free(&n, d, SZ);
+    cudaFreeHost(h);
+    cudaFreeHost(back);
+    n.ops->close(&n);
+}
+
+/* cudaSetDevice fails in exec_begin: TSR_EDEVICE naming the call, and no
+ * stream or handle to launch on. The counted calls on this node: open's
+ * (1st), the engine thread's (2nd, done once a copy has completed), then
+ * exec_begin's (3rd). */
+Test(cuda_node, exec_begin_failure_names_the_call)
+{
+    REQUIRE_EMU_FAIL("cudaSetDevice:3");
+    REQUIRE_GPU();
+    tsr_node_t n;
+    open_node(&n, GPU0, 0, 0);
+    unsigned char h[256] = {0};
+    void *d = node_alloc(&n, sizeof h);
+    copy_sync(&n, HOST, n.id, h, d, sizeof h);
+    void *stream = (void *)1, *blas = (void *)1;
+    char err[TSR_MEM_ERR] = "";
+    int rc = n.ops->exec_begin(&n, &stream, &blas, err, sizeof err);
+    cr_log_info("exec_begin: %s", err);
+    cr_assert_eq(rc, TSR_EDEVICE, "exec_begin after a failed cudaSetDevice: %d", rc);
+    cr_assert(strstr(err, "cudaSetDevice") && strstr(err, "cuda0"), "message: %s", err);
+    cr_assert(!stream && !blas, "a stream or handle was handed out after a failure");
+    /* The next one works. */
+    rc = n.ops->exec_begin(&n, &stream, &blas, err, sizeof err);
+    cr_assert_eq(rc, TSR_OK, "%s", err);
+    cr_assert_eq(n.ops->exec_end(&n, err, sizeof err), TSR_OK, "%s", err);
+    n.ops->free(&n, d, sizeof h);
     n.ops->close(&n);
 }

@@ -64,23 +64,67 @@ static int stress_kernel(void **b, const void *args, const tsr_exec_t *e)
     return 0;
 }
 
+#ifdef TSR_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+/* The same update on a GPU worker: the buffers (device memory, SCRATCH
+ * included) come to the host on the task's stream, are updated there, and
+ * go back. No kernel: what this checks is the GPU path of the runtime
+ * (device memory, copies, eviction, write-back), not arithmetic. */
+static int stress_kernel_cuda(void **b, const void *args, const tsr_exec_t *e)
+{
+    const stress_args_t *a = args;
+    cudaStream_t s = (cudaStream_t)e->cuda_stream;
+    uint64_t host[TSR_MAX_BUFFERS][WORDS];
+    void *hb[TSR_MAX_BUFFERS];
+    for (int i = 0; i < a->nbuf; i++) {
+        hb[i] = host[i];
+        if (cudaMemcpyAsync(host[i], b[i], sizeof host[i], cudaMemcpyDeviceToHost, s) !=
+            cudaSuccess)
+            return 1;
+    }
+    if (cudaStreamSynchronize(s) != cudaSuccess)
+        return 2;
+    update(hb, a, mixlog);
+    for (int i = 0; i < a->nbuf; i++)
+        if (a->mode[i] != TSR_R &&
+            cudaMemcpyAsync(b[i], host[i], sizeof host[i], cudaMemcpyHostToDevice, s) !=
+                cudaSuccess)
+            return 3;
+    return cudaStreamSynchronize(s) == cudaSuccess ? 0 : 4;
+}
+#define STRESS_CUDA stress_kernel_cuda
+#else
+#define STRESS_CUDA NULL
+#endif
+
 static tsr_codelet_t codelets[TSR_MAX_BUFFERS + 1];
+
+static void run_dev(unsigned seed, int ncpu, const char *sched, size_t max_pending,
+                    int nsim, size_t sim_mem, int ncuda, size_t cuda_mem);
 
 static void run_sim(unsigned seed, int ncpu, const char *sched, size_t max_pending,
                     int nsim, size_t sim_mem)
 {
+    run_dev(seed, ncpu, sched, max_pending, nsim, sim_mem, 0, 0);
+}
+
+/* nsim simulated accelerators and ncuda GPUs, of sim_mem / cuda_mem bytes. */
+static void run_dev(unsigned seed, int ncpu, const char *sched, size_t max_pending,
+                    int nsim, size_t sim_mem, int ncuda, size_t cuda_mem)
+{
     static uint64_t data[NHANDLES][WORDS], ref[NHANDLES][WORDS];
     uint64_t scratch_ref[TSR_MAX_BUFFERS][WORDS];
     for (int n = 0; n <= TSR_MAX_BUFFERS; n++)
-        codelets[n] = (tsr_codelet_t){.name = "stress", .impl = {stress_kernel},
-                                      .nbuffers = n};
+        codelets[n] = (tsr_codelet_t){.name = "stress",
+                                      .impl = {stress_kernel, STRESS_CUDA}, .nbuffers = n};
     srand(seed);
     for (int h = 0; h < NHANDLES; h++)
         for (int k = 0; k < WORDS; k++)
             data[h][k] = ref[h][k] = hash64((uint64_t)(h * WORDS + k) ^ seed);
     memset(mixlog, 0, sizeof mixlog);
 
-    start_runtime_sim(ncpu, sched, max_pending, nsim, sim_mem);
+    start_runtime_dev(ncpu, sched, max_pending, nsim, sim_mem, ncuda, cuda_mem);
     tsr_handle_t hs[NHANDLES];
     for (int h = 0; h < NHANDLES; h++)
         cr_assert_eq(tsr_handle_register(&hs[h], data[h], sizeof data[h]), TSR_OK);
@@ -205,3 +249,17 @@ Test(stress, policy_random, .timeout = 600) { every_case("random", 500); }
 Test(stress, policy_ws, .timeout = 600) { every_case("ws", 600); }
 Test(stress, policy_dmda, .timeout = 600) { every_case("dmda", 700); }
 Test(stress, policy_heft, .timeout = 600) { every_case("heft", 800); }
+
+/* Two GPUs (real, or emulated with -Dcuda=emu), each holding 1/8 of the
+ * working set, with and without CPU workers: fetches, peer copies,
+ * eviction and write-back of device copies, SCRATCH in device memory. */
+Test(stress, cuda_small_memory, .timeout = 600)
+{
+    int ngpu = tsr_cuda_device_count();
+    if (ngpu < 1)
+        cr_skip_test("no CUDA device: GPU stress skipped");
+    int use = ngpu < 2 ? ngpu : 2;
+    for (unsigned seed = 900; seed < 904; seed++)
+        run_dev(seed, seed % 2 ? -1 : 1 + (int)(seed % 3), seed % 3 ? "eager" : "prio",
+                seed % 4 ? 0 : 8, 0, 0, use, SIM_MEM);
+}

@@ -1,0 +1,346 @@
+/* GPU workers through the public API, on a real GPU or the emulated ones
+ * (-Dcuda=emu), against values computed here on the host:
+ * - a SCRATCH buffer of a task on a GPU worker is device memory of that
+ *   GPU (it used to be a host pointer: an illegal address on a device);
+ * - a task whose exec_begin fails (cudaSetDevice, injected) is failed
+ *   without calling its implementation, with a message naming the call;
+ * - a failed kernel launch (injected) fails the task with the kernels'
+ *   message, naming the kernel;
+ * - cudaMalloc failing below the directory's capacity (a device barely
+ *   larger than the capacity, the pool's chunks fragmented) evicts and
+ *   retries instead of failing the task; when nothing can be freed, the
+ *   failure names cudaMalloc;
+ * - fp32 GEMM precision reaches the implementation (tf32 unless strict).
+ * Skipped visibly without a GPU; the injected failures need the emulation.
+ */
+#include <criterion/criterion.h>
+#include <cuda_runtime_api.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda_status.h"
+#include "kernels/elementwise.h"
+#include "tessera/tessera.h"
+
+#define MIB ((size_t)1 << 20)
+
+#define REQUIRE_GPU()                                                                   \
+    do {                                                                                \
+        if (tsr_cuda_device_count() < 1)                                                \
+            cr_skip_test("no CUDA device: GPU runtime test skipped");                   \
+    } while (0)
+
+#ifdef TSR_CUDA_EMU
+#define EMULATED 1
+#else
+#define EMULATED 0
+#endif
+
+/* Failures injected into the emulated runtime, before its first call. */
+#define REQUIRE_EMU_FAIL(spec)                                                          \
+    do {                                                                                \
+        if (!EMULATED)                                                                  \
+            cr_skip_test("failure injection needs the CUDA emulation");                 \
+        setenv("TESSERA_CUDA_EMU_FAIL", (spec), 1);                                     \
+    } while (0)
+
+static void start(int ncpu, int ncuda, size_t cuda_mem, int fp32)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = ncpu;
+    cfg.bind = 0;
+    cfg.ncuda = ncuda;
+    cfg.cuda_mem = cuda_mem;
+    cfg.cuda_fp32 = fp32;
+    cfg.perfmodel_dir = "";
+    int rc = tsr_init(&cfg);
+    cr_assert_eq(rc, TSR_OK, "tsr_init: %s", tsr_error_message());
+}
+
+/* ---- SCRATCH on a GPU worker --------------------------------------------- */
+
+enum { NF = 1000 };
+
+typedef struct {
+    float value;
+} fill_args_t;
+
+/* out = value, through the scratch buffer: fill scratch, copy it to out.
+ * Also checks where scratch lives (device memory of the current GPU). */
+static atomic_int scratch_not_device;
+
+static int fill_via_scratch_cuda(void **b, const void *args, const tsr_exec_t *e)
+{
+    const fill_args_t *a = args;
+    struct cudaPointerAttributes at;
+    int dev = -1;
+    if (cudaPointerGetAttributes(&at, b[1]) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
+        at.type != cudaMemoryTypeDevice || at.device != dev) {
+        (void)cudaGetLastError();
+        atomic_fetch_add(&scratch_not_device, 1);
+    }
+    int rc = tsr_cuda_fill(e->cuda_stream, NF, a->value, b[1]);
+    if (rc == 0)
+        rc = tsr_cuda_copy(e->cuda_stream, NF, b[1], b[0]);
+    return rc;
+}
+
+static const tsr_codelet_t cl_fill_scratch = {
+    .name = "fill_via_scratch", .impl = {NULL, fill_via_scratch_cuda}, .nbuffers = 2};
+
+Test(cuda_runtime, scratch_is_device_memory)
+{
+    REQUIRE_GPU();
+    start(-1, -1, 0, TSR_CUDA_FP32_TF32);
+    enum { NT = 24 };
+    static float out[NT][NF];
+    tsr_handle_t ho[NT], hs;
+    cr_assert_eq(tsr_handle_alloc(&hs, NF * sizeof(float)), TSR_OK);
+    for (int t = 0; t < NT; t++) {
+        cr_assert_eq(tsr_handle_register(&ho[t], out[t], sizeof out[t]), TSR_OK);
+        fill_args_t a = {.value = 1.5f + (float)t};
+        tsr_access_t acc[2] = {{ho[t], TSR_W}, {hs, TSR_SCRATCH}};
+        tsr_task_desc_t d = {.codelet = &cl_fill_scratch, .nbuffers = 2, .buffers = acc,
+                             .args = &a, .args_size = sizeof a};
+        cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+    }
+    int rc = tsr_wait_all();
+    cr_assert_eq(rc, TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(atomic_load(&scratch_not_device), 0,
+                 "%d tasks got a SCRATCH buffer that is not device memory",
+                 atomic_load(&scratch_not_device));
+    for (int t = 0; t < NT; t++)
+        cr_assert_eq(tsr_handle_unregister(ho[t]), TSR_OK);
+    cr_assert_eq(tsr_handle_unregister(hs), TSR_OK);
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
+    for (int t = 0; t < NT; t++)
+        for (int i = 0; i < NF; i++)
+            cr_assert_eq(out[t][i], 1.5f + (float)t, "task %d element %d: %g", t, i,
+                         out[t][i]);
+}
+
+/* ---- exec_begin failure ---------------------------------------------------- */
+
+static atomic_int impl_calls;
+
+static int count_and_fill_cuda(void **b, const void *args, const tsr_exec_t *e)
+{
+    const fill_args_t *a = args;
+    atomic_fetch_add(&impl_calls, 1);
+    return tsr_cuda_fill(e->cuda_stream, NF, a->value, b[0]);
+}
+
+static const tsr_codelet_t cl_count_fill = {
+    .name = "count_and_fill", .impl = {NULL, count_and_fill_cuda}, .nbuffers = 1};
+
+/* Tasks one after the other on one GPU (no CPU worker); the K-th
+ * cudaSetDevice of the process fails. Init's own calls come first (fewer
+ * than K), every exec_begin then makes one: exactly one task fails, its
+ * implementation is never called, and the failure names the call. */
+Test(cuda_runtime, exec_begin_failure_skips_the_implementation)
+{
+    REQUIRE_EMU_FAIL("cudaSetDevice:40");
+    REQUIRE_GPU();
+    start(-1, 1, 0, TSR_CUDA_FP32_TF32);
+    enum { NT = 80 };
+    static float out[NT][NF];
+    tsr_handle_t ho[NT];
+    for (int t = 0; t < NT; t++) {
+        cr_assert_eq(tsr_handle_register(&ho[t], out[t], sizeof out[t]), TSR_OK);
+        fill_args_t a = {.value = 2.0f + (float)t};
+        tsr_access_t acc[1] = {{ho[t], TSR_W}};
+        tsr_task_desc_t d = {.codelet = &cl_count_fill, .nbuffers = 1, .buffers = acc,
+                             .args = &a, .args_size = sizeof a};
+        cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+        /* one at a time: the K-th call falls in a task's exec_begin */
+        cr_assert(tsr_wait_all() == TSR_OK || strstr(tsr_error_message(), "cudaSetDevice"),
+                  "%s", tsr_error_message());
+    }
+    for (int t = 0; t < NT; t++)
+        cr_assert_eq(tsr_handle_unregister(ho[t]), TSR_OK);
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
+    int written = 0;
+    for (int t = 0; t < NT; t++)
+        written += out[t][0] == 2.0f + (float)t;
+    cr_assert_eq(written, NT - 1, "%d of %d tasks wrote their output", written, NT);
+    cr_assert_eq(atomic_load(&impl_calls), NT - 1,
+                 "%d implementation calls for %d tasks, one of which failed to begin",
+                 atomic_load(&impl_calls), NT);
+}
+
+/* ---- a failed launch ----------------------------------------------------- */
+
+/* The first kernel launch fails: the task's failure carries the kernels'
+ * message (kernels/cuda_status.h), naming the kernel. */
+Test(cuda_runtime, failed_launch_names_the_kernel)
+{
+    REQUIRE_EMU_FAIL("launch:1");
+    REQUIRE_GPU();
+    start(-1, 1, 0, TSR_CUDA_FP32_TF32);
+    static float out[NF];
+    tsr_handle_t h;
+    cr_assert_eq(tsr_handle_register(&h, out, sizeof out), TSR_OK);
+    fill_args_t a = {.value = 3.0f};
+    tsr_access_t acc[1] = {{h, TSR_W}};
+    tsr_task_desc_t d = {.codelet = &cl_count_fill, .nbuffers = 1, .buffers = acc,
+                         .args = &a, .args_size = sizeof a, .name = "the_failing_fill"};
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(tsr_wait_all(), TSR_ETASK);
+    const char *msg = tsr_error_message();
+    cr_log_info("%s", msg);
+    cr_assert(strstr(msg, "the_failing_fill") && strstr(msg, "k_") && strstr(msg, "launch"),
+              "message names neither the task nor the kernel: %s", msg);
+    /* The next task works. */
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(tsr_handle_unregister(h), TSR_OK);
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(out[NF - 1], 3.0f);
+}
+
+/* ---- device allocation failures ------------------------------------------- */
+
+/* Tiles of 24 MiB read on a GPU whose emulated memory (TESSERA_CUDA_EMU_MEM)
+ * is 160 MiB with a capacity of 150 MiB: the pool's 64 MiB chunks hold two
+ * tiles each, so cudaMalloc fails long before the directory thinks the
+ * device is full. Each task copies the first NF floats of its tile out. */
+#define TILE_BYTES (24 * MIB)
+#define NTILES 12
+
+static int head_copy_cuda(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    return cudaMemcpyAsync(b[1], b[0], NF * sizeof(float), cudaMemcpyDeviceToDevice,
+                           (cudaStream_t)e->cuda_stream) == cudaSuccess
+               ? 0
+               : 1;
+}
+
+static const tsr_codelet_t cl_head = {
+    .name = "head_copy", .impl = {NULL, head_copy_cuda}, .nbuffers = 2};
+
+static void stream_tiles(void)
+{
+    float *tiles = malloc((size_t)NTILES * TILE_BYTES);
+    cr_assert_not_null(tiles);
+    static float out[NTILES][NF];
+    tsr_handle_t ht[NTILES], ho[NTILES];
+    for (int t = 0; t < NTILES; t++) {
+        float *tile = tiles + (size_t)t * (TILE_BYTES / sizeof(float));
+        for (size_t i = 0; i < NF; i++)
+            tile[i] = (float)(t * 10000 + (int)i);
+        cr_assert_eq(tsr_handle_register(&ht[t], tile, TILE_BYTES), TSR_OK);
+        cr_assert_eq(tsr_handle_register(&ho[t], out[t], sizeof out[t]), TSR_OK);
+    }
+    for (int round = 0; round < 2; round++)
+        for (int t = 0; t < NTILES; t++) {
+            tsr_access_t acc[2] = {{ht[t], TSR_R}, {ho[t], TSR_W}};
+            tsr_task_desc_t d = {.codelet = &cl_head, .nbuffers = 2, .buffers = acc};
+            cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+        }
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    for (int t = 0; t < NTILES; t++) {
+        cr_assert_eq(tsr_handle_unregister(ht[t]), TSR_OK);
+        cr_assert_eq(tsr_handle_unregister(ho[t]), TSR_OK);
+    }
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
+    for (int t = 0; t < NTILES; t++)
+        for (int i = 0; i < NF; i++)
+            cr_assert_eq(out[t][i], (float)(t * 10000 + i), "tile %d element %d", t, i);
+    free(tiles);
+}
+
+Test(cuda_runtime, device_allocation_failure_evicts_and_retries, .timeout = 300)
+{
+    if (!EMULATED)
+        cr_skip_test("needs an emulated device of a chosen size");
+    setenv("TESSERA_CUDA_EMU_MEM", "160", 1);
+    REQUIRE_GPU();
+    start(-1, 1, 150 * MIB, TSR_CUDA_FP32_TF32);
+    stream_tiles();
+}
+
+/* cudaMalloc fails every time: the task's failure names the call. */
+Test(cuda_runtime, device_allocation_failure_names_cudamalloc)
+{
+    REQUIRE_EMU_FAIL("cudaMalloc:1,cudaMalloc:2,cudaMalloc:3,cudaMalloc:4,cudaMalloc:5,"
+                     "cudaMalloc:6");
+    REQUIRE_GPU();
+    start(-1, 1, 0, TSR_CUDA_FP32_TF32);
+    static float out[NF];
+    tsr_handle_t h;
+    cr_assert_eq(tsr_handle_register(&h, out, sizeof out), TSR_OK);
+    fill_args_t a = {.value = 4.0f};
+    tsr_access_t acc[1] = {{h, TSR_W}};
+    tsr_task_desc_t d = {.codelet = &cl_count_fill, .nbuffers = 1, .buffers = acc,
+                         .args = &a, .args_size = sizeof a};
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+    int rc = tsr_wait_all();
+    const char *msg = tsr_error_message();
+    cr_log_info("%s", msg);
+    cr_assert_eq(rc, TSR_ETASK, "no failure with every cudaMalloc failing");
+    cr_assert(strstr(msg, "count_and_fill") && strstr(msg, "cudaMalloc"),
+              "message names neither the task nor the call: %s", msg);
+    cr_assert_eq(tsr_handle_unregister(h), TSR_OK);
+    tsr_shutdown();
+}
+
+/* ---- fp32 GEMM precision ---------------------------------------------------- */
+
+static atomic_int seen_fp32 = -1;
+
+static int record_fp32(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)b;
+    (void)args;
+    atomic_store(&seen_fp32, e->cuda_fp32);
+    return 0;
+}
+
+static const tsr_codelet_t cl_fp32 = {
+    .name = "record_fp32", .impl = {NULL, record_fp32}, .nbuffers = 0};
+
+static void fp32_seen(int cfg_value, const char *env, int want)
+{
+    if (env)
+        setenv("TESSERA_CUDA_FP32", env, 1);
+    start(-1, 1, 0, cfg_value);
+    tsr_task_desc_t d = {.codelet = &cl_fp32, .nbuffers = 0};
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(tsr_shutdown(), TSR_OK);
+    cr_assert_eq(atomic_load(&seen_fp32), want, "cuda_fp32 %d env %s: the task saw %d",
+                 cfg_value, env ? env : "-", atomic_load(&seen_fp32));
+}
+
+Test(cuda_runtime, fp32_default_is_tf32)
+{
+    REQUIRE_GPU();
+    fp32_seen(TSR_CUDA_FP32_TF32, NULL, TSR_CUDA_FP32_TF32);
+}
+
+Test(cuda_runtime, fp32_strict_by_config)
+{
+    REQUIRE_GPU();
+    fp32_seen(TSR_CUDA_FP32_STRICT, NULL, TSR_CUDA_FP32_STRICT);
+}
+
+Test(cuda_runtime, fp32_strict_by_environment)
+{
+    REQUIRE_GPU();
+    fp32_seen(TSR_CUDA_FP32_TF32, "strict", TSR_CUDA_FP32_STRICT);
+}
+
+Test(cuda_runtime, fp32_bad_environment)
+{
+    setenv("TESSERA_CUDA_FP32", "fast", 1);
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncuda = 0;
+    cr_assert_eq(tsr_init(&cfg), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "TESSERA_CUDA_FP32"), "%s", tsr_error_message());
+}
