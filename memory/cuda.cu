@@ -45,6 +45,7 @@
 #define FLIGHT_MAX 32                     /* jobs in flight per direction */
 #define MARGIN_MIN ((size_t)512 << 20)    /* left free when capacity is 0 */
 #define MAX_DEVICES 64
+#define RUN_MARKS 16                      /* tasks in flight on the compute stream */
 #define WAIT_MIN_NS 2000                  /* idle wait: 2 us, doubling … */
 #define WAIT_MAX_NS 200000                /* … up to 200 us */
 
@@ -106,6 +107,9 @@ struct tsr_gpu {
 
     cudaStream_t compute;
     cublasHandle_t blas;
+    /* marks at the end of launched tasks (the driver thread only) */
+    cudaEvent_t run_ev[RUN_MARKS];
+    bool run_used[RUN_MARKS];
     bool peer_ok[MAX_DEVICES];
 };
 typedef tsr_gpu_t cuda_node_t;
@@ -664,6 +668,59 @@ extern "C" int tsr__gpu_exec_end(tsr_gpu_t *g, char *err, size_t errlen)
     return TSR_EDEVICE;
 }
 
+/* Mark the end of the kernels a task queued on the compute stream, so
+ * that the worker can launch the next task at once and complete this one
+ * when the mark is reached. A launch error left by the task's kernels is
+ * reported now. */
+extern "C" int tsr__gpu_exec_record(tsr_gpu_t *g, int *mark, char *err, size_t errlen)
+{
+    *mark = -1;
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        describe(err, errlen, g->name, "kernel launch (cudaGetLastError)", e);
+        return TSR_EDEVICE;
+    }
+    int k = 0;
+    while (k < RUN_MARKS && g->run_used[k])
+        k++;
+    if (k == RUN_MARKS) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s: more than %d tasks in flight", g->name, RUN_MARKS);
+        return TSR_EBUSY;
+    }
+    e = cudaEventRecord(g->run_ev[k], g->compute);
+    if (e != cudaSuccess) {
+        describe(err, errlen, g->name, "cudaEventRecord(task done)", e);
+        (void)cudaGetLastError();
+        return TSR_EDEVICE;
+    }
+    g->run_used[k] = true;
+    *mark = k;
+    return TSR_OK;
+}
+
+/* 1 when the task's kernels are done (the mark is free again), 0 if not
+ * yet, or TSR_EDEVICE when they failed. */
+extern "C" int tsr__gpu_exec_poll(tsr_gpu_t *g, int mark, bool wait, char *err, size_t errlen)
+{
+    if (mark < 0 || mark >= RUN_MARKS || !g->run_used[mark]) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s: no task in flight with mark %d", g->name, mark);
+        return TSR_EINVAL;
+    }
+    cudaError_t e = wait ? cudaEventSynchronize(g->run_ev[mark]) : cudaEventQuery(g->run_ev[mark]);
+    if (e == cudaErrorNotReady)
+        return 0;
+    g->run_used[mark] = false;
+    if (e == cudaSuccess)
+        return 1;
+    describe(err, errlen, g->name,
+             wait ? "the task's kernels (cudaEventSynchronize)" : "the task's kernels (cudaEventQuery)",
+             e);
+    (void)cudaGetLastError();
+    return TSR_EDEVICE;
+}
+
 /* ---- open and close ---------------------------------------------------------- */
 
 /* Free whatever open created, in reverse (g may be half built). The engine
@@ -673,6 +730,11 @@ static void node_destroy(cuda_node_t *g)
     int prev = device_enter(g);
     if (g->blas)
         cublasDestroy(g->blas);
+    if (g->compute)
+        cudaStreamSynchronize(g->compute);
+    for (int k = 0; k < RUN_MARKS; k++)
+        if (g->run_ev[k])
+            cudaEventDestroy(g->run_ev[k]);
     if (g->compute)
         cudaStreamDestroy(g->compute);
     for (int i = 0; i < 2; i++) {
@@ -813,6 +875,12 @@ int tsr__gpu_open(int device, int node_id, size_t *capacity_io, tsr_gpu_copy_eve
         rc = open_fail(err, errlen, device, "cudaStreamCreateWithFlags(compute)", e);
         goto fail;
     }
+    for (int k = 0; k < RUN_MARKS; k++)
+        if ((e = cudaEventCreateWithFlags(&g->run_ev[k], cudaEventDisableTiming)) !=
+            cudaSuccess) {
+            rc = open_fail(err, errlen, device, "cudaEventCreateWithFlags(task done)", e);
+            goto fail;
+        }
     for (int i = 0; i < 2; i++) {
         lane_t *L = &g->lane[i];
         if ((e = cudaStreamCreateWithFlags(&L->stream, cudaStreamNonBlocking)) != cudaSuccess) {

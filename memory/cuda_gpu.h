@@ -54,6 +54,8 @@ bool tsr__gpu_peer(const tsr_gpu_t *g, int device);
 /* Around a kernel on the calling thread (see tsr_node_ops_t). */
 int tsr__gpu_exec_begin(tsr_gpu_t *g, void **stream, void **blas, char *err, size_t errlen);
 int tsr__gpu_exec_end(tsr_gpu_t *g, char *err, size_t errlen);
+int tsr__gpu_exec_record(tsr_gpu_t *g, int *mark, char *err, size_t errlen);
+int tsr__gpu_exec_poll(tsr_gpu_t *g, int mark, bool wait, char *err, size_t errlen);
 
 /* Page-locked host memory usable by every GPU (cudaHostAlloc, portable),
  * for the pinned pool of host replicas; NULL on failure. */

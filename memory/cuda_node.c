@@ -121,6 +121,16 @@ static int cuda_exec_end(tsr_node_t *n, char *err, size_t errlen)
     return tsr__gpu_exec_end(n->impl, err, errlen);
 }
 
+static int cuda_exec_record(tsr_node_t *n, int *mark, char *err, size_t errlen)
+{
+    return tsr__gpu_exec_record(n->impl, mark, err, errlen);
+}
+
+static int cuda_exec_poll(tsr_node_t *n, int mark, bool wait, char *err, size_t errlen)
+{
+    return tsr__gpu_exec_poll(n->impl, mark, wait, err, errlen);
+}
+
 static void cuda_close(tsr_node_t *n)
 {
     tsr__gpu_close(n->impl);
@@ -135,6 +145,8 @@ static const tsr_node_ops_t cuda_ops = {
     .peer = cuda_peer,
     .exec_begin = cuda_exec_begin,
     .exec_end = cuda_exec_end,
+    .exec_record = cuda_exec_record,
+    .exec_poll = cuda_exec_poll,
     .close = cuda_close,
 };
 

@@ -64,6 +64,14 @@ typedef struct tsr_node_ops {
      * a message naming the call. */
     int (*exec_begin)(tsr_node_t *n, void **stream, void **blas, char *err, size_t errlen);
     int (*exec_end)(tsr_node_t *n, char *err, size_t errlen);
+    /* Several tasks in flight (optional; with exec_poll): instead of
+     * exec_end, mark the end of the kernels queued since exec_begin
+     * (*mark), and later poll the mark: 1 reached, 0 not yet (wait: block
+     * until it is), or a TSR_E… code with a message naming the call. A
+     * mark is polled until it is not 0, and marks are reached in the
+     * order they were made. */
+    int (*exec_record)(tsr_node_t *n, int *mark, char *err, size_t errlen);
+    int (*exec_poll)(tsr_node_t *n, int mark, bool wait, char *err, size_t errlen);
     /* Stop the engine (queued copies complete first) and free everything. */
     void (*close)(tsr_node_t *n);
 } tsr_node_ops_t;

@@ -256,6 +256,12 @@ typedef struct tsr_worker {
     int depth;                 /* tasks it holds at once (fetching or running) */
     tsr_task_t inflight[TSR_PIPE_MAX]; /* in pop order */
     int ninflight;
+    /* launched on the device, completed when their mark is reached (GPU
+     * workers: several tasks' kernels queued on the stream at once) */
+    tsr_task_t running[TSR_PIPE_MAX]; /* in launch order */
+    int run_mark[TSR_PIPE_MAX];
+    uint64_t run_start[TSR_PIPE_MAX];
+    int nrunning;
     /* counters (written by the worker, read after wait_all) */
     uint64_t ntasks, busy_ns, wait_ns;
     int cpu;                   /* core index it is bound to, or -1 */

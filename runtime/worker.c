@@ -187,10 +187,74 @@ static void describe_impl_failure(tsr_worker_t *w, tsr_task_t t, int rc, const c
 #endif
 }
 
-/* Run one task whose data is on w's node, release its data, complete it. */
+/* After t ran (rc: its status): models, counters, trace; release its data
+ * (written buffers become the valid copy) and complete it. */
+static void finish_task(tsr_worker_t *w, tsr_task_t t, int rc, uint64_t start)
+{
+    uint64_t end = tsr__mem_now_ns();
+    if (rc == 0 && tsr__rt.sampling)
+        tsr__perfmodel_sample(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,
+                              (double)(end - start) * 1e-9);
+    w->busy_ns += end - start;
+    w->ntasks++;
+    if (tsr__rt.tracing)
+        tsr__trace_record(w, t->name, start, end);
+    t->error_code = rc;
+    tsr__mem_release(&t->mreq);
+    tsr__tl_self_slot = true;
+    tsr__task_complete(t, rc == 0 ? TSR_RESULT_OK : TSR_RESULT_FAILED, w->id);
+    tsr__tl_self_slot = false;
+}
+
+/* Complete w's launched tasks whose kernels have finished, oldest first
+ * (one stream: they finish in launch order). wait: block until the oldest
+ * has finished. Returns whether one completed. */
+static bool reap_running(tsr_worker_t *w, bool wait)
+{
+    tsr_node_t *node = tsr__mem_node(w->node);
+    bool progress = false;
+    while (w->nrunning > 0) {
+        tsr_task_t t = w->running[0];
+        char why[TSR_MEM_ERR] = "";
+        int r = node->ops->exec_poll(node, w->run_mark[0], wait && !progress, why, sizeof why);
+        if (r == 0)
+            break;
+        if (r < 0 && !t->mreq.err[0])
+            snprintf(t->mreq.err, sizeof t->mreq.err, "%s", why);
+        uint64_t start = w->run_start[0];
+        for (int k = 1; k < w->nrunning; k++) {
+            w->running[k - 1] = w->running[k];
+            w->run_mark[k - 1] = w->run_mark[k];
+            w->run_start[k - 1] = w->run_start[k];
+        }
+        w->nrunning--;
+        finish_task(w, t, r < 0 ? r : 0, start);
+        progress = true;
+    }
+    return progress;
+}
+
+/* Whether t needs one of w's scratch buffers to grow. */
+static bool scratch_grows(const tsr_worker_t *w, tsr_task_t t)
+{
+    for (int i = 0; i < t->nbuffers; i++)
+        if (t->slot[i] < 0 && (!w->scratch[i] || w->scratch_size[i] < t->sizes[i]))
+            return true;
+    return false;
+}
+
+/* Run one task whose data is on w's node. On a node that marks the end of
+ * a task's kernels (a GPU: exec_record), the task stays running while the
+ * worker launches the next ones, and completes in reap_running; otherwise
+ * (or when its implementation failed) it is waited for and completed here. */
 static void run_task(tsr_worker_t *w, tsr_task_t t)
 {
     tsr_node_t *node = tsr__mem_node(w->node);
+    /* A scratch buffer is reused by the tasks launched after it (in stream
+     * order); it is freed to grow only once none uses it. */
+    if (w->nrunning > 0 && scratch_grows(w, t))
+        while (w->nrunning > 0)
+            reap_running(w, true);
     void *bufs[TSR_MAX_BUFFERS];
     for (int i = 0; i < t->nbuffers; i++) {
         char why[TSR_MEM_ERR] = "";
@@ -221,8 +285,8 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     uint64_t start = tsr__mem_now_ns();
     int rc = 0, begun = 0;
     if (node->ops->exec_begin)
-        rc = begun = node->ops->exec_begin(node, &exec.cuda_stream, &exec.cublas_handle, t->mreq.err,
-                                   sizeof t->mreq.err);
+        rc = begun = node->ops->exec_begin(node, &exec.cuda_stream, &exec.cublas_handle,
+                                           t->mreq.err, sizeof t->mreq.err);
     /* A failed exec_begin (no device made current) is the task's failure:
      * the implementation is not called. */
     if (rc == 0)
@@ -231,6 +295,20 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
         rc = t->cl->impl[w->device_kind](bufs, t->args, &exec);
         if (rc != 0)
             describe_impl_failure(w, t, rc, before);
+    }
+    if (rc == 0 && begun == 0 && node->ops->exec_record && w->nrunning < TSR_PIPE_MAX) {
+        /* Launched: complete it when its kernels are done. */
+        int mark = -1;
+        char why[TSR_MEM_ERR] = "";
+        rc = node->ops->exec_record(node, &mark, why, sizeof why);
+        if (rc == 0) {
+            w->running[w->nrunning] = t;
+            w->run_mark[w->nrunning] = mark;
+            w->run_start[w->nrunning] = start;
+            w->nrunning++;
+            return;
+        }
+        snprintf(t->mreq.err, sizeof t->mreq.err, "%s", why);
     }
     if (node->ops->exec_end && begun == 0) {
         /* Also after a failed implementation: its queued kernels finish
@@ -242,19 +320,10 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
         if (rc == 0)
             rc = erc;
     }
-    uint64_t end = tsr__mem_now_ns();
-    if (rc == 0 && tsr__rt.sampling)
-        tsr__perfmodel_sample(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,
-                              (double)(end - start) * 1e-9);
-    w->busy_ns += end - start;
-    w->ntasks++;
-    if (tsr__rt.tracing)
-        tsr__trace_record(w, t->name, start, end);
-    t->error_code = rc;
-    tsr__mem_release(&t->mreq);
-    tsr__tl_self_slot = true;
-    tsr__task_complete(t, rc == 0 ? TSR_RESULT_OK : TSR_RESULT_FAILED, w->id);
-    tsr__tl_self_slot = false;
+    /* What ran before t on the stream has finished too. */
+    if (w->nrunning > 0)
+        reap_running(w, false);
+    finish_task(w, t, rc, start);
 }
 
 /* The first task of w's pipeline whose data is there, or -1. */
@@ -273,6 +342,12 @@ static int first_ready(tsr_worker_t *w)
 static void run_next(tsr_worker_t *w)
 {
     int i = first_ready(w);
+    if (i < 0 && w->nrunning > 0) {
+        /* A running task may hold memory a waiting request needs: complete
+         * it rather than wait for data. */
+        reap_running(w, true);
+        return;
+    }
     if (i < 0) {
         uint64_t t0 = tsr__mem_now_ns();
         pthread_mutex_lock(&w->m);
@@ -301,10 +376,12 @@ static void *worker_main(void *arg)
     const tsr_sched_policy_t *pol = tsr__rt.sched.policy;
     while (!atomic_load_explicit(&tsr__rt.stop, memory_order_acquire)) {
         uint64_t e = atomic_load(&tsr__rt.epoch);
+        if (w->nrunning > 0)
+            reap_running(w, false);
         /* Keep the pipeline full: the next tasks' inputs move while one
-         * runs. */
+         * runs (launched tasks count: they hold their data). */
         bool took = false;
-        while (w->ninflight < w->depth) {
+        while (w->ninflight + w->nrunning < w->depth) {
             tsr_task_t t = pol->pop(&tsr__rt.sched, w->id);
             if (!t)
                 break;
@@ -319,6 +396,10 @@ static void *worker_main(void *arg)
         }
         if (w->ninflight > 0) {
             run_next(w);
+            continue;
+        }
+        if (w->nrunning > 0) {
+            reap_running(w, true);
             continue;
         }
         if (took)
@@ -354,6 +435,8 @@ static void *worker_main(void *arg)
         atomic_fetch_sub(&tsr__rt.nsleeping, 1);
         pthread_mutex_unlock(&w->m);
     }
+    while (w->nrunning > 0)
+        reap_running(w, true);
     scratch_release(w);
     tsr__tasks_flush_cache();
     return NULL;
