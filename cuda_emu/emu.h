@@ -121,9 +121,10 @@ struct Device {
 };
 
 /* The one lock over streams, events and sticky errors; g_cv is notified
- * whenever an operation completes. */
-extern std::mutex g_mu;
-extern std::condition_variable g_cv;
+ * whenever an operation completes. Never destroyed: stream threads still
+ * wait on them while the process exits. */
+extern std::mutex &g_mu;
+extern std::condition_variable &g_cv;
 
 int device_count();
 Device *device(int id);

@@ -26,8 +26,8 @@
 
 namespace emu {
 
-std::mutex g_mu;
-std::condition_variable g_cv;
+std::mutex &g_mu = *new std::mutex;
+std::condition_variable &g_cv = *new std::condition_variable;
 
 namespace {
 
