@@ -36,7 +36,8 @@ long env_long(const char *name, long dflt);
 struct Arena {
     char *base = nullptr;
     size_t cap = 0, used = 0;
-    std::map<size_t, size_t> live;  /* offset -> bytes */
+    std::map<size_t, size_t> live;  /* offset -> bytes reserved (256-byte multiple) */
+    std::map<size_t, size_t> asked; /* offset -> bytes asked for: what may be touched */
     std::map<size_t, size_t> holes; /* offset -> bytes, coalesced */
     std::mutex mu;
     void reserve(size_t bytes);

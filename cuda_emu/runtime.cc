@@ -202,6 +202,7 @@ void *Arena::alloc(size_t bytes)
         if (len > need)
             holes[off + need] = len - need;
         live[off] = need;
+        asked[off] = bytes;
         used += need;
         return base + off;
     }
@@ -217,6 +218,7 @@ bool Arena::release(void *p, size_t *bytes)
         return false;
     size_t len = it->second;
     live.erase(it);
+    asked.erase(off);
     used -= len;
     if (bytes)
         *bytes = len;
@@ -250,10 +252,11 @@ bool Arena::find(const void *p, char **start, size_t *bytes)
     if (it == live.begin())
         return false;
     --it;
-    if (off >= it->first + it->second)
+    size_t n = asked[it->first];
+    if (off >= it->first + n)
         return false;
     *start = base + it->first;
-    *bytes = it->second;
+    *bytes = n;
     return true;
 }
 
