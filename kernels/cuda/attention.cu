@@ -260,14 +260,23 @@ __global__ void k_attn_init(int d, size_t rows, float *ms, float *acc)
         acc[e] = 0.0f;
 }
 
-/* one warp per row (grid-stride): ms_*: (2, rows), acc_*: (d, rows) */
+/* one warp per row (grid-stride): ms_*: (2, rows), acc_*: (d, rows).
+ * Lane 0 alone reads and writes the row's state; the other lanes get it by
+ * shuffle.  (Every lane reading ms_dst while lane 0 overwrites it in the same
+ * iteration is a race: lanes of a warp do not run in lockstep, and a lane
+ * reading the merged state scales its columns of acc with wrong factors.)
+ * The row, hence the loop, is the same for the whole warp. */
 __global__ void k_attn_merge(int d, size_t rows, const float *ms_src, const float *acc_src,
                              float *ms_dst, float *acc_dst)
 {
     int lane = threadIdx.x & 31;
     size_t nwarps = ((size_t)gridDim.x * blockDim.x) >> 5;
     for (size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; r < rows; r += nwarps) {
-        float m1 = ms_dst[2 * r], l1 = ms_dst[2 * r + 1];
+        float m1 = 0.0f, l1 = 0.0f;
+        if (lane == 0)
+            m1 = ms_dst[2 * r], l1 = ms_dst[2 * r + 1];
+        m1 = __shfl_sync(0xffffffffu, m1, 0);
+        l1 = __shfl_sync(0xffffffffu, l1, 0);
         float m2 = ms_src[2 * r], l2 = ms_src[2 * r + 1];
         float m = fmaxf(m1, m2);
         if (m == -INFINITY)

@@ -80,6 +80,9 @@ int tsr_cuda_blas_failed(const char *call, int status)
 {
     set_msg("%s: %s (%s)", call, blas_status_name(status),
             cublasGetStatusString((cublasStatus_t)status));
+    /* a kernel cuBLAS launched may have failed and left the thread's last
+     * error set: consume it as a failed launch of ours would be */
+    (void)cudaGetLastError();
     return TSR_EDEVICE;
 }
 
