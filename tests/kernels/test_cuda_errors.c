@@ -11,6 +11,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
+#include "kernels/gelu.h"
 #include "kernels/gemm.h"
 #include "kt_cuda.h"
 
@@ -114,5 +115,105 @@ Test(cuda_errors, failed_gemm_names_the_cublas_call)
     free(g);
     cudaFree(a), cudaFree(b), cudaFree(c);
     cublasDestroy(h);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+/* ---- the emulation's injected failures (TESSERA_CUDA_EMU_FAIL, read at
+ * each call) and its pointer checks: emulation-only ---- */
+
+static void inject(const char *spec)
+{
+    cr_assert_eq(setenv("TESSERA_CUDA_EMU_FAIL", spec, 1), 0);
+}
+
+static void inject_none(void)
+{
+    cr_assert_eq(unsetenv("TESSERA_CUDA_EMU_FAIL"), 0);
+}
+
+Test(cuda_errors, injected_launch_failure_names_the_kernel)
+{
+    KT_REQUIRE_GPU();
+    KT_REQUIRE_EMU();
+    void *st = kt_stream();
+    float *x = kt_dev(100), *y = kt_dev(100);
+    inject("launch:2");
+    KT_CUDA_OK(tsr_cuda_fill(st, 100, 1.0f, x)); /* the first launch goes through */
+    int rc = tsr_cuda_axpy(st, 100, 2.0f, x, y);
+    inject_none();
+    cr_assert_eq(rc, TSR_EDEVICE, "an injected launch failure returned %d", rc);
+    cr_assert(kt_msg_has("k_axpby: launch failed: cudaErrorLaunchFailure"), "message: %s",
+              tsr_cuda_last_error());
+    fill_works(st);
+    cudaFree(x), cudaFree(y);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+Test(cuda_errors, injected_gemm_failure_names_the_cublas_call)
+{
+    KT_REQUIRE_GPU();
+    KT_REQUIRE_EMU();
+    cublasHandle_t h;
+    KT_CUDA_OK(cublasCreate(&h));
+    void *st = kt_stream();
+    float *a = kt_dev(64), *b = kt_dev(64), *c = kt_dev(64);
+    inject("cublasGemmEx:1,cublasGemmStridedBatchedEx:1");
+    int rc = tsr_cuda_gemm(st, h, TSR_GEMM_TF32, TSR_NOTRANS, TSR_NOTRANS, 4, 4, 4, 1.0f, a, 4, 0,
+                           b, 4, 0, 0.0f, c, 4, 0, 1);
+    cr_assert_eq(rc, TSR_EDEVICE);
+    cr_assert(kt_msg_has("cublasGemmEx: CUBLAS_STATUS_EXECUTION_FAILED"), "message: %s",
+              tsr_cuda_last_error());
+    rc = tsr_cuda_gemm(st, h, TSR_GEMM_FP32, TSR_NOTRANS, TSR_NOTRANS, 4, 4, 2, 1.0f, a, 4, 8, b,
+                       2, 8, 0.0f, c, 4, 16, 2);
+    inject_none();
+    cr_assert_eq(rc, TSR_EDEVICE);
+    cr_assert(kt_msg_has("cublasGemmStridedBatchedEx: CUBLAS_STATUS_EXECUTION_FAILED"),
+              "message: %s", tsr_cuda_last_error());
+    fill_works(st); /* the failed GEMM left no error for the next launch */
+    cudaFree(a), cudaFree(b), cudaFree(c);
+    cublasDestroy(h);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+/* A kernel that faults while it runs breaks the device for good, as on a
+ * GPU: the stream's synchronisation reports it even after a launcher
+ * consumed the thread's error, and every later launch fails naming itself. */
+Test(cuda_errors, kernel_fault_stays_sticky_after_a_launcher_reported_it)
+{
+    KT_REQUIRE_GPU();
+    KT_REQUIRE_EMU();
+    cr_assert_eq(setenv("TESSERA_CUDA_EMU_QUIET", "1", 1), 0);
+    void *st = kt_stream();
+    float *x = kt_dev(100);
+    inject("kernel:1");
+    KT_CUDA_OK(tsr_cuda_fill(st, 100, 1.0f, x)); /* asynchronous: the launch itself is fine */
+    inject_none();
+    cr_assert_neq(cudaStreamSynchronize((cudaStream_t)st), cudaSuccess);
+    int rc = tsr_cuda_scale(st, 100, 2.0f, x, x);
+    cr_assert_eq(rc, TSR_EDEVICE);
+    cr_assert(kt_msg_has("k_axpby: launch failed"), "message: %s", tsr_cuda_last_error());
+    cr_assert_neq(cudaStreamSynchronize((cudaStream_t)st), cudaSuccess,
+                  "the fault was cleared by the launcher");
+    cr_assert_neq(cudaPeekAtLastError(), cudaSuccess);
+    cudaFree(x);
+}
+
+/* Host memory handed to a kernel or a device copy: the launch or the copy
+ * fails, naming the kernel or the call (on a GPU this would be a fault). */
+Test(cuda_errors, pageable_host_pointer_is_refused_naming_the_kernel)
+{
+    KT_REQUIRE_GPU();
+    KT_REQUIRE_EMU();
+    cr_assert_eq(setenv("TESSERA_CUDA_EMU_QUIET", "1", 1), 0);
+    void *st = kt_stream();
+    float *host = kt_alloc(64), *d = kt_dev(64);
+    int rc = tsr_cuda_gelu_fwd(st, 64, d, host);
+    cr_assert_eq(rc, TSR_EDEVICE);
+    cr_assert(kt_msg_has("k_gelu_fwd: launch failed"), "message: %s", tsr_cuda_last_error());
+    rc = tsr_cuda_copy(st, 64, host, d);
+    cr_assert_eq(rc, TSR_EDEVICE);
+    cr_assert(kt_msg_has("tsr_cuda_copy: cudaMemcpyAsync: "), "message: %s", tsr_cuda_last_error());
+    fill_works(st);
+    free(host), cudaFree(d);
     cudaStreamDestroy((cudaStream_t)st);
 }
