@@ -433,13 +433,11 @@ static void run_gpu(void)
 #ifdef TSR_CUDA_EMU
     emulated = 1;
 #endif
+    printf("# GPU 0: %s\n", prop.name);
     if (emulated)
-        printf("# GPU 0: %s, EMULATED (a -Dcuda=emu build): the CUDA kernels run on the CPU, on\n"
-               "# small shapes, once each, for correctness only; the times below are emulation\n"
-               "# times, not GPU timings (\"emulated\":true in the JSON lines)\n",
-               prop.name);
-    else
-        printf("# GPU 0: %s\n", prop.name);
+        printf("# GPU: EMULATED (a -Dcuda=emu build): the CUDA kernels run on the CPU, on small\n"
+               "# shapes, once each, for correctness only; the times below are emulation times,\n"
+               "# NOT GPU timings (\"emulated\":true in the JSON lines)\n");
     cudaStreamCreate(&gs);
     cublasCreate(&gh);
     cudaEventCreate(&ev0), cudaEventCreate(&ev1);
