@@ -94,6 +94,9 @@ Test(cuda_attention, tile_pairs_all_head_dims)
         {100, 17, 40, 1, 40, 30}, /* d rounds up to 128 */
         {128, 70, 33, 2, 33, 0},
         {256, 40, 37, 1, 3, 0},   /* largest supported d */
+        {65, 70, 45, 2, 50, 40},  /* d one past a variant, several key chunks */
+        {200, 33, 50, 1, 60, 0},  /* 16-key chunks of the d = 256 variant, all visible */
+        {31, 65, 129, 3, 64, 0},  /* queries one past a block, keys past the diagonal */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         attn_pair(cases[i], st, 400 + i);
