@@ -32,7 +32,10 @@ std::condition_variable &g_cv = *new std::condition_variable;
 namespace {
 
 thread_local cudaError_t t_last = cudaSuccess;
-thread_local std::string t_msg;
+/* Plain storage (no destructor): nothing of the emulation is freed at exit,
+ * when another allocator (jemalloc) may already be torn down. */
+__thread char t_msg[1024];
+void set_msg(const char *m) { snprintf(t_msg, sizeof t_msg, "%s", m); }
 thread_local int t_dev = 0;
 
 const size_t kAlign = 256;
@@ -75,9 +78,9 @@ Global &G()
 
 /* ---- error injection ---- */
 std::mutex inj_mu;
-std::string inj_spec;
-std::map<std::string, std::vector<long>> inj_plan;
-std::map<std::string, long> inj_count;
+std::string &inj_spec = *new std::string;
+std::map<std::string, std::vector<long>> &inj_plan = *new std::map<std::string, std::vector<long>>;
+std::map<std::string, long> &inj_count = *new std::map<std::string, long>;
 
 } // namespace
 
@@ -88,7 +91,7 @@ static cudaError_t vfail(bool loud, cudaError_t e, const char *fmt, va_list ap)
     char buf[1024];
     vsnprintf(buf, sizeof buf, fmt, ap);
     t_last = e;
-    t_msg = buf;
+    set_msg(buf);
     if ((loud && !env_flag("TESSERA_CUDA_EMU_QUIET")) || env_flag("TESSERA_CUDA_EMU_DEBUG"))
         fprintf(stderr, "cuda-emu: %s (%s)\n", buf, cudaGetErrorName(e));
     return e;
@@ -112,7 +115,7 @@ cudaError_t fail_loud(cudaError_t e, const char *fmt, ...)
     return e;
 }
 
-void set_message(const std::string &m) { t_msg = m; }
+void set_message(const std::string &m) { set_msg(m.c_str()); }
 
 bool env_flag(const char *name)
 {
@@ -533,7 +536,7 @@ static cudaError_t sticky_of(Device *d)
         return cudaSuccess;
     std::lock_guard<std::mutex> lk(g_mu);
     if (d->sticky != cudaSuccess)
-        t_msg = d->sticky_msg;
+        set_msg(d->sticky_msg.c_str());
     return d->sticky;
 }
 
@@ -555,7 +558,7 @@ extern "C" cudaError_t cudaPeekAtLastError(void)
     return st != cudaSuccess ? st : t_last;
 }
 
-extern "C" const char *tsr_emu_last_message(void) { return t_msg.c_str(); }
+extern "C" const char *tsr_emu_last_message(void) { return t_msg; }
 
 extern "C" const char *tsr_emu_where(const void *p)
 {
