@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <unordered_set>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +51,7 @@ struct Global {
     std::mutex reg_mu;
     std::map<uintptr_t, size_t> registered; /* start -> bytes */
     std::vector<Stream *> all_streams;      /* every stream ever made (never freed) */
+    std::unordered_set<Stream *> live_streams;
     std::vector<Event *> free_events;
     std::atomic<uint64_t> launches{0};
     Global()
@@ -345,6 +347,7 @@ static Stream *new_stream(Device *d, unsigned flags, bool legacy)
     {
         std::lock_guard<std::mutex> lk(g_mu);
         G().all_streams.push_back(s);
+        G().live_streams.insert(s);
         if (!legacy)
             d->streams.push_back(s);
     }
@@ -360,6 +363,7 @@ static Stream *legacy_of(Device *d)
         s->dev = d;
         s->legacy = true;
         G().all_streams.push_back(s);
+        G().live_streams.insert(s);
         s->thread = std::thread(stream_main, s);
         s->thread.detach(); /* lives as long as the process */
         d->legacy = s;
@@ -369,10 +373,7 @@ static Stream *legacy_of(Device *d)
 
 static bool stream_known(Stream *s)
 {
-    for (Stream *x : G().all_streams)
-        if (x == s)
-            return x->live;
-    return false;
+    return G().live_streams.count(s) != 0;
 }
 
 Stream *stream_of(cudaStream_t h, const char *call)
@@ -1170,6 +1171,7 @@ extern "C" cudaError_t cudaStreamDestroy(cudaStream_t h)
         std::lock_guard<std::mutex> lk(g_mu);
         s->live = false;
         s->stop = true;
+        G().live_streams.erase(s);
         auto &v = s->dev->streams;
         for (size_t i = 0; i < v.size(); i++)
             if (v[i] == s) {
