@@ -218,7 +218,7 @@ cublasStatus_t gemm(const char *call, cublasHandle_t h, cublasOperation_t ta, cu
         return CUBLAS_STATUS_EXECUTION_FAILED;
     {
         std::lock_guard<std::mutex> lk(g_mu);
-        if (s->dev->sticky != cudaSuccess)
+        if (s->dev->sticky != cudaSuccess && s->dev->sticky_seen)
             return CUBLAS_STATUS_EXECUTION_FAILED;
     }
     Gemm *g = new Gemm{ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,

@@ -119,6 +119,11 @@ struct Device {
     bool peer[64] = {};
     cudaError_t sticky = cudaSuccess;
     std::string sticky_msg;
+    /* A synchronising call (stream, event, device, query, a synchronous
+     * copy) has reported the sticky error: from then on every call does. Until
+     * then calls that do not wait (launches, cudaGetLastError) do not see it,
+     * so when a fault shows does not depend on the stream thread's timing. */
+    bool sticky_seen = false;
 };
 
 /* The one lock over streams, events and sticky errors; g_cv is notified

@@ -419,6 +419,8 @@ cudaError_t wait_for(Stream *s, uint64_t seq)
 {
     std::unique_lock<std::mutex> lk(g_mu);
     g_cv.wait(lk, [&] { return s->done >= seq; });
+    if (s->dev->sticky != cudaSuccess)
+        s->dev->sticky_seen = true;
     return s->dev->sticky;
 }
 
@@ -536,8 +538,9 @@ static cudaError_t sticky_of(Device *d)
     if (!d)
         return cudaSuccess;
     std::lock_guard<std::mutex> lk(g_mu);
-    if (d->sticky != cudaSuccess)
-        set_msg(d->sticky_msg.c_str());
+    if (d->sticky == cudaSuccess || !d->sticky_seen)
+        return cudaSuccess;
+    set_msg(d->sticky_msg.c_str());
     return d->sticky;
 }
 
@@ -761,7 +764,10 @@ static cudaError_t sync_device(Device *d)
     }
     for (auto &m : marks)
         wait_for(m.first, m.second);
-    return sticky_of(d);
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (d->sticky != cudaSuccess)
+        d->sticky_seen = true;
+    return d->sticky;
 }
 
 extern "C" cudaError_t cudaDeviceSynchronize(void)
@@ -781,6 +787,7 @@ extern "C" cudaError_t cudaDeviceReset(void)
     sync_device(d);
     std::lock_guard<std::mutex> lk(g_mu);
     d->sticky = cudaSuccess;
+    d->sticky_seen = false;
     d->sticky_msg.clear();
     return ok();
 }
@@ -1210,6 +1217,8 @@ extern "C" cudaError_t cudaStreamQuery(cudaStream_t h)
         return t_last;
     std::lock_guard<std::mutex> lk(g_mu);
     if (s->dev->sticky != cudaSuccess)
+        s->dev->sticky_seen = true;
+    if (s->dev->sticky != cudaSuccess)
         return fail(s->dev->sticky, "cudaStreamQuery: device %d: %s", s->dev->id,
                     s->dev->sticky_msg.c_str());
     return s->done >= s->submitted ? cudaSuccess : cudaErrorNotReady;
@@ -1322,6 +1331,8 @@ extern "C" cudaError_t cudaEventQuery(cudaEvent_t h)
                     (void *)h);
     if (!e->stream)
         return cudaSuccess;
+    if (e->stream->dev->sticky != cudaSuccess)
+        e->stream->dev->sticky_seen = true;
     if (e->stream->dev->sticky != cudaSuccess)
         return fail(e->stream->dev->sticky, "cudaEventQuery: device %d: %s", e->stream->dev->id,
                     e->stream->dev->sticky_msg.c_str());

@@ -209,8 +209,13 @@ Test(emu_host, injected_failures)
     cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess, "a failed launch is not sticky");
     /* an injected kernel fault is: the next synchronisation reports it */
     setenv("TESSERA_CUDA_EMU_FAIL", "kernel:1", 1);
-    /* (the launch may already see the fault, as on a GPU: not asserted) */
-    (void)emu_scale(a, 4, 2.0f, 0);
+    /* the launch does not see the fault: only a synchronisation does */
+    cr_assert_eq(emu_scale(a, 4, 2.0f, 0), cudaSuccess);
+    cr_assert_eq(emu_scale(a, 4, 2.0f, 0), cudaSuccess);
     cr_assert_eq(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
     cr_assert(msg_has("k_scale"), "%s", tsr_emu_last_message());
+    /* from then on, every call reports it */
+    cr_assert_eq(emu_scale(a, 4, 2.0f, 0), cudaErrorLaunchFailure);
+    cr_assert_eq(cudaGetLastError(), cudaErrorLaunchFailure);
+    cr_assert_eq(cudaMalloc(&b, 16), cudaErrorLaunchFailure);
 }
