@@ -57,6 +57,13 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_fwd(int d, int tq, 
     __shared__ float ks[BK][DMAX], vs[BK][DMAX];
     const int b = blockIdx.y, g = threadIdx.x % G;
     const int i = blockIdx.x * BQ + threadIdx.x / G;
+    const int ilast = min(tq, (int)(blockIdx.x + 1) * BQ) - 1;
+    const int nblock = visible(tk, q0, k0, ilast); /* keys any query of the block sees */
+    /* A block whose queries see no key changes nothing.  (It would read a
+     * row's state in every lane of its group and write it back from lane 0
+     * with no barrier between: the same values, but a race all the same.) */
+    if (nblock == 0)
+        return;
     const bool active = i < tq;
     const size_t row = (size_t)b * tq + i;
     const float *kb = k + (size_t)b * tk * d, *vb = v + (size_t)b * tk * d;
@@ -70,8 +77,6 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_fwd(int d, int tq, 
     }
     float m = active ? ms[2 * row] : -INFINITY, l = active ? ms[2 * row + 1] : 0.0f;
     const int nvis = active ? visible(tk, q0, k0, i) : 0;
-    const int ilast = min(tq, (int)(blockIdx.x + 1) * BQ) - 1;
-    const int nblock = visible(tk, q0, k0, ilast); /* keys any query of the block sees */
     for (int j0 = 0; j0 < nblock; j0 += BK) {
         __syncthreads();
         stage<DMAX, BK>(ks, kb, d, tk, j0);

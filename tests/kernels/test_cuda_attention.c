@@ -97,6 +97,7 @@ Test(cuda_attention, tile_pairs_all_head_dims)
         {65, 70, 45, 2, 50, 40},  /* d one past a variant, several key chunks */
         {200, 33, 50, 1, 60, 0},  /* 16-key chunks of the d = 256 variant, all visible */
         {31, 65, 129, 3, 64, 0},  /* queries one past a block, keys past the diagonal */
+        {32, 130, 10, 2, 0, 64},  /* the first query block sees no key: state unchanged */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         attn_pair(cases[i], st, 400 + i);
