@@ -43,10 +43,11 @@ void tsr_config_init(tsr_config_t *cfg)
     cfg->ncuda = -1;
 }
 
-/* Parse a non-negative integer from the environment into *out. Returns 1
- * if the variable is set, 0 if it is unset or empty (*out untouched), or
- * TSR_EINVAL with a message if it is not a non-negative integer. */
-static int env_long(const char *name, long *out)
+/* Parse an integer >= min (0, or -1 where the field gives -1 a meaning)
+ * from the environment into *out. Returns 1 if the variable is set, 0 if
+ * it is unset or empty (*out untouched), or TSR_EINVAL with a message if it
+ * is not such an integer. */
+static int env_long(const char *name, long min, long *out)
 {
     const char *v = getenv(name);
     if (!v || !*v)
@@ -54,9 +55,9 @@ static int env_long(const char *name, long *out)
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (errno || *end || x < 0)
-        return tsr__fail(TSR_EINVAL, "init: %s='%s' is not a non-negative integer",
-                         name, v);
+    if (errno || *end || x < min)
+        return tsr__fail(TSR_EINVAL, "init: %s='%s' is not %s", name, v,
+                         min < 0 ? "an integer >= -1" : "a non-negative integer");
     *out = x;
     return 1;
 }
@@ -64,6 +65,7 @@ static int env_long(const char *name, long *out)
 /* How a numeric variable lands in the configuration. */
 enum env_kind {
     ENV_INT,    /* int field */
+    ENV_INT_M1, /* int field, -1 allowed (no CPU workers / every GPU) */
     ENV_SIZE,   /* size_t field */
     ENV_FLAG,   /* int field, any nonzero is 1 */
     ENV_MIB,    /* size_t field in bytes; the variable is in MiB, > 0 */
@@ -76,12 +78,12 @@ static const struct env_var {
     enum env_kind kind;
     double scale;
 } env_vars[] = {
-    {"TESSERA_NCPU", offsetof(tsr_config_t, ncpu), ENV_INT, 0},
+    {"TESSERA_NCPU", offsetof(tsr_config_t, ncpu), ENV_INT_M1, 0},
     {"TESSERA_MAX_PENDING", offsetof(tsr_config_t, max_pending_tasks), ENV_SIZE, 0},
     {"TESSERA_MAX_PENDING_BYTES", offsetof(tsr_config_t, max_pending_bytes), ENV_SIZE, 0},
     {"TESSERA_BIND", offsetof(tsr_config_t, bind), ENV_FLAG, 0},
     {"TESSERA_NSIM", offsetof(tsr_config_t, nsim), ENV_INT, 0},
-    {"TESSERA_NCUDA", offsetof(tsr_config_t, ncuda), ENV_INT, 0},
+    {"TESSERA_NCUDA", offsetof(tsr_config_t, ncuda), ENV_INT_M1, 0},
     {"TESSERA_SIM_BW", offsetof(tsr_config_t, sim_bandwidth), ENV_SCALED, 1e6},     /* MB/s */
     {"TESSERA_SIM_LATENCY", offsetof(tsr_config_t, sim_latency), ENV_SCALED, 1e-6}, /* µs */
     {"TESSERA_LIMIT_SIM_MEM", offsetof(tsr_config_t, sim_mem), ENV_MIB, 0},
@@ -97,7 +99,7 @@ static int apply_env(tsr_config_t *cfg)
     for (size_t i = 0; i < sizeof env_vars / sizeof env_vars[0]; i++) {
         const struct env_var *v = &env_vars[i];
         long x = 0;
-        int rc = env_long(v->name, &x);
+        int rc = env_long(v->name, v->kind == ENV_INT_M1 ? -1 : 0, &x);
         if (rc <= 0) {
             if (rc < 0)
                 return rc;
@@ -105,7 +107,8 @@ static int apply_env(tsr_config_t *cfg)
         }
         void *field = (char *)cfg + v->offset;
         switch (v->kind) {
-        case ENV_INT: *(int *)field = (int)x; break;
+        case ENV_INT:
+        case ENV_INT_M1: *(int *)field = (int)x; break;
         case ENV_SIZE: *(size_t *)field = (size_t)x; break;
         case ENV_FLAG: *(int *)field = x != 0; break;
         case ENV_SCALED: *(double *)field = (double)x * v->scale; break;

@@ -77,17 +77,24 @@ static int stress_kernel_cuda(void **b, const void *args, const tsr_exec_t *e)
     cudaStream_t s = (cudaStream_t)e->cuda_stream;
     uint64_t host[TSR_MAX_BUFFERS][WORDS];
     void *hb[TSR_MAX_BUFFERS];
+    bool first[TSR_MAX_BUFFERS];
     for (int i = 0; i < a->nbuf; i++) {
-        hb[i] = host[i];
-        if (cudaMemcpyAsync(host[i], b[i], sizeof host[i], cudaMemcpyDeviceToHost, s) !=
-            cudaSuccess)
+        /* A handle given twice is one buffer: one host copy for both. */
+        int j = 0;
+        while (j < i && b[j] != b[i])
+            j++;
+        first[i] = j == i;
+        hb[i] = hb[j] = host[j];
+        if (first[i] &&
+            cudaMemcpyAsync(host[i], b[i], sizeof host[i], cudaMemcpyDeviceToHost, s) !=
+                cudaSuccess)
             return 1;
     }
     if (cudaStreamSynchronize(s) != cudaSuccess)
         return 2;
     update(hb, a, mixlog);
     for (int i = 0; i < a->nbuf; i++)
-        if (a->mode[i] != TSR_R &&
+        if (first[i] && a->mode[i] != TSR_R &&
             cudaMemcpyAsync(b[i], host[i], sizeof host[i], cudaMemcpyHostToDevice, s) !=
                 cudaSuccess)
             return 3;
