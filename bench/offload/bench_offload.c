@@ -6,7 +6,10 @@
  * The peer, run side by side in the same process, is the same
  * configuration with a pipeline depth of 1: no inputs move while a task
  * runs. On a GPU, also the bandwidth of a plain cudaMemcpy from pinned
- * memory, measured in the same run.
+ * memory, measured in the same run. On emulated GPUs (a -Dcuda=emu build)
+ * the timings are those of the CPU emulation, not of a GPU: the GPU section
+ * then checks the product against a CPU reference instead (correctness
+ * only), and says so.
  *
  * Output: a table, then one JSON line per figure.
  */
@@ -41,9 +44,9 @@ static int gemm_cpu(void **b, const void *args, const tsr_exec_t *e)
 static int gemm_cuda(void **b, const void *args, const tsr_exec_t *e)
 {
     int nb = ((const gemm_args_t *)args)->nb;
-    return tsr_cuda_gemm(e->cuda_stream, e->cublas_handle, TSR_GEMM_FP32, TSR_NOTRANS,
-                         TSR_NOTRANS, nb, nb, nb, 1.0f, b[0], nb, 0, b[1], nb, 0, 1.0f, b[2],
-                         nb, 0, 1);
+    int mode = e->cuda_fp32 == TSR_CUDA_FP32_STRICT ? TSR_GEMM_FP32 : TSR_GEMM_TF32;
+    return tsr_cuda_gemm(e->cuda_stream, e->cublas_handle, mode, TSR_NOTRANS, TSR_NOTRANS,
+                         nb, nb, nb, 1.0f, b[0], nb, 0, b[1], nb, 0, 1.0f, b[2], nb, 0, 1);
 }
 #define GEMM_CUDA gemm_cuda
 #else
@@ -59,7 +62,51 @@ static double gemm_flops(const void *args, const size_t *sizes)
 
 static const tsr_codelet_t gemm_cl = {"gemm", {gemm_cpu, GEMM_CUDA}, 3, gemm_flops};
 
+#ifdef TSR_CUDA_EMU
+#define EMULATED_GPU 1
+#else
+#define EMULATED_GPU 0
+#endif
+
+/* Largest |C - (C0 + A B)| over the tiled matrices (column-major tiles of
+ * nb×nb, tile (i, j) at index i + j nt of each matrix): the reference is
+ * computed here, tile by tile, in double precision. */
+static double max_error(const float *mem, const float *c0, int nt, int nb)
+{
+    size_t tile = (size_t)nb * nb;
+    const float *A = mem, *B = mem + (size_t)nt * nt * tile, *C = B + (size_t)nt * nt * tile;
+    double worst = 0;
+    double *acc = malloc(tile * sizeof *acc);
+    if (!acc)
+        return INFINITY;
+    for (int i = 0; i < nt; i++)
+        for (int j = 0; j < nt; j++) {
+            const float *c0t = c0 + (size_t)(i + j * nt) * tile;
+            for (size_t x = 0; x < tile; x++)
+                acc[x] = c0t[x];
+            for (int k = 0; k < nt; k++) {
+                const float *a = A + (size_t)(i + k * nt) * tile;
+                const float *b = B + (size_t)(k + j * nt) * tile;
+                for (int col = 0; col < nb; col++)
+                    for (int l = 0; l < nb; l++) {
+                        double blc = b[l + (size_t)col * nb];
+                        for (int row = 0; row < nb; row++)
+                            acc[row + (size_t)col * nb] += a[row + (size_t)l * nb] * blc;
+                    }
+            }
+            const float *ct = C + (size_t)(i + j * nt) * tile;
+            for (size_t x = 0; x < tile; x++) {
+                double d = fabs(ct[x] - acc[x]);
+                if (!(d <= worst)) /* NaN counts as worst */
+                    worst = isnan(d) ? INFINITY : d;
+            }
+        }
+    free(acc);
+    return worst;
+}
+
 typedef struct result {
+    double max_err;     /* against the CPU reference, when checked */
     int ok;
     double gflops, moved, wait_s, seconds;
     char err[256];
@@ -107,6 +154,13 @@ static result_t run(int nt, int nb, size_t capacity, int depth, int gpu, double 
     for (int i = 0; i < n3; i++)
         tsr_handle_register(&h[i], mem + (size_t)i * tile, tile * sizeof(float));
     tsr_handle_t *A = h, *B = h + nt * nt, *C = h + 2 * nt * nt;
+    /* On emulated GPUs the product is checked: keep C's initial values. */
+    float *c0 = NULL;
+    if (gpu && EMULATED_GPU) {
+        c0 = malloc((size_t)nt * nt * tile * sizeof(float));
+        if (c0)
+            memcpy(c0, mem + (size_t)2 * nt * nt * tile, (size_t)nt * nt * tile * sizeof(float));
+    }
     gemm_args_t args = {nb};
     double t0 = bench_now();
     for (int i = 0; i < nt; i++)
@@ -127,6 +181,8 @@ static result_t run(int nt, int nb, size_t capacity, int depth, int gpu, double 
             rc = tsr_handle_release(C[i]);
     }
     res.seconds = bench_now() - t0;
+    res.max_err = rc == TSR_OK && c0 ? max_error(mem, c0, nt, nb) : 0;
+    free(c0);
     if (rc != TSR_OK) {
         snprintf(res.err, sizeof res.err, "%s", tsr_error_message());
     } else {
@@ -242,7 +298,11 @@ int main(int argc, char **argv)
     int gpu = tsr_cuda_device_count() > 0;
     printf("tiled SGEMM C += A B, %dx%d tiles, accelerator memory %.1f MiB, %s\n", nb, nb,
            cap_mib,
-           gpu ? "GPU 0" : "simulated accelerator");
+           gpu ? (EMULATED_GPU ? "GPU 0 (emulated)" : "GPU 0") : "simulated accelerator");
+    if (gpu && EMULATED_GPU)
+        printf("EMULATED GPU: the timings below are those of the CPU emulation, not GPU "
+               "timings; this run checks correctness only (every product against a CPU "
+               "reference)\n");
     if (!gpu)
         printf("simulated copy engine: %.0f MB/s, %.0f us per copy; 1 worker computing\n",
                bw / 1e6, lat * 1e6);
@@ -260,6 +320,15 @@ int main(int argc, char **argv)
         if (!a.ok || !b.ok) {
             printf("%s: FAILED: %s\n", kase, a.ok ? b.err : a.err);
             return 1;
+        }
+        if (gpu && EMULATED_GPU) {
+            /* fp32 sums of nt*nb products of values in [-0.5, 0.5], TF32 inputs */
+            double tol = 2e-3 * sqrt((double)nt * nb);
+            double err = a.max_err > b.max_err ? a.max_err : b.max_err;
+            printf("%s: max |C - reference| = %.3g (tolerance %.3g): %s\n", kase, err, tol,
+                   err <= tol ? "correct" : "WRONG");
+            if (!(err <= tol))
+                return 1;
         }
         double lower = ws + nt * nt * (double)tile_bytes; /* all in, C out */
         add(kase, "gflops", "GFLOP/s", a.gflops, "pipeline1", b.gflops, 1);
