@@ -66,6 +66,17 @@ Test(api, bad_environment)
     cr_assert_eq(tsr_worker_count(), 3);
     unsetenv("TESSERA_NCPU");
     stop_runtime();
+    /* -1: no CPU workers (as the field); below that is malformed. */
+    setenv("TESSERA_NCPU", "-2", 1);
+    cr_assert_eq(tsr_init(NULL), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "TESSERA_NCPU"));
+    setenv("TESSERA_NCPU", "-1", 1);
+    setenv("TESSERA_NSIM", "1", 1);
+    cr_assert_eq(tsr_init(NULL), TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(tsr_worker_count(), 1 + tsr_cuda_device_count(), "only accelerators' workers");
+    unsetenv("TESSERA_NCPU");
+    unsetenv("TESSERA_NSIM");
+    stop_runtime();
 }
 
 Test(api, misuse_of_handles_and_tasks)
