@@ -56,7 +56,7 @@ struct Global {
     std::atomic<uint64_t> launches{0};
     Global()
     {
-        long n = env_long("TESSERA_CUDA_EMU_DEVICES", 2);
+        long n = env_long("TESSERA_CUDA_EMU_DEVICES", 0); /* none unless asked: see docs */
         if (n < 0)
             n = 0;
         if (n > 64)
