@@ -308,6 +308,8 @@ static void fp32_seen(int cfg_value, const char *env, int want)
 {
     if (env)
         setenv("TESSERA_CUDA_FP32", env, 1);
+    else
+        unsetenv("TESSERA_CUDA_FP32"); /* the suite's runner may set it */
     start(-1, 1, 0, cfg_value);
     tsr_task_desc_t d = {.codelet = &cl_fp32, .nbuffers = 0};
     cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
