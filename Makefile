@@ -21,7 +21,7 @@ ASAN_CUDA ?= $(if $(HAVE_GPU),disabled,emu)
 # Only for the plots of bench-sched (kept out of the test path: CI is faster).
 PLOT_PACKAGES = python3-matplotlib
 
-.PHONY: all deps vocab build test demo fixture sanitize asan tsan bench-runtime bench-kernels \
+.PHONY: all deps vocab build build-native test demo fixture sanitize asan tsan bench-runtime bench-kernels \
         bench-offload bench-sched bench-gpt2 install clean
 
 all: build
@@ -111,11 +111,19 @@ bench-sched: build
 bench-gpt2: build
 	bash bench/gpt2/run.sh $(BUILD)
 
+# The real CUDA build (nvcc, cuBLAS) compiled and linked even where no GPU
+# runs it: the same .cu sources the emulation runs must always build natively.
+NATIVE_BUILD ?= build-native
+$(NATIVE_BUILD)/build.ninja: | deps
+	meson setup $(NATIVE_BUILD) -Dcuda=native -Dstarpu=disabled
+build-native: deps $(NATIVE_BUILD)/build.ninja
+	ninja -C $(NATIVE_BUILD)
+
 install: build
 	meson install -C $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(NATIVE_BUILD)
 
 # libFuzzer targets of the file readers (tests/fuzz, docs/fuzzing.md), built by
 # clang with ASan+UBSan and run FUZZ_TIME seconds each (at most FUZZ_RUNS
