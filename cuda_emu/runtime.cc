@@ -395,9 +395,9 @@ Stream *stream_of(cudaStream_t h, const char *call)
     return s;
 }
 
-uint64_t submit(Stream *s, Op *op)
+/* Queue op on s, g_mu held: its sequence number. */
+static uint64_t submit_locked(Stream *s, Op *op)
 {
-    std::lock_guard<std::mutex> lk(g_mu);
     Device *d = s->dev;
     /* the legacy default stream waits for the blocking streams' earlier work,
      * and they wait for its */
@@ -413,6 +413,12 @@ uint64_t submit(Stream *s, Op *op)
     s->queue.push_back(op);
     g_cv.notify_all();
     return op->seq;
+}
+
+uint64_t submit(Stream *s, Op *op)
+{
+    std::lock_guard<std::mutex> lk(g_mu);
+    return submit_locked(s, op);
 }
 
 cudaError_t wait_for(Stream *s, uint64_t seq)
@@ -1304,21 +1310,9 @@ extern "C" cudaError_t cudaEventRecord(cudaEvent_t h, cudaStream_t sh)
     op->event = e;
     /* the event names this op: set under the lock submit takes */
     std::lock_guard<std::mutex> lk(g_mu);
-    Device *d = s->dev;
-    if (s->legacy) {
-        for (Stream *o : d->streams)
-            if (o->live && !(o->flags & cudaStreamNonBlocking) && o->submitted > o->done)
-                op->deps.emplace_back(o, o->submitted);
-    } else if (!(s->flags & cudaStreamNonBlocking) && d->legacy &&
-               d->legacy->submitted > d->legacy->done) {
-        op->deps.emplace_back(d->legacy, d->legacy->submitted);
-    }
-    op->seq = ++s->submitted;
     e->stream = s;
-    e->seq = op->seq;
+    e->seq = submit_locked(s, op);
     e->pending++;
-    s->queue.push_back(op);
-    g_cv.notify_all();
     return ok();
 }
 
