@@ -28,25 +28,6 @@ static void set_msg(const char *fmt, ...)
     va_end(ap);
 }
 
-/* cuBLAS has cublasGetStatusString but no portable name function across
- * the versions we build with: the names of the statuses it can return. */
-static const char *blas_status_name(int st)
-{
-    switch (st) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
-    default: return "CUBLAS_STATUS_UNKNOWN";
-    }
-}
-
 int tsr_cuda_failed(const char *where, cudaError_t e)
 {
     set_msg("%s: %s (%s)", where, cudaGetErrorName(e), cudaGetErrorString(e));
@@ -78,7 +59,7 @@ int tsr_cuda_launched_t(const char *kernel, int targ)
 
 int tsr_cuda_blas_failed(const char *call, int status)
 {
-    set_msg("%s: %s (%s)", call, blas_status_name(status),
+    set_msg("%s: %s (%s)", call, cublasGetStatusName((cublasStatus_t)status),
             cublasGetStatusString((cublasStatus_t)status));
     /* a kernel cuBLAS launched may have failed and left the thread's last
      * error set: consume it as a failed launch of ours would be */
