@@ -21,10 +21,51 @@
 static _Thread_local tsr_task_t tl_cache;
 static _Thread_local int tl_cached;
 
+/* An application thread that exits with cached tasks frees them: they are
+ * its own, and the runtime may be gone by then (so not into the pool). */
+static pthread_key_t cache_key;
+static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
+
+static void free_list(tsr_task_t t)
+{
+    while (t) {
+        tsr_task_t n = t->free_next;
+        pthread_mutex_destroy(&t->lock);
+        free(t);
+        t = n;
+    }
+}
+
+static void cache_at_exit(void *unused)
+{
+    (void)unused;
+    free_list(tl_cache);
+    tl_cache = NULL;
+    tl_cached = 0;
+}
+
+static void cache_key_make(void)
+{
+    (void)pthread_key_create(&cache_key, cache_at_exit);
+}
+
+/* Before this thread's cache first holds a task (taken from the pool or
+ * freed here): arrange for its exit to free what is left. */
+static _Thread_local bool tl_cache_keyed;
+static void cache_keyed(void)
+{
+    if (tl_cache_keyed)
+        return;
+    pthread_once(&cache_key_once, cache_key_make);
+    (void)pthread_setspecific(cache_key, &tl_cache);
+    tl_cache_keyed = true;
+}
+
 static tsr_task_t task_alloc(void)
 {
     tsr_task_t t = NULL;
     if (!tl_cache) {
+        cache_keyed();
         pthread_mutex_lock(&tsr__rt.pool_m);
         tl_cache = tsr__rt.pool;
         tsr__rt.pool = NULL;
@@ -66,42 +107,11 @@ void tsr__tasks_flush_cache(void)
     tl_cached = 0;
 }
 
-/* An application thread that exits with cached tasks frees them: they are
- * its own, and the runtime may be gone by then (so not into the pool). */
-static pthread_key_t cache_key;
-static pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
-
-static void free_list(tsr_task_t t)
-{
-    while (t) {
-        tsr_task_t n = t->free_next;
-        pthread_mutex_destroy(&t->lock);
-        free(t);
-        t = n;
-    }
-}
-
-static void cache_at_exit(void *unused)
-{
-    (void)unused;
-    free_list(tl_cache);
-    tl_cache = NULL;
-    tl_cached = 0;
-}
-
-static void cache_key_make(void)
-{
-    (void)pthread_key_create(&cache_key, cache_at_exit);
-}
-
 static void task_free(tsr_task_t t)
 {
     if (t->succ != t->succ_inline)
         free(t->succ);
-    if (!tl_cache) { /* the destructor runs only where a value is set */
-        pthread_once(&cache_key_once, cache_key_make);
-        (void)pthread_setspecific(cache_key, &tl_cache);
-    }
+    cache_keyed();
     t->free_next = tl_cache;
     tl_cache = t;
     if (++tl_cached >= CACHE_BATCH)
