@@ -388,6 +388,13 @@ int tsr_shutdown(void)
     return rc;
 }
 
+double tsr_time(void)
+{
+    if (!tsr__running())
+        return 0.0;
+    return (double)(tsr__now_ns() - tsr__rt.t0_ns) * 1e-9;
+}
+
 int tsr_worker_count(void)
 {
     return tsr__running() ? tsr__rt.nworkers : 0;

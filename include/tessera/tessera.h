@@ -81,6 +81,12 @@ typedef struct tsr_config {
     int cuda_fp32;             /* fp32 GEMMs on GPUs: TSR_CUDA_FP32_TF32 (0,
                                   default: TF32 tensor cores) or
                                   TSR_CUDA_FP32_STRICT (plain FP32) */
+    /* simulation (see docs/simulation.md) */
+    const char *simulate;      /* a platform file (JSON): run the node it
+                                  describes in virtual time, with phantom data;
+                                  NULL: the real machine */
+    int simulate_exec;         /* under simulation, also run every kernel on
+                                  real data (results equal a normal run) */
 } tsr_config_t;
 
 /* How fp32 matrix products run on GPUs (tsr_config_t.cuda_fp32). */
@@ -95,7 +101,8 @@ TSR_API void tsr_config_init(tsr_config_t *cfg);
  * TESSERA_SIM_BW (MB/s), TESSERA_SIM_LATENCY (µs), TESSERA_NCUDA,
  * TESSERA_LIMIT_SIM_MEM, TESSERA_LIMIT_CUDA_MEM, TESSERA_LIMIT_HOST_MEM
  * (MiB), TESSERA_PIPELINE, TESSERA_STATS, TESSERA_PERFMODEL_DIR,
- * TESSERA_CALIBRATE, TESSERA_CUDA_FP32 (tf32|strict) (see
+ * TESSERA_CALIBRATE, TESSERA_CUDA_FP32 (tf32|strict), TESSERA_SIMULATE
+ * (a platform file), TESSERA_SIMULATE_EXEC (0|1) (see
  * docs/configuration.md). */
 TSR_API int tsr_init(const tsr_config_t *cfg);
 
@@ -106,6 +113,12 @@ TSR_API int tsr_shutdown(void);
 
 /* Number of workers of the running runtime (0 if not initialized). */
 TSR_API int tsr_worker_count(void);
+
+/* Seconds since tsr_init on the runtime's one clock: the wall clock, or
+ * under simulation the virtual clock (0 if not initialized). Applications
+ * time their phases with it so that a simulated run reports simulated
+ * time. */
+TSR_API double tsr_time(void);
 
 /* ---- data handles ------------------------------------------------------ */
 
@@ -191,6 +204,10 @@ typedef struct tsr_codelet {
     int nbuffers;
     /* optional: floating-point operations of one task, for models */
     double (*flops)(const void *args, const size_t *sizes);
+    /* optional: bytes one task reads and writes in the memory it runs on,
+     * for models of devices never measured (memory-bound time); NULL: the
+     * sum of its buffer sizes */
+    double (*bytes)(const void *args, const size_t *sizes);
 } tsr_codelet_t;
 
 /* ---- tasks ------------------------------------------------------------- */
