@@ -11,6 +11,7 @@
  * none; a COMMUTE task waits for what preceded its group, never for the
  * other members (their mutual exclusion is enforced when they run).
  */
+#include "runtime/driver.h"
 #include "runtime/internal.h"
 
 #include <stdio.h>
@@ -445,15 +446,47 @@ size_t tsr_handle_size(tsr_handle_t id)
     return tsr__handle_get(id, "handle_size", &h) == TSR_OK ? h->size : 0;
 }
 
-/* Host access through the directory: pin h's host copy with `mode`. */
+/* A host access's data is there (or failed): on a copy engine, or on the
+ * thread that runs simulated events. */
+typedef struct host_wait {
+    atomic_int done;
+} host_wait_t;
+
+static void host_ready(tsr_mem_req_t *r)
+{
+    host_wait_t *hw = r->arg;
+    atomic_store(&hw->done, 1);
+    tsr__rt.driver->wake();
+}
+
+static bool host_is_ready(void *arg)
+{
+    return atomic_load(&((host_wait_t *)arg)->done) != 0;
+}
+
+/* Host access through the directory: pin h's host copy with `mode`,
+ * waiting (through the driver) for the copies that make it valid. */
 static int host_access(tsr_data_t *h, tsr_mem_req_t *r, int mode)
 {
     memset(r, 0, sizeof *r);
+    host_wait_t hw;
+    atomic_init(&hw.done, 0);
     r->node = 0;
     r->n = 1;
     r->e[0] = h->entry;
     r->mode[0] = (uint8_t)mode;
-    return tsr__mem_acquire_sync(r);
+    r->done = host_ready;
+    r->arg = &hw;
+    int rc = tsr__mem_acquire(r);
+    if (rc == 0) {
+        rc = tsr__rt.driver->wait(host_is_ready, &hw, "host access");
+        if (rc != TSR_OK) {
+            snprintf(r->err, sizeof r->err, "%s", tsr_error_message());
+            return rc;
+        }
+        rc = atomic_load(&r->status);
+    }
+    return rc < 0 ? rc : TSR_OK;
 }
 
 int tsr__handle_flush(tsr_data_t *h)
@@ -519,6 +552,15 @@ int tsr_handle_unregister(tsr_handle_t id)
     return rc;
 }
 
+static bool acquire_is_ready(void *arg)
+{
+    tsr_task_t t = arg;
+    pthread_mutex_lock(&t->lock);
+    int st = t->state;
+    pthread_mutex_unlock(&t->lock);
+    return st != TSR_TASK_SUBMITTED;
+}
+
 int tsr_handle_acquire(tsr_handle_t id, tsr_mode_t mode, void **ptr)
 {
     tsr_data_t *h;
@@ -539,18 +581,9 @@ int tsr_handle_acquire(tsr_handle_t id, tsr_mode_t mode, void **ptr)
     if (rc)
         return rc;
     /* Wait until the acquisition is ready (all conflicting tasks done). */
-    pthread_mutex_lock(&tsr__rt.wait_m);
-    atomic_fetch_add(&tsr__rt.nwaiters, 1);
-    for (;;) {
-        pthread_mutex_lock(&t->lock);
-        int st = t->state;
-        pthread_mutex_unlock(&t->lock);
-        if (st != TSR_TASK_SUBMITTED)
-            break;
-        pthread_cond_wait(&tsr__rt.wait_cv, &tsr__rt.wait_m);
-    }
-    atomic_fetch_sub(&tsr__rt.nwaiters, 1);
-    pthread_mutex_unlock(&tsr__rt.wait_m);
+    rc = tsr__rt.driver->wait(acquire_is_ready, t, "handle_acquire");
+    if (rc != TSR_OK)
+        return rc;
     if (atomic_load(&t->cancelled)) {
         /* A task that wrote it failed: the data cannot be trusted. The
          * cause came down the cancellations: it names the failed task,

@@ -278,12 +278,40 @@ typedef struct tsr_worker {
     char pad[64];
 } tsr_worker_t;
 
-/* Create the worker table (no threads yet), then start the threads. */
-int tsr__workers_start(void);
-int tsr__workers_launch(void);
-void tsr__workers_stop(void);
-void tsr__workers_free(void);
-/* A task was pushed for `target` (-1: anyone): make sure a worker sees it. */
+/* What every driver's workers do the same way (execute.c). */
+/* The worker table: ncpu CPU workers, then one per accelerator node;
+ * ncores > 0: workers are bound to cores i % ncores (when binding). */
+int tsr__workers_table(int ncpu, int ncores);
+void tsr__workers_table_free(void);
+/* Ask the directory for t's buffers on w's node (REDUX buffers become w's
+ * accumulators); ready(r) is called when they are there, unless they are
+ * at once (data_state DATA_READY). false: t failed and is complete. */
+bool tsr__worker_take(tsr_worker_t *w, tsr_task_t t, void (*ready)(tsr_mem_req_t *r));
+/* t failed before running, with `code`: complete it. */
+void tsr__worker_fail(tsr_worker_t *w, tsr_task_t t, int code);
+/* The first task of w's pipeline whose data is there, or -1; remove
+ * entry i of the pipeline. */
+int tsr__worker_first_ready(const tsr_worker_t *w);
+tsr_task_t tsr__worker_remove(tsr_worker_t *w, int i);
+/* The pointers t's implementation gets: its data on w's node, scratch
+ * from w's buffers. TSR_ENOMEM: t failed (released and completed). */
+int tsr__worker_buffers(tsr_worker_t *w, tsr_task_t t, void **bufs);
+/* Scratch buffer i of w, at least `size` bytes, grown on demand: host
+ * memory, or device memory from the node's pool for a GPU's worker (a
+ * kernel cannot use a host pointer). The previous task of w has finished
+ * with it. Device scratch is not counted in the directory's capacity. NULL
+ * with a message in err when no memory can be had. */
+void *tsr__worker_scratch(tsr_worker_t *w, tsr_node_t *node, int i, size_t size, char *err,
+                          size_t errlen);
+/* As w stops (before the nodes close): device scratch goes back to its
+ * node's pool; host scratch is freed with the table. */
+void tsr__worker_scratch_release(tsr_worker_t *w);
+/* After t ran from `start` to now (rc: its status): models (when the
+ * driver measures), counters, trace; release its data (written buffers
+ * become the valid copy) and complete it. */
+void tsr__worker_finish(tsr_worker_t *w, tsr_task_t t, int rc, uint64_t start);
+
+/* The running driver's calls (runtime/driver.h). */
 void tsr__workers_notify(int target);
 
 /* ---- scheduler instance (sched/sched.c) -------------------------------- */
@@ -324,9 +352,11 @@ static inline uint64_t tsr__now_ns(void) { return tsr__mem_now_ns(); }
 typedef struct tsr_runtime {
     atomic_int initialized;
     tsr_config_t cfg;
+    const struct tsr_driver *driver; /* threads or simulation (driver.h) */
     char sched_name[256];
     char trace_path[4096];
     char perfmodel_dir[4096];
+    char simulate_path[4096];
     bool tracing;
     bool sampling;                /* workers feed the performance models */
     uint64_t t0_ns;

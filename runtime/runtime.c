@@ -3,6 +3,7 @@
  * The only global state of the library lives here (tsr__rt). Init must
  * leave nothing behind when it fails; shutdown must wait for every task.
  */
+#include "runtime/driver.h"
 #include "runtime/instance.h"
 #include "runtime/internal.h"
 #include "runtime/perfmodel.h"
@@ -92,6 +93,7 @@ static const struct env_var {
     {"TESSERA_PIPELINE", offsetof(tsr_config_t, pipeline), ENV_INT, 0},
     {"TESSERA_STATS", offsetof(tsr_config_t, stats), ENV_FLAG, 0},
     {"TESSERA_CALIBRATE", offsetof(tsr_config_t, calibrate), ENV_INT, 0},
+    {"TESSERA_SIMULATE_EXEC", offsetof(tsr_config_t, simulate_exec), ENV_FLAG, 0},
 };
 
 static int apply_env(tsr_config_t *cfg)
@@ -129,6 +131,9 @@ static int apply_env(tsr_config_t *cfg)
     s = getenv("TESSERA_PERFMODEL_DIR");
     if (s)
         cfg->perfmodel_dir = s; /* "" keeps models in memory only */
+    s = getenv("TESSERA_SIMULATE");
+    if (s && *s)
+        cfg->simulate = s;
     s = getenv("TESSERA_CUDA_FP32");
     if (s && *s) {
         if (strcmp(s, "tf32") == 0)
@@ -183,6 +188,12 @@ static int init_config(const tsr_config_t *user)
                  cfg.perfmodel_dir);
         cfg.perfmodel_dir = tsr__rt.perfmodel_dir;
     }
+    if (cfg.simulate) {
+        snprintf(tsr__rt.simulate_path, sizeof tsr__rt.simulate_path, "%s", cfg.simulate);
+        cfg.simulate = tsr__rt.simulate_path;
+    }
+    cfg.simulate_exec = cfg.simulate_exec != 0;
+    tsr__rt.driver = cfg.simulate ? &tsr__driver_simulate : &tsr__driver_threads;
     tsr__rt.cfg = cfg;
     tsr__rt.low_water = (long)(cfg.max_pending_tasks * 3 / 4);
     tsr__rt.low_water_bytes =
@@ -202,11 +213,15 @@ static int init_config(const tsr_config_t *user)
  * step; tsr_init undoes the steps that succeeded, in reverse, when a
  * later one fails, and tsr_shutdown undoes them all. */
 
-/* The memory nodes: host, simulated accelerators, GPUs. */
-static int init_memory(void)
+/* The memory configuration init_driver fills and init_memory opens. */
+static tsr_mem_config_t mem_config;
+
+/* The driver's own start (the simulation: platform, virtual clock), and
+ * its part of the memory configuration. */
+static int init_driver(void)
 {
     const tsr_config_t *cfg = &tsr__rt.cfg;
-    tsr_mem_config_t mc = {
+    mem_config = (tsr_mem_config_t){
         .nsim = cfg->nsim,
         .sim_capacity = cfg->sim_mem ? cfg->sim_mem : (size_t)256 << 20,
         .sim_bandwidth = cfg->sim_bandwidth,
@@ -216,22 +231,33 @@ static int init_memory(void)
         .host_capacity = cfg->host_mem,
         .tracing = tsr__rt.tracing,
     };
+    return tsr__rt.driver->open(&mem_config);
+}
+
+static void fini_driver(void) { tsr__rt.driver->close(); }
+
+/* The memory nodes: host, simulated accelerators, GPUs (or the phantom
+ * nodes of a simulated platform). */
+static int init_memory(void)
+{
     char err[256];
-    int rc = tsr__mem_init(&mc, err, sizeof err);
+    int rc = tsr__mem_init(&mem_config, err, sizeof err);
     if (rc != TSR_OK)
         return tsr__fail(rc, "init: memory nodes: %s", err);
     tsr__rt.nnodes = tsr__mem_node_count();
     return TSR_OK;
 }
 
-/* The worker table and the topology (no threads yet). */
+/* The worker table (no threads yet). */
 static int init_workers(void)
 {
-    int rc = tsr__workers_start();
+    int rc = tsr__rt.driver->start();
     if (rc != TSR_OK)
-        tsr__workers_free(); /* the topology, loaded before the failure */
+        tsr__rt.driver->free(); /* whatever was made before the failure */
     return rc;
 }
+
+static void fini_workers(void) { tsr__rt.driver->free(); }
 
 /* The scheduling policy. */
 static int init_sched(void) { return tsr__sched_open(&tsr__rt.sched, tsr__rt.sched_name); }
@@ -248,8 +274,10 @@ static int init_models(void)
     if (rc != TSR_OK)
         return tsr__fail(rc, "init: performance models: %s", err);
     const tsr_sched_policy_t *p = tsr__rt.sched.policy;
-    tsr__rt.sampling = (p->flags & TSR_SCHED_USES_MODELS) || tsr__rt.cfg.calibrate;
-    if (tsr__rt.sampling) {
+    bool models = (p->flags & TSR_SCHED_USES_MODELS) || tsr__rt.cfg.calibrate;
+    /* Only measured durations feed the models. */
+    tsr__rt.sampling = models && tsr__rt.driver->measures;
+    if (models) {
         rc = tsr__bus_calibrate(err, sizeof err);
         if (rc != TSR_OK) {
             tsr__perfmodel_close();
@@ -266,7 +294,7 @@ static int start_workers(void)
 {
     saved_blas_threads = openblas_get_num_threads();
     openblas_set_num_threads(1);
-    int rc = tsr__workers_launch();
+    int rc = tsr__rt.driver->launch();
     if (rc != TSR_OK)
         openblas_set_num_threads(saved_blas_threads);
     return rc;
@@ -274,7 +302,7 @@ static int start_workers(void)
 
 static void stop_workers(void)
 {
-    tsr__workers_stop();
+    tsr__rt.driver->stop();
     openblas_set_num_threads(saved_blas_threads);
 }
 
@@ -282,8 +310,9 @@ static const struct init_step {
     int (*start)(void);
     void (*undo)(void);
 } steps[] = {
+    {init_driver, fini_driver},
     {init_memory, tsr__mem_shutdown},
-    {init_workers, tsr__workers_free},
+    {init_workers, fini_workers},
     {init_sched, fini_sched},
     {init_models, tsr__perfmodel_close},
     {start_workers, stop_workers},
@@ -394,6 +423,8 @@ double tsr_time(void)
         return 0.0;
     return (double)(tsr__now_ns() - tsr__rt.t0_ns) * 1e-9;
 }
+
+void tsr__workers_notify(int target) { tsr__rt.driver->notify(target); }
 
 int tsr_worker_count(void)
 {

@@ -6,6 +6,7 @@
  * released, waiters woken). A failed task cancels its successors: they
  * complete without running, so nothing runs on garbage.
  */
+#include "runtime/driver.h"
 #include "runtime/internal.h"
 
 #include <stdio.h>
@@ -141,22 +142,13 @@ void tsr__task_unref(tsr_task_t t)
 
 /* ---- waiting ----------------------------------------------------------- */
 
-static void wake_waiters(void)
-{
-    pthread_mutex_lock(&tsr__rt.wait_m);
-    pthread_cond_broadcast(&tsr__rt.wait_cv);
-    pthread_mutex_unlock(&tsr__rt.wait_m);
-}
+/* Waiting is the driver's (driver.h): a condition variable, or running
+ * simulated events until the predicate holds. */
+static void wake_waiters(void) { tsr__rt.driver->wake(); }
 
-/* Block until pred() holds; pred is evaluated under wait_m. */
-static void wait_until(bool (*pred)(void *), void *arg)
+static int wait_until(bool (*pred)(void *), void *arg, const char *what)
 {
-    pthread_mutex_lock(&tsr__rt.wait_m);
-    atomic_fetch_add(&tsr__rt.nwaiters, 1);
-    while (!pred(arg))
-        pthread_cond_wait(&tsr__rt.wait_cv, &tsr__rt.wait_m);
-    atomic_fetch_sub(&tsr__rt.nwaiters, 1);
-    pthread_mutex_unlock(&tsr__rt.wait_m);
+    return tsr__rt.driver->wait(pred, arg, what);
 }
 
 static bool nothing_pending(void *arg)
@@ -206,7 +198,9 @@ int tsr_wait_all(void)
         return tsr__fail(TSR_EBUSY,
                          "wait_all: a handle is acquired; tasks after it could "
                          "never finish; release it first");
-    wait_until(nothing_pending, NULL);
+    int rc = wait_until(nothing_pending, NULL, "wait_all");
+    if (rc != TSR_OK)
+        return rc;
     return take_failures();
 }
 
@@ -216,10 +210,11 @@ int tsr_task_wait(tsr_task_t t)
         return tsr__fail(TSR_ESTATE, "task_wait: runtime not initialized");
     if (!t)
         return tsr__fail(TSR_EINVAL, "task_wait: task is NULL");
-    wait_until(task_is_done, t);
+    int rc = wait_until(task_is_done, t, "task_wait");
+    if (rc != TSR_OK)
+        return rc; /* the task is not done: its reference stays */
     int result = t->result, code = t->error_code;
     const char *name = t->name;
-    int rc = TSR_OK;
     if (result == TSR_RESULT_FAILED)
         rc = tsr__fail(TSR_ETASK, "%s (status %d)", t->mreq.err, code);
     else if (result == TSR_RESULT_CANCELLED)
@@ -315,7 +310,9 @@ int tsr_wait_tag(uint64_t tag)
         return tsr__fail(TSR_ESTATE, "wait_tag: runtime not initialized");
     if (tag == 0)
         return tsr__fail(TSR_EINVAL, "wait_tag: tag 0 means 'no tag'");
-    wait_until(tag_done, &tag);
+    int rc = wait_until(tag_done, &tag, "wait_tag");
+    if (rc != TSR_OK)
+        return rc;
     return take_failures();
 }
 
@@ -581,7 +578,9 @@ static void throttle(size_t bytes)
         over = true;
     if (over) {
         atomic_fetch_add(&tsr__rt.nthrottled, 1);
-        wait_until(below_low_water, NULL);
+        /* A simulated program that cannot get below the mark has
+         * deadlocked: the next wait reports it. */
+        (void)wait_until(below_low_water, NULL, "submit");
         atomic_fetch_sub(&tsr__rt.nthrottled, 1);
     }
 }
@@ -677,7 +676,7 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
         tsr__task_ref(t);
     release_guard(t);
     if (sync) {
-        wait_until(task_is_done, t);
+        (void)wait_until(task_is_done, t, "submit");
         tsr__task_unref(t);
     }
     return TSR_OK;

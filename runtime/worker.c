@@ -1,13 +1,16 @@
-/* runtime/worker.c — worker threads: take a task from the policy, run its
- * implementation, complete it; sleep when there is nothing to do.
+/* runtime/worker.c — the threads driver (runtime/driver.h): one thread per
+ * worker takes a task from the policy, runs its implementation, completes
+ * it, and sleeps when there is nothing to do; the application's thread
+ * waits on a condition variable. What a worker does the same way under
+ * every driver is in execute.c.
  *
  * Sleeping without lost wake-ups: every push bumps `epoch` before looking
  * for sleepers; a worker announces itself asleep before it re-reads the
  * epoch. With sequentially consistent atomics one of the two always sees the
  * other, so a pushed task is never left with every worker asleep.
  */
+#include "runtime/driver.h"
 #include "runtime/internal.h"
-#include "runtime/perfmodel.h"
 #ifdef TSR_HAVE_CUDA
 #include "kernels/cuda_status.h"
 #endif
@@ -49,15 +52,6 @@ static void bind_worker(tsr_worker_t *w)
 
 /* ---- data ---------------------------------------------------------------- */
 
-static int mem_mode(int mode)
-{
-    switch (mode) {
-    case TSR_R: return TSR_MEM_R;
-    case TSR_W: return TSR_MEM_W;
-    default: return TSR_MEM_RW; /* RW, COMMUTE, REDUX accumulators */
-    }
-}
-
 /* Engine or kicking thread: every buffer of t is on its worker's node. */
 static void data_ready(tsr_mem_req_t *r)
 {
@@ -67,101 +61,6 @@ static void data_ready(tsr_mem_req_t *r)
     atomic_store(&t->data_state, DATA_READY);
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->m);
-}
-
-static void fail_task(tsr_worker_t *w, tsr_task_t t, int code)
-{
-    t->error_code = code;
-    tsr__task_complete(t, TSR_RESULT_FAILED, w->id);
-}
-
-/* Ask the directory for t's buffers on w's node: one entry per distinct
- * handle with the union of its modes; REDUX buffers become the worker's
- * accumulator. Returns false if the task failed at once. */
-static bool start_task(tsr_worker_t *w, tsr_task_t t)
-{
-    tsr_mem_req_t *r = &t->mreq;
-    r->node = w->node;
-    r->n = 0;
-    r->done = data_ready;
-    r->arg = t;
-    t->run_worker = w->id;
-    atomic_store(&t->data_state, DATA_FETCHING);
-    for (int i = 0; i < t->nbuffers; i++) {
-        t->slot[i] = -1;
-        int mode = t->acc[i].mode;
-        if (mode == TSR_SCRATCH)
-            continue;
-        if (mode == TSR_REDUX && tsr__redux_take(t, i, w->id) != TSR_OK) {
-            fail_task(w, t, TSR_ENOMEM); /* the reason is in r->err */
-            return false;
-        }
-        tsr_data_t *h = t->data[i];
-        int k = 0;
-        while (k < r->n && r->e[k] != h->entry)
-            k++;
-        if (k == r->n) {
-            r->e[k] = h->entry;
-            r->mode[k] = 0;
-            r->n++;
-        }
-        r->mode[k] |= (uint8_t)mem_mode(t->acc[i].mode);
-        t->slot[i] = (int8_t)k;
-    }
-    int rc = tsr__mem_acquire(r);
-    if (rc < 0) {
-        fail_task(w, t, rc);
-        return false;
-    }
-    if (rc == 1)
-        atomic_store(&t->data_state, DATA_READY);
-    return true;
-}
-
-/* Scratch buffer i of w, at least `size` bytes, grown on demand: host
- * memory for a worker that runs on the host or a simulated node, device
- * memory from the node's pool for a GPU's worker (a kernel cannot use a
- * host pointer). The previous task of w has finished with it: a worker
- * runs one task at a time and exec_end waits for its kernels. Device
- * scratch is not counted in the directory's capacity. NULL with a message
- * in err when no memory can be had. */
-static void *scratch_buffer(tsr_worker_t *w, tsr_node_t *node, int i, size_t size, char *err,
-                            size_t errlen)
-{
-    bool device = w->device_kind == TSR_DEVICE_CUDA;
-    if (w->scratch_size[i] < size || !w->scratch[i]) {
-        size_t sz = (size + 255) & ~(size_t)255;
-        if (sz == 0)
-            sz = 256;
-        if (device) {
-            if (w->scratch[i])
-                node->ops->free(node, w->scratch[i], w->scratch_size[i]);
-            w->scratch[i] = node->ops->alloc(node, sz);
-        } else {
-            free(w->scratch[i]);
-            w->scratch[i] = aligned_alloc(64, sz);
-        }
-        w->scratch_size[i] = w->scratch[i] ? sz : 0;
-        if (!w->scratch[i])
-            snprintf(err, errlen, "no %s memory for SCRATCH buffer %d (%zu bytes) on %s",
-                     device ? "device" : "host", i, size, node->name);
-    }
-    return w->scratch[i];
-}
-
-/* On w's thread as it stops (before the nodes close): device scratch goes
- * back to its node's pool; host scratch is freed with the workers. */
-static void scratch_release(tsr_worker_t *w)
-{
-    if (w->device_kind != TSR_DEVICE_CUDA)
-        return;
-    tsr_node_t *node = tsr__mem_node(w->node);
-    for (int k = 0; k < TSR_MAX_BUFFERS; k++) {
-        if (w->scratch[k])
-            node->ops->free(node, w->scratch[k], w->scratch_size[k]);
-        w->scratch[k] = NULL;
-        w->scratch_size[k] = 0;
-    }
 }
 
 /* An implementation returned rc != 0 with no message of the runtime's: on
@@ -187,25 +86,6 @@ static void describe_impl_failure(tsr_worker_t *w, tsr_task_t t, int rc, const c
 #endif
 }
 
-/* After t ran (rc: its status): models, counters, trace; release its data
- * (written buffers become the valid copy) and complete it. */
-static void finish_task(tsr_worker_t *w, tsr_task_t t, int rc, uint64_t start)
-{
-    uint64_t end = tsr__mem_now_ns();
-    if (rc == 0 && tsr__rt.sampling)
-        tsr__perfmodel_sample(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,
-                              (double)(end - start) * 1e-9);
-    w->busy_ns += end - start;
-    w->ntasks++;
-    if (tsr__rt.tracing)
-        tsr__trace_record(w, t->name, start, end);
-    t->error_code = rc;
-    tsr__mem_release(&t->mreq);
-    tsr__tl_self_slot = true;
-    tsr__task_complete(t, rc == 0 ? TSR_RESULT_OK : TSR_RESULT_FAILED, w->id);
-    tsr__tl_self_slot = false;
-}
-
 /* Complete w's launched tasks whose kernels have finished, oldest first
  * (one stream: they finish in launch order). wait: block until the oldest
  * has finished. Returns whether one completed. */
@@ -228,7 +108,7 @@ static bool reap_running(tsr_worker_t *w, bool wait)
             w->run_start[k - 1] = w->run_start[k];
         }
         w->nrunning--;
-        finish_task(w, t, r < 0 ? r : 0, start);
+        tsr__worker_finish(w, t, r < 0 ? r : 0, start);
         progress = true;
     }
     return progress;
@@ -256,17 +136,8 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
         while (w->nrunning > 0)
             reap_running(w, true);
     void *bufs[TSR_MAX_BUFFERS];
-    for (int i = 0; i < t->nbuffers; i++) {
-        char why[TSR_MEM_ERR] = "";
-        bufs[i] = t->slot[i] >= 0 ? t->mreq.ptr[t->slot[i]]
-                                  : scratch_buffer(w, node, i, t->sizes[i], why, sizeof why);
-        if (!bufs[i]) {
-            tsr__mem_release(&t->mreq);
-            snprintf(t->mreq.err, sizeof t->mreq.err, "%s", why);
-            fail_task(w, t, TSR_ENOMEM);
-            return;
-        }
-    }
+    if (tsr__worker_buffers(w, t, bufs) != TSR_OK)
+        return;
     tsr_exec_t exec = {
         .worker = w->id,
         .device_kind = w->device_kind,
@@ -323,16 +194,7 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     /* What ran before t on the stream has finished too. */
     if (w->nrunning > 0)
         reap_running(w, false);
-    finish_task(w, t, rc, start);
-}
-
-/* The first task of w's pipeline whose data is there, or -1. */
-static int first_ready(tsr_worker_t *w)
-{
-    for (int i = 0; i < w->ninflight; i++)
-        if (atomic_load(&w->inflight[i]->data_state) == DATA_READY)
-            return i;
-    return -1;
+    tsr__worker_finish(w, t, rc, start);
 }
 
 /* Run a task of the pipeline, waiting for its data if none is there.
@@ -341,7 +203,7 @@ static int first_ready(tsr_worker_t *w)
  * waits for. */
 static void run_next(tsr_worker_t *w)
 {
-    int i = first_ready(w);
+    int i = tsr__worker_first_ready(w);
     if (i < 0 && w->nrunning > 0) {
         /* A running task may hold memory a waiting request needs: complete
          * it rather than wait for data. */
@@ -351,17 +213,14 @@ static void run_next(tsr_worker_t *w)
     if (i < 0) {
         uint64_t t0 = tsr__mem_now_ns();
         pthread_mutex_lock(&w->m);
-        while ((i = first_ready(w)) < 0)
+        while ((i = tsr__worker_first_ready(w)) < 0)
             pthread_cond_wait(&w->cv, &w->m);
         pthread_mutex_unlock(&w->m);
         w->wait_ns += tsr__mem_now_ns() - t0;
     }
-    tsr_task_t t = w->inflight[i];
-    for (int k = i + 1; k < w->ninflight; k++)
-        w->inflight[k - 1] = w->inflight[k];
-    w->ninflight--;
+    tsr_task_t t = tsr__worker_remove(w, i);
     if (atomic_load(&t->mreq.status) != TSR_OK)
-        fail_task(w, t, atomic_load(&t->mreq.status));
+        tsr__worker_fail(w, t, atomic_load(&t->mreq.status));
     else
         run_task(w, t);
 }
@@ -391,7 +250,7 @@ static void *worker_main(void *arg)
             if (atomic_fetch_sub(&tsr__rt.nqueued, 1) > 1 &&
                 atomic_load(&tsr__rt.nsleeping) > 0)
                 wake_one_sleeper();
-            if (start_task(w, t))
+            if (tsr__worker_take(w, t, data_ready))
                 w->inflight[w->ninflight++] = t;
         }
         if (w->ninflight > 0) {
@@ -437,7 +296,7 @@ static void *worker_main(void *arg)
     }
     while (w->nrunning > 0)
         reap_running(w, true);
-    scratch_release(w);
+    tsr__worker_scratch_release(w);
     tsr__tasks_flush_cache();
     return NULL;
 }
@@ -466,7 +325,7 @@ static void wake_one_sleeper(void)
             return;
 }
 
-void tsr__workers_notify(int target)
+static void threads_notify(int target)
 {
     atomic_fetch_add(&tsr__rt.epoch, 1);
     if (target >= 0 && target < tsr__rt.nworkers) {
@@ -479,7 +338,9 @@ void tsr__workers_notify(int target)
     wake_one_sleeper();
 }
 
-int tsr__workers_start(void)
+/* The worker table; one CPU worker per core not taken by an accelerator's
+ * worker unless the configuration says how many. */
+static int threads_start(void)
 {
     int ncores = 1;
     if (hwloc_topology_init(&topo) == 0) {
@@ -494,43 +355,14 @@ int tsr__workers_start(void)
             hwloc_topology_destroy(topo);
         }
     }
-    /* One CPU worker per core not taken by an accelerator's worker, then
-     * one worker per accelerator node (a GPU's driver thread, or a
-     * simulated accelerator running CPU implementations). */
     int nacc = tsr__mem_node_count() - 1;
     int ncpu = tsr__rt.cfg.ncpu > 0   ? tsr__rt.cfg.ncpu
                : tsr__rt.cfg.ncpu < 0 ? 0
                : (ncores - nacc > 1 ? ncores - nacc : 1);
-    int n = ncpu + nacc;
-    if (n == 0)
-        return tsr__fail(TSR_EINVAL, "init: no CPU workers and no accelerators");
-    tsr__rt.workers = calloc((size_t)n, sizeof *tsr__rt.workers);
-    if (!tsr__rt.workers)
-        return tsr__fail(TSR_ENOMEM, "init: cannot allocate %d workers", n);
-    tsr__rt.nworkers = n;
-    int depth = tsr__rt.cfg.pipeline > 0 ? tsr__rt.cfg.pipeline : 4;
-    if (depth > TSR_PIPE_MAX)
-        depth = TSR_PIPE_MAX;
-    for (int i = 0; i < n; i++) {
-        tsr_worker_t *w = &tsr__rt.workers[i];
-        w->id = i;
-        w->node = i < ncpu ? 0 : 1 + (i - ncpu);
-        tsr_node_t *node = tsr__mem_node(w->node);
-        w->device_kind = node->kind == TSR_NODE_KIND_CUDA ? TSR_DEVICE_CUDA : TSR_DEVICE_CPU;
-        /* A CPU worker's data is already in host memory: nothing to
-         * overlap, and holding tasks would only keep them from others. */
-        w->depth = w->node == 0 ? 1 : depth;
-        tsr__rt.nworkers_of_kind[w->device_kind]++;
-        /* More workers than cores share cores (oversubscription is the
-         * user's choice); binding then wraps around. */
-        w->cpu = tsr__rt.cfg.bind ? i % ncores : -1;
-        pthread_mutex_init(&w->m, NULL);
-        pthread_cond_init(&w->cv, NULL);
-    }
-    return TSR_OK;
+    return tsr__workers_table(ncpu, ncores);
 }
 
-int tsr__workers_launch(void)
+static int threads_launch(void)
 {
     for (int i = 0; i < tsr__rt.nworkers; i++) {
         tsr_worker_t *w = &tsr__rt.workers[i];
@@ -547,7 +379,7 @@ int tsr__workers_launch(void)
     return TSR_OK;
 }
 
-void tsr__workers_stop(void)
+static void threads_stop(void)
 {
     atomic_store(&tsr__rt.stop, 1);
     for (int i = 0; i < tsr__rt.nworkers; i++)
@@ -556,23 +388,56 @@ void tsr__workers_stop(void)
         pthread_join(tsr__rt.workers[i].thread, NULL);
 }
 
-void tsr__workers_free(void)
+static void threads_free(void)
 {
-    for (int i = 0; i < tsr__rt.nworkers; i++) {
-        tsr_worker_t *w = &tsr__rt.workers[i];
-        for (int k = 0; k < TSR_MAX_BUFFERS; k++)
-            free(w->scratch[k]);
-        free(w->ev);
-        pthread_mutex_destroy(&w->m);
-        pthread_cond_destroy(&w->cv);
-    }
-    free(tsr__rt.workers);
-    tsr__rt.workers = NULL;
-    tsr__rt.nworkers = 0;
-    for (int k = 0; k < TSR_DEVICE_KINDS; k++)
-        tsr__rt.nworkers_of_kind[k] = 0;
+    tsr__workers_table_free();
     if (topo_loaded) {
         hwloc_topology_destroy(topo);
         topo_loaded = false;
     }
 }
+
+/* ---- the application's thread waits ------------------------------------------ */
+
+/* Block until pred() holds; pred is evaluated under wait_m, and every
+ * change a predicate reads is followed by threads_wake. */
+static int threads_wait(bool (*pred)(void *), void *arg, const char *what)
+{
+    (void)what;
+    pthread_mutex_lock(&tsr__rt.wait_m);
+    atomic_fetch_add(&tsr__rt.nwaiters, 1);
+    while (!pred(arg))
+        pthread_cond_wait(&tsr__rt.wait_cv, &tsr__rt.wait_m);
+    atomic_fetch_sub(&tsr__rt.nwaiters, 1);
+    pthread_mutex_unlock(&tsr__rt.wait_m);
+    return TSR_OK;
+}
+
+static void threads_wake(void)
+{
+    pthread_mutex_lock(&tsr__rt.wait_m);
+    pthread_cond_broadcast(&tsr__rt.wait_cv);
+    pthread_mutex_unlock(&tsr__rt.wait_m);
+}
+
+static int threads_open(tsr_mem_config_t *mc)
+{
+    (void)mc;
+    return TSR_OK;
+}
+
+static void threads_close(void) {}
+
+const tsr_driver_t tsr__driver_threads = {
+    .name = "threads",
+    .open = threads_open,
+    .close = threads_close,
+    .start = threads_start,
+    .launch = threads_launch,
+    .stop = threads_stop,
+    .free = threads_free,
+    .notify = threads_notify,
+    .wait = threads_wait,
+    .wake = threads_wake,
+    .measures = true,
+};
