@@ -5,6 +5,7 @@
  * keep a lock while an engine runs a copy.
  */
 #include "memory/memory.h"
+#include "memory/vclock.h"
 
 #include <tessera/tessera.h>
 
@@ -24,8 +25,13 @@ static struct {
     bool numa;  /* several NUMA nodes: place large buffers locally */
 } mem;
 
+/* The monotonic clock, or virtual time while the virtual clock is on
+ * (memory/vclock.h): every layer's timestamps then come from the
+ * simulation. */
 uint64_t tsr__mem_now_ns(void)
 {
+    if (tsr__vclock_on())
+        return tsr__vclock_now();
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
