@@ -2,7 +2,8 @@
  * the open memory nodes, measured with real copies through the copy
  * engines (memory/measure.c) and cached as bus.txt in the model directory
  * (perfmodel_store.c) under a signature of both ends, so that a machine and
- * configuration is measured once. See docs/perfmodels.md.
+ * configuration is measured once; a simulated platform's links are read
+ * from its description (memory/phantom.h) instead. See docs/perfmodels.md.
  *
  * Must never: fail init over an unreadable or corrupt cache (one warning,
  * then measure), measure a link twice per init, or be read half-written
@@ -10,6 +11,7 @@
  */
 #include "runtime/perfmodel.h"
 
+#include "memory/phantom.h"
 #include "runtime/internal.h"
 #include "runtime/perfmodel_store.h"
 
@@ -283,7 +285,12 @@ int tsr__bus_calibrate(char *err, size_t errlen)
                 continue;
             link_rec_t *r = cache_find(&cache, sig[s], sig[d]);
             double lat, bw;
-            if (r) {
+            if (tsr__phantom_link(s, d, &lat, &bw)) {
+                /* A link the memory layer describes (a simulated
+                 * platform's) is read, not measured. */
+                if (!(bw > 0))
+                    bw = INFINITY;
+            } else if (r) {
                 lat = r->lat;
                 bw = r->bw;
             } else {

@@ -51,6 +51,16 @@ bool tsr__perfmodel_estimate(const tsr_codelet_t *cl, int device_kind,
                              const size_t *sizes, int nbuffers, const void *args,
                              tsr_perfmodel_info_t *out);
 
+/* A prior: seconds of one task of cl on device_kind for a device never
+ * measured (the simulation driver's rate model). Installed, it answers
+ * tsr__perfmodel_estimate where history has nothing (history true) or
+ * always (history false), so that policies read exactly the durations the
+ * simulation uses. NULL removes it. */
+typedef double (*tsr_perfmodel_prior_fn)(const tsr_codelet_t *cl, int device_kind,
+                                        const size_t *sizes, int nbuffers,
+                                        const void *args);
+void tsr__perfmodel_set_prior(tsr_perfmodel_prior_fn fn, bool history);
+
 /* Bus model. Measure (or read back from the model directory) the latency
  * and bandwidth of every link between the open memory nodes. Called once
  * per tsr_init by a runtime whose policy uses models, after the memory

@@ -85,6 +85,24 @@ static void make_machine_key(void)
              (unsigned)(h ^ (h >> 32)));
 }
 
+/* A key set in place of this machine's (a simulated platform's name), or
+ * "" for this machine's. */
+static char key_override[128];
+
+void tsr__pmstore_set_machine(const char *key)
+{
+    key_override[0] = 0;
+    if (!key || !key[0])
+        return;
+    snprintf(key_override, sizeof key_override, "%s", key);
+    for (char *p = key_override; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+              (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_'))
+            *p = '_';
+    if (key_override[0] == '.')
+        key_override[0] = '_';
+}
+
 /* ---- open and close ------------------------------------------------------- */
 
 int tsr__pmstore_open(const char *dir, char *err, size_t errlen)
@@ -107,7 +125,8 @@ int tsr__pmstore_open(const char *dir, char *err, size_t errlen)
     store.dir[0] = 0;
     if (base[0]) {
         pthread_once(&key_once, make_machine_key);
-        snprintf(store.dir, sizeof store.dir, "%s/%s", base, machine_key);
+        snprintf(store.dir, sizeof store.dir, "%s/%s", base,
+                 key_override[0] ? key_override : machine_key);
     }
     atomic_fetch_add(&store.generation, 1);
     return TSR_OK;

@@ -27,6 +27,10 @@
  * err when the path is too long. Opening or closing starts a new
  * generation. */
 int tsr__pmstore_open(const char *dir, char *err, size_t errlen);
+/* Keep models under <dir>/<key> instead of this machine's key (a
+ * simulated platform's name; characters outside [A-Za-z0-9._-] become
+ * '_'); NULL or "": this machine's again. Takes effect at the next open. */
+void tsr__pmstore_set_machine(const char *key);
 /* Forget the directory (a new generation). */
 void tsr__pmstore_close(void);
 /* <dir>/<machine key>, or "" when nothing is kept on disk. */

@@ -1,16 +1,347 @@
-/* runtime/simulate.c — the simulation driver (runtime/driver.h). */
+/* runtime/simulate.c — the simulation driver (runtime/driver.h): the node
+ * a platform file describes (runtime/platform.h), run in virtual time.
+ *
+ * There are no threads. Each worker is a state machine driven by events of
+ * the virtual clock (memory/vclock.h), mirroring a threads-driver worker:
+ * idle until notified; a turn fills its pipeline from the policy (asking
+ * the directory for each task's data, whose phantom copies complete as
+ * events), then runs its first task whose data is there: a completion
+ * event at now + the task's duration + the platform's task overhead, at
+ * which the task's data is released and the task completed, and the
+ * worker takes its next turn. The application's thread runs the events
+ * whenever it waits, until what it waits for holds.
+ *
+ * A task's duration is what the performance models say (the history of
+ * this machine where the platform asks for it and has one, else the
+ * platform's rate model, installed as the models' prior), so that the
+ * policies read exactly the durations the simulation uses. Nothing feeds
+ * the models back. With simulate_exec, the implementation really runs at
+ * the completion event: a CPU implementation (also for a simulated GPU,
+ * whose phantom memory is host-addressable), on the replicas' real bytes.
+ *
+ * Must never: start a thread or read the wall clock; base a decision on
+ * an address or on anything but the order of calls and the platform (two
+ * runs of a program give the same events); wait forever (a wait whose
+ * condition cannot become true with no event left fails).
+ */
 #include "runtime/driver.h"
 #include "runtime/internal.h"
+#include "runtime/perfmodel.h"
+#include "runtime/perfmodel_store.h"
+#include "runtime/platform.h"
+
+#include "memory/vclock.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One worker's state between events. */
+typedef struct simw {
+    bool idle;          /* nothing to do: a notify gives it a turn */
+    bool turn_queued;   /* a turn event is scheduled */
+    bool waiting;       /* holds tasks, none of whose data is there */
+    tsr_task_t running; /* the task whose completion event is scheduled */
+    uint64_t run_start, wait_since;
+} simw_t;
+
+static struct {
+    tsr_platform_t plat;
+    bool clock_on;
+    simw_t *w;
+} sim;
+
+/* ---- durations ----------------------------------------------------------------- */
+
+/* The rate model of the platform: the performance models' prior. */
+static double sim_prior(const tsr_codelet_t *cl, int device_kind, const size_t *sizes,
+                        int nbuffers, const void *args)
+{
+    return tsr__platform_task_seconds(&sim.plat, device_kind, cl, sizes, nbuffers, args,
+                                      tsr__rt.cfg.cuda_fp32);
+}
+
+/* Virtual nanoseconds t takes on w: the models' estimate (what policies
+ * read), plus the runtime's own work per task. */
+static uint64_t task_ns(const tsr_worker_t *w, tsr_task_t t)
+{
+    tsr_perfmodel_info_t info;
+    double s;
+    if (tsr__perfmodel_estimate(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args, &info))
+        s = info.seconds;
+    else
+        s = sim_prior(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args);
+    s += sim.plat.task_overhead;
+    if (!(s > 0) || !isfinite(s))
+        return 0;
+    return (uint64_t)llround(s * 1e9);
+}
+
+/* ---- workers as state machines ------------------------------------------------- */
+
+static void sim_turn(void *arg);
+static void sim_complete(void *arg);
+
+/* Give w a turn now (once: a queued turn covers every reason for one). */
+static void queue_turn(tsr_worker_t *w)
+{
+    simw_t *s = &sim.w[w->id];
+    s->idle = false;
+    if (s->turn_queued)
+        return;
+    s->turn_queued = true;
+    if (tsr__vclock_at(tsr__vclock_now(), sim_turn, w) != TSR_OK) {
+        /* No memory for the event: the worker stays idle; a later
+         * notify tries again. */
+        s->turn_queued = false;
+        s->idle = true;
+    }
+}
+
+/* An idle worker other than `self` gets a turn (the lowest-numbered, as
+ * the threads driver wakes the first sleeper). */
+static void wake_one_idle(int self)
+{
+    for (int i = 0; i < tsr__rt.nworkers; i++)
+        if (i != self && sim.w[i].idle) {
+            queue_turn(&tsr__rt.workers[i]);
+            return;
+        }
+}
+
+/* The directory's request for t is granted (an event, or a release). */
+static void sim_data_ready(tsr_mem_req_t *r)
+{
+    tsr_task_t t = r->arg;
+    tsr_worker_t *w = &tsr__rt.workers[t->run_worker];
+    atomic_store(&t->data_state, DATA_READY);
+    if (!sim.w[w->id].running)
+        queue_turn(w);
+}
+
+/* Start t on w: its completion is an event. */
+static void run_task(tsr_worker_t *w, tsr_task_t t)
+{
+    simw_t *s = &sim.w[w->id];
+    uint64_t now = tsr__vclock_now();
+    s->running = t;
+    s->run_start = now;
+    if (tsr__vclock_at(now + task_ns(w, t), sim_complete, w) != TSR_OK) {
+        s->running = NULL;
+        tsr__mem_release(&t->mreq);
+        snprintf(t->mreq.err, sizeof t->mreq.err, "no memory for a simulation event");
+        tsr__worker_fail(w, t, TSR_ENOMEM);
+    }
+}
+
+/* What a threads-driver worker does in one pass of its loop: keep the
+ * pipeline full, then run a task whose data is there; idle when there is
+ * nothing. Runs with tsr__tl_worker = w. */
+static void step(tsr_worker_t *w)
+{
+    simw_t *s = &sim.w[w->id];
+    const tsr_sched_policy_t *pol = tsr__rt.sched.policy;
+    for (;;) {
+        while (w->ninflight + (s->running ? 1 : 0) < w->depth) {
+            tsr_task_t t = pol->pop(&tsr__rt.sched, w->id);
+            if (!t)
+                break;
+            /* Tasks still queued beside an idle worker: pass one on. */
+            if (atomic_fetch_sub(&tsr__rt.nqueued, 1) > 1)
+                wake_one_idle(w->id);
+            if (tsr__worker_take(w, t, sim_data_ready))
+                w->inflight[w->ninflight++] = t;
+        }
+        if (s->running)
+            return;
+        int i = tsr__worker_first_ready(w);
+        if (i < 0) {
+            if (w->ninflight > 0) {
+                /* sim_data_ready gives the next turn. */
+                if (!s->waiting) {
+                    s->waiting = true;
+                    s->wait_since = tsr__vclock_now();
+                }
+                return;
+            }
+            s->idle = true;
+            return;
+        }
+        if (s->waiting) {
+            w->wait_ns += tsr__vclock_now() - s->wait_since;
+            s->waiting = false;
+        }
+        tsr_task_t t = tsr__worker_remove(w, i);
+        int status = atomic_load(&t->mreq.status);
+        if (status != TSR_OK) {
+            tsr__worker_fail(w, t, status);
+            continue;
+        }
+        run_task(w, t);
+        return;
+    }
+}
+
+static void sim_turn(void *arg)
+{
+    tsr_worker_t *w = arg;
+    sim.w[w->id].turn_queued = false;
+    int saved = tsr__tl_worker;
+    tsr__tl_worker = w->id;
+    step(w);
+    tsr__tl_worker = saved;
+}
+
+/* simulate_exec: run t's CPU implementation on its replicas (a simulated
+ * GPU's phantom memory is host memory). 0 or the implementation's status
+ * in *rc; false when t already failed (and is complete). */
+static bool execute(tsr_worker_t *w, tsr_task_t t, int *rc)
+{
+    void *bufs[TSR_MAX_BUFFERS];
+    *rc = 0;
+    if (tsr__worker_buffers(w, t, bufs) != TSR_OK)
+        return false;
+    tsr_kernel_fn impl = t->cl->impl[TSR_DEVICE_CPU];
+    if (!impl) {
+        snprintf(t->mreq.err, sizeof t->mreq.err,
+                 "simulate_exec: codelet '%s' has no CPU implementation to execute",
+                 t->cl->name ? t->cl->name : "");
+        *rc = TSR_ENODEV;
+        return true;
+    }
+    tsr_exec_t exec = {
+        .worker = w->id,
+        .device_kind = TSR_DEVICE_CPU,
+        .nbuffers = t->nbuffers,
+        .sizes = t->sizes,
+        .memory_node = w->node,
+        .cuda_fp32 = tsr__rt.cfg.cuda_fp32,
+    };
+    *rc = tsr__redux_init_accumulators(t, bufs, &exec);
+    if (*rc == 0)
+        *rc = impl(bufs, t->args, &exec);
+    return true;
+}
+
+static void sim_complete(void *arg)
+{
+    tsr_worker_t *w = arg;
+    simw_t *s = &sim.w[w->id];
+    tsr_task_t t = s->running;
+    int saved = tsr__tl_worker;
+    tsr__tl_worker = w->id;
+    int rc = 0;
+    bool live = tsr__rt.cfg.simulate_exec ? execute(w, t, &rc) : true;
+    s->running = NULL;
+    if (live)
+        tsr__worker_finish(w, t, rc, s->run_start);
+    step(w);
+    tsr__tl_worker = saved;
+}
+
+/* ---- the driver ------------------------------------------------------------------ */
+
+static void sim_close(void)
+{
+    tsr__perfmodel_set_prior(NULL, false);
+    tsr__pmstore_set_machine(NULL);
+    if (sim.clock_on)
+        tsr__vclock_stop();
+    sim.clock_on = false;
+}
 
 static int sim_open(tsr_mem_config_t *mc)
 {
-    (void)mc;
-    return tsr__fail(TSR_EINVAL, "init: simulation is not available in this build");
+    int rc = tsr__platform_load(tsr__rt.cfg.simulate, &sim.plat);
+    if (rc != TSR_OK)
+        return rc;
+    rc = tsr__vclock_start();
+    if (rc != TSR_OK)
+        return tsr__fail(rc, "init: simulation: cannot start the virtual clock");
+    sim.clock_on = true;
+    /* Time starts at 0 for everything the runtime reports. */
+    tsr__rt.t0_ns = tsr__mem_now_ns();
+    sim.plat.mem.exec = tsr__rt.cfg.simulate_exec != 0;
+    mc->phantom = &sim.plat.mem;
+    /* The platform's devices, not this machine's. */
+    mc->nsim = 0;
+    mc->ncuda = 0;
+    mc->host_capacity = sim.plat.mem.host_capacity;
+    tsr__pmstore_set_machine(sim.plat.machine_models ? NULL : sim.plat.name);
+    tsr__perfmodel_set_prior(sim_prior, sim.plat.machine_models);
+    return TSR_OK;
 }
-static void sim_close(void) {}
+
+static int sim_start(void)
+{
+    const tsr_config_t *cfg = &tsr__rt.cfg;
+    int ncpu = cfg->ncpu > 0 ? cfg->ncpu : cfg->ncpu < 0 ? 0 : sim.plat.ncpu;
+    int rc = tsr__workers_table(ncpu, 0);
+    if (rc != TSR_OK)
+        return rc;
+    sim.w = calloc((size_t)tsr__rt.nworkers, sizeof *sim.w);
+    if (!sim.w)
+        return tsr__fail(TSR_ENOMEM, "init: cannot allocate %d workers", tsr__rt.nworkers);
+    for (int i = 0; i < tsr__rt.nworkers; i++)
+        sim.w[i].idle = true;
+    return TSR_OK;
+}
+
+static int sim_launch(void) { return TSR_OK; }
+
+/* Every task is complete: the workers hold nothing. */
+static void sim_stop(void)
+{
+    for (int i = 0; i < tsr__rt.nworkers; i++)
+        tsr__worker_scratch_release(&tsr__rt.workers[i]);
+}
+
+static void sim_free(void)
+{
+    tsr__workers_table_free();
+    free(sim.w);
+    sim.w = NULL;
+}
+
+static void sim_notify(int target)
+{
+    if (target >= 0 && target < tsr__rt.nworkers) {
+        if (sim.w[target].idle)
+            queue_turn(&tsr__rt.workers[target]);
+        return;
+    }
+    wake_one_idle(-1);
+}
+
+/* Run events until pred holds. With no event left, nothing can change
+ * any more: the simulated program deadlocked. */
+static int sim_wait(bool (*pred)(void *), void *arg, const char *what)
+{
+    while (!pred(arg))
+        if (!tsr__vclock_step())
+            return tsr__fail(TSR_ESTATE,
+                             "%s: the simulated program cannot go on: %ld task(s) pending "
+                             "and no event left at virtual time %.9f s (a task waits for "
+                             "a handle the application holds, or for memory never freed)",
+                             what, atomic_load(&tsr__rt.pending),
+                             (double)(tsr__vclock_now() - tsr__rt.t0_ns) * 1e-9);
+    return TSR_OK;
+}
+
+/* Waiters run the events themselves: nobody sleeps. */
+static void sim_wake(void) {}
 
 const tsr_driver_t tsr__driver_simulate = {
     .name = "simulate",
     .open = sim_open,
     .close = sim_close,
+    .start = sim_start,
+    .launch = sim_launch,
+    .stop = sim_stop,
+    .free = sim_free,
+    .notify = sim_notify,
+    .wait = sim_wait,
+    .wake = sim_wake,
+    .measures = false,
 };
