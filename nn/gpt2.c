@@ -658,7 +658,8 @@ static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_ten
     return TSR_OK;
 }
 
-/* Sum of the per-token losses, read from the host. */
+/* Sum of the per-token losses, read from the host (0 in a simulated run,
+ * whose host reads are zeros: a loss of 0, nothing divides by it). */
 static int read_loss(tsr_gpt2_t *m, double *sum)
 {
     float *buf = malloc((size_t)m->N * sizeof *buf);
@@ -844,6 +845,8 @@ int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float 
         *grad_norm = (float)norm;
     if (!isfinite(norm))
         return tsr__fail(TSR_EINVAL, "gpt2_step: the gradient norm is not finite");
+    /* a zero norm (all gradients zero, or a simulated run whose host reads
+     * are zeros) gives scale 1: the 1e-6 keeps the division finite */
     float scale = 1.0f;
     if (opt->grad_clip > 0.0f) {
         double coef = opt->grad_clip / (norm + 1e-6);

@@ -24,16 +24,24 @@
 #define CUDA_IMPL(f) NULL
 #endif
 
-#define CODELET(var, label, nbuf, cpu, cuda, flops_fn)                        \
+/* Every codelet has a flops and a bytes estimate (models and the simulator's
+ * rate model read them): flops = the floating-point operations its CPU
+ * kernel performs (exp, log, sqrt and division counted as one each), bytes =
+ * what it reads plus what it writes in the memory it runs on, each tile once
+ * (a tile read and written counts twice). A kernel that only moves data
+ * has no flops function (NULL: 0 flops, and the history models regress on
+ * its bytes instead). */
+#define CODELET(var, label, nbuf, cpu, cuda, flops_fn, bytes_fn)              \
     static const tsr_codelet_t var = {.name = label,                          \
                                       .impl = {cpu, CUDA_IMPL(cuda)},        \
                                       .nbuffers = nbuf,                       \
-                                      .flops = flops_fn}
+                                      .flops = flops_fn,                      \
+                                      .bytes = bytes_fn}
 
 /* A codelet whose CPU implementation runs the call `cpu` and whose CUDA
  * implementation returns the status of the call `cuda`; both see `a` (the
  * argument block as an args_t), `buf` (the tiles) and `e`. */
-#define TILE_CODELET(var, label, nbuf, args_t, flops_fn, cpu, cuda)               \
+#define TILE_CODELET(var, label, nbuf, args_t, flops_fn, bytes_fn, cpu, cuda)     \
     static int var##_cpu(void **buf, const void *args, const tsr_exec_t *e)     \
     {                                                                           \
         const args_t *a = args;                                                 \
@@ -42,7 +50,7 @@
         return 0;                                                               \
     }                                                                           \
     CUDA_TWIN(var, args_t, cuda)                                                \
-    CODELET(var, label, nbuf, var##_cpu, var##_cuda, flops_fn)
+    CODELET(var, label, nbuf, var##_cpu, var##_cuda, flops_fn, bytes_fn)
 #ifdef TSR_HAVE_CUDA
 #define CUDA_TWIN(var, args_t, cuda)                                            \
     static int var##_cuda(void **buf, const void *args, const tsr_exec_t *e)    \
@@ -59,6 +67,12 @@
 static size_t nelem(const tsr_exec_t *e, int i)
 {
     return e->sizes[i] / 4;
+}
+
+/* Elements of buffer 0 of a task, for the estimates. */
+static double n0(const size_t *sizes)
+{
+    return (double)(sizes[0] / 4);
 }
 
 /* Submit one task: accesses given as (handle, mode) pairs. */
@@ -92,10 +106,7 @@ static int same_tiling(const tsr_tensor_t *x, const tsr_tensor_t *y, const char 
 
 /* ---- GEMM ---------------------------------------------------------------- */
 
-typedef struct gemm_args {
-    int ta, tb, m, n, k;
-    float alpha, beta;
-} gemm_args_t;
+typedef tsr__gemm_args_t gemm_args_t;
 
 /* a: op(A) (m, k) stored (m, k) or (k, m); b: op(B) (k, n); c: (m, n), all
  * tiles contiguous (ld = stored rows). */
@@ -105,7 +116,15 @@ static double gemm_flops(const void *args, const size_t *sizes)
     (void)sizes;
     return 2.0 * a->m * a->n * a->k;
 }
-TILE_CODELET(cl_gemm, "gemm", 3, gemm_args_t, gemm_flops,
+/* A and B read, C written (and read unless beta = 0) */
+static double gemm_bytes(const void *args, const size_t *sizes)
+{
+    const gemm_args_t *a = args;
+    (void)sizes;
+    return 4.0 * ((double)a->m * a->k + (double)a->k * a->n +
+                  (a->beta != 0.0f ? 2.0 : 1.0) * a->m * a->n);
+}
+TILE_CODELET(cl_gemm, "gemm", 3, gemm_args_t, gemm_flops, gemm_bytes,
              (tsr_cpu_gemm(a->ta, a->tb, a->m, a->n, a->k, a->alpha, buf[0],
                a->ta ? a->k : a->m, 0, buf[1], a->tb ? a->n : a->k, 0, a->beta, buf[2], a->m, 0,
                1)),
@@ -168,8 +187,34 @@ int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
 
 /* ---- elementwise ---------------------------------------------------------- */
 
+/* Estimates of the streaming kernels over n = elements of buffer 0. The
+ * kernels that only move data (fill, copy, copy_rows, attn_init) have no
+ * flops function (NULL: 0 flops), so that their history models keep
+ * regressing on bytes. */
+#define zero_flops NULL
+static double two_n(const void *args, const size_t *sizes) /* axpy, sumsq */
+{
+    (void)args;
+    return 2 * n0(sizes);
+}
+static double write_n(const void *args, const size_t *sizes) /* fill */
+{
+    (void)args;
+    return (double)sizes[0];
+}
+static double read_write_n(const void *args, const size_t *sizes) /* copy */
+{
+    (void)args;
+    return 2.0 * (double)sizes[0];
+}
+static double axpy_bytes(const void *args, const size_t *sizes) /* x read, y read + written */
+{
+    (void)args;
+    return 3.0 * (double)sizes[0];
+}
+
 /* x = value                                   x: (n) */
-TILE_CODELET(cl_fill, "fill", 1, float, NULL,
+TILE_CODELET(cl_fill, "fill", 1, float, zero_flops, write_n,
              (tsr_cpu_fill(nelem(e, 0), *a, buf[0])),
              (tsr_cuda_fill(e->cuda_stream, nelem(e, 0), *a, buf[0])));
 
@@ -190,7 +235,7 @@ int tsr__op_fill(tsr_tensor_t *x, float value)
 }
 
 /* y = x                                       x, y: (n) */
-TILE_CODELET(cl_copy, "copy", 2, void, NULL,
+TILE_CODELET(cl_copy, "copy", 2, void, zero_flops, read_write_n,
              (tsr_cpu_copy(nelem(e, 0), buf[0], buf[1])),
              (tsr_cuda_copy(e->cuda_stream, nelem(e, 0), buf[0], buf[1])));
 
@@ -211,32 +256,68 @@ int tsr__op_copy(const tsr_tensor_t *x, tsr_tensor_t *y)
 }
 
 /* y += alpha x                                x, y: (n) */
-TILE_CODELET(cl_axpy, "axpy", 2, float, NULL,
+TILE_CODELET(cl_axpy, "axpy", 2, float, two_n, axpy_bytes,
              (tsr_cpu_axpy(nelem(e, 0), *a, buf[0], buf[1])),
              (tsr_cuda_axpy(e->cuda_stream, nelem(e, 0), *a, buf[0], buf[1])));
 
-typedef struct slice_args {
-    size_t xoff, yoff, n;
-} slice_args_t;
+typedef tsr__slice_args_t slice_args_t;
+
+/* an axpy of a->n elements (not the whole tiles) */
+static double slice_flops(const void *args, const size_t *sizes)
+{
+    (void)sizes;
+    return 2.0 * (double)((const slice_args_t *)args)->n;
+}
+static double slice_bytes(const void *args, const size_t *sizes)
+{
+    (void)sizes;
+    return 12.0 * (double)((const slice_args_t *)args)->n;
+}
 
 /* y[yoff + i] += x[xoff + i], i < n: one sequence's rows of a multi-sequence tile */
-TILE_CODELET(cl_slice_add, "slice_add", 2, slice_args_t, NULL,
+TILE_CODELET(cl_slice_add, "slice_add", 2, slice_args_t, slice_flops, slice_bytes,
              (tsr_cpu_axpy(a->n, 1.0f, (const float *)buf[0] + a->xoff,
                (float *)buf[1] + a->yoff)),
              (tsr_cuda_axpy(e->cuda_stream, a->n, 1.0f, (const float *)buf[0] + a->xoff,
                (float *)buf[1] + a->yoff)));
 
-typedef struct mn_args {
-    int m, n;
-} mn_args_t;
+typedef tsr__mn_args_t mn_args_t;
+
+/* bias_add: m n additions; b read, x read and written */
+static double bias_add_flops(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return (double)a->m * a->n;
+}
+static double bias_add_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 4.0 * (a->m + 2.0 * a->m * a->n);
+}
+/* bias_grad: m n additions into row sums, then db = db + sum; dy read, db
+ * read and written */
+static double bias_grad_flops(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return (double)a->m * a->n + 2.0 * a->m;
+}
+static double bias_grad_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 4.0 * ((double)a->m * a->n + 2.0 * a->m);
+}
 
 /* x(i, j) += b(i)                             b: (m), x: (m, n) */
-TILE_CODELET(cl_bias_add, "bias_add", 2, mn_args_t, NULL,
+TILE_CODELET(cl_bias_add, "bias_add", 2, mn_args_t, bias_add_flops, bias_add_bytes,
              (tsr_cpu_bias_add(0, a->m, a->n, buf[0], buf[1], a->m)),
              (tsr_cuda_bias_add(e->cuda_stream, 0, a->m, a->n, buf[0], buf[1], a->m)));
 
 /* db(i) += sum_j dy(i, j)                     db: (m), dy: (m, n) */
-TILE_CODELET(cl_bias_grad, "bias_grad", 2, mn_args_t, NULL,
+TILE_CODELET(cl_bias_grad, "bias_grad", 2, mn_args_t, bias_grad_flops, bias_grad_bytes,
              (tsr_cpu_sum_axis(0, a->m, a->n, 1.0f, buf[1], a->m, 1.0f, buf[0])),
              (tsr_cuda_sum_axis(e->cuda_stream, 0, a->m, a->n, 1.0f, buf[1], a->m, 1.0f,
                buf[0])));
@@ -305,9 +386,15 @@ int tsr__op_linear_bwd(const tsr_tensor_t *w, const tsr_tensor_t *x, const tsr_t
 
 /* Rows [src_off, src_off + nrows) of each of the ncols columns of src (src_rows
  * rows) go to rows [dst_off, …) of dst (dst_rows rows). */
-typedef struct rows_args {
-    int src_rows, dst_rows, src_off, dst_off, nrows, ncols;
-} rows_args_t;
+typedef tsr__rows_args_t rows_args_t;
+
+/* nrows × ncols elements read and written */
+static double rows_bytes(const void *args, const size_t *sizes)
+{
+    const rows_args_t *a = args;
+    (void)sizes;
+    return 8.0 * a->nrows * a->ncols;
+}
 
 static int rows_cpu(void **buf, const void *args, const tsr_exec_t *e)
 {
@@ -330,7 +417,7 @@ static int rows_cuda(void **buf, const void *args, const tsr_exec_t *e)
                                   cudaMemcpyDeviceToDevice, (cudaStream_t)e->cuda_stream);
 }
 #endif
-CODELET(cl_rows, "copy_rows", 2, rows_cpu, rows_cuda, NULL);
+CODELET(cl_rows, "copy_rows", 2, rows_cpu, rows_cuda, zero_flops, rows_bytes);
 
 int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst)
 {
@@ -366,15 +453,46 @@ int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst)
 
 #define LN_EPS 1e-5f
 
+/* Per token of C features: mean (C adds, 1 division), variance (3C), rstd
+ * (add, sqrt, division, and the division by C), output (4C); x read once
+ * (a column stays in L1), out written, gamma, beta read, mean, rstd written. */
+static double ln_fwd_flops(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return (double)a->n * (8.0 * a->m + 5.0);
+}
+static double ln_fwd_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 4.0 * (2.0 * a->m * a->n + 2.0 * a->m + 2.0 * a->n);
+}
+/* Per token: the two reductions (6C), their means (2), the update (11C:
+ * xhat 2, dgamma 2, dbeta 1, dx 6); dout, x read, dx read and written,
+ * gamma read, dgamma, dbeta read and written, mean, rstd read. */
+static double ln_bwd_flops(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return (double)a->n * (17.0 * a->m + 2.0);
+}
+static double ln_bwd_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 4.0 * (4.0 * a->m * a->n + 5.0 * a->m + 2.0 * a->n);
+}
+
 /* x (C, T) → out (C, T), mean, rstd (T)       gamma, beta: (C) */
-TILE_CODELET(cl_ln_fwd, "layernorm_fwd", 6, mn_args_t, NULL,
+TILE_CODELET(cl_ln_fwd, "layernorm_fwd", 6, mn_args_t, ln_fwd_flops, ln_fwd_bytes,
              (tsr_cpu_layernorm_fwd(a->m, a->n, buf[0], buf[1], buf[2], LN_EPS, buf[3], buf[4],
                buf[5])),
              (tsr_cuda_layernorm_fwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], LN_EPS,
                buf[3], buf[4], buf[5])));
 
 /* dout, x (C, T), gamma (C), mean, rstd (T) → dx (C, T), dgamma, dbeta (C), accumulated */
-TILE_CODELET(cl_ln_bwd, "layernorm_bwd", 8, mn_args_t, NULL,
+TILE_CODELET(cl_ln_bwd, "layernorm_bwd", 8, mn_args_t, ln_bwd_flops, ln_bwd_bytes,
              (tsr_cpu_layernorm_bwd(a->m, a->n, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5],
                buf[6], buf[7])),
              (tsr_cuda_layernorm_bwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], buf[3],
@@ -429,13 +547,27 @@ int tsr__op_layernorm_bwd(const tsr_tensor_t *dout, const tsr_tensor_t *x,
 
 /* ---- GELU ----------------------------------------------------------------- */
 
+/* Per element: forward 10 (the cubic 5, sigmoid 4, product 1), x read, out
+ * written; backward 20 (sigmoid's argument and itself 9, the derivative
+ * 10, the product 1), x and d read, d written. */
+static double gelu_fwd_flops(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return 10.0 * n0(sizes);
+}
+static double gelu_bwd_flops(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return 20.0 * n0(sizes);
+}
+
 /* out = gelu(x)                               x, out: (n) */
-TILE_CODELET(cl_gelu_fwd, "gelu_fwd", 2, void, NULL,
+TILE_CODELET(cl_gelu_fwd, "gelu_fwd", 2, void, gelu_fwd_flops, read_write_n,
              (tsr_cpu_gelu_fwd(nelem(e, 0), buf[0], buf[1])),
              (tsr_cuda_gelu_fwd(e->cuda_stream, nelem(e, 0), buf[0], buf[1])));
 
 /* d = gelu'(x) * d                            x, d: (n) */
-TILE_CODELET(cl_gelu_bwd, "gelu_bwd", 2, void, NULL,
+TILE_CODELET(cl_gelu_bwd, "gelu_bwd", 2, void, gelu_bwd_flops, axpy_bytes,
              (tsr_cpu_gelu_bwd(nelem(e, 0), buf[0], buf[1], buf[1])),
              (tsr_cuda_gelu_bwd(e->cuda_stream, nelem(e, 0), buf[0], buf[1], buf[1])));
 
@@ -451,19 +583,38 @@ int tsr__op_gelu_bwd(const tsr_tensor_t *x, tsr_tensor_t *d)
 
 /* ---- embeddings ----------------------------------------------------------- */
 
-typedef struct embed_args {
-    int C, T, nv, v0;
-} embed_args_t;
+typedef tsr__embed_args_t embed_args_t;
+
+/* Tokens of a tile that fall in this vocabulary tile: T nv / V, expected
+ * over tokens spread evenly (the kernels skip the others). Each such token
+ * adds a column of C: C flops; bytes: the tokens read, and per token a
+ * column of w (or dout) read and one of out (or dw) read and written. */
+static double embed_hits(const embed_args_t *a)
+{
+    return a->V > 0 ? (double)a->T * a->nv / a->V : a->T;
+}
+static double embed_flops(const void *args, const size_t *sizes)
+{
+    const embed_args_t *a = args;
+    (void)sizes;
+    return embed_hits(a) * a->C;
+}
+static double embed_bytes(const void *args, const size_t *sizes)
+{
+    const embed_args_t *a = args;
+    (void)sizes;
+    return 4.0 * a->T + 12.0 * embed_hits(a) * a->C;
+}
 
 /* out(:, t) += w(:, tokens[t] - v0) for tokens in [v0, v0 + nv)
  *   tokens: (T), w: (C, nv), out: (C, T) */
-TILE_CODELET(cl_embed_fwd, "embedding_fwd", 3, embed_args_t, NULL,
+TILE_CODELET(cl_embed_fwd, "embedding_fwd", 3, embed_args_t, embed_flops, embed_bytes,
              (tsr_cpu_embedding_fwd(a->C, a->T, a->nv, a->v0, buf[0], buf[1], buf[2])),
              (tsr_cuda_embedding_fwd(e->cuda_stream, a->C, a->T, a->nv, a->v0, buf[0], buf[1],
                buf[2])));
 
 /* dw(:, tokens[t] - v0) += dout(:, t)          tokens: (T), dout: (C, T), dw: (C, nv) */
-TILE_CODELET(cl_embed_bwd, "embedding_bwd", 3, embed_args_t, NULL,
+TILE_CODELET(cl_embed_bwd, "embedding_bwd", 3, embed_args_t, embed_flops, embed_bytes,
              (tsr_cpu_embedding_bwd(a->C, a->T, a->nv, a->v0, buf[0], buf[1], buf[2])),
              (tsr_cuda_embedding_bwd(e->cuda_stream, a->C, a->T, a->nv, a->v0, buf[0], buf[1],
                buf[2])));
@@ -523,7 +674,7 @@ int tsr__op_embed_fwd(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
         rc = embed_positions(wpe, seq_len, out->tile_cols, j, o, 0);
         for (int v = 0; !rc && v < wte->grid_cols; v++) {
             embed_args_t a = {out->rows, tsr__tile_n(out, j), tsr__tile_n(wte, v),
-                              v * wte->tile_cols};
+                              v * wte->tile_cols, wte->cols};
             rc = SUBMIT(cl_embed_fwd, a, ACC(tsr__tile(tokens, 0, j), TSR_R),
                         ACC(tsr__tile(wte, 0, v), TSR_R), ACC(o, TSR_RW));
         }
@@ -539,7 +690,7 @@ int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int 
         tsr_handle_t d = tsr__tile(dout, 0, j);
         for (int v = 0; !rc && v < dwte->grid_cols; v++) {
             embed_args_t a = {dout->rows, tsr__tile_n(dout, j), tsr__tile_n(dwte, v),
-                              v * dwte->tile_cols};
+                              v * dwte->tile_cols, dwte->cols};
             rc = SUBMIT(cl_embed_bwd, a, ACC(tsr__tile(tokens, 0, j), TSR_R), ACC(d, TSR_R),
                         ACC(tsr__tile(dwte, 0, v), TSR_COMMUTE));
         }
@@ -551,46 +702,111 @@ int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int 
 
 /* ---- attention ------------------------------------------------------------ */
 
-typedef struct attn_args {
-    int d, tq, tk, nb, q0, k0; /* nb: sequences side by side in one tile */
-    float scale;
-} attn_args_t;
+typedef tsr__attn_args_t attn_args_t;
+
+/* (query, key) pairs of a tile pair the causal mask lets through: query i
+ * (absolute q0 + i) sees clamp(s + i, 0, tk) keys of the tile, s = q0 - k0
+ * + 1 (kernels/cpu/attention.c's visible_keys), summed in closed form:
+ * queries below a see none, from b on all tk, between them s + i. Times
+ * nb sequences side by side. */
+double tsr__attn_pairs(int tq, int tk, int nb, int q0, int k0)
+{
+    double s = (double)q0 - k0 + 1;
+    double a = 1 - s, b = tk - s;
+    a = a < 0 ? 0 : (a > tq ? tq : a);
+    b = b < a ? a : (b > tq ? tq : b);
+    double partial = (b - a) * s + (a + b - 1) * (b - a) / 2;
+    return ((double)nb) * (partial + (tq - b) * (double)tk);
+}
+
+/* attn_init writes ms and acc */
+static double attn_init_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return (double)sizes[0] + (double)sizes[1];
+}
 
 /* ms (2, tq) = (-inf, 0), acc (d, tq) = 0 */
-TILE_CODELET(cl_attn_init, "attn_init", 2, attn_args_t, NULL,
+TILE_CODELET(cl_attn_init, "attn_init", 2, attn_args_t, zero_flops, attn_init_bytes,
              (tsr_cpu_attn_init(a->d, a->tq, a->nb, buf[0], buf[1])),
              (tsr_cuda_attn_init(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1])));
 
-/* q (d, tq), k, v (d, tk) → ms (2, tq), acc (d, tq) updated online */
+/* Per visible pair: q.k (2d), p v into acc (2d), and the online softmax
+ * (scale, max, subtraction, exp, sum: 5); the rescale of acc once per 64
+ * keys (d per row and block, under 1%) is left out. q, k, v read; ms, acc
+ * read and written. */
 static double attn_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
     (void)sizes;
-    return 4.0 * a->d * a->tq * a->tk * a->nb;
+    return tsr__attn_pairs(a->tq, a->tk, a->nb, a->q0, a->k0) * (4.0 * a->d + 5.0);
 }
-TILE_CODELET(cl_attn_fwd, "attn_fwd", 5, attn_args_t, attn_flops,
+static double attn_fwd_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return (double)sizes[0] + sizes[1] + sizes[2] + 2.0 * ((double)sizes[3] + sizes[4]);
+}
+TILE_CODELET(cl_attn_fwd, "attn_fwd", 5, attn_args_t, attn_flops, attn_fwd_bytes,
              (tsr_cpu_attn_fwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0],
                buf[1], buf[2], buf[3], buf[4])),
              (tsr_cuda_attn_fwd(e->cuda_stream, a->d, a->tq, a->tk, a->nb, a->q0, a->k0,
                a->scale, buf[0], buf[1], buf[2], buf[3], buf[4])));
 
-/* ms (2, tq), acc (d, tq) → acc = o (d, tq), lse (tq) */
-TILE_CODELET(cl_attn_fin, "attn_finalize", 3, attn_args_t, NULL,
+/* Per row: 1/l, d products, m + log l (2); ms read, acc read and written
+ * (as o), lse written. */
+static double attn_fin_flops(const void *args, const size_t *sizes)
+{
+    const attn_args_t *a = args;
+    (void)sizes;
+    return (double)a->tq * a->nb * (a->d + 3.0);
+}
+static double attn_fin_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return (double)sizes[0] + 2.0 * sizes[1] + sizes[2];
+}
+TILE_CODELET(cl_attn_fin, "attn_finalize", 3, attn_args_t, attn_fin_flops, attn_fin_bytes,
              (tsr_cpu_attn_finalize(a->d, a->tq, a->nb, buf[0], buf[1], buf[1], buf[2])),
              (tsr_cuda_attn_finalize(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1], buf[1],
                buf[2])));
 
+/* Per row a dot product of d (2d); o, dout read, D written. */
+static double attn_dot_flops(const void *args, const size_t *sizes)
+{
+    const attn_args_t *a = args;
+    (void)sizes;
+    return 2.0 * a->tq * a->nb * a->d;
+}
+static double attn_dot_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return (double)sizes[0] + sizes[1] + sizes[2];
+}
+
 /* D (tq) = rowsum(dout * o)                   o, dout: (d, tq) */
-TILE_CODELET(cl_attn_dot, "attn_bwd_dot", 3, attn_args_t, NULL,
+TILE_CODELET(cl_attn_dot, "attn_bwd_dot", 3, attn_args_t, attn_dot_flops, attn_dot_bytes,
              (tsr_cpu_attn_bwd_dot(a->d, a->tq, a->nb, buf[0], buf[1], buf[2])),
              (tsr_cuda_attn_bwd_dot(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1], buf[2])));
 
-/* q, k, v, dout, lse, D → dq, dk, dv accumulated */
+/* Per visible pair: q.k and dout.v (4d), dv, dk, dq updates (6d), and p, ds
+ * (scale, subtraction, exp, subtraction, product, scale: 6). q, k, v, dout,
+ * lse, D read; dq, dk, dv read and written. */
 static double attn_bwd_flops(const void *args, const size_t *sizes)
 {
-    return 2.5 * attn_flops(args, sizes);
+    const attn_args_t *a = args;
+    (void)sizes;
+    return tsr__attn_pairs(a->tq, a->tk, a->nb, a->q0, a->k0) * (10.0 * a->d + 6.0);
 }
-TILE_CODELET(cl_attn_bwd, "attn_bwd", 9, attn_args_t, attn_bwd_flops,
+static double attn_bwd_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    double b = 0;
+    for (int i = 0; i < 6; i++)
+        b += (double)sizes[i];
+    return b + 2.0 * ((double)sizes[6] + sizes[7] + sizes[8]);
+}
+/* q, k, v, dout, lse, D → dq, dk, dv accumulated */
+TILE_CODELET(cl_attn_bwd, "attn_bwd", 9, attn_args_t, attn_bwd_flops, attn_bwd_bytes,
              (tsr_cpu_attn_bwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0],
                buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7], buf[8])),
              (tsr_cuda_attn_bwd(e->cuda_stream, a->d, a->tq, a->tk, a->nb, a->q0, a->k0,
@@ -706,31 +922,81 @@ int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len,
 
 /* ---- cross-entropy -------------------------------------------------------- */
 
-typedef struct xent_args {
-    int nv, T, v0, accumulate;
-    float scale;
-} xent_args_t;
+typedef tsr__xent_args_t xent_args_t;
+
+/* maxsumexp per column of nv logits: max (nv), exp sum (3 nv), the merge
+ * (5); logits read, ms written (read too when accumulating). */
+static double mse_flops(const void *args, const size_t *sizes)
+{
+    const xent_args_t *a = args;
+    (void)sizes;
+    return (double)a->T * (4.0 * a->nv + (a->accumulate ? 5.0 : 0.0));
+}
+static double mse_bytes(const void *args, const size_t *sizes)
+{
+    const xent_args_t *a = args;
+    (void)sizes;
+    return 4.0 * a->nv * a->T + (a->accumulate ? 16.0 : 8.0) * a->T;
+}
+/* logsumexp per column: log and add; ms read, lse written */
+static double lse_flops(const void *args, const size_t *sizes)
+{
+    (void)sizes;
+    return 2.0 * ((const xent_args_t *)args)->T;
+}
+static double lse_bytes(const void *args, const size_t *sizes)
+{
+    (void)sizes;
+    return 12.0 * ((const xent_args_t *)args)->T;
+}
+/* crossentropy_fwd: at most one target per column in the tile (an upper
+ * bound: the kernel skips targets outside it): a subtraction and an add;
+ * targets, lse read, the logit read, loss read and written. */
+static double xent_fwd_flops(const void *args, const size_t *sizes)
+{
+    (void)sizes;
+    return 2.0 * ((const xent_args_t *)args)->T;
+}
+static double xent_fwd_bytes(const void *args, const size_t *sizes)
+{
+    (void)sizes;
+    return 20.0 * ((const xent_args_t *)args)->T;
+}
+/* crossentropy_bwd per logit: subtraction, exp, scale (3), per column the
+ * target's subtraction; logits read and written in place, lse, targets read. */
+static double xent_bwd_flops(const void *args, const size_t *sizes)
+{
+    const xent_args_t *a = args;
+    (void)sizes;
+    return (double)a->T * (3.0 * a->nv + 1.0);
+}
+static double xent_bwd_bytes(const void *args, const size_t *sizes)
+{
+    const xent_args_t *a = args;
+    (void)sizes;
+    return 8.0 * a->nv * a->T + 8.0 * a->T;
+}
 
 /* ms (2, T) = state of the columns of logits (nv, T), merged when accumulating */
-TILE_CODELET(cl_maxsumexp, "maxsumexp", 2, xent_args_t, NULL,
+TILE_CODELET(cl_maxsumexp, "maxsumexp", 2, xent_args_t, mse_flops, mse_bytes,
              (tsr_cpu_maxsumexp(a->nv, a->T, buf[0], a->nv, buf[1], a->accumulate)),
              (tsr_cuda_maxsumexp(e->cuda_stream, a->nv, a->T, buf[0], a->nv, buf[1],
                a->accumulate)));
 
 /* lse (T) = logsumexp of ms (2, T) */
-TILE_CODELET(cl_logsumexp, "logsumexp", 2, xent_args_t, NULL,
+TILE_CODELET(cl_logsumexp, "logsumexp", 2, xent_args_t, lse_flops, lse_bytes,
              (tsr_cpu_logsumexp(a->T, buf[0], buf[1])),
              (tsr_cuda_logsumexp(e->cuda_stream, a->T, buf[0], buf[1])));
 
 /* loss (T) += lse - logit of the target, for targets in this vocabulary tile */
-TILE_CODELET(cl_xent_fwd, "crossentropy_fwd", 4, xent_args_t, NULL,
+TILE_CODELET(cl_xent_fwd, "crossentropy_fwd", 4, xent_args_t, xent_fwd_flops, xent_fwd_bytes,
              (tsr_cpu_crossentropy_fwd(a->nv, a->T, a->v0, buf[0], a->nv, buf[1], buf[2],
                buf[3])),
              (tsr_cuda_crossentropy_fwd(e->cuda_stream, a->nv, a->T, a->v0, buf[0], a->nv,
                buf[1], buf[2], buf[3])));
 
 /* logits (nv, T) = scale * (softmax - onehot), in place */
-TILE_CODELET(cl_xent_bwd, "crossentropy_bwd", 3, xent_args_t, NULL,
+TILE_CODELET(cl_xent_bwd, "crossentropy_bwd", 3, xent_args_t, xent_bwd_flops, xent_bwd_bytes,
              (tsr_cpu_crossentropy_bwd(a->nv, a->T, a->v0, buf[0], a->nv, buf[1], buf[2],
                a->scale, buf[0], a->nv)),
              (tsr_cuda_crossentropy_bwd(e->cuda_stream, a->nv, a->T, a->v0, buf[0], a->nv,
@@ -796,8 +1062,15 @@ int tsr__op_xent_bwd(tsr_tensor_t *logits, const tsr_tensor_t *targets,
 
 /* ---- optimizer ------------------------------------------------------------ */
 
+/* sumsq: x read, the accumulator read and written */
+static double sumsq_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return (double)sizes[0] + 8.0;
+}
+
 /* acc[0] += sum x^2                           x: (n) */
-TILE_CODELET(cl_sumsq, "sumsq", 2, void, NULL,
+TILE_CODELET(cl_sumsq, "sumsq", 2, void, two_n, sumsq_bytes,
              (tsr_cpu_sumsq(nelem(e, 0), buf[0], buf[1])),
              (tsr_cuda_sumsq(e->cuda_stream, nelem(e, 0), buf[0], buf[1])));
 
@@ -810,8 +1083,22 @@ int tsr__op_sumsq(const tsr_tensor_t *x, tsr_handle_t acc)
     return rc;
 }
 
+/* AdamW per element: the scaled gradient 1, m 3, v 4, bias corrections 2,
+ * sqrt, eps, division 3, decay and step 4 (17); g read, p, m, v read and
+ * written. */
+static double adamw_flops(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return 17.0 * n0(sizes);
+}
+static double adamw_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return 7.0 * (double)sizes[0];
+}
+
 /* g, p, m, v: (n); p, m, v updated */
-TILE_CODELET(cl_adamw, "adamw", 4, tsr_adamw_args_t, NULL,
+TILE_CODELET(cl_adamw, "adamw", 4, tsr_adamw_args_t, adamw_flops, adamw_bytes,
              (tsr_cpu_adamw(nelem(e, 0), a->step, a->lr, a->beta1, a->beta2, a->eps,
                a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3])),
              (tsr_cuda_adamw(e->cuda_stream, nelem(e, 0), a->step, a->lr, a->beta1, a->beta2,
@@ -826,4 +1113,28 @@ int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tenso
         rc = SUBMIT(cl_adamw, *args, ACC(g->tiles[i], TSR_R), ACC(p->tiles[i], TSR_RW),
                     ACC(m->tiles[i], TSR_RW), ACC(v->tiles[i], TSR_RW));
     return rc;
+}
+
+/* ---- the codelets, by name (for tests and tools) -------------------------- */
+
+static const tsr_codelet_t *const all_codelets[] = {
+    &cl_gemm,      &cl_fill,     &cl_copy,      &cl_axpy,         &cl_slice_add,
+    &cl_bias_add,  &cl_bias_grad, &cl_rows,     &cl_ln_fwd,       &cl_ln_bwd,
+    &cl_gelu_fwd,  &cl_gelu_bwd, &cl_embed_fwd, &cl_embed_bwd,    &cl_attn_init,
+    &cl_attn_fwd,  &cl_attn_fin, &cl_attn_dot,  &cl_attn_bwd,     &cl_maxsumexp,
+    &cl_logsumexp, &cl_xent_fwd, &cl_xent_bwd,  &cl_sumsq,        &cl_adamw,
+};
+
+const tsr_codelet_t *tsr__op_codelet(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof all_codelets / sizeof *all_codelets; i++)
+        if (!strcmp(all_codelets[i]->name, name))
+            return all_codelets[i];
+    return NULL;
+}
+
+const tsr_codelet_t *tsr__op_codelet_at(int i)
+{
+    int n = (int)(sizeof all_codelets / sizeof *all_codelets);
+    return i >= 0 && i < n ? all_codelets[i] : NULL;
 }

@@ -119,4 +119,48 @@ typedef struct tsr_adamw_args {
 int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tensor_t *p,
                   tsr_tensor_t *m, tsr_tensor_t *v);
 
+/* ---- codelets: argument blocks and lookup (for tests and tools) ---------- */
+
+/* C (m, n) = alpha op(A) (m, k) op(B) (k, n) + beta C */
+typedef struct tsr__gemm_args {
+    int ta, tb, m, n, k;
+    float alpha, beta;
+} tsr__gemm_args_t;
+/* y[yoff + i] += x[xoff + i], i < n */
+typedef struct tsr__slice_args {
+    size_t xoff, yoff, n;
+} tsr__slice_args_t;
+/* a tile of m rows and n columns (bias, LayerNorm: m features, n tokens) */
+typedef struct tsr__mn_args {
+    int m, n;
+} tsr__mn_args_t;
+/* copy_rows: nrows rows of ncols columns from src to dst */
+typedef struct tsr__rows_args {
+    int src_rows, dst_rows, src_off, dst_off, nrows, ncols;
+} tsr__rows_args_t;
+/* embeddings: C features, T tokens, vocabulary tile [v0, v0 + nv) of V */
+typedef struct tsr__embed_args {
+    int C, T, nv, v0, V;
+} tsr__embed_args_t;
+/* attention on a (query tile, key tile) pair: head dimension d, tq queries
+ * from q0 and tk keys from k0 (absolute positions in the sequence), nb
+ * sequences side by side in one tile */
+typedef struct tsr__attn_args {
+    int d, tq, tk, nb, q0, k0;
+    float scale;
+} tsr__attn_args_t;
+/* cross-entropy on a vocabulary tile [v0, v0 + nv) of T tokens */
+typedef struct tsr__xent_args {
+    int nv, T, v0, accumulate;
+    float scale;
+} tsr__xent_args_t;
+
+/* (query, key) pairs the causal mask lets through in an attention task. */
+double tsr__attn_pairs(int tq, int tk, int nb, int q0, int k0);
+
+/* The codelet of that name (read-only; NULL if none), and the i-th of all
+ * of them (NULL past the last). */
+const tsr_codelet_t *tsr__op_codelet(const char *name);
+const tsr_codelet_t *tsr__op_codelet_at(int i);
+
 #endif

@@ -17,7 +17,7 @@
 #include <tessera/gpt2.h>
 
 #include "nn/io/checkpoint.h"
-#include "nn/io/json.h"
+#include "runtime/json.h"
 #include "nn/io/safetensors.h"
 #include "runtime/error.h"
 

@@ -25,7 +25,7 @@
 
 #include <tessera/gpt2.h>
 
-#include "nn/io/json.h"
+#include "runtime/json.h"
 #include "runtime/error.h"
 
 /* strerror() may share one buffer between threads */

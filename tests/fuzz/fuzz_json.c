@@ -10,7 +10,7 @@
 #include <math.h>
 
 #include "fuzz_util.h"
-#include "nn/io/json.h"
+#include "runtime/json.h"
 
 typedef struct {
     char *s;

@@ -12,7 +12,7 @@
 #include <math.h>
 
 #include "fuzz_util.h"
-#include "nn/io/json.h"
+#include "runtime/json.h"
 #include "nn/io/safetensors.h"
 
 static fuzz_file_t file;

@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "io_util.h"
-#include "nn/io/json.h"
+#include "runtime/json.h"
 
 static tsr__json_doc_t *parse_ok(const char *s)
 {

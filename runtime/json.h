@@ -1,5 +1,6 @@
-/* nn/io/json.h — a small strict JSON parser (RFC 8259) for the files of the
- * NN layer: safetensors headers, encoder.json/vocab.json and config.json.
+/* runtime/json.h — a small strict JSON parser (RFC 8259) for the files
+ * Tessera reads: safetensors headers, encoder.json/vocab.json, config.json
+ * and platform descriptions (runtime/platform.c).
  *
  * The whole document is parsed into a read-only tree owned by one
  * tsr__json_doc_t; strings are decoded (every escape, \uXXXX surrogate pairs
@@ -10,8 +11,8 @@
  * It must never read past the buffer it is given (which needs no NUL
  * terminator), never abort, and never keep a pointer into that buffer.
  */
-#ifndef TSR_NN_IO_JSON_H
-#define TSR_NN_IO_JSON_H
+#ifndef TSR_RUNTIME_JSON_H
+#define TSR_RUNTIME_JSON_H
 
 #include <stddef.h>
 #include <stdint.h>

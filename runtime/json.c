@@ -1,5 +1,5 @@
-/* nn/io/json.c — recursive-descent JSON parser into an arena-allocated tree. */
-#include "nn/io/json.h"
+/* runtime/json.c — recursive-descent JSON parser into an arena-allocated tree. */
+#include "runtime/json.h"
 
 #include <locale.h>
 #include <pthread.h>
