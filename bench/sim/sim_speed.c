@@ -1,0 +1,185 @@
+/* bench/sim/sim_speed.c — how fast the simulator itself runs: tasks
+ * simulated per second of wall time, for N independent tasks and a tiled
+ * GEMM graph, under the eager and dmda policies, on a phantom 8-GPU node
+ * (written here, or a platform file given as the first argument).
+ *
+ * Prints a table and one JSON line per case. Never asserts a speed: it
+ * measures (docs/benchmarks.md).
+ */
+#include <tessera/tessera.h>
+
+#include "bench_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A tile task that reads buffer 0 (independent) or does C += A·B (gemm);
+ * never executed here: simulation without simulate_exec runs no kernel. */
+static int never_runs(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)b;
+    (void)args;
+    (void)e;
+    return 0;
+}
+
+static double tile_flops(const void *args, const size_t *sizes)
+{
+    (void)args;
+    double n = sqrt((double)sizes[0] / sizeof(float));
+    return 2.0 * n * n * n;
+}
+
+static const tsr_codelet_t read_cl = {.name = "read_tile", .impl = {never_runs, never_runs},
+                                      .nbuffers = 1};
+static const tsr_codelet_t gemm_cl = {.name = "gemm", .impl = {never_runs, never_runs},
+                                      .nbuffers = 3, .flops = tile_flops};
+
+/* A DGX-like node: 8 GPUs of 80 GiB, PCIe 4.0 x16 in pairs behind
+ * switches, NVSwitch between them; 2 CPU workers. */
+static const char *write_platform(char *path, size_t n)
+{
+    snprintf(path, n, "/tmp/tsr-sim-speed-%d.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return NULL;
+    fputs("{\"name\": \"bench-8gpu\", \"models\": \"rates\", \"task_overhead_us\": 1,\n"
+          " \"host\": {\"memory_gib\": 900, \"memory_bandwidth_gbs\": 200,\n"
+          "          \"memory_latency_us\": 0, \"cpu_workers\": 2},\n"
+          " \"devices\": {\"cpu\": {\"fp32_tflops\": 1, \"memory_bandwidth_gbs\": 50,\n"
+          "   \"launch_us\": 0, \"flops_efficiency\": 0.8, \"bytes_efficiency\": 0.8},\n"
+          "  \"cuda\": {\"fp32_tflops\": 19.5, \"tf32_tflops\": 156, \"memory_bandwidth_gbs\": 2039,\n"
+          "   \"launch_us\": 5, \"flops_efficiency\": 0.7, \"bytes_efficiency\": 0.8}},\n"
+          " \"accelerators\": [{\"kind\": \"cuda\", \"count\": 8, \"memory_gib\": 80,\n"
+          "   \"link\": {\"bandwidth_gbs\": 25, \"latency_us\": 2},\n"
+          "   \"pcie_switch\": {\"bandwidth_gbs\": 25, \"latency_us\": 1, \"accelerators_per_switch\": 2},\n"
+          "   \"nvlink\": {\"bandwidth_gbs\": 300, \"latency_us\": 2}}]}\n",
+          f);
+    fclose(f);
+    return path;
+}
+
+typedef struct result {
+    const char *graph, *sched;
+    long tasks;
+    double wall_s, sim_s;
+    int rc;
+} result_t;
+
+static int start(const char *platform, const char *sched)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.simulate = platform;
+    cfg.sched = sched;
+    cfg.perfmodel_dir = "";
+    int rc = tsr_init(&cfg);
+    if (rc != TSR_OK)
+        fprintf(stderr, "tsr_init: %s\n", tsr_error_message());
+    return rc;
+}
+
+/* n independent tasks, each reading one of 4096 tiles of 1 MiB. */
+static int independent(long n)
+{
+    enum { NH = 4096 };
+    static tsr_handle_t h[NH];
+    for (int i = 0; i < NH; i++)
+        if (tsr_handle_alloc(&h[i], (size_t)1 << 20) != TSR_OK)
+            return TSR_ENOMEM;
+    for (long k = 0; k < n; k++) {
+        tsr_access_t acc = {h[k % NH], TSR_R};
+        tsr_task_desc_t d = {.codelet = &read_cl, .buffers = &acc, .nbuffers = 1};
+        int rc = tsr_submit(&d, NULL);
+        if (rc != TSR_OK)
+            return rc;
+    }
+    int rc = tsr_wait_all();
+    for (int i = 0; i < NH; i++)
+        tsr_handle_unregister(h[i]);
+    return rc;
+}
+
+/* C += A·B on nt×nt tiles of 1024² floats: nt³ tasks. */
+static int gemm(int nt)
+{
+    size_t tile = (size_t)1024 * 1024 * sizeof(float);
+    int n2 = nt * nt;
+    tsr_handle_t *h = calloc((size_t)3 * n2, sizeof *h);
+    if (!h)
+        return TSR_ENOMEM;
+    for (int i = 0; i < 3 * n2; i++)
+        if (tsr_handle_alloc(&h[i], tile) != TSR_OK)
+            return TSR_ENOMEM;
+    tsr_handle_t *A = h, *B = h + n2, *C = h + 2 * n2;
+    int rc = TSR_OK;
+    for (int k = 0; k < nt && rc == TSR_OK; k++)
+        for (int i = 0; i < nt && rc == TSR_OK; i++)
+            for (int j = 0; j < nt && rc == TSR_OK; j++) {
+                tsr_access_t acc[3] = {{C[i * nt + j], TSR_RW}, {A[i * nt + k], TSR_R},
+                                       {B[k * nt + j], TSR_R}};
+                tsr_task_desc_t d = {.codelet = &gemm_cl, .buffers = acc, .nbuffers = 3};
+                rc = tsr_submit(&d, NULL);
+            }
+    if (rc == TSR_OK)
+        rc = tsr_wait_all();
+    for (int i = 0; i < 3 * n2; i++)
+        tsr_handle_unregister(h[i]);
+    free(h);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    char path[128];
+    const char *platform = argc > 1 ? argv[1] : write_platform(path, sizeof path);
+    if (!platform) {
+        fprintf(stderr, "cannot write a platform file\n");
+        return 1;
+    }
+    long nindep = getenv("SIM_SPEED_TASKS") ? atol(getenv("SIM_SPEED_TASKS")) : 200000;
+    int nt = getenv("SIM_SPEED_NT") ? atoi(getenv("SIM_SPEED_NT")) : 40;
+    const char *scheds[] = {"eager", "dmda"};
+    result_t res[4];
+    int nres = 0;
+    for (int g = 0; g < 2; g++)
+        for (int s = 0; s < 2; s++) {
+            result_t *r = &res[nres++];
+            r->graph = g == 0 ? "independent" : "gemm";
+            r->sched = scheds[s];
+            r->tasks = g == 0 ? nindep : (long)nt * nt * nt;
+            r->rc = start(platform, scheds[s]);
+            if (r->rc != TSR_OK)
+                return 1;
+            double t0 = bench_now();
+            r->rc = g == 0 ? independent(nindep) : gemm(nt);
+            r->sim_s = tsr_time();
+            r->wall_s = bench_now() - t0;
+            if (r->rc != TSR_OK)
+                fprintf(stderr, "%s/%s: %s\n", r->graph, r->sched, tsr_error_message());
+            tsr_shutdown();
+        }
+    printf("simulator speed on %s (load %.2f)\n", platform, bench_loadavg());
+    printf("%-12s %-6s %9s %9s %12s %12s\n", "graph", "sched", "tasks", "wall_s", "tasks/s",
+           "simulated_s");
+    for (int i = 0; i < nres; i++)
+        printf("%-12s %-6s %9ld %9.3f %12.0f %12.6f\n", res[i].graph, res[i].sched, res[i].tasks,
+               res[i].wall_s, res[i].tasks / res[i].wall_s, res[i].sim_s);
+    for (int i = 0; i < nres; i++) {
+        char rate[32], sim[32];
+        bench_json_num(rate, sizeof rate, res[i].rc == TSR_OK, res[i].tasks / res[i].wall_s);
+        bench_json_num(sim, sizeof sim, res[i].rc == TSR_OK, res[i].sim_s);
+        printf("{\"bench\": \"sim_speed\", \"graph\": \"%s\", \"sched\": \"%s\", \"tasks\": %ld, "
+               "\"tasks_per_s\": %s, \"simulated_s\": %s}\n",
+               res[i].graph, res[i].sched, res[i].tasks, rate, sim);
+    }
+    if (argc <= 1)
+        unlink(path);
+    for (int i = 0; i < nres; i++)
+        if (res[i].rc != TSR_OK)
+            return 1;
+    return 0;
+}

@@ -1,0 +1,488 @@
+/* Simulation mode (runtime/simulate.c): the runtime on a platform file, in
+ * virtual time, with phantom data. References: makespans computed by hand
+ * from the platform's rates; the same program run twice (traces), or run
+ * by the threads driver (results); the process's resident memory. */
+#include "util.h"
+
+#include <tessera/sched.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- platforms written for the tests ------------------------------------------- */
+
+/* A platform file with `ncpu` CPU workers of 1 GFLOPS (so a task of k·10^6
+ * flops takes k ms), no launch or task overhead, memory far too fast to
+ * matter, and `accs` (a JSON array, or NULL) of accelerators. Returns the
+ * path (static storage, one per slot). */
+static const char *write_platform(int slot, int ncpu, const char *accs, double host_gib)
+{
+    static char paths[4][64];
+    char *path = paths[slot];
+    snprintf(path, sizeof paths[slot], "/tmp/tsr-sim-%d-%d.json", (int)getpid(), slot);
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "cannot write %s", path);
+    fprintf(f,
+            "{\"name\": \"test-%d\", \"models\": \"rates\", \"task_overhead_us\": 0,\n"
+            " \"host\": {\"memory_gib\": %g, \"memory_bandwidth_gbs\": 1000000,\n"
+            "          \"memory_latency_us\": 0, \"cpu_workers\": %d},\n"
+            " \"devices\": {\"cpu\": {\"fp32_tflops\": 0.001, \"memory_bandwidth_gbs\": 1000000,\n"
+            "   \"launch_us\": 0, \"flops_efficiency\": 1, \"bytes_efficiency\": 1}%s}%s%s}\n",
+            slot, host_gib, ncpu,
+            accs ? ",\n \"cuda\": {\"fp32_tflops\": 0.004, \"memory_bandwidth_gbs\": 1000,"
+                   " \"launch_us\": 5, \"flops_efficiency\": 1, \"bytes_efficiency\": 1}"
+                 : "",
+            accs ? ",\n \"accelerators\": " : "", accs ? accs : "");
+    fclose(f);
+    return path;
+}
+
+/* 4 GPUs of `gib` GiB each, PCIe 16 GB/s behind 2 switches, NVLink. */
+static const char *gpus_json(double gib)
+{
+    static char buf[512];
+    snprintf(buf, sizeof buf,
+             "[{\"kind\": \"cuda\", \"count\": 4, \"memory_gib\": %g,"
+             " \"link\": {\"bandwidth_gbs\": 16, \"latency_us\": 2},"
+             " \"pcie_switch\": {\"bandwidth_gbs\": 24, \"latency_us\": 1,"
+             " \"accelerators_per_switch\": 2},"
+             " \"nvlink\": {\"bandwidth_gbs\": 200, \"latency_us\": 2}}]",
+             gib);
+    return buf;
+}
+
+static void start_sim(const char *platform, int ncpu, const char *sched, int exec,
+                      const char *trace)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = ncpu;
+    cfg.sched = sched;
+    cfg.bind = 0;
+    cfg.simulate = platform;
+    cfg.simulate_exec = exec;
+    cfg.trace_path = trace;
+    cfg.perfmodel_dir = ""; /* nothing on disk */
+    int rc = tsr_init(&cfg);
+    cr_assert_eq(rc, TSR_OK, "tsr_init: %s", tsr_error_message());
+}
+
+/* ---- codelets -------------------------------------------------------------------- */
+
+/* "work": RW on buffer 0, reads the rest; flops from the argument (an
+ * int64 count of 10^6 flops, so k ms at 1 GFLOPS); no memory time. With
+ * execution, adds every other buffer's value and 1 into buffer 0. */
+static int work_kernel(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    double *x = b[0];
+    for (int i = 1; i < e->nbuffers; i++)
+        x[0] += ((const double *)b[i])[0];
+    x[0] += 1;
+    return 0;
+}
+
+static double work_flops(const void *args, const size_t *sizes)
+{
+    (void)sizes;
+    return (double)*(const int64_t *)args * 1e6;
+}
+
+static double no_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    (void)sizes;
+    return 0;
+}
+
+static const tsr_codelet_t work1 = {.name = "work1", .impl = {work_kernel}, .nbuffers = 1,
+                                    .flops = work_flops, .bytes = no_bytes};
+static const tsr_codelet_t work2 = {.name = "work2", .impl = {work_kernel}, .nbuffers = 2,
+                                    .flops = work_flops, .bytes = no_bytes};
+static const tsr_codelet_t work5 = {.name = "work5", .impl = {work_kernel}, .nbuffers = 5,
+                                    .flops = work_flops, .bytes = no_bytes};
+
+static void submit_work(const tsr_codelet_t *cl, const tsr_handle_t *h, int64_t ms)
+{
+    tsr_access_t acc[5];
+    for (int i = 0; i < cl->nbuffers; i++)
+        acc[i] = (tsr_access_t){h[i], i == 0 ? TSR_RW : TSR_R};
+    tsr_task_desc_t d = {.codelet = cl, .buffers = acc, .nbuffers = cl->nbuffers,
+                         .args = &ms, .args_size = sizeof ms};
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+}
+
+/* ---- a hand-computed makespan ------------------------------------------------------ */
+
+Test(simulate, makespan_chain_and_fork_join)
+{
+    const char *plat = write_platform(0, 2, NULL, 64);
+    start_sim(plat, 0, "eager", 1, NULL);
+    cr_assert_eq(tsr_worker_count(), 2);
+
+    /* A chain of 1..5 ms on one handle: 15 ms whatever the workers. */
+    double x = 0;
+    tsr_handle_t h;
+    cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
+    for (int64_t k = 1; k <= 5; k++)
+        submit_work(&work1, &h, k);
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    double t_chain = tsr_time();
+    cr_assert_float_eq(t_chain, 15e-3, 1e-12, "chain: %.12f s", t_chain);
+
+    /* Fork-join on 2 workers: A (2 ms); four B (3 ms) read A's output, two
+     * at a time; C (1 ms) reads all four: 2 + 3 + 3 + 1 = 9 ms more. */
+    double y[5] = {0};
+    tsr_handle_t hy[5];
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(tsr_handle_register(&hy[i], &y[i], sizeof y[i]), TSR_OK);
+    submit_work(&work1, &hy[0], 2);
+    for (int i = 1; i <= 4; i++)
+        submit_work(&work2, (tsr_handle_t[]){hy[i], hy[0]}, 3);
+    submit_work(&work5, (tsr_handle_t[]){hy[0], hy[1], hy[2], hy[3], hy[4]}, 1);
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    double t_fj = tsr_time() - t_chain;
+    cr_assert_float_eq(t_fj, 9e-3, 1e-12, "fork-join: %.12f s", t_fj);
+
+    /* Busy time adds up to the work done: 15 + 2 + 12 + 1 ms. */
+    double busy = 0;
+    for (int w = 0; w < 2; w++) {
+        tsr_worker_stats_t st;
+        cr_assert_eq(tsr_worker_stats(w, &st), TSR_OK);
+        busy += st.busy_s;
+    }
+    cr_assert_float_eq(busy, 30e-3, 1e-12, "busy %.12f s", busy);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(tsr_handle_unregister(hy[i]), TSR_OK);
+    cr_assert_eq(tsr_handle_unregister(h), TSR_OK);
+    stop_runtime();
+    /* Executed: the chain added 1 five times; C added B's (A+1 each). */
+    cr_assert_eq(x, 5.0);
+    cr_assert_eq(y[0], 1.0 + 4 * 2.0 + 1.0);
+    unlink(plat);
+}
+
+/* The models the policies read say what the simulation uses. */
+Test(simulate, models_give_the_platform_rates)
+{
+    const char *plat = write_platform(0, 2, gpus_json(16), 64);
+    start_sim(plat, 0, "dmda", 0, NULL);
+    int64_t ms = 7;
+    size_t sizes[1] = {8};
+    tsr_perfmodel_info_t info;
+    (void)ms;
+    /* The argument block is what the flops function reads. */
+    cr_assert_eq(tsr_perfmodel_predict(&work1, TSR_DEVICE_CPU, sizes, 1, &ms, &info), TSR_OK,
+                 "%s", tsr_error_message());
+    cr_assert_float_eq(info.seconds, 7e-3, 1e-15);
+    /* CUDA: 4 GFLOPS, 5 µs launch. */
+    cr_assert_eq(tsr_perfmodel_predict(&work1, TSR_DEVICE_CUDA, sizes, 1, &ms, &info), TSR_OK);
+    cr_assert_float_eq(info.seconds, 7e-3 / 4 + 5e-6, 1e-15);
+    /* The bus model reads the platform: host -> GPU 0 at the PCIe link's
+     * 16 GB/s (its switch's 24 GB/s does not limit it alone). */
+    double lat, bw;
+    cr_assert_eq(tsr_bus_model(0, 1, &lat, &bw), TSR_OK, "%s", tsr_error_message());
+    cr_assert_float_eq(bw, 16e9, 1.0);
+    stop_runtime();
+    unlink(plat);
+}
+
+/* ---- determinism ------------------------------------------------------------------ */
+
+/* A random DAG (a fixed LCG) over 24 tiles, on 2 CPUs and 4 GPUs. */
+static void random_dag(int ntasks)
+{
+    enum { NT = 24 };
+    tsr_handle_t h[NT];
+    for (int i = 0; i < NT; i++)
+        cr_assert_eq(tsr_handle_alloc(&h[i], (size_t)1 << 20), TSR_OK);
+    uint64_t s = 12345;
+    for (int k = 0; k < ntasks; k++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int a = (int)(s >> 33) % NT, b = (int)(s >> 13) % NT;
+        int64_t ms = 1 + (int64_t)(s >> 50) % 4;
+        if (a == b)
+            submit_work(&work1, &h[a], ms);
+        else
+            submit_work(&work2, (tsr_handle_t[]){h[a], h[b]}, ms);
+    }
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    for (int i = 0; i < NT; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot read %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    cr_assert(buf);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+Test(simulate, same_program_same_trace)
+{
+    const char *plat = write_platform(1, 2, gpus_json(0.01), 64);
+    const char *policies[] = {"dmda", "ws", "eager"};
+    for (int p = 0; p < 3; p++) {
+        char tr[2][64];
+        double t[2];
+        for (int run = 0; run < 2; run++) {
+            snprintf(tr[run], sizeof tr[run], "/tmp/tsr-sim-%d-trace%d.json", (int)getpid(),
+                     run);
+            start_sim(plat, 0, policies[p], 0, tr[run]);
+            random_dag(400);
+            t[run] = tsr_time();
+            stop_runtime();
+        }
+        cr_assert_eq(t[0], t[1], "%s: makespans %.9f and %.9f", policies[p], t[0], t[1]);
+        char *a = read_all(tr[0]), *b = read_all(tr[1]);
+        cr_assert(strlen(a) > 1000, "%s: a trace with tasks and copies", policies[p]);
+        cr_assert(strstr(a, "work2"));
+        cr_assert_str_eq(a, b, "%s: two runs, two traces", policies[p]);
+        free(a);
+        free(b);
+        unlink(tr[0]);
+        unlink(tr[1]);
+    }
+    unlink(plat);
+}
+
+/* ---- execution: the same results as the threads driver ------------------------- */
+
+enum { TB = 16, NTILE = 4 };
+
+/* C(tile) += A(tile) · B(tile), TB×TB row-major doubles, naive loops. */
+static int gemm_kernel(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    (void)e;
+    double *c = b[0];
+    const double *a = b[1], *bb = b[2];
+    for (int i = 0; i < TB; i++)
+        for (int j = 0; j < TB; j++) {
+            double s = c[i * TB + j];
+            for (int k = 0; k < TB; k++)
+                s += a[i * TB + k] * bb[k * TB + j];
+            c[i * TB + j] = s;
+        }
+    return 0;
+}
+
+static double gemm_flops(const void *args, const size_t *sizes)
+{
+    (void)args;
+    (void)sizes;
+    return 2.0 * TB * TB * TB;
+}
+
+static const tsr_codelet_t gemm_cl = {.name = "tgemm", .impl = {gemm_kernel, gemm_kernel},
+                                      .nbuffers = 3, .flops = gemm_flops};
+
+/* A tiled GEMM of NTILE×NTILE tiles into c (registered buffers). */
+static void tiled_gemm(double *a, double *b, double *c)
+{
+    size_t tile = (size_t)TB * TB;
+    tsr_handle_t ha[NTILE * NTILE], hb[NTILE * NTILE], hc[NTILE * NTILE];
+    for (int i = 0; i < NTILE * NTILE; i++) {
+        cr_assert_eq(tsr_handle_register(&ha[i], a + i * tile, tile * sizeof(double)), TSR_OK);
+        cr_assert_eq(tsr_handle_register(&hb[i], b + i * tile, tile * sizeof(double)), TSR_OK);
+        cr_assert_eq(tsr_handle_register(&hc[i], c + i * tile, tile * sizeof(double)), TSR_OK);
+    }
+    for (int i = 0; i < NTILE; i++)
+        for (int j = 0; j < NTILE; j++)
+            for (int k = 0; k < NTILE; k++) {
+                tsr_access_t acc[3] = {{hc[i * NTILE + j], TSR_RW},
+                                       {ha[i * NTILE + k], TSR_R},
+                                       {hb[k * NTILE + j], TSR_R}};
+                tsr_task_desc_t d = {.codelet = &gemm_cl, .buffers = acc, .nbuffers = 3};
+                cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+            }
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    for (int i = 0; i < NTILE * NTILE; i++) {
+        cr_assert_eq(tsr_handle_unregister(ha[i]), TSR_OK);
+        cr_assert_eq(tsr_handle_unregister(hb[i]), TSR_OK);
+        cr_assert_eq(tsr_handle_unregister(hc[i]), TSR_OK);
+    }
+}
+
+Test(simulate, exec_results_equal_a_threaded_run)
+{
+    size_t n = (size_t)NTILE * NTILE * TB * TB;
+    double *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    double *c_thr = calloc(n, sizeof *c_thr), *c_sim = calloc(n, sizeof *c_sim);
+    cr_assert(a && b && c_thr && c_sim);
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (double)((i * 7) % 13) / 13.0 - 0.5;
+        b[i] = (double)((i * 5) % 11) / 11.0 - 0.25;
+    }
+    start_runtime(2, "eager", 0);
+    tiled_gemm(a, b, c_thr);
+    stop_runtime();
+    /* GPUs of 16 KiB: three tiles each, so tiles are evicted and written
+     * back while the product runs. */
+    const char *plat = write_platform(2, 1, gpus_json(16.0 / (1 << 20) * 6), 64);
+    start_sim(plat, 0, "dmda", 1, NULL);
+    tiled_gemm(a, b, c_sim);
+    stop_runtime();
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(c_sim[i], c_thr[i], "element %zu: %.17g simulated, %.17g threaded", i,
+                     c_sim[i], c_thr[i]);
+    /* And both are the product (a naive check of one element per tile row). */
+    size_t N = (size_t)NTILE * TB;
+    (void)N;
+    free(a);
+    free(b);
+    free(c_thr);
+    free(c_sim);
+    unlink(plat);
+}
+
+/* ---- phantom data ---------------------------------------------------------------- */
+
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    cr_assert(f);
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+Test(simulate, a_hundred_gib_of_tiles_take_no_memory)
+{
+    /* 400 tiles of 256 MiB (100 GiB) on a 1 TiB phantom host and 4 GPUs
+     * of 16 GiB: every tile is written on a GPU, evicted to the host,
+     * read again. */
+    const char *plat = write_platform(3, 2, gpus_json(16), 1024);
+    long before = rss_kib();
+    start_sim(plat, 0, "dmda", 0, NULL);
+    enum { NT = 400 };
+    static tsr_handle_t h[NT];
+    for (int i = 0; i < NT; i++)
+        cr_assert_eq(tsr_handle_alloc(&h[i], (size_t)256 << 20), TSR_OK);
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < NT; i++)
+            submit_work(&work1, &h[i], 1);
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    tsr_node_stats_t st;
+    cr_assert_eq(tsr_memory_node_stats(0, &st), TSR_OK);
+    long during = rss_kib();
+    for (int i = 0; i < NT; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    stop_runtime();
+    cr_assert(during - before < 64 * 1024, "RSS grew by %ld KiB", during - before);
+    /* The data did move: the host received evicted tiles. */
+    cr_assert(st.bytes_in > 0 || st.peak > 0, "host: %zu bytes in, peak %zu", (size_t)st.bytes_in,
+              st.peak);
+    unlink(plat);
+}
+
+/* ---- a deadlock of the simulated program ------------------------------------------- */
+
+Test(simulate, deadlock_fails_the_wait)
+{
+    const char *plat = write_platform(0, 2, NULL, 64);
+    start_sim(plat, 0, "eager", 0, NULL);
+    double x = 0;
+    tsr_handle_t h;
+    cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
+    void *p;
+    cr_assert_eq(tsr_handle_acquire(h, TSR_RW, &p), TSR_OK, "%s", tsr_error_message());
+    /* A task on a handle the application holds can never run. */
+    int64_t ms = 1;
+    tsr_access_t acc = {h, TSR_RW};
+    tsr_task_desc_t d = {.codelet = &work1, .buffers = &acc, .nbuffers = 1, .args = &ms,
+                         .args_size = sizeof ms};
+    tsr_task_t t;
+    cr_assert_eq(tsr_submit(&d, &t), TSR_OK);
+    cr_assert_eq(tsr_task_wait(t), TSR_ESTATE);
+    cr_assert(strstr(tsr_error_message(), "1 task(s) pending"), "%s", tsr_error_message());
+    /* Released, the program goes on. */
+    cr_assert_eq(tsr_handle_release(h), TSR_OK);
+    cr_assert_eq(tsr_task_wait(t), TSR_OK, "%s", tsr_error_message());
+    cr_assert_float_eq(tsr_time(), 1e-3, 1e-12);
+    cr_assert_eq(tsr_handle_unregister(h), TSR_OK);
+    stop_runtime();
+    unlink(plat);
+}
+
+/* ---- every built-in policy --------------------------------------------------------- */
+
+Test(simulate, every_policy_runs_a_graph)
+{
+    const char *plat = write_platform(0, 2, gpus_json(0.01), 64);
+    for (int i = 0;; i++) {
+        const tsr_sched_policy_t *pol = tsr_sched_builtin_at(i);
+        if (!pol)
+            break;
+        start_sim(plat, 0, pol->name, 1, NULL);
+        enum { NH = 8, CHAIN = 10 };
+        double v[NH] = {0};
+        tsr_handle_t h[NH];
+        for (int k = 0; k < NH; k++)
+            cr_assert_eq(tsr_handle_register(&h[k], &v[k], sizeof v[k]), TSR_OK);
+        for (int s = 0; s < CHAIN; s++)
+            for (int k = 0; k < NH; k++)
+                submit_work(&work1, &h[k], 1 + k % 3);
+        cr_assert_eq(tsr_wait_all(), TSR_OK, "%s: %s", pol->name, tsr_error_message());
+        uint64_t tasks = 0;
+        for (int w = 0; w < tsr_worker_count(); w++) {
+            tsr_worker_stats_t st;
+            cr_assert_eq(tsr_worker_stats(w, &st), TSR_OK);
+            tasks += st.tasks;
+        }
+        double t = tsr_time();
+        for (int k = 0; k < NH; k++)
+            cr_assert_eq(tsr_handle_unregister(h[k]), TSR_OK);
+        stop_runtime();
+        cr_assert_eq(tasks, (uint64_t)NH * CHAIN, "%s", pol->name);
+        for (int k = 0; k < NH; k++)
+            cr_assert_eq(v[k], (double)CHAIN, "%s: handle %d", pol->name, k);
+        /* No faster than the longest chain on the fastest device (a GPU:
+         * 3 ms / 4 + 5 µs per task), no slower than everything in a row
+         * on the slowest (a CPU). */
+        cr_assert(t >= CHAIN * (3e-3 / 4 + 5e-6) - 1e-12, "%s: %.9f s", pol->name, t);
+        cr_assert(t <= CHAIN * NH * 3e-3 + 1e-3, "%s: %.9f s", pol->name, t);
+    }
+    unlink(plat);
+}
+
+/* ---- configuration ----------------------------------------------------------------- */
+
+Test(simulate, bad_platform_file_is_refused)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.simulate = "/nonexistent/platform.json";
+    int rc = tsr_init(&cfg);
+    cr_assert(rc != TSR_OK);
+    cr_assert(strstr(tsr_error_message(), "/nonexistent/platform.json"), "%s",
+              tsr_error_message());
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tsr-sim-%d-bad.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("{\"name\": \"bad\", \"models\": \"guess\"}", f);
+    fclose(f);
+    cfg.simulate = path;
+    cr_assert_eq(tsr_init(&cfg), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "models"), "%s", tsr_error_message());
+    unlink(path);
+    /* Nothing stayed behind: a normal runtime starts, on the wall clock. */
+    start_runtime(1, NULL, 0);
+    stop_runtime();
+}
