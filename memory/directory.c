@@ -901,7 +901,8 @@ static void alloc_and_fetch(tsr_mem_req_t *r, size_t reserved)
                 }
             }
             if (need_fetch && !R->fetch && e->zero && nd == 0) {
-                memset(R->ptr, 0, e->size); /* zeros on the host: no engine */
+                if (!n->ops->alloc_zeroed) /* zeros on the host: no engine */
+                    memset(R->ptr, 0, e->size);
                 R->state = ST_S;
                 atomic_fetch_add(&n->zero_fills, 1);
                 need_fetch = false;
@@ -1124,6 +1125,13 @@ static void sync_done(tsr_mem_req_t *r)
     pthread_mutex_unlock(&s->m);
 }
 
+static bool sync_is_done(void *arg) { return ((sync_wait_t *)arg)->done; }
+
+/* The done() of a request abandoned by a simulation that cannot complete it. */
+static void sync_abandoned(tsr_mem_req_t *r) { (void)r; }
+
+/* Waits with tsr__mem_wait_until: under the virtual clock, this thread
+ * runs the events that complete the request. */
 int tsr__mem_acquire_sync(tsr_mem_req_t *r)
 {
     sync_wait_t s = {.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -1131,11 +1139,18 @@ int tsr__mem_acquire_sync(tsr_mem_req_t *r)
     r->arg = &s;
     int rc = tsr__mem_acquire(r);
     if (rc == 0) {
-        pthread_mutex_lock(&s.m);
-        while (!s.done)
-            pthread_cond_wait(&s.cv, &s.m);
-        pthread_mutex_unlock(&s.m);
-        rc = atomic_load(&r->status) == TSR_OK ? 1 : atomic_load(&r->status);
+        if (!tsr__mem_wait_until(sync_is_done, &s, &s.m, &s.cv)) {
+            /* No event left can complete it: the request stays queued,
+             * and its done() must not touch this frame any more. */
+            r->done = sync_abandoned;
+            r->arg = NULL;
+            seterr(r->err, "%s: the simulation has no event left that could complete "
+                   "this request (every copy holding memory there is waited for)",
+                   node(r->node)->name);
+            rc = TSR_ESTATE;
+        } else {
+            rc = atomic_load(&r->status) == TSR_OK ? 1 : atomic_load(&r->status);
+        }
     }
     pthread_mutex_destroy(&s.m);
     pthread_cond_destroy(&s.cv);
@@ -1173,7 +1188,8 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
     R->prefetched = true;
     R->last_use = tick(n);
     if (e->zero && nd == 0) {
-        memset(R->ptr, 0, e->size);
+        if (!n->ops->alloc_zeroed)
+            memset(R->ptr, 0, e->size);
         R->state = ST_S;
     } else {
         (void)fetch_start(e, nd, (waiter_t){NULL, NULL, 0}, false, err);

@@ -5,6 +5,7 @@
  * it, as for the directory's copies), return before every queued copy has
  * completed (the engine still holds the copy otherwise), or touch memory
  * the directory accounts for (the buffers are allocated and freed here).
+ * Its wait is tsr__mem_wait_until: under the virtual clock it runs events.
  */
 #include "memory/memory.h"
 
@@ -35,6 +36,8 @@ static void copy_done(void *arg, int status)
     pthread_mutex_unlock(&w->m);
 }
 
+static bool timed_done(void *arg) { return ((timed_t *)arg)->done; }
+
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
@@ -64,9 +67,10 @@ static int one_copy(tsr_node_t *engine, tsr_copy_t c, timed_t *w, double *secs, 
     int rc = engine->ops->copy(engine, &c);
     if (rc != TSR_OK)
         return fail(err, errlen, rc, "%s", c.err[0] ? c.err : "cannot queue a copy");
+    if (!tsr__mem_wait_until(timed_done, w, &w->m, &w->cv))
+        return fail(err, errlen, TSR_ESTATE, "time copy: the simulation has no event left "
+                    "that completes the copy");
     pthread_mutex_lock(&w->m);
-    while (!w->done)
-        pthread_cond_wait(&w->cv, &w->m);
     int status = w->status;
     uint64_t t1 = w->t_done;
     pthread_mutex_unlock(&w->m);
@@ -105,10 +109,11 @@ int tsr__mem_time_copy(int src, int dst, size_t bytes, int reps, double *best_se
                     S->name, D->name, bytes);
     }
     /* Host and simulated memory is host RAM: give the source defined
-     * contents and fault the pages in before timing. */
-    if (S->kind != TSR_NODE_KIND_CUDA)
+     * contents and fault the pages in before timing (memory that reads as
+     * zeros, a phantom node's, is left untouched). */
+    if (S->kind != TSR_NODE_KIND_CUDA && !S->ops->alloc_zeroed)
         memset(sb, 0x5a, bytes);
-    if (D->kind != TSR_NODE_KIND_CUDA)
+    if (D->kind != TSR_NODE_KIND_CUDA && !D->ops->alloc_zeroed)
         memset(db, 0, bytes);
 
     timed_t w = {.done = false};

@@ -74,6 +74,9 @@ typedef struct tsr_node_ops {
     int (*exec_poll)(tsr_node_t *n, int mark, bool wait, char *err, size_t errlen);
     /* Stop the engine (queued copies complete first) and free everything. */
     void (*close)(tsr_node_t *n);
+    /* alloc's memory reads as zeros (a phantom node's): the directory
+     * does not zero-fill a host replica of never-written data by hand. */
+    bool alloc_zeroed;
 } tsr_node_ops_t;
 
 typedef struct tsr_copy_event {
@@ -153,6 +156,10 @@ typedef struct tsr_mem_config {
     size_t cuda_capacity;   /* 0: what the device has free, less a margin */
     size_t host_capacity;   /* runtime-allocated host bytes; 0: unlimited */
     bool tracing;           /* keep copy events */
+    /* A simulated platform (memory/phantom.h): when set, the nodes are a
+     * phantom host and one phantom node per accelerator described, and
+     * nsim, ncuda and the capacities above are not used. Copied at init. */
+    const struct tsr_phantom_config *phantom;
 } tsr_mem_config_t;
 
 /* Open the host node, nsim simulated nodes and the GPUs. On failure
@@ -265,6 +272,17 @@ void *tsr__host_node_alloc(tsr_node_t *n, size_t size);
 void tsr__host_node_free(tsr_node_t *n, void *p, size_t size);
 
 /* tsr__mem_now_ns(): memory/copy.h. */
+
+/* The memory layer's one way to block a thread until work queued on copy
+ * engines is done: until pred(arg) is true, evaluated under m. Whoever
+ * completes the work makes pred true under m and signals cv. With the
+ * virtual clock on (memory/vclock.h) nobody else will: the waiting thread
+ * runs events itself, earliest first, until pred holds. Returns false if
+ * the event queue ran dry first (nothing can ever make pred true: a
+ * deadlock of the simulated program), true otherwise. m and cv may be
+ * NULL when only the virtual clock can make pred true. */
+bool tsr__mem_wait_until(bool (*pred)(void *arg), void *arg, pthread_mutex_t *m,
+                         pthread_cond_t *cv);
 
 /* ---- link measurement (measure.c) -------------------------------------- */
 

@@ -5,6 +5,7 @@
  * keep a lock while an engine runs a copy.
  */
 #include "memory/memory.h"
+#include "memory/phantom.h"
 #include "memory/vclock.h"
 
 #include <tessera/tessera.h>
@@ -35,6 +36,26 @@ uint64_t tsr__mem_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+bool tsr__mem_wait_until(bool (*pred)(void *arg), void *arg, pthread_mutex_t *m,
+                         pthread_cond_t *cv)
+{
+    for (;;) {
+        if (m)
+            pthread_mutex_lock(m);
+        bool ok = pred(arg);
+        if (!ok && !tsr__vclock_on() && cv) {
+            while (!(ok = pred(arg)))
+                pthread_cond_wait(cv, m);
+        }
+        if (m)
+            pthread_mutex_unlock(m);
+        if (ok)
+            return true;
+        if (!tsr__vclock_on() || !tsr__vclock_step())
+            return false;
+    }
 }
 
 int tsr__mem_node_count(void) { return mem.n; }
@@ -215,12 +236,37 @@ static void node_close(tsr_node_t *n)
     pthread_mutex_destroy(&n->lock);
 }
 
+/* A simulated platform: the phantom host (node 0), then one phantom node
+ * per accelerator described, in its order. */
+static int init_phantom(const tsr_mem_config_t *cfg, char *err, size_t errlen)
+{
+    const tsr_phantom_config_t *P = cfg->phantom;
+    if (P->nacc < 0 || 1 + P->nacc > TSR_MAX_NODES) {
+        snprintf(err, errlen, "%d simulated accelerators (at most %d)", P->nacc,
+                 TSR_MAX_NODES - 1);
+        return TSR_EINVAL;
+    }
+    int rc = TSR_OK;
+    for (int i = -1; rc == TSR_OK && i < P->nacc; i++) {
+        rc = tsr__phantom_node_open(node_new(cfg->tracing), P, i, err, errlen);
+        if (rc == TSR_OK)
+            mem.n++;
+    }
+    if (rc != TSR_OK) {
+        pthread_mutex_destroy(&mem.nodes[mem.n].lock);
+        tsr__mem_shutdown();
+    }
+    return rc;
+}
+
 int tsr__mem_init(const tsr_mem_config_t *cfg, char *err, size_t errlen)
 {
     mem.n = 0;
     for (int s = 0; s < TSR_MAX_NODES; s++)
         for (int d = 0; d < TSR_MAX_NODES; d++)
             atomic_store(&mem.link[s][d], 0);
+    if (cfg->phantom)
+        return init_phantom(cfg, err, errlen);
     int ngpu = tsr__cuda_node_count();
     int use = cfg->ncuda < 0 ? ngpu : cfg->ncuda;
     if (use > ngpu) {
