@@ -404,7 +404,7 @@ typedef struct tsr_runtime {
 
     /* task pool */
     pthread_mutex_t pool_m;
-    tsr_task_t pool;
+    tsr_task_t pool, pool_tail;
 } tsr_runtime_t;
 
 extern tsr_runtime_t tsr__rt;

@@ -20,6 +20,10 @@
  * move through the global pool, so the pool lock is taken once per batch. */
 #define CACHE_BATCH 256
 static _Thread_local tsr_task_t tl_cache;
+/* Its last task, so that a flush is O(1) however long the cache (a thread
+ * that submits and completes, as under simulation, takes back the whole
+ * pool and frees into it). */
+static _Thread_local tsr_task_t tl_cache_tail;
 static _Thread_local int tl_cached;
 
 /* An application thread that exits with cached tasks frees them: they are
@@ -42,6 +46,7 @@ static void cache_at_exit(void *unused)
     (void)unused;
     free_list(tl_cache);
     tl_cache = NULL;
+    tl_cache_tail = NULL;
     tl_cached = 0;
 }
 
@@ -69,13 +74,17 @@ static tsr_task_t task_alloc(void)
         cache_keyed();
         pthread_mutex_lock(&tsr__rt.pool_m);
         tl_cache = tsr__rt.pool;
+        tl_cache_tail = tsr__rt.pool_tail;
         tsr__rt.pool = NULL;
+        tsr__rt.pool_tail = NULL;
         pthread_mutex_unlock(&tsr__rt.pool_m);
         tl_cached = 0; /* unknown length; only frees count towards a batch */
     }
     if (tl_cache) {
         t = tl_cache;
         tl_cache = t->free_next;
+        if (!tl_cache)
+            tl_cache_tail = NULL;
         if (tl_cached > 0)
             tl_cached--;
     }
@@ -97,14 +106,14 @@ void tsr__tasks_flush_cache(void)
 {
     if (!tl_cache)
         return;
-    tsr_task_t last = tl_cache;
-    while (last->free_next)
-        last = last->free_next;
     pthread_mutex_lock(&tsr__rt.pool_m);
-    last->free_next = tsr__rt.pool;
+    tl_cache_tail->free_next = tsr__rt.pool;
+    if (!tsr__rt.pool)
+        tsr__rt.pool_tail = tl_cache_tail;
     tsr__rt.pool = tl_cache;
     pthread_mutex_unlock(&tsr__rt.pool_m);
     tl_cache = NULL;
+    tl_cache_tail = NULL;
     tl_cached = 0;
 }
 
@@ -114,6 +123,8 @@ static void task_free(tsr_task_t t)
         free(t->succ);
     cache_keyed();
     t->free_next = tl_cache;
+    if (!tl_cache)
+        tl_cache_tail = t;
     tl_cache = t;
     if (++tl_cached >= CACHE_BATCH)
         tsr__tasks_flush_cache();
@@ -125,6 +136,7 @@ void tsr__tasks_free_pool(void)
     pthread_mutex_lock(&tsr__rt.pool_m);
     tsr_task_t t = tsr__rt.pool;
     tsr__rt.pool = NULL;
+    tsr__rt.pool_tail = NULL;
     pthread_mutex_unlock(&tsr__rt.pool_m);
     free_list(t);
 }
