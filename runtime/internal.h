@@ -76,7 +76,7 @@ struct tsr_task {
                                            accumulator once taken) */    size_t sizes[TSR_MAX_BUFFERS];
     size_t bytes;          /* sum of buffer sizes, for throttling */
     uint16_t ncommute;     /* number of distinct COMMUTE handles */
-    tsr_data_t *commute[TSR_MAX_BUFFERS]; /* sorted by address */
+    tsr_data_t *commute[TSR_MAX_BUFFERS]; /* sorted by slot */
 
     /* dependencies */
     atomic_int ndeps;      /* unfinished predecessors, +1 while submitting */

@@ -597,10 +597,13 @@ static void throttle(size_t bytes)
     }
 }
 
+/* COMMUTE handles are taken in one order everywhere: their slots (an
+ * order of the program's own, not of addresses, so that a simulated run
+ * parks and retries tasks the same way every time). */
 static int cmp_handle(const void *a, const void *b)
 {
-    uintptr_t x = (uintptr_t)*(const tsr_data_t *const *)a;
-    uintptr_t y = (uintptr_t)*(const tsr_data_t *const *)b;
+    uint32_t x = (*(const tsr_data_t *const *)a)->slot;
+    uint32_t y = (*(const tsr_data_t *const *)b)->slot;
     return (x > y) - (x < y);
 }
 

@@ -328,18 +328,48 @@ Test(simulate, exec_results_equal_a_threaded_run)
     start_runtime(2, "eager", 0);
     tiled_gemm(a, b, c_thr);
     stop_runtime();
-    /* GPUs of 16 KiB: three tiles each, so tiles are evicted and written
-     * back while the product runs. */
-    const char *plat = write_platform(2, 1, gpus_json(16.0 / (1 << 20) * 6), 64);
+    /* GPUs of 12 KiB: six 2 KiB tiles each, two tasks' worth, so tiles
+     * are evicted and written back while the product runs. */
+    const char *plat = write_platform(2, 1, gpus_json(12288.0 / (1 << 30)), 64);
     start_sim(plat, 0, "dmda", 1, NULL);
     tiled_gemm(a, b, c_sim);
+    uint64_t evictions = 0, gpu_tasks = 0;
+    for (int nd = 1; nd <= 4; nd++) {
+        tsr_node_stats_t st;
+        cr_assert_eq(tsr_memory_node_stats(nd, &st), TSR_OK);
+        evictions += st.evictions;
+    }
+    for (int w = 0; w < tsr_worker_count(); w++) {
+        tsr_worker_stats_t st;
+        cr_assert_eq(tsr_worker_stats(w, &st), TSR_OK);
+        if (st.device_kind == TSR_DEVICE_CUDA)
+            gpu_tasks += st.tasks;
+    }
     stop_runtime();
+    cr_assert(evictions > 0, "the GPUs' memory was too large to test eviction");
+    cr_assert(gpu_tasks > 0, "no task ran on a simulated GPU");
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(c_sim[i], c_thr[i], "element %zu: %.17g simulated, %.17g threaded", i,
                      c_sim[i], c_thr[i]);
-    /* And both are the product (a naive check of one element per tile row). */
-    size_t N = (size_t)NTILE * TB;
-    (void)N;
+    /* And both are the product: element (r, q) of the whole matrix,
+     * whose tile (i, j) is row-major inside, against a naive sum in the
+     * order the tasks add (k tile by k tile). */
+    size_t tile = (size_t)TB * TB;
+    for (int r = 0; r < NTILE * TB; r += 7)
+        for (int q = 0; q < NTILE * TB; q += 5) {
+            int i = r / TB, ii = r % TB, j = q / TB, jj = q % TB;
+            double ref = 0;
+            for (int k = 0; k < NTILE; k++) {
+                const double *at = a + (size_t)(i * NTILE + k) * tile;
+                const double *bt = b + (size_t)(k * NTILE + j) * tile;
+                double s = ref;
+                for (int kk = 0; kk < TB; kk++)
+                    s += at[ii * TB + kk] * bt[kk * TB + jj];
+                ref = s;
+            }
+            cr_assert_eq(c_sim[(size_t)(i * NTILE + j) * tile + (size_t)(ii * TB + jj)], ref,
+                         "(%d, %d)", r, q);
+        }
     free(a);
     free(b);
     free(c_thr);
