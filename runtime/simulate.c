@@ -42,6 +42,8 @@ typedef struct simw {
     bool idle;          /* nothing to do: a notify gives it a turn */
     bool turn_queued;   /* a turn event is scheduled */
     bool waiting;       /* holds tasks, none of whose data is there */
+    int origin;         /* its turn was passed on by a worker that could not
+                           take the queued tasks: the first such, or -1 */
     tsr_task_t running; /* the task whose completion event is scheduled */
     uint64_t run_start, wait_since;
 } simw_t;
@@ -83,11 +85,13 @@ static uint64_t task_ns(const tsr_worker_t *w, tsr_task_t t)
 static void sim_turn(void *arg);
 static void sim_complete(void *arg);
 
-/* Give w a turn now (once: a queued turn covers every reason for one). */
-static void queue_turn(tsr_worker_t *w)
+/* Give w a turn now (once: a queued turn covers every reason for one).
+ * origin: the worker that began passing a turn on, or -1. */
+static void queue_turn(tsr_worker_t *w, int origin)
 {
     simw_t *s = &sim.w[w->id];
     s->idle = false;
+    s->origin = s->turn_queued && s->origin < 0 ? -1 : origin;
     if (s->turn_queued)
         return;
     s->turn_queued = true;
@@ -105,9 +109,28 @@ static void wake_one_idle(int self)
 {
     for (int i = 0; i < tsr__rt.nworkers; i++)
         if (i != self && sim.w[i].idle) {
-            queue_turn(&tsr__rt.workers[i]);
+            queue_turn(&tsr__rt.workers[i], -1);
             return;
         }
+}
+
+/* w took nothing while tasks stay queued: they may be for workers of
+ * another kind, all idle (no worker here polls, as a thread would). The
+ * turn goes round the idle workers after w, once, back to where it began. */
+static void pass_turn_on(tsr_worker_t *w, int origin)
+{
+    int n = tsr__rt.nworkers;
+    if (origin < 0)
+        origin = w->id;
+    for (int k = 1; k < n; k++) {
+        int i = (w->id + k) % n;
+        if (i == origin)
+            return;
+        if (sim.w[i].idle) {
+            queue_turn(&tsr__rt.workers[i], origin);
+            return;
+        }
+    }
 }
 
 /* The directory's request for t is granted (an event, or a release). */
@@ -117,7 +140,7 @@ static void sim_data_ready(tsr_mem_req_t *r)
     tsr_worker_t *w = &tsr__rt.workers[t->run_worker];
     atomic_store(&t->data_state, DATA_READY);
     if (!sim.w[w->id].running)
-        queue_turn(w);
+        queue_turn(w, -1);
 }
 
 /* Start t on w: its completion is an event. */
@@ -137,16 +160,18 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
 
 /* What a threads-driver worker does in one pass of its loop: keep the
  * pipeline full, then run a task whose data is there; idle when there is
- * nothing. Runs with tsr__tl_worker = w. */
-static void step(tsr_worker_t *w)
+ * nothing. origin: as in pass_turn_on. Runs with tsr__tl_worker = w. */
+static void step(tsr_worker_t *w, int origin)
 {
     simw_t *s = &sim.w[w->id];
     const tsr_sched_policy_t *pol = tsr__rt.sched.policy;
+    bool took = false;
     for (;;) {
         while (w->ninflight + (s->running ? 1 : 0) < w->depth) {
             tsr_task_t t = pol->pop(&tsr__rt.sched, w->id);
             if (!t)
                 break;
+            took = true;
             /* Tasks still queued beside an idle worker: pass one on. */
             if (atomic_fetch_sub(&tsr__rt.nqueued, 1) > 1)
                 wake_one_idle(w->id);
@@ -166,6 +191,8 @@ static void step(tsr_worker_t *w)
                 return;
             }
             s->idle = true;
+            if (!took && atomic_load(&tsr__rt.nqueued) > 0)
+                pass_turn_on(w, origin);
             return;
         }
         if (s->waiting) {
@@ -186,10 +213,13 @@ static void step(tsr_worker_t *w)
 static void sim_turn(void *arg)
 {
     tsr_worker_t *w = arg;
-    sim.w[w->id].turn_queued = false;
+    simw_t *s = &sim.w[w->id];
+    int origin = s->origin;
+    s->turn_queued = false;
+    s->origin = -1;
     int saved = tsr__tl_worker;
     tsr__tl_worker = w->id;
-    step(w);
+    step(w, origin);
     tsr__tl_worker = saved;
 }
 
@@ -236,7 +266,7 @@ static void sim_complete(void *arg)
     s->running = NULL;
     if (live)
         tsr__worker_finish(w, t, rc, s->run_start);
-    step(w);
+    step(w, -1);
     tsr__tl_worker = saved;
 }
 
@@ -283,8 +313,10 @@ static int sim_start(void)
     sim.w = calloc((size_t)tsr__rt.nworkers, sizeof *sim.w);
     if (!sim.w)
         return tsr__fail(TSR_ENOMEM, "init: cannot allocate %d workers", tsr__rt.nworkers);
-    for (int i = 0; i < tsr__rt.nworkers; i++)
+    for (int i = 0; i < tsr__rt.nworkers; i++) {
         sim.w[i].idle = true;
+        sim.w[i].origin = -1;
+    }
     return TSR_OK;
 }
 
@@ -308,7 +340,7 @@ static void sim_notify(int target)
 {
     if (target >= 0 && target < tsr__rt.nworkers) {
         if (sim.w[target].idle)
-            queue_turn(&tsr__rt.workers[target]);
+            queue_turn(&tsr__rt.workers[target], -1);
         return;
     }
     wake_one_idle(-1);

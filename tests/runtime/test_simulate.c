@@ -451,6 +451,51 @@ Test(simulate, deadlock_fails_the_wait)
     unlink(plat);
 }
 
+/* A task only a GPU can run, pushed for anyone while every worker is idle:
+ * the CPU worker woken first passes the turn on (nobody polls). On a
+ * platform without GPUs it is refused at submission, never left to hang. */
+static const tsr_codelet_t cuda_only = {.name = "cuda_only", .impl = {NULL, work_kernel},
+                                        .nbuffers = 1, .flops = work_flops, .bytes = no_bytes};
+
+Test(simulate, a_task_for_one_kind_finds_its_worker)
+{
+    const char *plat = write_platform(0, 2, gpus_json(1), 64);
+    start_sim(plat, 0, "eager", 0, NULL);
+    tsr_handle_t h[6];
+    for (int i = 0; i < 6; i++) {
+        /* One at a time: each push wakes CPU worker 0 first. */
+        cr_assert_eq(tsr_handle_alloc(&h[i], 64), TSR_OK);
+        submit_work(&cuda_only, &h[i], 4);
+        cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    }
+    uint64_t cpu_tasks = 0, gpu_tasks = 0;
+    for (int w = 0; w < tsr_worker_count(); w++) {
+        tsr_worker_stats_t st;
+        cr_assert_eq(tsr_worker_stats(w, &st), TSR_OK);
+        *(st.device_kind == TSR_DEVICE_CUDA ? &gpu_tasks : &cpu_tasks) += st.tasks;
+    }
+    cr_assert_eq(cpu_tasks, 0);
+    cr_assert_eq(gpu_tasks, 6);
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    stop_runtime();
+
+    const char *cpus = write_platform(1, 2, NULL, 64);
+    start_sim(cpus, 0, "eager", 0, NULL);
+    tsr_handle_t x;
+    cr_assert_eq(tsr_handle_alloc(&x, 64), TSR_OK);
+    int64_t ms = 1;
+    tsr_access_t acc = {x, TSR_RW};
+    tsr_task_desc_t d = {.codelet = &cuda_only, .buffers = &acc, .nbuffers = 1, .args = &ms,
+                         .args_size = sizeof ms};
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_ENODEV);
+    cr_assert_eq(tsr_wait_all(), TSR_OK);
+    cr_assert_eq(tsr_handle_unregister(x), TSR_OK);
+    stop_runtime();
+    unlink(plat);
+    unlink(cpus);
+}
+
 /* ---- every built-in policy --------------------------------------------------------- */
 
 Test(simulate, every_policy_runs_a_graph)
