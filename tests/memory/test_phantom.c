@@ -455,3 +455,42 @@ Test(phantom, deterministic)
         cr_assert_eq(a[i].dst, b[i].dst);
     }
 }
+
+/* The bus model's timing call waits by running events: two copies of 1 GB
+ * host → cuda0 at 20 GB/s, one after the other: 50 ms each. */
+Test(phantom, time_copy_runs_events)
+{
+    tsr_phantom_config_t p = platform(1, TSR_NODE_KIND_CUDA);
+    open_platform(&p, false);
+    double best = 0;
+    char err[256] = "";
+    cr_assert_eq(tsr__mem_time_copy(0, 1, 1000000000, 2, &best, err, sizeof err), TSR_OK,
+                 "%s", err);
+    cr_assert_eq(best, 0.05);
+    cr_assert_eq(tsr__vclock_now(), 100 * MS);
+}
+
+/* A wait nothing can ever end (cuda0 holds one tile, pinned by a request
+ * that is not released) fails with TSR_ESTATE instead of hanging; once
+ * the pin goes, the abandoned request is granted without touching the
+ * waiter's frame. */
+Test(phantom, simulated_deadlock_is_an_error)
+{
+    tsr_phantom_config_t p = platform(1, TSR_NODE_KIND_CUDA);
+    p.acc[0].capacity = 1 << 20;
+    open_platform(&p, false);
+    tsr_entry_t *x = tsr__entry_new(NULL, 1 << 20), *y = tsr__entry_new(NULL, 1 << 20);
+    tsr_mem_req_t a = {.node = 1, .n = 1, .e = {x}, .mode = {TSR_MEM_W}};
+    cr_assert_eq(tsr__mem_acquire_sync(&a), TSR_OK, "%s", a.err);
+    tsr_mem_req_t b = {.node = 1, .n = 1, .e = {y}, .mode = {TSR_MEM_W}};
+    cr_assert_eq(tsr__mem_acquire_sync(&b), TSR_ESTATE);
+    cr_assert(strstr(b.err, "no event left"), "%s", b.err);
+    tsr__mem_release(&a);
+    run_all();
+    tsr_replica_info_t info;
+    tsr__entry_inspect(y, 1, &info);
+    cr_assert(info.allocated && info.busy == 1, "b was granted after all");
+    tsr__mem_release(&b);
+    tsr__entry_free(x);
+    tsr__entry_free(y);
+}
