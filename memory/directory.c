@@ -755,8 +755,10 @@ static void evict_done(void *arg, int k, int status, const char *err)
     n->evicting_bytes -= e->size;
     r->evicting = false;
     unpin(r);
+    /* (a freed entry's copy goes now: nothing will read it, and a request
+     * may be waiting for exactly this room) */
     if (status == TSR_OK && r->alloc && r->busy == 0 && !r->fetch &&
-        (!valid(r) || count_valid(e) > 1)) {
+        (e->dead || !valid(r) || count_valid(e) > 1)) {
         rep_free_locked(n, r, e->size);
         atomic_fetch_add(&n->evictions, 1);
         relabel(e);

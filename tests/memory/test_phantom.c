@@ -494,3 +494,34 @@ Test(phantom, simulated_deadlock_is_an_error)
     tsr__entry_free(x);
     tsr__entry_free(y);
 }
+
+/* An entry freed while its write-back is in flight, with a request waiting
+ * for that room: when the write-back ends (stale: the entry is gone), its
+ * copy must be freed and the request granted, not failed as "nothing can
+ * be evicted" (the copy of a dead entry is neither evictable nor in use).
+ * cuda0 holds 2 tiles: x and y written there; r wants y (present) and z. */
+Test(phantom, freed_during_writeback)
+{
+    tsr_phantom_config_t p = platform(1, TSR_NODE_KIND_CUDA);
+    size_t tile = 1 << 20;
+    p.acc[0].capacity = 2 * tile;
+    open_platform(&p, false);
+    tsr_entry_t *x = tsr__entry_new(NULL, tile), *y = tsr__entry_new(NULL, tile),
+                *z = tsr__entry_new(NULL, tile);
+    cr_assert_eq(write_on(x, 1), TSR_OK);
+    cr_assert_eq(write_on(y, 1), TSR_OK);
+    reqs_t st = {0};
+    tsr_mem_req_t r = {.node = 1, .n = 2, .e = {y, z}, .mode = {TSR_MEM_RW, TSR_MEM_W},
+                       .done = req_done, .arg = &st};
+    cr_assert_eq(tsr__mem_acquire(&r), 0, "r waits for x's write-back (%s)", r.err);
+    cr_assert_eq(atomic_load(&tsr__mem_node(1)->writebacks), 1);
+    tsr__entry_free(x);
+    run_all();
+    cr_assert_eq(st.done, 1);
+    cr_assert_eq(atomic_load(&r.status), TSR_OK, "%s", r.err);
+    tsr__mem_release(&r);
+    tsr__entry_free(y);
+    tsr__entry_free(z);
+    cr_assert_eq(tsr__mem_node(1)->used, 0);
+    cr_assert_eq(tsr__mem_node(0)->used, 0);
+}
