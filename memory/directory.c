@@ -197,7 +197,8 @@ static void *node_alloc_evicting(tsr_node_t *n, tsr_entry_t *e, bool demand, cha
 }
 
 /* Allocate e's replica on node nd. Entry lock held. `reserved`: the bytes
- * are already counted in node->used; else they are counted here and the
+ * are already counted in node->used (and, until the replica is linked, in
+ * node->reserving, by the caller); else they are counted here and the
  * allocation fails (no waiting) past the node's capacity. `demand`: a
  * failure of the node's allocator evicts and retries (see above). */
 static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand, char *err)
@@ -215,10 +216,13 @@ static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand, char *e
             return TSR_ENOMEM;
         }
         used_add(n, e->size);
+        n->reserving += e->size; /* counted, not yet in n->reps */
         pthread_mutex_unlock(&n->lock);
     }
     void *p = node_alloc_evicting(n, e, demand, err);
     pthread_mutex_lock(&n->lock);
+    if (!reserved)
+        n->reserving -= e->size;
     if (!p) {
         n->used -= e->size;
         pthread_mutex_unlock(&n->lock);
@@ -320,13 +324,22 @@ uint32_t tsr__entry_nodes(tsr_entry_t *e)
     return m;
 }
 
+/* The last reference went (no lock held): free what is left and let
+ * requests waiting on those nodes look again. */
 static void entry_destroy(tsr_entry_t *e)
 {
-    for (int j = 0; j < e->nnodes; j++)
-        if (e->rep[j].alloc)
+    bool kicks[TSR_MAX_NODES] = {false};
+    int nn = e->nnodes;
+    for (int j = 0; j < nn; j++)
+        if (e->rep[j].alloc) {
             rep_free(e, j);
+            kicks[j] = true;
+        }
     pthread_mutex_destroy(&e->lock);
     free(e);
+    for (int j = 0; j < nn; j++)
+        if (kicks[j])
+            kick(node(j));
 }
 
 static void entry_unref(tsr_entry_t *e)
@@ -676,7 +689,10 @@ static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict
             (demand || !r->prefetched)) {
             uint64_t cls = !valid(r) ? 0 : r->wont_use ? 1 : r->prefetched ? 3 : 2;
             c[nc++] = (cand_t){r, (cls << 60) | (r->last_use & ((1ull << 60) - 1))};
-        } else if (r->fetch || r->evicting || r->busy > (req_has(self, e) ? 1 : 0)) {
+        } else if (r->fetch || r->evicting || e->dead ||
+                   r->busy > (req_has(self, e) ? 1 : 0)) {
+            /* (a dead entry's copy goes with its last copy in flight, or
+             * its entry: both kick the node) */
             res->busy++;
         }
         pthread_mutex_unlock(&e->lock);
@@ -739,8 +755,10 @@ static void evict_done(void *arg, int k, int status, const char *err)
     n->evicting_bytes -= e->size;
     r->evicting = false;
     unpin(r);
+    /* (a freed entry's copy goes now: nothing will read it, and a request
+     * may be waiting for exactly this room) */
     if (status == TSR_OK && r->alloc && r->busy == 0 && !r->fetch &&
-        (!valid(r) || count_valid(e) > 1)) {
+        (e->dead || !valid(r) || count_valid(e) > 1)) {
         rep_free_locked(n, r, e->size);
         atomic_fetch_add(&n->evictions, 1);
         relabel(e);
@@ -1163,6 +1181,7 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
 {
     tsr_node_t *n = node(nd);
     char err[TSR_MEM_ERR];
+    bool reserved_here = false;
     pthread_mutex_lock(&e->lock);
     tsr_replica_t *R = &e->rep[nd];
     if (R->fetch || valid(R) || e->dead || (!e->zero && count_valid(e) == 0)) {
@@ -1177,13 +1196,27 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
             evict_locked(n, n->used + e->size - n->capacity, false, NULL, NULL);
             room = n->used + e->size <= n->capacity;
         }
-        if (room)
+        if (room) {
+            /* Counted in used before the replica is in n->reps: a waiting
+             * request's evictor must not take these bytes for memory that
+             * nothing will ever give back (see try_grant's "hopeless"). */
             used_add(n, e->size);
+            n->reserving += e->size;
+        }
         pthread_mutex_unlock(&n->lock);
-        if (!room || rep_alloc(e, nd, true, false, err) != TSR_OK) {
+        int rc = room ? rep_alloc(e, nd, true, false, err) : TSR_ENOMEM;
+        if (room) {
+            pthread_mutex_lock(&n->lock);
+            n->reserving -= e->size;
+            pthread_mutex_unlock(&n->lock);
+        }
+        if (rc != TSR_OK) {
             pthread_mutex_unlock(&e->lock);
+            if (room)
+                kick(n); /* a request that saw our reservation looks again */
             return;
         }
+        reserved_here = true;
     }
     R->prefetched = true;
     R->last_use = tick(n);
@@ -1195,6 +1228,8 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
         (void)fetch_start(e, nd, (waiter_t){NULL, NULL, 0}, false, err);
     }
     pthread_mutex_unlock(&e->lock);
+    if (reserved_here)
+        kick(n); /* a request that saw our reservation looks again */
 }
 
 void tsr__mem_invalidate(tsr_entry_t *e)

@@ -104,7 +104,8 @@ struct tsr_node {
     tsr_mem_req_t *wait_head, *wait_tail; /* requests waiting for memory */
     bool kicking, kick_again;
     size_t evicting_bytes;  /* write-backs in flight that will free memory */
-    size_t reserving;       /* reserved by grants not yet pinned */
+    size_t reserving;       /* counted in used, not yet in reps: grants not
+                               yet pinned, allocations under way */
 
     atomic_int nwaiting;    /* requests in the wait queue */
     atomic_long npinned;    /* replicas with busy > 0 */

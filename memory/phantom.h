@@ -74,14 +74,19 @@ typedef struct tsr_phantom_config {
 } tsr_phantom_config_t;
 
 /* Open node n as the phantom host (acc == -1) or phantom accelerator acc
- * of cfg (kept by pointer until tsr__phantom_close_all). Returns 0, or a
- * TSR_E… code with a message in err. */
+ * of cfg (the first node opened copies cfg; the copy is forgotten when the
+ * last phantom node closes). Returns 0, or a TSR_E… code with a message in
+ * err. Copies need the virtual clock on (else the copy op fails with
+ * TSR_ESTATE). */
 int tsr__phantom_node_open(tsr_node_t *n, const tsr_phantom_config_t *cfg, int acc,
                            char *err, size_t errlen);
 
 /* The platform's latency and bandwidth from node src to node dst, as an
  * uncontended transfer sees them (the bus model reads this instead of
- * measuring). false if src or dst is not a phantom node. */
+ * measuring): the sum of the route's latencies and its narrowest limited
+ * link, 0 when no link on the route is limited; src == dst: a zero fill
+ * (latency 0, the node's fill bandwidth). false if src or dst is not a
+ * phantom node. */
 bool tsr__phantom_link(int src, int dst, double *latency_s, double *bytes_per_s);
 
 #endif

@@ -455,3 +455,73 @@ Test(phantom, deterministic)
         cr_assert_eq(a[i].dst, b[i].dst);
     }
 }
+
+/* The bus model's timing call waits by running events: two copies of 1 GB
+ * host → cuda0 at 20 GB/s, one after the other: 50 ms each. */
+Test(phantom, time_copy_runs_events)
+{
+    tsr_phantom_config_t p = platform(1, TSR_NODE_KIND_CUDA);
+    open_platform(&p, false);
+    double best = 0;
+    char err[256] = "";
+    cr_assert_eq(tsr__mem_time_copy(0, 1, 1000000000, 2, &best, err, sizeof err), TSR_OK,
+                 "%s", err);
+    cr_assert_eq(best, 0.05);
+    cr_assert_eq(tsr__vclock_now(), 100 * MS);
+}
+
+/* A wait nothing can ever end (cuda0 holds one tile, pinned by a request
+ * that is not released) fails with TSR_ESTATE instead of hanging; once
+ * the pin goes, the abandoned request is granted without touching the
+ * waiter's frame. */
+Test(phantom, simulated_deadlock_is_an_error)
+{
+    tsr_phantom_config_t p = platform(1, TSR_NODE_KIND_CUDA);
+    p.acc[0].capacity = 1 << 20;
+    open_platform(&p, false);
+    tsr_entry_t *x = tsr__entry_new(NULL, 1 << 20), *y = tsr__entry_new(NULL, 1 << 20);
+    tsr_mem_req_t a = {.node = 1, .n = 1, .e = {x}, .mode = {TSR_MEM_W}};
+    cr_assert_eq(tsr__mem_acquire_sync(&a), TSR_OK, "%s", a.err);
+    tsr_mem_req_t b = {.node = 1, .n = 1, .e = {y}, .mode = {TSR_MEM_W}};
+    cr_assert_eq(tsr__mem_acquire_sync(&b), TSR_ESTATE);
+    cr_assert(strstr(b.err, "no event left"), "%s", b.err);
+    tsr__mem_release(&a);
+    run_all();
+    tsr_replica_info_t info;
+    tsr__entry_inspect(y, 1, &info);
+    cr_assert(info.allocated && info.busy == 1, "b was granted after all");
+    tsr__mem_release(&b);
+    tsr__entry_free(x);
+    tsr__entry_free(y);
+}
+
+/* An entry freed while its write-back is in flight, with a request waiting
+ * for that room: when the write-back ends (stale: the entry is gone), its
+ * copy must be freed and the request granted, not failed as "nothing can
+ * be evicted" (the copy of a dead entry is neither evictable nor in use).
+ * cuda0 holds 2 tiles: x and y written there; r wants y (present) and z. */
+Test(phantom, freed_during_writeback)
+{
+    tsr_phantom_config_t p = platform(1, TSR_NODE_KIND_CUDA);
+    size_t tile = 1 << 20;
+    p.acc[0].capacity = 2 * tile;
+    open_platform(&p, false);
+    tsr_entry_t *x = tsr__entry_new(NULL, tile), *y = tsr__entry_new(NULL, tile),
+                *z = tsr__entry_new(NULL, tile);
+    cr_assert_eq(write_on(x, 1), TSR_OK);
+    cr_assert_eq(write_on(y, 1), TSR_OK);
+    reqs_t st = {0};
+    tsr_mem_req_t r = {.node = 1, .n = 2, .e = {y, z}, .mode = {TSR_MEM_RW, TSR_MEM_W},
+                       .done = req_done, .arg = &st};
+    cr_assert_eq(tsr__mem_acquire(&r), 0, "r waits for x's write-back (%s)", r.err);
+    cr_assert_eq(atomic_load(&tsr__mem_node(1)->writebacks), 1);
+    tsr__entry_free(x);
+    run_all();
+    cr_assert_eq(st.done, 1);
+    cr_assert_eq(atomic_load(&r.status), TSR_OK, "%s", r.err);
+    tsr__mem_release(&r);
+    tsr__entry_free(y);
+    tsr__entry_free(z);
+    cr_assert_eq(tsr__mem_node(1)->used, 0);
+    cr_assert_eq(tsr__mem_node(0)->used, 0);
+}
