@@ -1,11 +1,18 @@
-/* The JSON parser: every value type, string escapes to UTF-8, integers kept
- * exact, and rejection (TSR_EINVAL, nothing leaked) of malformed input;
- * every prefix of a document parsed from a buffer of exactly that size, so
- * ASan catches any read past the end. */
+/* tests/runtime/test_json.c — the JSON parser (runtime/json.c): every
+ * value type, string escapes to UTF-8, integers kept exact, and rejection
+ * (TSR_EINVAL, nothing leaked) of malformed input; every prefix of a
+ * document parsed from a buffer of exactly that size, so ASan catches any
+ * read past the end. */
+#include <criterion/criterion.h>
+
 #include <locale.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "io_util.h"
+#include <tessera/tessera.h>
+
 #include "runtime/json.h"
 
 static tsr__json_doc_t *parse_ok(const char *s)
