@@ -6,6 +6,7 @@
 
 #include <tessera/sched.h>
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@ static const char *write_platform(int slot, int ncpu, const char *accs, double h
             " \"devices\": {\"cpu\": {\"fp32_tflops\": 0.001, \"memory_bandwidth_gbs\": 1000000,\n"
             "   \"launch_us\": 0, \"flops_efficiency\": 1, \"bytes_efficiency\": 1}%s}%s%s}\n",
             slot, host_gib, ncpu,
-            accs ? ",\n \"cuda\": {\"fp32_tflops\": 0.004, \"memory_bandwidth_gbs\": 1000,"
+            accs && strstr(accs, "\"cuda\"") ? ",\n \"cuda\": {\"fp32_tflops\": 0.004, \"memory_bandwidth_gbs\": 1000,"
                    " \"launch_us\": 5, \"flops_efficiency\": 1, \"bytes_efficiency\": 1}"
                  : "",
             accs ? ",\n \"accelerators\": " : "", accs ? accs : "");
@@ -40,19 +41,23 @@ static const char *write_platform(int slot, int ncpu, const char *accs, double h
     return path;
 }
 
-/* 4 GPUs of `gib` GiB each, PCIe 16 GB/s behind 2 switches, NVLink. */
-static const char *gpus_json(double gib)
+/* 4 accelerators of `gib` GiB each, PCIe 16 GB/s behind 2 switches;
+ * GPUs (NVLink between them), or simulated accelerators (sims_json). */
+static const char *accs_json(const char *kind, double gib)
 {
     static char buf[512];
+    bool cuda = strcmp(kind, "cuda") == 0;
     snprintf(buf, sizeof buf,
-             "[{\"kind\": \"cuda\", \"count\": 4, \"memory_gib\": %g,"
+             "[{\"kind\": \"%s\", \"count\": 4, \"memory_gib\": %g,"
              " \"link\": {\"bandwidth_gbs\": 16, \"latency_us\": 2},"
              " \"pcie_switch\": {\"bandwidth_gbs\": 24, \"latency_us\": 1,"
-             " \"accelerators_per_switch\": 2},"
-             " \"nvlink\": {\"bandwidth_gbs\": 200, \"latency_us\": 2}}]",
-             gib);
+             " \"accelerators_per_switch\": 2}%s}]",
+             kind, gib, cuda ? ", \"nvlink\": {\"bandwidth_gbs\": 200, \"latency_us\": 2}" : "");
     return buf;
 }
+
+static const char *gpus_json(double gib) { return accs_json("cuda", gib); }
+static const char *sims_json(double gib) { return accs_json("sim", gib); }
 
 static void start_sim(const char *platform, int ncpu, const char *sched, int exec,
                       const char *trace)
@@ -328,29 +333,37 @@ Test(simulate, exec_results_equal_a_threaded_run)
     start_runtime(2, "eager", 0);
     tiled_gemm(a, b, c_thr);
     stop_runtime();
-    /* GPUs of 12 KiB: six 2 KiB tiles each, two tasks' worth, so tiles
-     * are evicted and written back while the product runs. */
-    const char *plat = write_platform(2, 1, gpus_json(12288.0 / (1 << 30)), 64);
-    start_sim(plat, 0, "dmda", 1, NULL);
-    tiled_gemm(a, b, c_sim);
-    uint64_t evictions = 0, gpu_tasks = 0;
-    for (int nd = 1; nd <= 4; nd++) {
-        tsr_node_stats_t st;
-        cr_assert_eq(tsr_memory_node_stats(nd, &st), TSR_OK);
-        evictions += st.evictions;
+    /* Accelerators of 12 KiB: six 2 KiB tiles each, two tasks' worth, so
+     * tiles are evicted and written back while the product runs. On GPUs
+     * (CUDA workers running the CPU implementation on phantom memory),
+     * then on simulated accelerators (CPU workers). */
+    const char *plat = NULL;
+    for (int kind = 0; kind < 2; kind++) {
+        plat = write_platform(2, 1, kind == 0 ? gpus_json(12288.0 / (1 << 30))
+                                              : sims_json(12288.0 / (1 << 30)), 64);
+        memset(c_sim, 0, n * sizeof *c_sim);
+        start_sim(plat, 0, "dmda", 1, NULL);
+        tiled_gemm(a, b, c_sim);
+        uint64_t evictions = 0, acc_tasks = 0;
+        for (int nd = 1; nd <= 4; nd++) {
+            tsr_node_stats_t st;
+            cr_assert_eq(tsr_memory_node_stats(nd, &st), TSR_OK);
+            evictions += st.evictions;
+        }
+        for (int w = 0; w < tsr_worker_count(); w++) {
+            tsr_worker_stats_t st;
+            cr_assert_eq(tsr_worker_stats(w, &st), TSR_OK);
+            cr_assert_eq(st.device_kind, w >= 1 && kind == 0 ? TSR_DEVICE_CUDA : TSR_DEVICE_CPU);
+            if (st.memory_node > 0)
+                acc_tasks += st.tasks;
+        }
+        stop_runtime();
+        cr_assert(evictions > 0, "the accelerators' memory was too large to test eviction");
+        cr_assert(acc_tasks > 0, "no task ran on a simulated accelerator");
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(c_sim[i], c_thr[i], "%s: element %zu: %.17g simulated, %.17g threaded",
+                         kind == 0 ? "cuda" : "sim", i, c_sim[i], c_thr[i]);
     }
-    for (int w = 0; w < tsr_worker_count(); w++) {
-        tsr_worker_stats_t st;
-        cr_assert_eq(tsr_worker_stats(w, &st), TSR_OK);
-        if (st.device_kind == TSR_DEVICE_CUDA)
-            gpu_tasks += st.tasks;
-    }
-    stop_runtime();
-    cr_assert(evictions > 0, "the GPUs' memory was too large to test eviction");
-    cr_assert(gpu_tasks > 0, "no task ran on a simulated GPU");
-    for (size_t i = 0; i < n; i++)
-        cr_assert_eq(c_sim[i], c_thr[i], "element %zu: %.17g simulated, %.17g threaded", i,
-                     c_sim[i], c_thr[i]);
     /* And both are the product: element (r, q) of the whole matrix,
      * whose tile (i, j) is row-major inside, against a naive sum in the
      * order the tasks add (k tile by k tile). */
