@@ -550,6 +550,75 @@ Test(simulate, every_policy_runs_a_graph)
     unlink(plat);
 }
 
+/* ---- order-free accumulation --------------------------------------------------- */
+
+static int zero_kernel(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    memset(b[0], 0, e->sizes[0]);
+    return 0;
+}
+
+static int add_kernel(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    (void)e;
+    *(double *)b[0] += *(const double *)b[1];
+    return 0;
+}
+
+/* Adds its argument (an int64) into buffer 0. */
+static int addk_kernel(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)e;
+    *(double *)b[0] += (double)*(const int64_t *)args;
+    return 0;
+}
+
+static const tsr_codelet_t zero_cl = {.name = "zero", .impl = {zero_kernel}, .nbuffers = 1};
+static const tsr_codelet_t add_cl = {.name = "add", .impl = {add_kernel}, .nbuffers = 2};
+static const tsr_codelet_t addk_cl = {.name = "addk", .impl = {addk_kernel}, .nbuffers = 1,
+                                      .flops = work_flops, .bytes = no_bytes};
+
+/* REDUX and COMMUTE groups, executed: accumulators on several workers'
+ * phantom memories combine into the sum of the contributions. */
+Test(simulate, exec_redux_and_commute_sums)
+{
+    const char *plat = write_platform(0, 2, sims_json(1), 64);
+    start_sim(plat, 0, "eager", 1, NULL);
+    double g = 0, c = 0;
+    tsr_handle_t hg, hc;
+    cr_assert_eq(tsr_handle_register(&hg, &g, sizeof g), TSR_OK);
+    cr_assert_eq(tsr_handle_register(&hc, &c, sizeof c), TSR_OK);
+    cr_assert_eq(tsr_handle_set_reduction(hg, &zero_cl, &add_cl), TSR_OK);
+    for (int64_t i = 1; i <= 40; i++) {
+        tsr_access_t a = {hg, TSR_REDUX}, b = {hc, TSR_COMMUTE};
+        tsr_task_desc_t d = {.codelet = &addk_cl, .buffers = &a, .nbuffers = 1, .args = &i,
+                             .args_size = sizeof i};
+        cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+        d.buffers = &b;
+        cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+    }
+    void *p;
+    cr_assert_eq(tsr_handle_acquire(hg, TSR_R, &p), TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(*(double *)p, 820.0);
+    cr_assert_eq(tsr_handle_release(hg), TSR_OK);
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    int busy_workers = 0;
+    for (int w = 0; w < tsr_worker_count(); w++) {
+        tsr_worker_stats_t st;
+        cr_assert_eq(tsr_worker_stats(w, &st), TSR_OK);
+        busy_workers += st.tasks > 0;
+    }
+    cr_assert(busy_workers > 1, "the group ran on %d worker(s)", busy_workers);
+    cr_assert_eq(tsr_handle_unregister(hg), TSR_OK);
+    cr_assert_eq(tsr_handle_unregister(hc), TSR_OK);
+    stop_runtime();
+    cr_assert_eq(g, 820.0);
+    cr_assert_eq(c, 820.0);
+    unlink(plat);
+}
+
 /* ---- configuration ----------------------------------------------------------------- */
 
 Test(simulate, bad_platform_file_is_refused)
