@@ -19,6 +19,8 @@
  * flops takes k ms), no launch or task overhead, memory far too fast to
  * matter, and `accs` (a JSON array, or NULL) of accelerators. Returns the
  * path (static storage, one per slot). */
+static const char *platform_models = "rates";
+
 static const char *write_platform(int slot, int ncpu, const char *accs, double host_gib)
 {
     static char paths[4][64];
@@ -27,12 +29,12 @@ static const char *write_platform(int slot, int ncpu, const char *accs, double h
     FILE *f = fopen(path, "w");
     cr_assert(f, "cannot write %s", path);
     fprintf(f,
-            "{\"name\": \"test-%d\", \"models\": \"rates\", \"task_overhead_us\": 0,\n"
+            "{\"name\": \"test-%d\", \"models\": \"%s\", \"task_overhead_us\": 0,\n"
             " \"host\": {\"memory_gib\": %g, \"memory_bandwidth_gbs\": 1000000,\n"
             "          \"memory_latency_us\": 0, \"cpu_workers\": %d},\n"
             " \"devices\": {\"cpu\": {\"fp32_tflops\": 0.001, \"memory_bandwidth_gbs\": 1000000,\n"
             "   \"launch_us\": 0, \"flops_efficiency\": 1, \"bytes_efficiency\": 1}%s}%s%s}\n",
-            slot, host_gib, ncpu,
+            slot, platform_models, host_gib, ncpu,
             accs && strstr(accs, "\"cuda\"") ? ",\n \"cuda\": {\"fp32_tflops\": 0.004, \"memory_bandwidth_gbs\": 1000,"
                    " \"launch_us\": 5, \"flops_efficiency\": 1, \"bytes_efficiency\": 1}"
                  : "",
@@ -193,6 +195,41 @@ Test(simulate, models_give_the_platform_rates)
     cr_assert_float_eq(bw, 16e9, 1.0);
     stop_runtime();
     unlink(plat);
+}
+
+/* "models": "machine": this machine's history answers where it has one
+ * (a recorded 5 ms for work1 on the CPU), the rate model elsewhere (work2);
+ * "models": "rates": the rate model always, whatever the history says. */
+Test(simulate, history_or_rates_as_the_platform_says)
+{
+    for (int machine = 0; machine < 2; machine++) {
+        platform_models = machine ? "machine" : "rates";
+        const char *plat = write_platform(0, 1, NULL, 64);
+        platform_models = "rates";
+        start_sim(plat, 0, "eager", 0, NULL);
+        int64_t ms = 2;
+        size_t sizes[2] = {sizeof(double), sizeof(double)};
+        for (int k = 0; k < 5; k++)
+            cr_assert_eq(tsr_perfmodel_record(&work1, TSR_DEVICE_CPU, sizes, 1, &ms, 5e-3),
+                         TSR_OK, "%s", tsr_error_message());
+        double x[2] = {0, 0};
+        tsr_handle_t h[2];
+        for (int i = 0; i < 2; i++)
+            cr_assert_eq(tsr_handle_register(&h[i], &x[i], sizeof x[i]), TSR_OK);
+        submit_work(&work1, &h[0], ms);
+        cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+        double t1 = tsr_time();
+        submit_work(&work2, h, ms);
+        cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+        double t2 = tsr_time() - t1;
+        for (int i = 0; i < 2; i++)
+            cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+        stop_runtime();
+        cr_assert_float_eq(t1, machine ? 5e-3 : 2e-3, 1e-12, "%s: work1 took %.9f s",
+                           machine ? "machine" : "rates", t1);
+        cr_assert_float_eq(t2, 2e-3, 1e-12, "work2 took %.9f s", t2);
+        unlink(plat);
+    }
 }
 
 /* ---- determinism ------------------------------------------------------------------ */
