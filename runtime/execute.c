@@ -15,6 +15,7 @@
 
 /* ---- the worker table ------------------------------------------------------ */
 
+/* tsr__rt.workers: ncpu CPU workers, then one per accelerator node. */
 int tsr__workers_table(int ncpu, int ncores)
 {
     /* ncpu CPU workers, then one worker per accelerator node (a GPU's
@@ -49,6 +50,7 @@ int tsr__workers_table(int ncpu, int ncores)
     return TSR_OK;
 }
 
+/* Free the table, its scratch buffers and trace events. */
 void tsr__workers_table_free(void)
 {
     for (int i = 0; i < tsr__rt.nworkers; i++) {
@@ -68,6 +70,7 @@ void tsr__workers_table_free(void)
 
 /* ---- data ------------------------------------------------------------------ */
 
+/* The directory's mode of a task access mode. */
 static int mem_mode(int mode)
 {
     switch (mode) {
@@ -77,12 +80,15 @@ static int mem_mode(int mode)
     }
 }
 
+/* t failed before its implementation ran: complete it as failed. */
 void tsr__worker_fail(tsr_worker_t *w, tsr_task_t t, int code)
 {
     t->error_code = code;
     tsr__task_complete(t, TSR_RESULT_FAILED, w->id);
 }
 
+/* One directory entry per distinct handle with the union of its modes;
+ * REDUX buffers become w's accumulators. */
 bool tsr__worker_take(tsr_worker_t *w, tsr_task_t t, void (*ready)(tsr_mem_req_t *r))
 {
     tsr_mem_req_t *r = &t->mreq;
@@ -123,6 +129,7 @@ bool tsr__worker_take(tsr_worker_t *w, tsr_task_t t, void (*ready)(tsr_mem_req_t
     return true;
 }
 
+/* Pipeline order: the oldest task whose data is there. */
 int tsr__worker_first_ready(const tsr_worker_t *w)
 {
     for (int i = 0; i < w->ninflight; i++)
@@ -131,6 +138,7 @@ int tsr__worker_first_ready(const tsr_worker_t *w)
     return -1;
 }
 
+/* Take entry i out of the pipeline, keeping the others in order. */
 tsr_task_t tsr__worker_remove(tsr_worker_t *w, int i)
 {
     tsr_task_t t = w->inflight[i];
@@ -142,6 +150,8 @@ tsr_task_t tsr__worker_remove(tsr_worker_t *w, int i)
 
 /* ---- scratch ----------------------------------------------------------------- */
 
+/* Device memory only where kernels run on the device (a GPU node with
+ * exec_begin); a simulated GPU's implementation runs on the host. */
 void *tsr__worker_scratch(tsr_worker_t *w, tsr_node_t *node, int i, size_t size, char *err,
                           size_t errlen)
 {
@@ -167,6 +177,7 @@ void *tsr__worker_scratch(tsr_worker_t *w, tsr_node_t *node, int i, size_t size,
     return w->scratch[i];
 }
 
+/* Device scratch back to its node's pool (host scratch: with the table). */
 void tsr__worker_scratch_release(tsr_worker_t *w)
 {
     tsr_node_t *node = tsr__mem_node(w->node);
@@ -180,6 +191,7 @@ void tsr__worker_scratch_release(tsr_worker_t *w)
     }
 }
 
+/* bufs[i]: buffer i's replica on w's node, or w's scratch buffer i. */
 int tsr__worker_buffers(tsr_worker_t *w, tsr_task_t t, void **bufs)
 {
     tsr_node_t *node = tsr__mem_node(w->node);
@@ -199,6 +211,9 @@ int tsr__worker_buffers(tsr_worker_t *w, tsr_task_t t, void **bufs)
 
 /* ---- finishing ----------------------------------------------------------------- */
 
+/* From `start` to now on the driver's clock: sample (when measured),
+ * count, trace, release, complete; w may get t's first ready successor
+ * without a wake-up (tsr__tl_self_slot). */
 void tsr__worker_finish(tsr_worker_t *w, tsr_task_t t, int rc, uint64_t start)
 {
     uint64_t end = tsr__mem_now_ns();

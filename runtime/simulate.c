@@ -210,6 +210,7 @@ static void step(tsr_worker_t *w, int origin)
     }
 }
 
+/* Event: w's turn (woken by a push, its data, or a passed-on turn). */
 static void sim_turn(void *arg)
 {
     tsr_worker_t *w = arg;
@@ -254,6 +255,8 @@ static bool execute(tsr_worker_t *w, tsr_task_t t, int *rc)
     return true;
 }
 
+/* Event: w's running task ends: execute it (simulate_exec), finish it,
+ * and take the next turn at once (as a thread would). */
 static void sim_complete(void *arg)
 {
     tsr_worker_t *w = arg;
@@ -272,6 +275,7 @@ static void sim_complete(void *arg)
 
 /* ---- the driver ------------------------------------------------------------------ */
 
+/* Undo sim_open: the models' prior and key, the virtual clock. */
 static void sim_close(void)
 {
     tsr__perfmodel_set_prior(NULL, false);
@@ -281,6 +285,8 @@ static void sim_close(void)
     sim.clock_on = false;
 }
 
+/* Before the memory nodes: the platform, the virtual clock (time 0), the
+ * phantom nodes to open, the models' key and prior. */
 static int sim_open(tsr_mem_config_t *mc)
 {
     int rc = tsr__platform_load(tsr__rt.cfg.simulate, &sim.plat);
@@ -303,6 +309,7 @@ static int sim_open(tsr_mem_config_t *mc)
     return TSR_OK;
 }
 
+/* The worker table, every worker idle. */
 static int sim_start(void)
 {
     const tsr_config_t *cfg = &tsr__rt.cfg;
@@ -329,6 +336,7 @@ static void sim_stop(void)
         tsr__worker_scratch_release(&tsr__rt.workers[i]);
 }
 
+/* Undo sim_start. */
 static void sim_free(void)
 {
     tsr__workers_table_free();
@@ -336,6 +344,7 @@ static void sim_free(void)
     sim.w = NULL;
 }
 
+/* A push for `target`, or for anyone (-1): an idle worker gets a turn. */
 static void sim_notify(int target)
 {
     if (target >= 0 && target < tsr__rt.nworkers) {

@@ -325,6 +325,7 @@ static void wake_one_sleeper(void)
             return;
 }
 
+/* A push: wake the target, or one sleeper unless a worker polls. */
 static void threads_notify(int target)
 {
     atomic_fetch_add(&tsr__rt.epoch, 1);
@@ -362,6 +363,7 @@ static int threads_start(void)
     return tsr__workers_table(ncpu, ncores);
 }
 
+/* One thread per worker; on failure the ones started are stopped. */
 static int threads_launch(void)
 {
     for (int i = 0; i < tsr__rt.nworkers; i++) {
@@ -379,6 +381,7 @@ static int threads_launch(void)
     return TSR_OK;
 }
 
+/* Every task is complete: stop and join every worker thread. */
 static void threads_stop(void)
 {
     atomic_store(&tsr__rt.stop, 1);
@@ -388,6 +391,7 @@ static void threads_stop(void)
         pthread_join(tsr__rt.workers[i].thread, NULL);
 }
 
+/* The worker table and the topology. */
 static void threads_free(void)
 {
     tsr__workers_table_free();
@@ -413,6 +417,7 @@ static int threads_wait(bool (*pred)(void *), void *arg, const char *what)
     return TSR_OK;
 }
 
+/* A predicate may hold now: every waiter re-checks its own. */
 static void threads_wake(void)
 {
     pthread_mutex_lock(&tsr__rt.wait_m);
@@ -420,6 +425,7 @@ static void threads_wake(void)
     pthread_mutex_unlock(&tsr__rt.wait_m);
 }
 
+/* Nothing to start before the memory nodes: the configuration's devices. */
 static int threads_open(tsr_mem_config_t *mc)
 {
     (void)mc;
