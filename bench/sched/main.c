@@ -253,6 +253,7 @@ typedef struct row {
     int nworkers;
     double makespan_ms, idle_s, moved_mib, sched_us; /* medians */
     double lo[NMETRICS], hi[NMETRICS]; /* min and max over the reps */
+    double runs_ms[16];  /* each rep's makespan, in run order */
     int simulated;     /* Tessera in virtual time (TESSERA_SIMULATE) */
     double sched_copies; /* empty replays: copies per task (median) */
     double sched_wait_us; /* empty replays: workers' time waiting for data,
@@ -370,6 +371,7 @@ static void run_cell(const sg_side_t *s, graph_t *g, const sg_platform_t *p,
         if (i < 0)
             continue; /* warm-up */
         mk[i] = res.makespan_s;
+        r->runs_ms[i] = res.makespan_s * 1e3;
         idle[i] = res.nworkers * res.makespan_s - res.busy_s;
         moved[i] = (double)res.moved / (1 << 20);
         r->nworkers = res.nworkers;
@@ -743,13 +745,23 @@ static void print_json(void)
             /* the spread of the value: Tessera's (or StarPU's alone) */
             bench_json_num(lo, sizeof lo, good(any), any->lo[m]);
             bench_json_num(hi, sizeof hi, good(any), any->hi[m]);
+            /* the makespan's line also lists every rep's, in run order */
+            char runs[16 * 24 + 16] = "";
+            if (m == M_MAKESPAN && good(any)) {
+                size_t len = (size_t)snprintf(runs, sizeof runs, ",\"runs\":[");
+                for (int k = 0; k < opt.reps && len < sizeof runs; k++)
+                    len += (size_t)snprintf(runs + len, sizeof runs - len, "%s%.6g",
+                                            k ? "," : "", any->runs_ms[k]);
+                if (len < sizeof runs)
+                    snprintf(runs + len, sizeof runs - len, "]");
+            }
             printf("{\"bench\":\"sched\",\"case\":\"%s/%s/%s\",\"workers\":%d,"
                    "\"metric\":\"%s\",\"value\":%s,\"unit\":\"%s\","
-                   "\"min\":%s,\"max\":%s,\"reps\":%d,\"simulated\":%s,"
+                   "\"min\":%s,\"max\":%s,\"reps\":%d%s,\"simulated\":%s,"
                    "\"peer\":\"starpu\",\"peer_value\":%s,\"ratio\":%s}\n",
                    any->graph, any->platform, any->policy,
                    r && r->ran ? r->nworkers : any->nworkers, metrics[m], vs,
-                   units[m], lo, hi, opt.reps, any->simulated ? "true" : "false",
+                   units[m], lo, hi, opt.reps, runs, any->simulated ? "true" : "false",
                    ps, rs);
         }
     }
@@ -842,6 +854,10 @@ static int write_results(const char *path)
         json_num(f, r->ran, r->sched_copies);
         fprintf(f, ",\"sched_wait_data_us_per_task\":");
         json_num(f, r->ran, r->sched_wait_us);
+        fprintf(f, ",\"makespan_ms_runs\":[");
+        for (int k = 0; r->ran && k < opt.reps; k++)
+            fprintf(f, "%s%.6g", k ? "," : "", r->runs_ms[k]);
+        fprintf(f, "]");
         fprintf(f, ",\"simulated\":%s", r->simulated ? "true" : "false");
         fprintf(f, ",\"noisy\":%s,\"foreign_cpu\":%.3f,\"error\":",
                 r->noisy ? "true" : "false", r->foreign);
