@@ -140,12 +140,22 @@ typedef struct sg_platform {
     size_t sim_mem;   /* bytes */
 } sg_platform_t;
 
+/* Bytes each handle is registered with in the empty replays (at most):
+ * the empty kernels touch no data, and so their runs' copies cost the
+ * latency of a copy, not its bytes (docs/benchmarks.md, sched_us). */
+#define SG_DATAFREE_BYTES 8
+
 typedef struct sg_result {
-    double makespan_s; /* first submission to the end of the wait */
+    double makespan_s; /* first submission to the end of the wait, on the
+                          runtime's clock (virtual under simulation) */
     double busy_s;     /* sum over workers of the time inside kernels */
     int nworkers;
     uint64_t moved;    /* bytes copied between different memory nodes,
                           write-backs at unregistration included */
+    int simulated;     /* the runtime ran in virtual time */
+    uint64_t copies;   /* copies into non-host nodes (fetches), 0 if unknown */
+    double wait_data_s; /* sum over workers of the time with nothing
+                           runnable, waiting for data (0 if unknown) */
 } sg_result_t;
 
 typedef struct sg_side {
@@ -155,7 +165,8 @@ typedef struct sg_side {
     int (*start)(const sg_platform_t *p, const char *policy,
                  const char *model_dir);
     /* Register g's buffers, submit every task in order (empty: kernels that
-     * do nothing, under other codelet names), wait, unregister. */
+     * do nothing, under other codelet names, on handles of at most
+     * SG_DATAFREE_BYTES), wait, unregister. */
     int (*run)(const graph_t *g, int empty, sg_result_t *out);
     int (*stop)(void);
     const char *(*error)(void);

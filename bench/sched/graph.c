@@ -14,9 +14,9 @@ void graph_params_default(graph_params_t *p, int quick)
 {
     memset(p, 0, sizeof *p);
     p->seed = 1;
-    p->gemm_n = quick ? 512 : 1536;
+    p->gemm_n = quick ? 512 : 2560;
     p->gemm_b = quick ? 128 : 256;
-    p->chol_n = quick ? 1024 : 2560;
+    p->chol_n = quick ? 1024 : 4096;
     p->chol_b = quick ? 128 : 256;
     p->rnd_width = quick ? 8 : 24;
     p->rnd_depth = quick ? 8 : 24;

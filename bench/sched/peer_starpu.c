@@ -151,7 +151,10 @@ static int sp_run(const graph_t *g, int empty, sg_result_t *out)
     }
     for (int i = 0; i < g->nhandles; i++)
         starpu_variable_data_register(&h[i], STARPU_MAIN_RAM,
-                                      (uintptr_t)graph_buf(g, i), g->hsize[i]);
+                                      (uintptr_t)graph_buf(g, i),
+                                      empty && g->hsize[i] > SG_DATAFREE_BYTES
+                                          ? SG_DATAFREE_BYTES
+                                          : g->hsize[i]);
     cur = g;
     atomic_store(&kernel_failed, 0);
     int rc = 0;
@@ -180,6 +183,9 @@ static int sp_run(const graph_t *g, int empty, sg_result_t *out)
     out->busy_s = sg_busy_sum();
     out->nworkers = nworkers;
     out->moved = 0; /* one memory node */
+    out->simulated = 0;
+    out->copies = 0;
+    out->wait_data_s = 0;
     if (rc)
         return fail("starpu_task_insert", rc);
     if (atomic_load(&kernel_failed)) {

@@ -36,20 +36,26 @@ def panel(ax, rows, graph, platform, metric, policies, log=False):
     width = 0.8 / len(RUNTIMES)
     drawn = False
     for k, (rt, color) in enumerate(RUNTIMES):
-        xs, ys, failed = [], [], []
+        xs, ys, lo, hi, failed = [], [], [], [], []
         for i, pol in enumerate(policies):
             r = next((r for r in rows if r["graph"] == graph and r["platform"] == platform
                       and r["policy"] == pol and r["runtime"] == rt), None)
             if r is None:
                 continue
             x = i + (k - (len(RUNTIMES) - 1) / 2) * width
-            if r["ok"] and r["check"] == "PASS" and r[metric] is not None:
+            # check is null when the run was simulated (phantom data)
+            right = r["check"] == "PASS" or (r["check"] is None and r.get("simulated"))
+            if r["ok"] and right and r[metric] is not None:
                 xs.append(x)
                 ys.append(r[metric])
+                # error bar: min-max over the repetitions
+                lo.append(r[metric] - r.get(metric + "_min", r[metric]))
+                hi.append(r.get(metric + "_max", r[metric]) - r[metric])
             else:
                 failed.append(x)
         if xs:
-            ax.bar(xs, ys, width, label=rt, color=color)
+            ax.bar(xs, ys, width, label=rt, color=color, yerr=[lo, hi],
+                   error_kw={"elinewidth": 0.8, "capsize": 2})
             drawn = True
         for x in failed:
             ax.text(x, 0, "failed", rotation=90, ha="center", va="bottom",
