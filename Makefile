@@ -22,7 +22,7 @@ ASAN_CUDA ?= $(if $(HAVE_GPU),disabled,emu)
 PLOT_PACKAGES = python3-matplotlib
 
 .PHONY: all deps vocab build build-native test demo fixture sanitize asan tsan bench-runtime bench-kernels \
-        bench-offload bench-sched bench-gpt2 install clean
+        bench-offload bench-sched bench-sim bench-gpt2 install clean
 
 all: build
 
@@ -106,6 +106,14 @@ bench-sched: build
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(PLOT_PACKAGES)"
 	status=0; $(BUILD)/bench/sched/tessera-bench-sched --out=$(BUILD)/bench/sched || status=$$?; \
 	/usr/bin/python3 bench/sched/plot.py $(BUILD)/bench/sched/results.json; exit $$status
+
+# The simulation's validation (this machine, NNTile's DGX A100 curves) and its
+# projections for Tessera (docs/simulation.md). BENCH_SIM_FLAGS=--quick for a
+# short run, --parts=machine,nntile,project to choose.
+BENCH_SIM_FLAGS ?=
+bench-sim: build
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(PLOT_PACKAGES)"
+	/usr/bin/python3 bench/sim/validate.py $(BUILD) $(BUILD)/bench/sim $(BENCH_SIM_FLAGS)
 
 # GPT-2 training steps: Tessera against PyTorch with the same thread count.
 bench-gpt2: build

@@ -1,0 +1,440 @@
+#!/usr/bin/python3
+"""bench/sim/validate.py BUILD OUT [--quick] [--parts=machine,nntile,project]
+
+The simulation's validation and projections (docs/simulation.md):
+
+1. machine — against this machine. Performance models are calibrated by
+   real runs; then the same programs run under TESSERA_SIMULATE with those
+   models, and the simulated makespans are compared with the measured ones:
+   tessera-bench-sched's graphs on its two platforms (CPU workers; CPU
+   workers + 2 throttled simulated accelerators) under every built-in policy,
+   and a GPT-2 training step (bench-gpt2-step). Table: measured (median and
+   spread of the repetitions), predicted, error; median |error|; whether the
+   simulation ranks the policies in the measured order.
+2. nntile — against NNTile's published curves (8x A100 80 GB SXM, tf32,
+   900 GB host RAM; TFLOPS of the whole node read off NNTile's README
+   figures): GPT-2 models of those sizes on platforms/dgx-a100.json with a
+   NNTile-like setup (dmda, no lookahead: one task held per GPU worker), the
+   platform's GEMM efficiency calibrated on ONE point, the rest predicted.
+3. project — what that says about Tessera: the same sizes with Tessera's
+   best policy and tiling, the largest GPT-2 that trains on the simulated
+   DGX A100, per-layer throughput at 8 layers against 4, bytes moved over
+   the lower bound; one 1x H200 + 1.5 TB host point.
+
+Prints tables and one JSON line per figure; writes OUT/*.json and, with
+matplotlib, OUT/nntile.png. Simulated times are virtual time of the
+simulation, never GPU measurements.
+"""
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PLATFORMS = os.path.join(ROOT, "platforms")
+VOCAB = 50257
+SEQ = 1024
+
+# NNTile's README figures (TFLOPS of the node, tf32, 8x A100 80 GB SXM):
+# (billions of parameters, TFLOPS or None for out of memory).
+NNTILE = {
+    4: [(1.5, 560), (4.5, 655), (10.6, 720), (15.4, 600), (19.2, 645), (25.5, 560),
+        (30.2, 500), (38.1, 520), (43.8, 360), (50.0, 350), (53.2, None)],
+    8: [(2.8, 530), (6.9, 580), (10.6, 500), (17.7, 550), (23.4, 385), (30.0, 415),
+        (37.3, 350), (41.3, 315), (49.9, 320), (54.5, None)],
+}
+# PyTorch FSDP on the same node, for the table's context only.
+FSDP = "FSDP tf32 ~720 TFLOPS up to 4.5 B, out of memory at 9.2 B (4 layers) and " \
+       "12.8 B (8 layers); FSDP bf16 ~1500 TFLOPS up to ~9 B, out of memory at 17.3 B"
+CALIBRATION_POINT = (4, 10.6)   # the one point the platform is fitted on
+
+
+def channels_for(layers, billions):
+    """The width C, a multiple of 512, with 12 L C^2 + V C closest to the size."""
+    n = billions * 1e9
+    c = (-VOCAB + math.sqrt(VOCAB * VOCAB + 48.0 * layers * n)) / (24.0 * layers)
+    return max(512, int(round(c / 512.0)) * 512)
+
+
+def params_of(layers, c):
+    return 12 * layers * c * c + VOCAB * c
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def run(cmd, env=None, timeout=3600):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    t0 = time.time()
+    p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr, time.time() - t0
+
+
+def json_lines(text):
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+def emit(bench, case, metric, value, unit, **extra):
+    d = {"bench": bench, "case": case, "metric": metric, "value": value, "unit": unit}
+    d.update(extra)
+    print(json.dumps(d), flush=True)
+
+
+# ---- 1. against this machine ----------------------------------------------
+
+def bench_sched(build, out, platform, graphs, policies, reps, quick, env):
+    cmd = [os.path.join(build, "bench/sched/tessera-bench-sched"), "--no-starpu",
+           "--graphs=" + ",".join(graphs), "--policies=" + ",".join(policies),
+           "--platforms=" + platform, "--reps=%d" % reps, "--out=" + out]
+    if quick:
+        cmd.append("--quick")
+    rc, so, se, wall = run(cmd, env)
+    path = os.path.join(out, "results.json")
+    if rc != 0 or not os.path.exists(path):
+        log("bench-sched failed (%d): %s" % (rc, se[-2000:]))
+        return None, wall
+    with open(path) as f:
+        res = json.load(f)
+    rows = {}
+    for r in res["rows"]:
+        if r["runtime"] == "tessera" and r["ok"]:
+            rows[(r["graph"], r["policy"])] = r
+    return rows, wall
+
+
+def kendall_agree(measured, predicted):
+    """Fraction of policy pairs the simulation orders as the measurement
+    does (pairs closer than 3% in the measurement count as agreeing)."""
+    keys = sorted(measured)
+    agree = total = 0
+    for i in range(len(keys)):
+        for j in range(i + 1, len(keys)):
+            a, b = keys[i], keys[j]
+            m = measured[a] - measured[b]
+            p = predicted[a] - predicted[b]
+            total += 1
+            if abs(m) <= 0.03 * max(measured[a], measured[b]) or m * p > 0:
+                agree += 1
+    return agree / total if total else 1.0
+
+
+def part_machine(build, out, quick):
+    log("\n== 1. simulation against this machine ==")
+    policies = ["eager", "prio", "random", "ws", "dmda", "heft"]
+    graphs = ["gemm", "cholesky", "random", "forkjoin"]
+    reps = 3 if quick else 5
+    platforms = [("cpu", "cpu-this-machine.json"), ("cpu+sim", "cpu-sim-this-machine.json")]
+    table, errors = [], []
+    for plat, pfile in platforms:
+        wdir = os.path.join(out, "machine-" + plat.replace("+", "-"))
+        shutil.rmtree(wdir, ignore_errors=True)
+        os.makedirs(wdir)
+        # calibrate: every (codelet, device, footprint) sampled until known
+        bench_sched(build, os.path.join(wdir, "real"), plat, graphs, policies, 1, quick,
+                    {"TESSERA_CALIBRATE": "1"})
+        real, wall_real = bench_sched(build, os.path.join(wdir, "real"), plat, graphs,
+                                      policies, reps, quick, {})
+        simdir = os.path.join(wdir, "sim")
+        shutil.copytree(os.path.join(wdir, "real", "models"), os.path.join(simdir, "models"))
+        sim, wall_sim = bench_sched(build, simdir, plat, graphs, policies, 1, quick,
+                                    {"TESSERA_SIMULATE": os.path.join(PLATFORMS, pfile)})
+        if real is None or sim is None:
+            continue
+        for g in graphs:
+            meas, pred = {}, {}
+            for pol in policies:
+                r, s = real.get((g, pol)), sim.get((g, pol))
+                if not r or not s:
+                    continue
+                m, p = r["makespan_ms"], s["makespan_ms"]
+                err = (p - m) / m
+                errors.append(abs(err))
+                meas[pol], pred[pol] = m, p
+                spread = "%s-%s" % (r.get("makespan_min_ms", "?"), r.get("makespan_max_ms", "?"))
+                table.append((plat, g, pol, m, spread, p, err))
+                emit("sim-validate", "%s/%s/%s" % (g, plat, pol), "makespan_ms", p, "ms",
+                     measured=m, error=round(err, 4))
+            if meas:
+                agree = kendall_agree(meas, pred)
+                table.append((plat, g, "(ranking)", None, None, None, agree))
+                emit("sim-validate", "%s/%s" % (g, plat), "rank_agreement", agree, "fraction")
+        log("  %s: real runs %.0f s, simulated runs %.1f s (wall)" % (plat, wall_real, wall_sim))
+
+    gpt = gpt2_machine(build, out, quick)
+    if gpt:
+        table.append(gpt)
+        errors.append(abs(gpt[-1]))
+    log("\n%-8s %-9s %-10s %12s %16s %12s %8s" % ("platform", "graph", "policy",
+                                                 "measured ms", "spread ms", "predicted",
+                                                 "error"))
+    for plat, g, pol, m, spread, p, err in table:
+        if m is None:
+            log("%-8s %-9s %-10s %12s %16s %12s %7.0f%%  pairs ordered as measured" %
+                (plat, g, pol, "", "", "", 100 * err))
+        else:
+            log("%-8s %-9s %-10s %12.2f %16s %12.2f %+7.1f%%" % (plat, g, pol, m, spread, p,
+                                                                100 * err))
+    if errors:
+        med = statistics.median(errors)
+        log("median |error| = %.1f%% over %d cells" % (100 * med, len(errors)))
+        emit("sim-validate", "all", "median_abs_error", med, "fraction", cells=len(errors))
+    with open(os.path.join(out, "machine.json"), "w") as f:
+        json.dump(table, f)
+
+
+def gpt2_machine(build, out, quick):
+    """A GPT-2 step on this machine's CPU workers, measured then simulated."""
+    exe = os.path.join(build, "bench/gpt2/bench-gpt2-step")
+    models = os.path.join(out, "gpt2-models")
+    shutil.rmtree(models, ignore_errors=True)
+    shape = ["--layers", "4", "--heads", "8", "--channels", "512", "--vocab", "8192",
+             "--ctx", "256", "--batch", "4", "--seq", "256", "--sched", "dmda"]
+    env = {"TESSERA_PERFMODEL_DIR": models}
+    steps = ["--warmup", "1", "--steps", "3" if quick else "5"]
+    run([exe] + shape + ["--warmup", "0", "--steps", "3"], dict(env, TESSERA_CALIBRATE="1"))
+    rc, so, se, _ = run([exe] + shape + steps, env)
+    real = [j for j in json_lines(so) if "s_per_step" in j]
+    rc2, so2, se2, wall = run([exe] + shape + steps, dict(env, TESSERA_SIMULATE=os.path.join(
+        PLATFORMS, "cpu-this-machine.json")))
+    sim = [j for j in json_lines(so2) if "s_per_step" in j]
+    if not real or not sim or real[0]["s_per_step"] is None or sim[0]["s_per_step"] is None:
+        log("gpt2 step: measured or simulated run failed: %s %s" % (se[-500:], se2[-500:]))
+        return None
+    m, p = real[0]["s_per_step"] * 1e3, sim[0]["s_per_step"] * 1e3
+    err = (p - m) / m
+    emit("sim-validate", "gpt2-step/cpu/dmda", "step_ms", p, "ms", measured=m,
+         error=round(err, 4))
+    return ("cpu", "gpt2-step", "dmda", m, "", p, err)
+
+
+# ---- 2. against NNTile ---------------------------------------------------------
+
+def tessera_sim(build, platform, layers, c, policy, extra_env=None, args=()):
+    exe = os.path.join(build, "tools/tessera-sim")
+    cmd = [exe, "--platform", platform, "--sched", policy, "gpt2", "--layers", str(layers),
+           "--channels", str(c), "--heads", str(max(1, c // 128)), "--context", str(SEQ)]
+    cmd += list(args)
+    rc, so, se, wall = run(cmd, extra_env, timeout=1800)
+    js = [j for j in json_lines(so) if j.get("bench") == "sim-gpt2"]
+    if not js:
+        return {"fits": False, "oom": False, "error": (se or so)[-400:], "wall_s": wall}
+    j = js[-1]
+    j["wall"] = wall
+    return j
+
+
+def platform_with(base, out, name, gemm_eff):
+    """A copy of a platform file with another GEMM efficiency on its GPUs."""
+    with open(base) as f:
+        p = json.load(f)
+    for acc in p.get("accelerators", []):
+        dev = acc.setdefault("device", {})
+        cl = dev.setdefault("codelets", {})
+        cl.setdefault("gemm", {})["flops_efficiency"] = gemm_eff
+    path = os.path.join(out, name)
+    with open(path, "w") as f:
+        json.dump(p, f, indent=1)
+    return path
+
+
+NNTILE_ENV = {"TESSERA_PIPELINE": "1"}  # no lookahead: one task held per worker
+STEP_ARGS = ["--batch", "8", "--micro", "4", "--tile-tokens", "1024"]
+
+
+def part_nntile(build, out, quick):
+    log("\n== 2. simulation against NNTile's curves (DGX A100, tf32) ==")
+    base = os.path.join(PLATFORMS, "dgx-a100.json")
+    L0, B0 = CALIBRATION_POINT
+    target = dict(NNTILE[L0])[B0]
+    c0 = channels_for(L0, B0)
+    # calibrate the GPUs' GEMM efficiency on one point by bisection
+    lo, hi = 0.05, 1.0
+    cal = None
+    for it in range(6 if quick else 9):
+        eff = 0.5 * (lo + hi)
+        path = platform_with(base, out, "dgx-a100-cal.json", eff)
+        r = tessera_sim(build, path, L0, c0, "dmda", NNTILE_ENV, STEP_ARGS)
+        if not r.get("fits"):
+            log("calibration run failed: %s" % r.get("error"))
+            return None
+        log("  calibrating: GEMM efficiency %.3f -> %.1f TFLOPS (target %d)" %
+            (eff, r["tflops"], target))
+        cal = (eff, r["tflops"])
+        if r["tflops"] < target:
+            lo = eff
+        else:
+            hi = eff
+    eff = cal[0]
+    emit("sim-nntile", "calibration", "gemm_efficiency", eff, "fraction",
+         point="%d layers %.1f B" % (L0, B0), tflops=cal[1], target=target)
+    path = platform_with(base, out, "dgx-a100-calibrated.json", eff)
+    rows, errors = [], []
+    for layers in (4, 8):
+        for b, nn in NNTILE[layers]:
+            if quick and b not in (1.5, 10.6, 50.0, 53.2, 2.8, 49.9, 54.5):
+                continue
+            c = channels_for(layers, b)
+            r = tessera_sim(build, path, layers, c, "dmda", NNTILE_ENV, STEP_ARGS)
+            sim = r["tflops"] if r.get("fits") else None
+            err = (sim - nn) / nn if (sim is not None and nn) else None
+            if err is not None and (layers, b) != CALIBRATION_POINT:
+                errors.append(abs(err))
+            rows.append((layers, b, c, params_of(layers, c) / 1e9, nn, sim, err,
+                         r.get("wall", 0.0), r.get("error", "")))
+            emit("sim-nntile", "%dL/%.1fB" % (layers, b), "tflops", sim, "TFLOPS", nntile=nn,
+                 error=None if err is None else round(err, 4), channels=c)
+    log("\n%-6s %-8s %-7s %-9s %-10s %-10s %-8s %-7s" % ("layers", "size B", "C", "params B",
+                                                         "NNTile", "simulated", "error",
+                                                         "wall s"))
+    for layers, b, c, pb, nn, sim, err, wall, why in rows:
+        log("%-6d %-8.1f %-7d %-9.2f %-10s %-10s %-8s %-7.1f%s" % (
+            layers, b, c, pb, "OOM" if nn is None else "%d" % nn,
+            "OOM" if sim is None else "%.0f" % sim,
+            "" if err is None else "%+.0f%%" % (100 * err), wall,
+            "" if sim is not None else "  (" + why.strip()[:60] + ")"))
+    if errors:
+        med = statistics.median(errors)
+        log("median |error| over the predicted points: %.1f%% (%d points); calibrated on %d "
+            "layers %.1f B" % (100 * med, len(errors), L0, B0))
+        emit("sim-nntile", "all", "median_abs_error", med, "fraction", points=len(errors))
+    log(FSDP)
+    with open(os.path.join(out, "nntile.json"), "w") as f:
+        json.dump({"gemm_efficiency": eff, "rows": rows}, f)
+    plot(out, rows)
+    return path
+
+
+def plot(out, rows):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("(matplotlib missing: no plot)")
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, layers in zip(axes, (4, 8)):
+        pts = [r for r in rows if r[0] == layers]
+        ax.plot([r[1] for r in pts if r[4]], [r[4] for r in pts if r[4]], "o-",
+                label="NNTile (measured, README)")
+        ax.plot([r[1] for r in pts if r[5]], [r[5] for r in pts if r[5]], "s--",
+                label="Tessera simulation, NNTile-like setup")
+        ax.set_title("GPT-2, %d layers, 8x A100 (tf32)" % layers)
+        ax.set_xlabel("parameters (billions)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("TFLOPS (node)")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "nntile.png"), dpi=110)
+    log("plot: %s" % os.path.join(out, "nntile.png"))
+
+
+# ---- 3. projections ---------------------------------------------------------------
+
+def part_project(build, out, quick, platform):
+    log("\n== 3. projections for Tessera (simulated) ==")
+    if platform is None:
+        platform = os.path.join(PLATFORMS, "dgx-a100.json")
+    policies = ["dmda", "heft", "eager", "ws"]
+    tilings = [("--tile-tokens", "1024"), ("--tile-tokens", "2048")]
+    best_rows = []
+    for layers in (4, 8):
+        sizes = [b for b, _ in NNTILE[layers]]
+        if quick:
+            sizes = [sizes[0], sizes[len(sizes) // 2]]
+        for b in sizes:
+            c = channels_for(layers, b)
+            best = None
+            for pol in (policies[:2] if quick else policies):
+                for tk, tv in tilings[:1] if quick else tilings:
+                    args = ["--batch", "8", "--micro", "4", tk, tv]
+                    r = tessera_sim(build, platform, layers, c, pol, None, args)
+                    if r.get("fits") and (best is None or r["tflops"] > best[1]["tflops"]):
+                        best = ((pol, tv), r)
+            if best:
+                (pol, tv), r = best
+                best_rows.append((layers, b, c, pol, tv, r["tflops"], r["step_s"]))
+                emit("sim-project", "%dL/%.1fB" % (layers, b), "tflops", r["tflops"], "TFLOPS",
+                     policy=pol, tile_tokens=int(tv))
+            else:
+                best_rows.append((layers, b, c, None, None, None, None))
+    log("\n%-6s %-8s %-7s %-8s %-7s %-10s" % ("layers", "size B", "C", "policy", "tokens",
+                                             "TFLOPS"))
+    for layers, b, c, pol, tv, tf, st in best_rows:
+        log("%-6d %-8.1f %-7d %-8s %-7s %-10s" % (layers, b, c, pol or "-", tv or "-",
+                                                  "OOM" if tf is None else "%.0f" % tf))
+    # the largest model that trains (4 layers), by bisection on C
+    lo, hi = channels_for(4, 10.6), channels_for(4, 120.0)
+    while hi - lo > 1024:
+        mid = (lo + hi) // 2 // 512 * 512
+        r = tessera_sim(build, platform, 4, mid, "dmda", None, STEP_ARGS)
+        if r.get("fits"):
+            lo = mid
+        else:
+            hi = mid
+    log("largest 4-layer GPT-2 that trains on the simulated DGX A100: C=%d, %.1f B "
+        "parameters" % (lo, params_of(4, lo) / 1e9))
+    emit("sim-project", "dgx-a100/4L", "largest_params", params_of(4, lo) / 1e9, "billions")
+    # 1x H200 + 1.5 TB host
+    h200 = os.path.join(PLATFORMS, "h200.json")
+    lo, hi = channels_for(4, 5.0), channels_for(4, 150.0)
+    last = None
+    while hi - lo > 1024:
+        mid = (lo + hi) // 2 // 512 * 512
+        r = tessera_sim(build, h200, 4, mid, "dmda", None, STEP_ARGS)
+        if r.get("fits"):
+            lo, last = mid, r
+        else:
+            hi = mid
+    if last:
+        log("1x H200 + 1.5 TB host: largest 4-layer GPT-2 C=%d, %.1f B parameters, %.0f TFLOPS" %
+            (lo, params_of(4, lo) / 1e9, last["tflops"]))
+        emit("sim-project", "h200/4L", "largest_params", params_of(4, lo) / 1e9, "billions",
+             tflops=last["tflops"])
+    with open(os.path.join(out, "project.json"), "w") as f:
+        json.dump(best_rows, f)
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    flags = [a for a in sys.argv[1:] if a.startswith("--")]
+    if len(args) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    build, out = args
+    quick = "--quick" in flags
+    parts = ["machine", "nntile", "project"]
+    for f in flags:
+        if f.startswith("--parts="):
+            parts = f.split("=", 1)[1].split(",")
+    os.makedirs(out, exist_ok=True)
+    cal = None
+    if "machine" in parts:
+        part_machine(build, out, quick)
+    if "nntile" in parts:
+        cal = part_nntile(build, out, quick)
+    if "project" in parts:
+        part_project(build, out, quick, cal)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+/* tools/tessera-sim.c — GPT-2 training steps on a simulated node: the real
+ * runtime, policy (built-in or plug-in) and model code, in virtual time with
+ * phantom data (docs/simulation.md).
+ *
+ *   tessera-sim --platform dgx-a100.json [--sched NAME|plugin.so] gpt2 \
+ *               --layers 8 --channels 16384 [flags]
+ *
+ * Prints what one simulated training step costs: its virtual time, the model
+ * TFLOPS that makes, the simulator's own speed, per-node peak memory, bytes
+ * per link and per-worker busy time; a table, then one JSON line. A step
+ * that does not fit (a memory node too small for what a task needs, the
+ * host too small for the model) is reported as out of memory, exit 3.
+ *
+ * Calls the public API only: the simulation is tsr_config_t.simulate.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: tessera-sim --platform FILE [runtime flags] gpt2 [model flags]\n"
+    "Simulate GPT-2 training steps on the node a platform file describes.\n"
+    "runtime flags:\n"
+    "  --platform FILE      platform description (platforms/*.json; required)\n"
+    "  --sched NAME         scheduling policy or plug-in .so (default: eager)\n"
+    "  --threads N          CPU workers (default: the platform's)\n"
+    "  --exec               also run every kernel on real data (small models)\n"
+    "  --trace FILE         Chrome trace of the run, in virtual time\n"
+    "  --stats              print the runtime's counters at the end\n"
+    "gpt2 flags:\n"
+    "  --layers L --channels C --heads H --vocab V --context N\n"
+    "                       the shape (default: 4 layers, 1024 channels, heads\n"
+    "                       of 128 channels, vocabulary 50257, context 1024)\n"
+    "  --tile-tokens N --tile-vocab N --tile-hidden N\n"
+    "                       tile sizes (default: derived, docs/gpt2.md)\n"
+    "  --batch B            sequences per micro-batch (default 8)\n"
+    "  --seq T              tokens per sequence (default: the context)\n"
+    "  --micro K            micro-batches per step (default 1)\n"
+    "  --steps S            steps simulated; the last one is reported (default 2:\n"
+    "                       the first also moves every parameter to the GPUs)\n"
+    "  --json-tag TEXT      a label copied into the JSON line\n";
+
+/* Model FLOPs of one step: 6 per parameter per token (forward 2, backward 4)
+ * plus attention's two (T, T) products per layer (forward 4·T·C per token,
+ * backward twice that), counted in full (no causal halving) as is usual. */
+static double model_flops(const tsr_gpt2_config_t *c, size_t params, double tokens, int seq)
+{
+    return 6.0 * (double)params * tokens + 12.0 * c->layers * (double)seq * c->channels * tokens;
+}
+
+typedef struct run_totals {
+    uint64_t tasks;
+    double busy_s[TSR_DEVICE_KINDS];
+    int nworkers[TSR_DEVICE_KINDS];
+} run_totals_t;
+
+static void totals(run_totals_t *t)
+{
+    memset(t, 0, sizeof *t);
+    for (int w = 0; w < tsr_worker_count(); w++) {
+        tsr_worker_stats_t s;
+        if (tsr_worker_stats(w, &s) != TSR_OK)
+            continue;
+        t->tasks += s.tasks;
+        if (s.device_kind >= 0 && s.device_kind < TSR_DEVICE_KINDS) {
+            t->busy_s[s.device_kind] += s.busy_s;
+            t->nworkers[s.device_kind]++;
+        }
+    }
+}
+
+/* One training step: zero the gradients, K micro-batches of forward and
+ * backward, AdamW. */
+static int train_step(tsr_gpt2_t *m, const int32_t *tok, const int32_t *tgt, int micro)
+{
+    int rc = tsr_gpt2_zero_grad(m);
+    for (int k = 0; rc == TSR_OK && k < micro; k++) {
+        rc = tsr_gpt2_forward(m, tok, tgt, NULL);
+        if (rc == TSR_OK)
+            rc = tsr_gpt2_backward(m, 1.0f / (float)micro);
+    }
+    tsr_adamw_config_t opt;
+    tsr_adamw_config_default(&opt);
+    if (rc == TSR_OK)
+        rc = tsr_gpt2_step(m, &opt, 1e-4f, NULL);
+    if (rc == TSR_OK)
+        rc = tsr_wait_all();
+    return rc;
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\')
+            putchar('\\');
+        if ((unsigned char)*s >= 0x20)
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+int main(int argc, char **argv)
+{
+    const char *platform = NULL, *sched = NULL, *trace = NULL, *tag = "";
+    int threads = 0, exec = 0, stats = 0;
+    tsr_gpt2_config_t cfg;
+    tsr_gpt2_config_default(&cfg);
+    cfg.layers = 4;
+    cfg.channels = 1024;
+    cfg.heads = 0;
+    int batch = 8, seq = 0, micro = 1, steps = 2;
+    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 5] = {
+        {"platform", 0, CLI_STR, &platform, 0, 0, 0},
+        {"sched", 0, CLI_STR, &sched, 0, 0, 0},
+        {"threads", 0, CLI_INT, &threads, 0, 4096, 0},
+        {"exec", 0, CLI_BOOL, &exec, 0, 0, 0},
+        {"trace", 0, CLI_STR, &trace, 0, 0, 0},
+        {"stats", 0, CLI_BOOL, &stats, 0, 0, 0},
+        {"batch", 0, CLI_INT, &batch, 1, 1 << 20, 0},
+        {"seq", 0, CLI_INT, &seq, 1, 1 << 20, 0},
+    };
+    int nopts = 8;
+    cli_model_opts(opts + nopts, &cfg);
+    nopts += CLI_MODEL_NOPTS;
+    opts[nopts++] = (cli_opt_t){"micro", 0, CLI_INT, &micro, 1, 1 << 20, 0};
+    opts[nopts++] = (cli_opt_t){"steps", 0, CLI_INT, &steps, 1, 1000, 0};
+    opts[nopts++] = (cli_opt_t){"json-tag", 0, CLI_STR, &tag, 0, 0, 0};
+    const char *pos[1];
+    int npos = 0;
+    int rc = cli_parse("tessera-sim", usage, opts, nopts, argc, argv, pos, 1, &npos);
+    if (rc >= 0)
+        return rc;
+    if (!platform)
+        return cli_usage_error("missing --platform FILE");
+    if (npos != 1 || strcmp(pos[0], "gpt2") != 0)
+        return cli_usage_error("say what to simulate: gpt2");
+    if (cfg.heads == 0)
+        cfg.heads = cfg.channels % 128 == 0 ? cfg.channels / 128 : 1;
+    if (seq == 0)
+        seq = cfg.context;
+
+    tsr_config_t rcfg;
+    tsr_config_init(&rcfg);
+    rcfg.simulate = platform;
+    rcfg.simulate_exec = exec;
+    if (threads > 0)
+        rcfg.ncpu = threads;
+    if (sched)
+        rcfg.sched = sched;
+    if (trace)
+        rcfg.trace_path = trace;
+    rcfg.stats = stats;
+    double wall0 = cli_now();
+    rc = tsr_init(&rcfg);
+    if (rc != TSR_OK)
+        return cli_lib_fail(rc, "cannot start the simulated runtime");
+
+    char shape[256];
+    tsr_gpt2_t *m = NULL;
+    int32_t *tok = NULL;
+    int status = 0;
+    rc = tsr_gpt2_create(&m, &cfg, batch, seq);
+    if (rc != TSR_OK) {
+        status = cli_lib_fail(rc, "cannot create the model");
+        goto out;
+    }
+    cli_config_describe(tsr_gpt2_config(m), shape, sizeof shape);
+    size_t params = tsr_gpt2_num_params(m);
+    size_t ntok = (size_t)batch * (size_t)seq;
+    tok = calloc(ntok, sizeof *tok); /* token 0 everywhere: data is phantom */
+    if (!tok) {
+        status = cli_fail("out of memory");
+        goto out;
+    }
+
+    double t_prev = tsr_time(), step_s = 0.0;
+    uint64_t tasks_prev = 0;
+    run_totals_t tot = {0};
+    for (int s = 0; s < steps; s++) {
+        rc = train_step(m, tok, tok, micro);
+        if (rc != TSR_OK)
+            break;
+        double t = tsr_time();
+        step_s = t - t_prev;
+        t_prev = t;
+        totals(&tot);
+        if (s + 1 < steps)
+            tasks_prev = tot.tasks;
+    }
+    double wall = cli_now() - wall0;
+    const tsr_gpt2_config_t *c = tsr_gpt2_config(m);
+    double tokens = (double)ntok * micro;
+    double flops = model_flops(c, params, tokens, seq);
+    int oom = rc == TSR_ENOMEM ||
+              (rc == TSR_ETASK && strstr(tsr_error_message(), "memory") != NULL);
+
+    printf("platform %s, policy %s\n", platform, sched ? sched : "eager");
+    printf("GPT-2 %s: %.2f B parameters; step = %d x %d sequences of %d tokens\n", shape,
+           (double)params * 1e-9, micro, batch, seq);
+    if (rc != TSR_OK) {
+        printf("step: %s: %s\n", oom ? "OUT OF MEMORY" : "FAILED", tsr_error_message());
+        status = oom ? 3 : 1;
+    } else {
+        printf("%-28s %14.4f s (virtual)\n", "step time", step_s);
+        printf("%-28s %14.1f\n", "model TFLOPS", flops / step_s * 1e-12);
+        printf("%-28s %14llu\n", "tasks in the step",
+               (unsigned long long)(tot.tasks - tasks_prev));
+        printf("%-28s %14.2f s\n", "simulator wall time", wall);
+        printf("%-28s %14.0f\n", "simulated tasks / wall s", (double)tot.tasks / wall);
+        for (int k = 0; k < TSR_DEVICE_KINDS; k++)
+            if (tot.nworkers[k])
+                printf("%-28s %13.1f%%\n", k == TSR_DEVICE_CUDA ? "GPU workers busy" : "CPU workers busy",
+                       100.0 * tot.busy_s[k] / (tot.nworkers[k] * tsr_time()));
+        printf("%-10s %12s %12s %14s %14s\n", "node", "capacity GiB", "peak GiB", "GB in", "GB out");
+        for (int n = 0; n < tsr_memory_node_count(); n++) {
+            tsr_node_stats_t ns;
+            if (tsr_memory_node_stats(n, &ns) != TSR_OK)
+                continue;
+            printf("%-10s %12.1f %12.2f %14.2f %14.2f\n", ns.name, ns.capacity / 1073741824.0,
+                   ns.peak / 1073741824.0, ns.bytes_in * 1e-9, ns.bytes_out * 1e-9);
+        }
+    }
+    /* one JSON line: the figure and what it was measured on */
+    printf("{\"bench\":\"sim-gpt2\",\"tag\":");
+    json_str(tag);
+    printf(",\"platform\":");
+    json_str(platform);
+    printf(",\"policy\":");
+    json_str(sched ? sched : "eager");
+    printf(",\"layers\":%d,\"channels\":%d,\"heads\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,"
+           "\"micro\":%d,\"tile_tokens\":%d,\"tile_hidden\":%d,\"tile_vocab\":%d,"
+           "\"params\":%zu,",
+           c->layers, c->channels, c->heads, c->vocab_size, seq, batch, micro, c->tile_tokens,
+           c->tile_hidden, c->tile_vocab, params);
+    if (rc == TSR_OK) {
+        double peak_host = 0, peak_dev = 0;
+        for (int n = 0; n < tsr_memory_node_count(); n++) {
+            tsr_node_stats_t ns;
+            if (tsr_memory_node_stats(n, &ns) == TSR_OK) {
+                if (n == 0)
+                    peak_host = (double)ns.peak;
+                else if ((double)ns.peak > peak_dev)
+                    peak_dev = (double)ns.peak;
+            }
+        }
+        printf("\"fits\":true,\"step_s\":%.6g,\"tflops\":%.4g,\"tasks\":%llu,\"wall_s\":%.4g,"
+               "\"sim_tasks_per_s\":%.4g,\"peak_host_gib\":%.4g,\"peak_device_gib\":%.4g}\n",
+               step_s, flops / step_s * 1e-12, (unsigned long long)(tot.tasks - tasks_prev),
+               wall, (double)tot.tasks / wall, peak_host / 1073741824.0,
+               peak_dev / 1073741824.0);
+    } else {
+        printf("\"fits\":false,\"oom\":%s,\"error\":", oom ? "true" : "false");
+        json_str(tsr_error_message());
+        printf("}\n");
+    }
+out:
+    free(tok);
+    if (m)
+        tsr_gpt2_free(m);
+    int src = tsr_shutdown();
+    if (status == 0 && src != TSR_OK && src != TSR_ETASK)
+        status = cli_lib_fail(src, "shutdown");
+    return status;
+}
