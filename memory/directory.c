@@ -196,6 +196,60 @@ static void *node_alloc_evicting(tsr_node_t *n, tsr_entry_t *e, bool demand, cha
     return p;
 }
 
+/* ---- eviction order ------------------------------------------------------ */
+
+/* n->reps is kept in the order eviction takes copies, so that an eviction
+ * walks from the head and stops once it has freed enough, instead of
+ * sorting every copy of the node: a copy goes to the tail when it is used
+ * (least recently used first), to the head when its contents stop
+ * mattering (invalid, won't use). Node lock held. */
+static void lru_unlink(tsr_node_t *n, tsr_replica_t *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        n->reps = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        n->reps_tail = r->prev;
+    r->prev = r->next = NULL;
+}
+
+static void lru_link(tsr_node_t *n, tsr_replica_t *r, bool head)
+{
+    if (head) {
+        r->prev = NULL;
+        r->next = n->reps;
+        if (n->reps)
+            n->reps->prev = r;
+        else
+            n->reps_tail = r;
+        n->reps = r;
+    } else {
+        r->next = NULL;
+        r->prev = n->reps_tail;
+        if (n->reps_tail)
+            n->reps_tail->next = r;
+        else
+            n->reps = r;
+        n->reps_tail = r;
+    }
+}
+
+/* r (of node nd) was just used (tail) or no longer matters (head). Entry
+ * lock held, node lock not held. */
+static void lru_move(int nd, tsr_replica_t *r, bool head)
+{
+    tsr_node_t *n = node(nd);
+    pthread_mutex_lock(&n->lock);
+    if (r->alloc) {
+        lru_unlink(n, r);
+        lru_link(n, r, head);
+    }
+    pthread_mutex_unlock(&n->lock);
+}
+
 /* Allocate e's replica on node nd. Entry lock held. `reserved`: the bytes
  * are already counted in node->used (and, until the replica is linked, in
  * node->reserving, by the caller); else they are counted here and the
@@ -232,11 +286,7 @@ static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand, char *e
     r->ptr = p;
     r->alloc = true;
     r->state = ST_I;
-    r->prev = NULL;
-    r->next = n->reps;
-    if (n->reps)
-        n->reps->prev = r;
-    n->reps = r;
+    lru_link(n, r, false);
     pthread_mutex_unlock(&n->lock);
     return TSR_OK;
 }
@@ -244,13 +294,7 @@ static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand, char *e
 /* Free a replica's memory. Entry lock and node lock held. */
 static void rep_free_locked(tsr_node_t *n, tsr_replica_t *r, size_t size)
 {
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        n->reps = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    r->prev = r->next = NULL;
+    lru_unlink(n, r);
     n->used -= size;
     n->ops->free(n, r->ptr, size);
     r->ptr = NULL;
@@ -630,17 +674,6 @@ static void fetch_host_ready(void *arg, int k, int status, const char *err)
 
 /* ---- eviction ---------------------------------------------------------- */
 
-typedef struct cand {
-    tsr_replica_t *r;
-    uint64_t key;
-} cand_t;
-
-static int cmp_cand(const void *a, const void *b)
-{
-    uint64_t x = ((const cand_t *)a)->key, y = ((const cand_t *)b)->key;
-    return (x > y) - (x < y);
-}
-
 static void evict_done(void *arg, int k, int status, const char *err);
 
 /* Free at least `want` bytes of node n, now or when write-backs end.
@@ -666,47 +699,35 @@ static bool req_has(const tsr_mem_req_t *r, const tsr_entry_t *e)
 static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict_result *res,
                            const tsr_mem_req_t *self)
 {
-    size_t cap = 0, nc = 0;
     evict_result_t dummy;
     if (!res)
         res = &dummy;
     res->skipped = res->blocked = res->busy = 0;
-    int *skipped = &res->skipped;
-    for (tsr_replica_t *r = n->reps; r; r = r->next)
-        cap++;
-    if (!cap)
-        return 0;
-    cand_t *c = malloc(cap * sizeof *c);
-    if (!c)
-        return 0;
-    for (tsr_replica_t *r = n->reps; r; r = r->next) {
-        tsr_entry_t *e = r->entry;
-        if (pthread_mutex_trylock(&e->lock) != 0) {
-            (*skipped)++;
-            continue;
-        }
-        if (r->busy == 0 && !r->fetch && !r->evicting && !e->dead &&
-            (demand || !r->prefetched)) {
-            uint64_t cls = !valid(r) ? 0 : r->wont_use ? 1 : r->prefetched ? 3 : 2;
-            c[nc++] = (cand_t){r, (cls << 60) | (r->last_use & ((1ull << 60) - 1))};
-        } else if (r->fetch || r->evicting || e->dead ||
-                   r->busy > (req_has(self, e) ? 1 : 0)) {
-            /* (a dead entry's copy goes with its last copy in flight, or
-             * its entry: both kick the node) */
-            res->busy++;
-        }
-        pthread_mutex_unlock(&e->lock);
-    }
-    qsort(c, nc, sizeof *c, cmp_cand);
     size_t freed = 0, pending = n->evicting_bytes;
-    for (size_t i = 0; i < nc && freed + pending < want; i++) {
-        tsr_replica_t *r = c[i].r;
-        tsr_entry_t *e = r->entry;
-        if (pthread_mutex_trylock(&e->lock) != 0) {
-            (*skipped)++;
-            continue;
-        }
-        if (r->alloc && r->busy == 0 && !r->fetch && !r->evicting && !e->dead) {
+    /* n->reps is in eviction order (invalid and won't-use copies, then
+     * least recently used): pass 0 takes every idle copy but those
+     * prefetched for queued work, pass 1 (a demand only: a granted request
+     * would otherwise wait forever) those too. */
+    for (int pass = 0; pass < (demand ? 2 : 1) && freed + pending < want; pass++) {
+        tsr_replica_t *next;
+        for (tsr_replica_t *r = n->reps; r && freed + pending < want; r = next) {
+            next = r->next; /* r may leave the list */
+            tsr_entry_t *e = r->entry;
+            if (pthread_mutex_trylock(&e->lock) != 0) {
+                res->skipped += pass == 0;
+                continue;
+            }
+            bool idle = r->alloc && r->busy == 0 && !r->fetch && !r->evicting && !e->dead;
+            if (!idle || r->prefetched != (pass == 1)) {
+                /* (a dead entry's copy goes with its last copy in flight,
+                 * or its entry: both kick the node) */
+                if (pass == 0 && !idle &&
+                    (r->fetch || r->evicting || e->dead ||
+                     r->busy > (req_has(self, e) ? 1 : 0)))
+                    res->busy++;
+                pthread_mutex_unlock(&e->lock);
+                continue;
+            }
             bool clean = !valid(r) || e->zero || count_valid(e) > 1;
             if (clean) {
                 bool was_valid = valid(r);
@@ -732,10 +753,9 @@ static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict
                     unpin(r);
                 }
             }
+            pthread_mutex_unlock(&e->lock);
         }
-        pthread_mutex_unlock(&e->lock);
     }
-    free(c);
     return freed;
 }
 
@@ -1108,11 +1128,14 @@ void tsr__mem_release(tsr_mem_req_t *r)
                 if (rep_freeable(o)) {
                     rep_free(e, j);
                     kick_node[j] = true;
+                } else if (o->alloc) {
+                    lru_move(j, o, true); /* stale: the first to go */
                 }
             }
             R->state = ST_M;
         }
         R->last_use = tick(node(nd));
+        lru_move(nd, R, false);
         if (unpin_req(R, r->mode[k], &unblocked))
             kick_node[nd] = true;
         pthread_mutex_unlock(&e->lock);
@@ -1220,6 +1243,7 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
     }
     R->prefetched = true;
     R->last_use = tick(n);
+    lru_move(nd, R, false);
     if (e->zero && nd == 0) {
         if (!n->ops->alloc_zeroed)
             memset(R->ptr, 0, e->size);
@@ -1244,6 +1268,8 @@ void tsr__mem_invalidate(tsr_entry_t *e)
         if (rep_freeable(R)) {
             rep_free(e, j);
             kicks[j] = true;
+        } else if (R->alloc && !R->user) {
+            lru_move(j, R, true); /* stale: the first to go */
         }
     }
     pthread_mutex_unlock(&e->lock);
@@ -1256,7 +1282,9 @@ void tsr__mem_wont_use(tsr_entry_t *e)
 {
     pthread_mutex_lock(&e->lock);
     for (int j = 1; j < e->nnodes; j++)
-        if (e->rep[j].alloc)
+        if (e->rep[j].alloc) {
             e->rep[j].wont_use = true;
+            lru_move(j, &e->rep[j], true);
+        }
     pthread_mutex_unlock(&e->lock);
 }

@@ -100,7 +100,9 @@ struct tsr_node {
     pthread_mutex_t lock;   /* everything below, up to the counters */
     size_t used;            /* allocated + reserved bytes */
     size_t peak;
-    tsr_replica_t *reps;    /* every allocated replica (for eviction) */
+    /* every allocated replica, in eviction order: invalid and won't-use
+     * copies first, then least recently used first (directory.c) */
+    tsr_replica_t *reps, *reps_tail;
     tsr_mem_req_t *wait_head, *wait_tail; /* requests waiting for memory */
     bool kicking, kick_again;
     size_t evicting_bytes;  /* write-backs in flight that will free memory */
