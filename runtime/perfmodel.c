@@ -436,6 +436,25 @@ bool tsr__perfmodel_estimate(const tsr_codelet_t *cl, int device_kind,
     return ok;
 }
 
+bool tsr__perfmodel_draw(const tsr_codelet_t *cl, int device_kind, const size_t *sizes,
+                         int nbuffers, double u, double *seconds)
+{
+    if (!cl || !cl->name || device_kind < 0 || device_kind >= TSR_DEVICE_KINDS || !(u >= 0) ||
+        u >= 1)
+        return false;
+    uint64_t fp = footprint(sizes, nbuffers), h = name_hash(cl->name);
+    bool ok = false;
+    pthread_mutex_lock(&pm.m);
+    cmodel_t *c = pm.open ? cmodel_find(cl->name, h) : NULL;
+    const fpm_t *f = c ? fpm_find(&c->k[device_kind], fp, sizes, nbuffers) : NULL;
+    if (f && f->count >= trust_threshold() && f->n > 0) {
+        *seconds = f->ring[(unsigned)(u * f->n) % f->n];
+        ok = true;
+    }
+    pthread_mutex_unlock(&pm.m);
+    return ok;
+}
+
 /* ---- the file -------------------------------------------------------------- */
 
 /* Codelet names are written percent-encoded: bytes below '!' (space,

@@ -56,6 +56,14 @@ bool tsr__perfmodel_estimate(const tsr_codelet_t *cl, int device_kind,
  * tsr__perfmodel_estimate where history has nothing (history true) or
  * always (history false), so that policies read exactly the durations the
  * simulation uses. NULL removes it. */
+/* One of the durations recorded for this footprint (a trusted one, as
+ * tsr__perfmodel_estimate would use), the u-th of the window (u in [0, 1)):
+ * the simulation draws task durations from what this machine measured, so
+ * that simulated runs see the measured spread (a median alone would make
+ * every sum and every critical path too short). false if none. */
+bool tsr__perfmodel_draw(const tsr_codelet_t *cl, int device_kind, const size_t *sizes,
+                         int nbuffers, double u, double *seconds);
+
 typedef double (*tsr_perfmodel_prior_fn)(const tsr_codelet_t *cl, int device_kind,
                                         const size_t *sizes, int nbuffers,
                                         const void *args);

@@ -38,7 +38,11 @@ static const char usage[] =
     "                       tile sizes (default: derived, docs/gpt2.md)\n"
     "  --batch B            sequences per micro-batch (default 8)\n"
     "  --seq T              tokens per sequence (default: the context)\n"
-    "  --micro K            micro-batches per step (default 1)\n"
+    "  --micro K            micro-batches simulated per step (default 2)\n"
+    "  --accumulate N       sequences per optimizer step (default: batch x micro);\n"
+    "                       more than simulated: the step's time is extrapolated\n"
+    "                       from the simulated micro-batches (first + (N/B - 1) x\n"
+    "                       the later ones' mean + AdamW)\n"
     "  --steps S            steps simulated; the last one is reported (default 2:\n"
     "                       the first also moves every parameter to the GPUs)\n"
     "  --json-tag TEXT      a label copied into the JSON line\n";
@@ -72,15 +76,50 @@ static void totals(run_totals_t *t)
     }
 }
 
-/* One training step: zero the gradients, K micro-batches of forward and
- * backward, AdamW. */
-static int train_step(tsr_gpt2_t *m, const int32_t *tok, const int32_t *tgt, int micro)
+/* Virtual times of one training step's phases. */
+typedef struct step_times {
+    double first_mb;  /* the first micro-batch (forward + backward) */
+    double mb;        /* the others, on average (0 with one) */
+    double adamw;     /* the optimizer step after the last micro-batch */
+    double total;
+    /* bytes moved between the host and the accelerators in each */
+    double first_mb_bytes, mb_bytes, adamw_bytes;
+} step_times_t;
+
+/* Bytes copied between the host (node 0) and every other node so far. */
+static double host_link_bytes(void)
 {
+    double b = 0;
+    for (int j = 1; j < tsr_memory_node_count(); j++)
+        b += (double)tsr_memory_link_bytes(0, j) + (double)tsr_memory_link_bytes(j, 0);
+    return b;
+}
+
+/* One training step: zero the gradients, K micro-batches of forward and
+ * backward, AdamW; each phase waited for, so that its time is its own (the
+ * next phase's tasks are not submitted before it ends). */
+static int train_step(tsr_gpt2_t *m, const int32_t *tok, const int32_t *tgt, int micro,
+                      step_times_t *st)
+{
+    double t0 = tsr_time(), t = t0, b = host_link_bytes();
     int rc = tsr_gpt2_zero_grad(m);
+    st->mb = st->mb_bytes = 0.0;
     for (int k = 0; rc == TSR_OK && k < micro; k++) {
         rc = tsr_gpt2_forward(m, tok, tgt, NULL);
         if (rc == TSR_OK)
             rc = tsr_gpt2_backward(m, 1.0f / (float)micro);
+        if (rc == TSR_OK)
+            rc = tsr_wait_all();
+        double now = tsr_time(), bnow = host_link_bytes();
+        if (k == 0) {
+            st->first_mb = now - t;
+            st->first_mb_bytes = bnow - b;
+        } else {
+            st->mb += (now - t) / (micro - 1);
+            st->mb_bytes += (bnow - b) / (micro - 1);
+        }
+        t = now;
+        b = bnow;
     }
     tsr_adamw_config_t opt;
     tsr_adamw_config_default(&opt);
@@ -88,6 +127,9 @@ static int train_step(tsr_gpt2_t *m, const int32_t *tok, const int32_t *tgt, int
         rc = tsr_gpt2_step(m, &opt, 1e-4f, NULL);
     if (rc == TSR_OK)
         rc = tsr_wait_all();
+    st->adamw = tsr_time() - t;
+    st->adamw_bytes = host_link_bytes() - b;
+    st->total = tsr_time() - t0;
     return rc;
 }
 
@@ -112,8 +154,8 @@ int main(int argc, char **argv)
     cfg.layers = 4;
     cfg.channels = 1024;
     cfg.heads = 0;
-    int batch = 8, seq = 0, micro = 1, steps = 2;
-    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 5] = {
+    int batch = 8, seq = 0, micro = 2, steps = 2, accumulate = 0;
+    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 6] = {
         {"platform", 0, CLI_STR, &platform, 0, 0, 0},
         {"sched", 0, CLI_STR, &sched, 0, 0, 0},
         {"threads", 0, CLI_INT, &threads, 0, 4096, 0},
@@ -127,6 +169,7 @@ int main(int argc, char **argv)
     cli_model_opts(opts + nopts, &cfg);
     nopts += CLI_MODEL_NOPTS;
     opts[nopts++] = (cli_opt_t){"micro", 0, CLI_INT, &micro, 1, 1 << 20, 0};
+    opts[nopts++] = (cli_opt_t){"accumulate", 0, CLI_INT, &accumulate, 0, 1 << 30, 0};
     opts[nopts++] = (cli_opt_t){"steps", 0, CLI_INT, &steps, 1, 1000, 0};
     opts[nopts++] = (cli_opt_t){"json-tag", 0, CLI_STR, &tag, 0, 0, 0};
     const char *pos[1];
@@ -142,6 +185,10 @@ int main(int argc, char **argv)
         cfg.heads = cfg.channels % 128 == 0 ? cfg.channels / 128 : 1;
     if (seq == 0)
         seq = cfg.context;
+    if (accumulate == 0)
+        accumulate = batch * micro;
+    if (accumulate % batch != 0 || accumulate < batch * micro)
+        return cli_usage_error("--accumulate must be a multiple of --batch, at least batch x micro");
 
     tsr_config_t rcfg;
     tsr_config_init(&rcfg);
@@ -177,35 +224,59 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    double t_prev = tsr_time(), step_s = 0.0;
+    step_times_t st = {0};
     uint64_t tasks_prev = 0;
     run_totals_t tot = {0};
     for (int s = 0; s < steps; s++) {
-        rc = train_step(m, tok, tok, micro);
+        rc = train_step(m, tok, tok, micro, &st);
         if (rc != TSR_OK)
             break;
-        double t = tsr_time();
-        step_s = t - t_prev;
-        t_prev = t;
         totals(&tot);
         if (s + 1 < steps)
             tasks_prev = tot.tasks;
     }
+    /* the optimizer step over `accumulate` sequences: the simulated one, or
+     * extrapolated with the later micro-batches' mean */
+    int nmb = accumulate / batch;
+    double step_s = nmb == micro ? st.total
+                                 : st.first_mb + (nmb - 1) * (micro > 1 ? st.mb : st.first_mb) +
+                                       st.adamw;
+    double step_bytes = st.first_mb_bytes +
+                        (nmb - 1) * (micro > 1 ? st.mb_bytes : st.first_mb_bytes) +
+                        st.adamw_bytes;
+    /* The least any schedule moves over the host links in a step: the model
+     * state (parameters, gradients, two AdamW moments: 16 bytes per
+     * parameter) that the accelerators cannot hold goes down and back up
+     * once. */
+    double dev_mem = 0;
+    for (int n = 1; n < tsr_memory_node_count(); n++) {
+        tsr_node_stats_t ns;
+        if (tsr_memory_node_stats(n, &ns) == TSR_OK)
+            dev_mem += (double)ns.capacity;
+    }
+    double spill = 16.0 * (double)params - dev_mem;
+    double lower_bytes = spill > 0 ? 2.0 * spill : 0.0;
     double wall = cli_now() - wall0;
     const tsr_gpt2_config_t *c = tsr_gpt2_config(m);
-    double tokens = (double)ntok * micro;
+    double tokens = (double)ntok * nmb;
     double flops = model_flops(c, params, tokens, seq);
     int oom = rc == TSR_ENOMEM ||
               (rc == TSR_ETASK && strstr(tsr_error_message(), "memory") != NULL);
 
     printf("platform %s, policy %s\n", platform, sched ? sched : "eager");
-    printf("GPT-2 %s: %.2f B parameters; step = %d x %d sequences of %d tokens\n", shape,
-           (double)params * 1e-9, micro, batch, seq);
+    printf("GPT-2 %s: %.2f B parameters; step = %d x %d sequences of %d tokens "
+           "(%d micro-batches simulated)\n",
+           shape, (double)params * 1e-9, nmb, batch, seq, micro);
     if (rc != TSR_OK) {
         printf("step: %s: %s\n", oom ? "OUT OF MEMORY" : "FAILED", tsr_error_message());
         status = oom ? 3 : 1;
     } else {
-        printf("%-28s %14.4f s (virtual)\n", "step time", step_s);
+        printf("%-28s %14.4f s (virtual%s)\n", "step time", step_s,
+               nmb == micro ? "" : ", extrapolated");
+        printf("%-28s %14.4f s, then %.4f s each\n", "micro-batch", st.first_mb, st.mb);
+        printf("%-28s %14.4f s\n", "AdamW", st.adamw);
+        printf("%-28s %14.1f GB (lower bound %.1f GB)\n", "host <-> accelerators",
+               step_bytes * 1e-9, lower_bytes * 1e-9);
         printf("%-28s %14.1f\n", "model TFLOPS", flops / step_s * 1e-12);
         printf("%-28s %14llu\n", "tasks in the step",
                (unsigned long long)(tot.tasks - tasks_prev));
@@ -232,10 +303,10 @@ int main(int argc, char **argv)
     printf(",\"policy\":");
     json_str(sched ? sched : "eager");
     printf(",\"layers\":%d,\"channels\":%d,\"heads\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,"
-           "\"micro\":%d,\"tile_tokens\":%d,\"tile_hidden\":%d,\"tile_vocab\":%d,"
-           "\"params\":%zu,",
-           c->layers, c->channels, c->heads, c->vocab_size, seq, batch, micro, c->tile_tokens,
-           c->tile_hidden, c->tile_vocab, params);
+           "\"micro\":%d,\"accumulate\":%d,\"tile_tokens\":%d,\"tile_hidden\":%d,"
+           "\"tile_vocab\":%d,\"params\":%zu,",
+           c->layers, c->channels, c->heads, c->vocab_size, seq, batch, micro, accumulate,
+           c->tile_tokens, c->tile_hidden, c->tile_vocab, params);
     if (rc == TSR_OK) {
         double peak_host = 0, peak_dev = 0;
         for (int n = 0; n < tsr_memory_node_count(); n++) {
@@ -247,9 +318,13 @@ int main(int argc, char **argv)
                     peak_dev = (double)ns.peak;
             }
         }
-        printf("\"fits\":true,\"step_s\":%.6g,\"tflops\":%.4g,\"tasks\":%llu,\"wall_s\":%.4g,"
+        printf("\"fits\":true,\"mb_first_s\":%.6g,\"mb_s\":%.6g,\"adamw_s\":%.6g,"
+               "\"step_s\":%.6g,\"step_bytes\":%.6g,\"lower_bound_bytes\":%.6g,"
+               "\"tflops\":%.4g,\"tasks\":%llu,\"wall_s\":%.4g,"
                "\"sim_tasks_per_s\":%.4g,\"peak_host_gib\":%.4g,\"peak_device_gib\":%.4g}\n",
-               step_s, flops / step_s * 1e-12, (unsigned long long)(tot.tasks - tasks_prev),
+               st.first_mb, st.mb, st.adamw, step_s, step_bytes, lower_bytes,
+               flops / step_s * 1e-12,
+               (unsigned long long)(tot.tasks - tasks_prev),
                wall, (double)tot.tasks / wall, peak_host / 1073741824.0,
                peak_dev / 1073741824.0);
     } else {
