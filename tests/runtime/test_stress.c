@@ -6,6 +6,7 @@
  * cover the directory: fetches, write-backs, eviction and waiting. */
 #include "util.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
