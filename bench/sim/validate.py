@@ -168,7 +168,7 @@ def part_machine(build, out, quick):
                 err = (p - m) / m
                 errors.append(abs(err))
                 meas[pol], pred[pol] = m, p
-                spread = "%s-%s" % (r.get("makespan_min_ms", "?"), r.get("makespan_max_ms", "?"))
+                spread = "%.1f-%.1f" % (r.get("makespan_ms_min", m), r.get("makespan_ms_max", m))
                 table.append((plat, g, pol, m, spread, p, err))
                 emit("sim-validate", "%s/%s/%s" % (g, plat, pol), "makespan_ms", p, "ms",
                      measured=m, error=round(err, 4))
