@@ -70,19 +70,27 @@ static int only_keys(const ctx_t *c, const tsr__json_t *obj, const char *prefix,
     return 0;
 }
 
-/* obj.key as an object (required) into *out. */
-static int get_object(const ctx_t *c, const tsr__json_t *obj, const char *prefix,
-                      const char *key, const tsr__json_t **out)
+/* obj.key, required, of JSON type `type`, into *out. */
+static int get_typed(const ctx_t *c, const tsr__json_t *obj, const char *prefix,
+                     const char *key, tsr__json_type_t type, const tsr__json_t **out)
 {
     char f[256];
     const tsr__json_t *v = tsr__json_get(obj, key);
     *out = v;
     if (!v)
         return bad(c, join(f, sizeof f, prefix, key), "missing");
-    if (v->type != TSR__JSON_OBJECT)
-        return bad(c, join(f, sizeof f, prefix, key), "must be an object, not a %s",
+    if (v->type != type)
+        return bad(c, join(f, sizeof f, prefix, key), "must be %s %s, not a %s",
+                   type == TSR__JSON_OBJECT ? "an" : "a", tsr__json_type_name(type),
                    tsr__json_type_name(v->type));
     return 0;
+}
+
+/* obj.key as an object (required) into *out. */
+static int get_object(const ctx_t *c, const tsr__json_t *obj, const char *prefix,
+                      const char *key, const tsr__json_t **out)
+{
+    return get_typed(c, obj, prefix, key, TSR__JSON_OBJECT, out);
 }
 
 /* obj.key as a number in [lo, hi] (lo excluded when lo_open) into *out;
@@ -131,12 +139,10 @@ static int get_string(const ctx_t *c, const tsr__json_t *obj, const char *prefix
                       const char *key, char *out, size_t n)
 {
     char f[256];
-    const tsr__json_t *v = tsr__json_get(obj, key);
-    if (!v)
-        return bad(c, join(f, sizeof f, prefix, key), "missing");
-    if (v->type != TSR__JSON_STRING)
-        return bad(c, join(f, sizeof f, prefix, key), "must be a string, not a %s",
-                   tsr__json_type_name(v->type));
+    const tsr__json_t *v;
+    int rc = get_typed(c, obj, prefix, key, TSR__JSON_STRING, &v);
+    if (rc)
+        return rc;
     if (v->len == 0 || v->len >= n || strlen(v->str) != v->len)
         return bad(c, join(f, sizeof f, prefix, key),
                    "must be 1 to %zu bytes without NUL", n - 1);
