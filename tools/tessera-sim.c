@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli.h"
 
@@ -257,11 +258,17 @@ int main(int argc, char **argv)
     double spill = 16.0 * (double)params - dev_mem;
     double lower_bytes = spill > 0 ? 2.0 * spill : 0.0;
     double wall = cli_now() - wall0;
+    /* the simulator's own memory: phantom data must cost none */
+    struct rusage ru;
+    double rss_mib = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0.0;
     const tsr_gpt2_config_t *c = tsr_gpt2_config(m);
     double tokens = (double)ntok * nmb;
     double flops = model_flops(c, params, tokens, seq);
+    /* A task that failed for memory names what it needed (the directory's
+     * "N bytes needed, … in use") or says it had no memory. */
+    const char *why = tsr_error_message();
     int oom = rc == TSR_ENOMEM ||
-              (rc == TSR_ETASK && strstr(tsr_error_message(), "memory") != NULL);
+              (rc == TSR_ETASK && (strstr(why, "bytes needed") || strstr(why, "memory")));
 
     printf("platform %s, policy %s\n", platform, sched ? sched : "eager");
     printf("GPT-2 %s: %.2f B parameters; step = %d x %d sequences of %d tokens "
@@ -282,6 +289,7 @@ int main(int argc, char **argv)
                (unsigned long long)(tot.tasks - tasks_prev));
         printf("%-28s %14.2f s\n", "simulator wall time", wall);
         printf("%-28s %14.0f\n", "simulated tasks / wall s", (double)tot.tasks / wall);
+        printf("%-28s %14.0f MiB\n", "simulator peak RSS", rss_mib);
         for (int k = 0; k < TSR_DEVICE_KINDS; k++)
             if (tot.nworkers[k])
                 printf("%-28s %13.1f%%\n", k == TSR_DEVICE_CUDA ? "GPU workers busy" : "CPU workers busy",
@@ -321,11 +329,12 @@ int main(int argc, char **argv)
         printf("\"fits\":true,\"mb_first_s\":%.6g,\"mb_s\":%.6g,\"adamw_s\":%.6g,"
                "\"step_s\":%.6g,\"step_bytes\":%.6g,\"lower_bound_bytes\":%.6g,"
                "\"tflops\":%.4g,\"tasks\":%llu,\"wall_s\":%.4g,"
-               "\"sim_tasks_per_s\":%.4g,\"peak_host_gib\":%.4g,\"peak_device_gib\":%.4g}\n",
+               "\"sim_tasks_per_s\":%.4g,\"rss_mib\":%.0f,\"peak_host_gib\":%.4g,"
+               "\"peak_device_gib\":%.4g}\n",
                st.first_mb, st.mb, st.adamw, step_s, step_bytes, lower_bytes,
                flops / step_s * 1e-12,
                (unsigned long long)(tot.tasks - tasks_prev),
-               wall, (double)tot.tasks / wall, peak_host / 1073741824.0,
+               wall, (double)tot.tasks / wall, rss_mib, peak_host / 1073741824.0,
                peak_dev / 1073741824.0);
     } else {
         printf("\"fits\":false,\"oom\":%s,\"error\":", oom ? "true" : "false");
