@@ -389,8 +389,9 @@ static int read_file(const char *path, char **buf, size_t *len)
 /* The validated document into out (zeroed first). */
 static int read_platform(const ctx_t *c, const tsr__json_t *root, tsr_platform_t *out)
 {
-    static const char *const keys[] = {"name", "models", "task_overhead_us", "host",
-                                       "devices", "accelerators", "source", "notes", NULL};
+    static const char *const keys[] = {"name", "models", "models_key", "task_overhead_us",
+                                       "host", "devices", "accelerators", "source", "notes",
+                                       NULL};
     static const char *const host_keys[] = {"memory_gib", "memory_bandwidth_gbs",
                                             "memory_latency_us", "cpu_workers", "source",
                                             "notes", NULL};
@@ -411,6 +412,18 @@ static int read_platform(const ctx_t *c, const tsr__json_t *root, tsr_platform_t
         out->machine_models = true;
     else if (strcmp(models, "rates"))
         return bad(c, "models", "\"%s\": must be \"rates\" or \"machine\"", models);
+    if (tsr__json_get(root, "models_key")) {
+        if ((rc = get_string(c, root, "", "models_key", out->models_key,
+                             sizeof out->models_key)))
+            return rc;
+        if (!out->machine_models)
+            return bad(c, "models_key", "only with \"models\": \"machine\"");
+        /* a folder name inside the model directory, nothing else */
+        if (strchr(out->models_key, '/') || !strcmp(out->models_key, ".") ||
+            !strcmp(out->models_key, ".."))
+            return bad(c, "models_key", "\"%s\": must be a folder name of the model directory",
+                       out->models_key);
+    }
     out->task_overhead = overhead * MICRO;
 
     /* host */

@@ -52,6 +52,10 @@ typedef struct tsr_platform {
      * otherwise the rate model alone, and the models the policies read
      * are kept under the platform's own name. */
     bool machine_models;
+    /* With machine_models: the machine key (a folder of the model
+     * directory) whose models to use, e.g. those of a real GPU node copied
+     * here ("models_key"); "": this machine's. */
+    char models_key[128];
     int ncpu;                    /* CPU workers */
     tsr_platform_device_t device[TSR_DEVICE_KINDS]; /* by TSR_DEVICE_… */
     double task_overhead;        /* seconds of runtime work per task on the

@@ -319,7 +319,11 @@ static int sim_open(tsr_mem_config_t *mc)
     mc->nsim = 0;
     mc->ncuda = 0;
     mc->host_capacity = sim.plat.mem.host_capacity;
-    tsr__pmstore_set_machine(sim.plat.machine_models ? NULL : sim.plat.name);
+    /* The models: this machine's, another machine's copied into the model
+     * directory (models_key), or the platform's own (its rates). */
+    tsr__pmstore_set_machine(!sim.plat.machine_models ? sim.plat.name
+                             : sim.plat.models_key[0] ? sim.plat.models_key
+                                                      : NULL);
     tsr__perfmodel_set_prior(sim_prior, sim.plat.machine_models);
     return TSR_OK;
 }

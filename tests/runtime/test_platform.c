@@ -179,6 +179,28 @@ Test(platform, sim_group_without_switch_or_nvlink, .init = make_tmpdir, .fini = 
 
 /* ---- bad files -------------------------------------------------------------------- */
 
+/* "models_key" names the model-directory folder of another machine whose
+ * models a "machine" platform uses; nothing else is accepted. */
+Test(platform, models_key, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+#define MACHINE_HEAD "{\"name\": \"t\", \"models\": \"machine\", \"task_overhead_us\": 2,\n"
+    expect_load(MACHINE_HEAD "\"models_key\": \"gpu-node-1a2b3c4d\",\n" BASE_HOST BASE_DEVICES
+                BASE_ACC, TSR_OK, NULL);
+    cr_expect(plat.machine_models);
+    cr_expect_str_eq(plat.models_key, "gpu-node-1a2b3c4d");
+    expect_load(MACHINE_HEAD BASE_HOST BASE_DEVICES BASE_ACC, TSR_OK, NULL);
+    cr_expect_str_eq(plat.models_key, "");
+    expect_load(BASE_HEAD "\"models_key\": \"gpu-node\",\n" BASE_HOST BASE_DEVICES BASE_ACC,
+                TSR_EINVAL, "models_key: only with");
+    expect_load(MACHINE_HEAD "\"models_key\": \"../x\",\n" BASE_HOST BASE_DEVICES BASE_ACC,
+                TSR_EINVAL, "models_key: \"../x\": must be a folder name");
+    expect_load(MACHINE_HEAD "\"models_key\": \"..\",\n" BASE_HOST BASE_DEVICES BASE_ACC,
+                TSR_EINVAL, "models_key");
+    expect_load(MACHINE_HEAD "\"models_key\": 3,\n" BASE_HOST BASE_DEVICES BASE_ACC,
+                TSR_EINVAL, "models_key: must be a string");
+#undef MACHINE_HEAD
+}
+
 Test(platform, missing_field, .init = make_tmpdir, .fini = remove_tmpdir)
 {
     expect_load(BASE_HEAD BASE_DEVICES BASE_ACC, TSR_EINVAL, "host: missing");

@@ -6,6 +6,7 @@
 
 #include <tessera/sched.h>
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,10 @@
  * matter, and `accs` (a JSON array, or NULL) of accelerators. Returns the
  * path (static storage, one per slot). */
 static const char *platform_models = "rates";
+/* With "machine": the "models_key" member, or "" for none. */
+static const char *platform_models_key = "";
+/* The model directory of start_sim ("": nothing on disk). */
+static const char *sim_model_dir = "";
 
 static const char *write_platform(int slot, int ncpu, const char *accs, double host_gib)
 {
@@ -29,12 +34,13 @@ static const char *write_platform(int slot, int ncpu, const char *accs, double h
     FILE *f = fopen(path, "w");
     cr_assert(f, "cannot write %s", path);
     fprintf(f,
-            "{\"name\": \"test-%d\", \"models\": \"%s\", \"task_overhead_us\": 0,\n"
+            "{\"name\": \"test-%d\", \"models\": \"%s\",%s%s%s \"task_overhead_us\": 0,\n"
             " \"host\": {\"memory_gib\": %g, \"memory_bandwidth_gbs\": 1000000,\n"
             "          \"memory_latency_us\": 0, \"cpu_workers\": %d},\n"
             " \"devices\": {\"cpu\": {\"fp32_tflops\": 0.001, \"memory_bandwidth_gbs\": 1000000,\n"
             "   \"launch_us\": 0, \"flops_efficiency\": 1, \"bytes_efficiency\": 1}%s}%s%s}\n",
-            slot, platform_models, host_gib, ncpu,
+            slot, platform_models, platform_models_key[0] ? " \"models_key\": \"" : "",
+            platform_models_key, platform_models_key[0] ? "\"," : "", host_gib, ncpu,
             accs && strstr(accs, "\"cuda\"") ? ",\n \"cuda\": {\"fp32_tflops\": 0.004, \"memory_bandwidth_gbs\": 1000,"
                    " \"launch_us\": 5, \"flops_efficiency\": 1, \"bytes_efficiency\": 1}"
                  : "",
@@ -72,7 +78,7 @@ static void start_sim(const char *platform, int ncpu, const char *sched, int exe
     cfg.simulate = platform;
     cfg.simulate_exec = exec;
     cfg.trace_path = trace;
-    cfg.perfmodel_dir = ""; /* nothing on disk */
+    cfg.perfmodel_dir = sim_model_dir; /* "": nothing on disk */
     int rc = tsr_init(&cfg);
     cr_assert_eq(rc, TSR_OK, "tsr_init: %s", tsr_error_message());
 }
@@ -230,6 +236,65 @@ Test(simulate, history_or_rates_as_the_platform_says)
         cr_assert_float_eq(t2, 2e-3, 1e-12, "work2 took %.9f s", t2);
         unlink(plat);
     }
+}
+
+/* Models measured on another machine: a real run records work1 at 5 ms
+ * into a model directory; its folder is renamed as if copied from a GPU
+ * node; a "machine" platform naming that folder ("models_key") takes 5 ms
+ * from it, and without the key (this machine's folder: none now) the
+ * rate model's 2 ms. */
+Test(simulate, models_imported_from_another_machine)
+{
+    char dir[] = "/tmp/tsr-sim-models-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = 1;
+    cfg.bind = 0;
+    cfg.perfmodel_dir = dir;
+    cr_assert_eq(tsr_init(&cfg), TSR_OK, "%s", tsr_error_message());
+    int64_t ms = 2;
+    size_t sizes[1] = {sizeof(double)};
+    for (int k = 0; k < 5; k++)
+        cr_assert_eq(tsr_perfmodel_record(&work1, TSR_DEVICE_CPU, sizes, 1, &ms, 5e-3), TSR_OK,
+                     "%s", tsr_error_message());
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
+    /* the one folder the run wrote: this machine's key */
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    char from[512] = "", to[512];
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.')
+            snprintf(from, sizeof from, "%s/%s", dir, e->d_name);
+    closedir(d);
+    cr_assert(from[0], "no model folder written in %s", dir);
+    snprintf(to, sizeof to, "%s/gpu-node-0001", dir);
+    cr_assert_eq(rename(from, to), 0);
+
+    sim_model_dir = dir;
+    for (int imported = 1; imported >= 0; imported--) {
+        platform_models = "machine";
+        platform_models_key = imported ? "gpu-node-0001" : "";
+        const char *plat = write_platform(0, 1, NULL, 64);
+        platform_models = "rates";
+        platform_models_key = "";
+        start_sim(plat, 0, "eager", 0, NULL);
+        double x = 0;
+        tsr_handle_t h;
+        cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
+        submit_work(&work1, &h, ms);
+        cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+        double t = tsr_time();
+        cr_assert_eq(tsr_handle_unregister(h), TSR_OK);
+        stop_runtime();
+        cr_assert_float_eq(t, imported ? 5e-3 : 2e-3, 1e-12, "imported %d: work1 took %.9f s",
+                           imported, t);
+        unlink(plat);
+    }
+    sim_model_dir = "";
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
 }
 
 /* ---- determinism ------------------------------------------------------------------ */
