@@ -245,6 +245,12 @@ Test(simulate, history_or_rates_as_the_platform_says)
  * rate model's 2 ms. */
 Test(simulate, models_imported_from_another_machine)
 {
+    /* The environment would override the model directory given here. */
+    const char *env = getenv("TESSERA_PERFMODEL_DIR");
+    char saved[4096] = "";
+    if (env)
+        snprintf(saved, sizeof saved, "%s", env);
+    unsetenv("TESSERA_PERFMODEL_DIR");
     char dir[] = "/tmp/tsr-sim-models-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
     tsr_config_t cfg;
@@ -295,6 +301,8 @@ Test(simulate, models_imported_from_another_machine)
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);
+    if (saved[0])
+        setenv("TESSERA_PERFMODEL_DIR", saved, 1);
 }
 
 /* ---- determinism ------------------------------------------------------------------ */
