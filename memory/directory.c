@@ -59,7 +59,6 @@ struct tsr_replica {
     tsr_entry_t *entry;
     fetch_t *fetch;              /* copy into this replica in flight */
     tsr_replica_t *prev, *next;  /* node->reps, under the node lock */
-    uint64_t last_use;
     int busy;                    /* pins: requests and copies */
     int readers;                 /* of which copies reading it */
     int wbusy;                   /* of which by requests that write it */
@@ -114,8 +113,6 @@ static void relabel(tsr_entry_t *e)
         if (valid(&e->rep[j]))
             e->rep[j].state = ST_M;
 }
-
-static uint64_t tick(tsr_node_t *n) { return atomic_fetch_add(&n->clock, 1) + 1; }
 
 static void kick(tsr_node_t *n);
 
@@ -918,7 +915,6 @@ static void alloc_and_fetch(tsr_mem_req_t *r, size_t reserved)
         }
         if (rc == TSR_OK) {
             R->prefetched = R->wont_use = false;
-            R->last_use = tick(n);
             r->ptr[k] = R->ptr;
             /* A copy into the replica in flight must land before the task
              * touches it, whatever the mode; a writer also waits for the
@@ -1134,7 +1130,6 @@ void tsr__mem_release(tsr_mem_req_t *r)
             }
             R->state = ST_M;
         }
-        R->last_use = tick(node(nd));
         lru_move(nd, R, false);
         if (unpin_req(R, r->mode[k], &unblocked))
             kick_node[nd] = true;
@@ -1242,7 +1237,6 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
         reserved_here = true;
     }
     R->prefetched = true;
-    R->last_use = tick(n);
     lru_move(nd, R, false);
     if (e->zero && nd == 0) {
         if (!n->ops->alloc_zeroed)

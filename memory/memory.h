@@ -111,7 +111,6 @@ struct tsr_node {
 
     atomic_int nwaiting;    /* requests in the wait queue */
     atomic_long npinned;    /* replicas with busy > 0 */
-    atomic_uint_fast64_t clock; /* LRU time */
 
     /* counters */
     atomic_uint_fast64_t evictions, writebacks, dropped, fetches, zero_fills;

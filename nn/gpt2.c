@@ -28,6 +28,7 @@
 #include "nn/tensor.h"
 #include "runtime/error.h"
 #include "runtime/instance.h"
+#include "runtime/splitmix.h"
 
 /* Propagate the first error. The passes and the constructors below only
  * submit tasks or fill a model that is freed as a whole on failure, so there
@@ -565,19 +566,10 @@ int tsr_gpt2_set(tsr_gpt2_t *m, const char *name, int which, const float *ptr, s
 
 /* ---- initialisation ------------------------------------------------------- */
 
-/* splitmix64: a small, well-mixed generator that is the same on every machine */
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static double next_normal(uint64_t *s)
 {
-    double u1 = ((double)(next_u64(s) >> 11) + 0.5) / 9007199254740992.0;
-    double u2 = (double)(next_u64(s) >> 11) / 9007199254740992.0;
+    double u1 = ((double)(tsr__splitmix(s) >> 11) + 0.5) / 9007199254740992.0;
+    double u2 = (double)(tsr__splitmix(s) >> 11) / 9007199254740992.0;
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 

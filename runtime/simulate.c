@@ -29,6 +29,7 @@
 #include "runtime/perfmodel.h"
 #include "runtime/perfmodel_store.h"
 #include "runtime/platform.h"
+#include "runtime/splitmix.h"
 
 #include "memory/vclock.h"
 
@@ -52,7 +53,7 @@ static struct {
     tsr_platform_t plat;
     bool clock_on;
     simw_t *w;
-    uint64_t draws;     /* durations drawn from the history so far */
+    uint64_t draws;     /* the stream durations are drawn from (splitmix) */
 } sim;
 
 /* ---- durations ----------------------------------------------------------------- */
@@ -75,19 +76,14 @@ static uint64_t task_ns(const tsr_worker_t *w, tsr_task_t t)
      * deterministic stream (the n-th draw of a run is always the same), so
      * that sums and critical paths carry the measured spread; the policies
      * still read the models' robust estimate, as in a real run. */
-    uint64_t z = (sim.draws++ + 1) * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    double u = (double)(z >> 11) * 0x1.0p-53;
-    if (sim.plat.machine_models &&
-        tsr__perfmodel_draw(t->cl, w->device_kind, t->sizes, t->nbuffers, u, &s))
-        ;
-    else if (tsr__perfmodel_estimate(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,
-                                     &info))
-        s = info.seconds;
-    else
-        s = sim_prior(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args);
+    bool drawn = sim.plat.machine_models &&
+                 tsr__perfmodel_draw(t->cl, w->device_kind, t->sizes, t->nbuffers,
+                                     tsr__splitmix_unit(&sim.draws), &s);
+    if (!drawn)
+        s = tsr__perfmodel_estimate(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,
+                                    &info)
+                ? info.seconds
+                : sim_prior(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args);
     s += sim.plat.task_overhead;
     if (!(s > 0) || !isfinite(s))
         return 0;

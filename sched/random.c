@@ -6,6 +6,7 @@
  */
 #include "sched/policies.h"
 #include "sched/queue.h"
+#include "runtime/splitmix.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,10 +30,8 @@ typedef struct rnd {
  * per-thread state. */
 static uint64_t draw(rnd_t *r)
 {
-    uint64_t z = atomic_fetch_add(&r->seed, 0x9e3779b97f4a7c15ull) + 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return tsr__splitmix_mix(atomic_fetch_add(&r->seed, TSR_SPLITMIX_GAMMA) +
+                             TSR_SPLITMIX_GAMMA);
 }
 
 static int random_init(tsr_sched_t *s)
