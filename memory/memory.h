@@ -28,7 +28,22 @@
 #define TSR_MAX_NODES 32
 #define TSR_MEM_MAX_BUFFERS 16
 
-enum tsr_node_kind { TSR_NODE_KIND_HOST = 0, TSR_NODE_KIND_SIM, TSR_NODE_KIND_CUDA };
+/* DISK: the disk tier below the host (memory/disk.h): no worker runs on
+ * it; it holds host copies evicted there, and its engine copies between it
+ * and the host only. */
+enum tsr_node_kind {
+    TSR_NODE_KIND_HOST = 0,
+    TSR_NODE_KIND_SIM,
+    TSR_NODE_KIND_CUDA,
+    TSR_NODE_KIND_DISK
+};
+
+/* Victim selection (tsr_mem_config_t.evict): by next use in the submitted
+ * window (tsr__mem_set_next_use), or least recently used. */
+enum { TSR_MEM_EVICT_WINDOW = 0, TSR_MEM_EVICT_LRU = 1 };
+
+/* An entry no submitted task will use (tsr__mem_set_next_use). */
+#define TSR_NEXT_USE_NONE UINT64_MAX
 
 /* Access modes as the directory sees them (the runtime maps its modes). */
 enum { TSR_MEM_R = 1, TSR_MEM_W = 2, TSR_MEM_RW = 3 };
@@ -157,6 +172,13 @@ typedef struct tsr_mem_config {
     int ncuda;              /* GPUs to use: -1 every one */
     size_t cuda_capacity;   /* 0: what the device has free, less a margin */
     size_t host_capacity;   /* runtime-allocated host bytes; 0: unlimited */
+    /* The disk tier (memory/disk.h): a directory for its one file, or
+     * NULL; its capacity in bytes (0: half the file system's free space).
+     * It is the last node, below the host: the host's evictions write
+     * back there instead of failing. */
+    const char *disk_dir;
+    size_t disk_capacity;
+    int evict;              /* TSR_MEM_EVICT_… */
     bool tracing;           /* keep copy events */
     /* A simulated platform (memory/phantom.h): when set, the nodes are a
      * phantom host and one phantom node per accelerator described, and
@@ -176,6 +198,10 @@ void tsr__mem_shutdown(void);
 
 int tsr__mem_node_count(void);
 tsr_node_t *tsr__mem_node(int id);
+/* The disk tier's node id, or -1 when there is none. */
+int tsr__mem_disk_node(void);
+/* The victim selection rule of this run (TSR_MEM_EVICT_…). */
+int tsr__mem_evict_rule(void);
 
 /* ---- entries ----------------------------------------------------------- */
 
@@ -211,6 +237,13 @@ void tsr__mem_prefetch(tsr_entry_t *e, int node);
 void tsr__mem_invalidate(tsr_entry_t *e);
 /* e will not be used soon: its idle copies off the host are evicted first. */
 void tsr__mem_wont_use(tsr_entry_t *e);
+/* The runtime's word on e's next use: the submission number of the first
+ * submitted task that has not yet completed and accesses e, or
+ * TSR_NEXT_USE_NONE. Under TSR_MEM_EVICT_WINDOW the idle copy whose next
+ * use is furthest goes first (Belady's rule over the submitted window), and
+ * a prefetch never evicts a copy needed sooner than the one it brings.
+ * Cheap when nothing changes; called with no directory lock held. */
+void tsr__mem_set_next_use(tsr_entry_t *e, uint64_t seq);
 
 /* What the directory knows of e's replica on node (for tests and tools). */
 typedef struct tsr_replica_info {
@@ -237,6 +270,7 @@ void tsr__mem_reset_counters(void);
 /* ---- node kinds (node.c, sim.c, cuda.cu) ------------------------------- */
 
 int tsr__host_node_open(tsr_node_t *n, size_t capacity, char *err, size_t errlen);
+/* The disk tier: memory/disk.h. */
 int tsr__sim_node_open(tsr_node_t *n, size_t capacity, double bandwidth,
                        double latency, char *err, size_t errlen);
 /* Number of usable GPUs (0 without CUDA), and open GPU `device` as node n

@@ -5,6 +5,7 @@
  * keep a lock while an engine runs a copy.
  */
 #include "memory/memory.h"
+#include "memory/disk.h"
 #include "memory/phantom.h"
 #include "memory/vclock.h"
 
@@ -24,7 +25,9 @@ static struct {
     tsr_node_t nodes[TSR_MAX_NODES];
     atomic_uint_fast64_t link[TSR_MAX_NODES][TSR_MAX_NODES];
     bool numa;  /* several NUMA nodes: place large buffers locally */
-} mem;
+    int disk;   /* the disk tier's node id, or -1 */
+    int evict;  /* TSR_MEM_EVICT_… */
+} mem = {.disk = -1};
 
 /* The monotonic clock, or virtual time while the virtual clock is on
  * (memory/vclock.h): every layer's timestamps then come from the
@@ -59,6 +62,8 @@ bool tsr__mem_wait_until(bool (*pred)(void *arg), void *arg, pthread_mutex_t *m,
 }
 
 int tsr__mem_node_count(void) { return mem.n; }
+int tsr__mem_disk_node(void) { return mem.disk; }
+int tsr__mem_evict_rule(void) { return mem.evict; }
 tsr_node_t *tsr__mem_node(int id) { return &mem.nodes[id]; }
 
 uint64_t tsr__mem_link_bytes(int s, int d)
@@ -252,6 +257,12 @@ static int init_phantom(const tsr_mem_config_t *cfg, char *err, size_t errlen)
         if (rc == TSR_OK)
             mem.n++;
     }
+    if (rc == TSR_OK && cfg->disk_dir) {
+        rc = tsr__disk_node_open(node_new(cfg->tracing), cfg->disk_dir, cfg->disk_capacity,
+                                 err, errlen);
+        if (rc == TSR_OK)
+            mem.disk = mem.n++;
+    }
     if (rc != TSR_OK) {
         pthread_mutex_destroy(&mem.nodes[mem.n].lock);
         tsr__mem_shutdown();
@@ -262,6 +273,8 @@ static int init_phantom(const tsr_mem_config_t *cfg, char *err, size_t errlen)
 int tsr__mem_init(const tsr_mem_config_t *cfg, char *err, size_t errlen)
 {
     mem.n = 0;
+    mem.disk = -1;
+    mem.evict = cfg->evict;
     for (int s = 0; s < TSR_MAX_NODES; s++)
         for (int d = 0; d < TSR_MAX_NODES; d++)
             atomic_store(&mem.link[s][d], 0);
@@ -273,9 +286,9 @@ int tsr__mem_init(const tsr_mem_config_t *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "%d GPU(s) requested, %d usable", use, ngpu);
         return TSR_ENODEV;
     }
-    if (1 + use + cfg->nsim > TSR_MAX_NODES) {
+    if (1 + use + cfg->nsim + (cfg->disk_dir != NULL) > TSR_MAX_NODES) {
         snprintf(err, errlen, "%d memory nodes requested (at most %d)",
-                 1 + use + cfg->nsim, TSR_MAX_NODES);
+                 1 + use + cfg->nsim + (cfg->disk_dir != NULL), TSR_MAX_NODES);
         return TSR_EINVAL;
     }
     int rc = tsr__host_node_open(node_new(cfg->tracing), cfg->host_capacity, err, errlen);
@@ -296,6 +309,12 @@ int tsr__mem_init(const tsr_mem_config_t *cfg, char *err, size_t errlen)
             snprintf(n->name, sizeof n->name, "sim%d", s);
             mem.n++;
         }
+    }
+    if (rc == TSR_OK && cfg->disk_dir) {
+        rc = tsr__disk_node_open(node_new(cfg->tracing), cfg->disk_dir, cfg->disk_capacity,
+                                 err, errlen);
+        if (rc == TSR_OK)
+            mem.disk = mem.n++;
     }
     if (rc != TSR_OK) {
         pthread_mutex_destroy(&mem.nodes[mem.n].lock);
@@ -319,4 +338,5 @@ void tsr__mem_shutdown(void)
     for (int i = mem.n - 1; i >= 0; i--)
         node_close(&mem.nodes[i]);
     mem.n = 0;
+    mem.disk = -1;
 }

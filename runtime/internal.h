@@ -357,6 +357,7 @@ typedef struct tsr_runtime {
     char trace_path[4096];
     char perfmodel_dir[4096];
     char simulate_path[4096];
+    char disk_dir[4096];
     bool tracing;
     bool sampling;                /* workers feed the performance models */
     uint64_t t0_ns;

@@ -94,6 +94,7 @@ static const struct env_var {
     {"TESSERA_STATS", offsetof(tsr_config_t, stats), ENV_FLAG, 0},
     {"TESSERA_CALIBRATE", offsetof(tsr_config_t, calibrate), ENV_INT, 0},
     {"TESSERA_SIMULATE_EXEC", offsetof(tsr_config_t, simulate_exec), ENV_FLAG, 0},
+    {"TESSERA_LIMIT_DISK_MEM", offsetof(tsr_config_t, disk_mem), ENV_MIB, 0},
 };
 
 static int apply_env(tsr_config_t *cfg)
@@ -134,6 +135,18 @@ static int apply_env(tsr_config_t *cfg)
     s = getenv("TESSERA_SIMULATE");
     if (s && *s)
         cfg->simulate = s;
+    s = getenv("TESSERA_DISK_DIR");
+    if (s && *s)
+        cfg->disk_dir = s;
+    s = getenv("TESSERA_EVICT");
+    if (s && *s) {
+        if (strcmp(s, "window") == 0)
+            cfg->evict = TSR_EVICT_WINDOW;
+        else if (strcmp(s, "lru") == 0)
+            cfg->evict = TSR_EVICT_LRU;
+        else
+            return tsr__fail(TSR_EINVAL, "init: TESSERA_EVICT=%s: expected window or lru", s);
+    }
     s = getenv("TESSERA_CUDA_FP32");
     if (s && *s) {
         if (strcmp(s, "tf32") == 0)
@@ -166,13 +179,23 @@ static int init_config(const tsr_config_t *user)
         cfg.max_pending_tasks = DEFAULT_MAX_PENDING;
     if (cfg.ncpu > 4096 || cfg.nsim < 0 || cfg.nsim > 16 || cfg.pipeline < 0 ||
         cfg.pipeline > 8 || cfg.sim_bandwidth < 0 || cfg.sim_latency < 0 ||
-        cfg.calibrate < 0 || cfg.calibrate > 2)
+        cfg.calibrate < 0 || cfg.calibrate > 2 ||
+        (cfg.evict != TSR_EVICT_WINDOW && cfg.evict != TSR_EVICT_LRU))
         return tsr__fail(TSR_EINVAL,
                          "init: ncpu=%d, nsim=%d (0-16), pipeline=%d (0-8), sim "
-                         "bandwidth %g, sim latency %g, calibrate=%d (0-2): out of "
-                         "range",
+                         "bandwidth %g, sim latency %g, calibrate=%d (0-2), evict=%d "
+                         "(0-1): out of range",
                          cfg.ncpu, cfg.nsim, cfg.pipeline, cfg.sim_bandwidth,
-                         cfg.sim_latency, cfg.calibrate);
+                         cfg.sim_latency, cfg.calibrate, cfg.evict);
+    if (cfg.disk_dir && !cfg.disk_dir[0])
+        cfg.disk_dir = NULL;
+    if (cfg.disk_dir && cfg.simulate)
+        return tsr__fail(TSR_EINVAL, "init: a disk tier (disk_dir '%s') is not "
+                         "simulated: unset it, or the platform file", cfg.disk_dir);
+    if (cfg.disk_dir) {
+        snprintf(tsr__rt.disk_dir, sizeof tsr__rt.disk_dir, "%s", cfg.disk_dir);
+        cfg.disk_dir = tsr__rt.disk_dir;
+    }
 
     snprintf(tsr__rt.sched_name, sizeof tsr__rt.sched_name, "%s",
              cfg.sched ? cfg.sched : "eager");
@@ -229,6 +252,9 @@ static int init_driver(void)
         .ncuda = cfg->ncuda,
         .cuda_capacity = cfg->cuda_mem,
         .host_capacity = cfg->host_mem,
+        .disk_dir = cfg->disk_dir,
+        .disk_capacity = cfg->disk_mem,
+        .evict = cfg->evict,
         .tracing = tsr__rt.tracing,
     };
     return tsr__rt.driver->open(&mem_config);

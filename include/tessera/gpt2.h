@@ -36,6 +36,10 @@ typedef struct tsr_gpt2_config {
                          multiple of it holding whole sequences of a batch */
     int tile_vocab;   /* vocabulary rows per tile of wte and the logits */
     int tile_hidden;  /* rows per tile of the MLP's 4C hidden activations */
+    /* Activation recomputation: 1 keeps only each block's input through
+     * the forward pass and recomputes the block's activations in backward
+     * (less memory, about one more forward); 0 (default) keeps them all. */
+    int recompute;
 } tsr_gpt2_config_t;
 
 /* The 124M GPT-2 shape (12 layers, 12 heads, 768 channels, 1024 positions,

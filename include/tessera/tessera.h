@@ -87,7 +87,20 @@ typedef struct tsr_config {
                                   NULL: the real machine */
     int simulate_exec;         /* under simulation, also run every kernel on
                                   real data (results equal a normal run) */
+    /* beyond host memory (see docs/memory.md#the-disk-tier) */
+    const char *disk_dir;      /* a directory for the disk tier's file: host
+                                  copies are evicted there when host_mem is
+                                  reached; NULL: no disk tier */
+    size_t disk_mem;           /* bytes of the disk tier; 0: half the free
+                                  space of disk_dir's file system */
+    int evict;                 /* which idle copy goes first: TSR_EVICT_WINDOW
+                                  (0, default: the one whose next use among
+                                  the submitted tasks is furthest) or
+                                  TSR_EVICT_LRU (least recently used) */
 } tsr_config_t;
+
+/* Victim selection (tsr_config_t.evict). */
+enum { TSR_EVICT_WINDOW = 0, TSR_EVICT_LRU = 1 };
 
 /* How fp32 matrix products run on GPUs (tsr_config_t.cuda_fp32). */
 enum { TSR_CUDA_FP32_TF32 = 0, TSR_CUDA_FP32_STRICT = 1 };
@@ -102,7 +115,8 @@ TSR_API void tsr_config_init(tsr_config_t *cfg);
  * TESSERA_LIMIT_SIM_MEM, TESSERA_LIMIT_CUDA_MEM, TESSERA_LIMIT_HOST_MEM
  * (MiB), TESSERA_PIPELINE, TESSERA_STATS, TESSERA_PERFMODEL_DIR,
  * TESSERA_CALIBRATE, TESSERA_CUDA_FP32 (tf32|strict), TESSERA_SIMULATE
- * (a platform file), TESSERA_SIMULATE_EXEC (0|1) (see
+ * (a platform file), TESSERA_SIMULATE_EXEC (0|1), TESSERA_DISK_DIR,
+ * TESSERA_LIMIT_DISK_MEM (MiB), TESSERA_EVICT (window|lru) (see
  * docs/configuration.md). */
 TSR_API int tsr_init(const tsr_config_t *cfg);
 
@@ -264,7 +278,7 @@ TSR_API int tsr_handle_set_reduction(tsr_handle_t h, const tsr_codelet_t *init,
 
 /* ---- memory nodes and counters ----------------------------------------- */
 
-enum { TSR_NODE_HOST = 0, TSR_NODE_SIM = 1, TSR_NODE_CUDA = 2 };
+enum { TSR_NODE_HOST = 0, TSR_NODE_SIM = 1, TSR_NODE_CUDA = 2, TSR_NODE_DISK = 3 };
 
 typedef struct tsr_node_stats {
     int kind;                  /* TSR_NODE_… */
