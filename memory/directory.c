@@ -3,7 +3,8 @@
  * fetches, and the per-node FIFO of requests waiting for memory.
  *
  * Locks, in the order they may be taken:
- *   entry lock  →  node lock (a device node before the host node)  →  engine queue
+ *   entry lock  →  node lock (a device node before the host node, the host
+ *                  before the disk tier)  →  engine queue
  * An evictor holds a node lock and only *tries* entry locks, so it never
  * waits against the order. Copy completions run on engine threads; a
  * completion never holds a lock while it calls a waiter.
@@ -807,7 +808,7 @@ static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict
                      * about to be stale), or the backing node is full:
                      * why, for a request that finds nothing to evict. */
                     res->blocked += rc == TSR_EBUSY;
-                    if (rc != TSR_EBUSY)
+                    if (rc != TSR_EBUSY && n->wb_status == 0)
                         snprintf(n->wb_err, sizeof n->wb_err, "%s", err);
                     r->evicting = false;
                     unpin(r);
@@ -831,9 +832,11 @@ static void evict_done(void *arg, int k, int status, const char *err)
     tsr_node_t *n = node(r->node);
     pthread_mutex_lock(&e->lock);
     pthread_mutex_lock(&n->lock);
-    if (status != TSR_OK && !e->dead) {
-        /* The copy here stays the valid one; the room it was to make will
-         * not come: the next request that needs room fails with why. */
+    if ((status == TSR_EIO || status == TSR_EDEVICE) && !e->dead) {
+        /* The copy engine failed (not a write-back that gave way to a
+         * writer): the copy here stays the valid one, and the room it was
+         * to make will not come; the next request that needs room fails
+         * with why. */
         n->wb_status = status;
         snprintf(n->wb_err, sizeof n->wb_err, "%s", err && err[0] ? err : "write-back failed");
     }

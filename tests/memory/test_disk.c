@@ -9,6 +9,7 @@
 #include <tessera/sched.h>
 
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -63,12 +64,13 @@ static int open_fds(void)
     return n;
 }
 
-static void start_disk(int ncpu, int nsim, size_t sim_mem, size_t host_mem)
+static void start_sched(const char *sched, int ncpu, int nsim, size_t sim_mem,
+                        size_t host_mem)
 {
     tsr_config_t cfg;
     tsr_config_init(&cfg);
     cfg.ncpu = ncpu;
-    cfg.sched = "eager";
+    cfg.sched = sched;
     cfg.bind = 0;
     cfg.ncuda = 0;
     cfg.nsim = nsim;
@@ -77,6 +79,11 @@ static void start_disk(int ncpu, int nsim, size_t sim_mem, size_t host_mem)
     cfg.disk_dir = dir;
     cfg.disk_mem = (size_t)64 << 20;
     cr_assert_eq(tsr_init(&cfg), TSR_OK, "tsr_init: %s", tsr_error_message());
+}
+
+static void start_disk(int ncpu, int nsim, size_t sim_mem, size_t host_mem)
+{
+    start_sched("eager", ncpu, nsim, sim_mem, host_mem);
 }
 
 static int disk_node(void)
@@ -166,10 +173,10 @@ static void check_tile(tsr_handle_t h, const uint64_t *ref, int i)
 
 /* 32 tiles of 64 KiB through a host capped at 8: every round every tile
  * is written to disk and read back. */
-static void travel(int ncpu, int nsim)
+static void travel_with(const char *sched, int ncpu, int nsim)
 {
     make_dir();
-    start_disk(ncpu, nsim, 4 * TILE, 8 * TILE);
+    start_sched(sched, ncpu, nsim, 4 * TILE, 8 * TILE);
     cr_assert_eq(dir_entries(), 0, "the file is unlinked at once");
     int dk = disk_node();
     tsr_handle_t h[NT];
@@ -205,15 +212,40 @@ static void travel(int ncpu, int nsim)
     if (ncpu < 0) /* every task ran on an accelerator: its data came through the host */
         cr_assert_geq(to_sims, (uint64_t)NT * TILE, "the accelerators got their data");
     cr_assert_eq(dir_entries(), 0, "nothing visible during the run");
+    if (strcmp(sched, "dmda") == 0) {
+        double lat, bw;
+        cr_assert_eq(tsr_bus_model(dk, 0, &lat, &bw), TSR_OK, "%s", tsr_error_message());
+        cr_log_info("disk -> host: latency %g s, %g bytes/s", lat, bw);
+        cr_assert(bw > 0 && bw < 1e15, "the disk link was measured: %g bytes/s", bw);
+    }
+    /* The counters' printout has the disk's line and column. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert(f);
+    cr_assert_eq(tsr_stats_print(f), TSR_OK);
+    fclose(f);
+    cr_assert(strstr(text, "\ndisk "), "%s", text);
+    free(text);
     for (int i = 0; i < NT; i++)
         cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
     stop_runtime();
     remove_dir();
 }
 
+static void travel(int ncpu, int nsim) { travel_with("eager", ncpu, nsim); }
+
 Test(disk, every_tile_travels_cpu) { travel(2, 0); }
 Test(disk, every_tile_travels_through_two_sims) { travel(-1, 2); }
 Test(disk, cpu_and_one_sim) { travel(1, 1); }
+
+/* Policies that read where data is (ws) and the bus model (dmda, which
+ * calibrates the disk's link too) with handles valid only on disk. */
+Test(disk, work_stealing) { travel_with("ws", 1, 1); }
+Test(disk, dmda_models_the_disk_link)
+{
+    travel_with("dmda", 1, 1);
+}
 
 /* Data never written makes no disk traffic; a write drops the disk copy. */
 Test(disk, zeros_stay_off_disk_and_writes_free_it)
