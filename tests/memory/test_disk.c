@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,7 +95,7 @@ static int disk_node(void)
         if (s.kind == TSR_NODE_DISK)
             return i;
     }
-    cr_assert_fail("no disk node");
+    cr_assert(false, "no disk node");
     return -1;
 }
 
