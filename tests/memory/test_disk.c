@@ -362,6 +362,72 @@ Test(disk, failed_read_fails_the_task)
     remove_dir();
 }
 
+/* A disk with room for 4 tiles under a host with room for 2: the 7th tile
+ * written finds the host full of copies that can go nowhere; its task
+ * fails saying the disk is full (no hang), and the 6 tiles held are
+ * intact. */
+Test(disk, full_disk_fails_clearly)
+{
+    make_dir();
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = 1;
+    cfg.bind = 0;
+    cfg.ncuda = 0;
+    cfg.host_mem = 2 * TILE;
+    cfg.disk_dir = dir;
+    cfg.disk_mem = 4 * TILE;
+    cr_assert_eq(tsr_init(&cfg), TSR_OK, "%s", tsr_error_message());
+    tsr_handle_t h[7];
+    for (int i = 0; i < 7; i++) {
+        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
+        submit_fill(h[i], (uint64_t)i + 1);
+        if (i == 5)
+            cr_assert_eq(tsr_wait_all(), TSR_OK, "6 tiles fit: %s", tsr_error_message());
+    }
+    cr_assert_eq(tsr_wait_all(), TSR_ETASK);
+    const char *m = tsr_error_message();
+    cr_log_info("%s", m);
+    cr_assert(strstr(m, "disk full"), "the message says why: %s", m);
+    /* The host holds 2 tiles and the disk 4: reading one from disk needs
+     * room on the host, which is full of copies the disk cannot take.
+     * Read the two on the host, then give them up to read the others. */
+    int read = 0;
+    bool dropped[6] = {false};
+    for (int i = 0; i < 6; i++) {
+        uint32_t on = tsr_handle_nodes(h[i]);
+        if (on != 1u)
+            continue; /* not on the host only */
+        uint64_t *p;
+        cr_assert_eq(tsr_handle_acquire(h[i], TSR_R, (void **)&p), TSR_OK, "%s",
+                     tsr_error_message());
+        for (int k = 0; k < TE; k++)
+            cr_assert_eq(p[k], (uint64_t)(i + 1) * 1000003u + (uint64_t)k);
+        cr_assert_eq(tsr_handle_release(h[i]), TSR_OK);
+        cr_assert_eq(tsr_handle_invalidate(h[i]), TSR_OK);
+        cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+        dropped[i] = true;
+        read++;
+    }
+    cr_assert_eq(read, 2, "two tiles were on the host only");
+    for (int i = 0; i < 6; i++) {
+        if (dropped[i])
+            continue; /* read and invalidated above */
+        uint64_t *p;
+        cr_assert_eq(tsr_handle_acquire(h[i], TSR_R, (void **)&p), TSR_OK, "tile %d: %s", i,
+                     tsr_error_message());
+        for (int k = 0; k < TE; k++)
+            cr_assert_eq(p[k], (uint64_t)(i + 1) * 1000003u + (uint64_t)k);
+        cr_assert_eq(tsr_handle_release(h[i]), TSR_OK);
+        read++;
+    }
+    cr_assert_eq(read, 6, "every tile written was read back intact");
+    for (int i = 0; i < 7; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    tsr_shutdown();
+    remove_dir();
+}
+
 /* ---- the file -------------------------------------------------------------- */
 
 /* A child using the disk tier is killed with SIGKILL: nothing is left in
