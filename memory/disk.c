@@ -52,6 +52,7 @@ typedef struct disk {
 
     pthread_mutex_t m;
     pthread_cond_t cv;
+    pthread_mutex_t ev_lock; /* the node's copy trace has one writer at a time */
     tsr_copy_t *head, *tail;
     bool stop;
     pthread_t th[DISK_THREADS];
@@ -253,8 +254,11 @@ static void *disk_engine(void *arg)
         c->t_start = tsr__mem_now_ns();
         int rc = run_copy(n, d, c, &bounce);
         c->t_end = tsr__mem_now_ns();
-        if (rc == TSR_OK)
+        if (rc == TSR_OK) {
+            pthread_mutex_lock(&d->ev_lock);
             tsr__node_copy_event(n, c);
+            pthread_mutex_unlock(&d->ev_lock);
+        }
         c->done(c->arg, rc);
     }
     free(bounce);
@@ -272,6 +276,7 @@ static void disk_free_all(disk_t *d)
     if (d->fd >= 0)
         close(d->fd);
     pthread_mutex_destroy(&d->m);
+    pthread_mutex_destroy(&d->ev_lock);
     pthread_cond_destroy(&d->cv);
     free(d);
 }
@@ -362,6 +367,7 @@ int tsr__disk_node_open(tsr_node_t *n, const char *dir, size_t capacity, char *e
     }
     d->fd = -1;
     pthread_mutex_init(&d->m, NULL);
+    pthread_mutex_init(&d->ev_lock, NULL);
     pthread_cond_init(&d->cv, NULL);
     int rc = parse_fail(d, err, errlen);
     if (rc != TSR_OK) {

@@ -248,6 +248,57 @@ Test(disk, dmda_models_the_disk_link)
     travel_with("dmda", 1, 1);
 }
 
+/* The environment's names for the disk tier, and the trace: the disk's
+ * engine has a track with the copies both ways. */
+Test(disk, environment_and_trace)
+{
+    make_dir();
+    char trace[128];
+    snprintf(trace, sizeof trace, "%s.trace.json", dir);
+    setenv("TESSERA_DISK_DIR", dir, 1);
+    setenv("TESSERA_LIMIT_DISK_MEM", "16", 1);  /* MiB */
+    setenv("TESSERA_LIMIT_HOST_MEM", "1", 1);   /* 16 tiles of 64 KiB */
+    setenv("TESSERA_TRACE", trace, 1);
+    start_runtime(2, "eager", 0);
+    unsetenv("TESSERA_DISK_DIR");
+    unsetenv("TESSERA_LIMIT_DISK_MEM");
+    unsetenv("TESSERA_LIMIT_HOST_MEM");
+    unsetenv("TESSERA_TRACE");
+    int dk = disk_node();
+    tsr_node_stats_t s;
+    cr_assert_eq(tsr_memory_node_stats(dk, &s), TSR_OK);
+    cr_assert_eq(s.capacity, (size_t)16 << 20);
+    cr_assert_eq(tsr_memory_node_stats(0, &s), TSR_OK);
+    cr_assert_eq(s.capacity, (size_t)1 << 20);
+    tsr_handle_t h[NT];
+    for (int i = 0; i < NT; i++) {
+        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
+        submit_fill(h[i], (uint64_t)i);
+    }
+    for (int r = 0; r < ROUNDS; r++)
+        for (int i = 0; i < NT; i++)
+            submit_step(h[i], h[(i + 1) % NT], (uint64_t)r);
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    uint64_t *ref = reference();
+    for (int i = 0; i < NT; i++)
+        check_tile(h[i], ref + (size_t)i * TE, i);
+    free(ref);
+    for (int i = 0; i < NT; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    stop_runtime();
+    FILE *f = fopen(trace, "r");
+    cr_assert(f, "the trace was written");
+    static char text[1 << 22];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    unlink(trace);
+    cr_assert(strstr(text, "disk copy engine") && strstr(text, "copy host->disk") &&
+                  strstr(text, "copy disk->host"),
+              "the disk's track has copies both ways");
+    remove_dir();
+}
+
 /* Data never written makes no disk traffic; a write drops the disk copy. */
 Test(disk, zeros_stay_off_disk_and_writes_free_it)
 {
