@@ -102,7 +102,7 @@ static void *disk_alloc(tsr_node_t *n, size_t size)
     void *p = tsr_pool_alloc(&d->pool, round_up(size ? size : 1, DISK_ALIGN));
     if (!p)
         msg(alloc_err, sizeof alloc_err, "%s: no free range of %zu bytes in the file",
-                 d->path, round_up(size, DISK_ALIGN));
+            d->path, round_up(size, DISK_ALIGN));
     return p;
 }
 
@@ -153,8 +153,8 @@ static int full_io(disk_t *d, tsr_copy_t *c, bool wr, char *buf, size_t len, off
             continue;
         if (k <= 0) {
             msg(c->err, sizeof c->err, "%s: %s(offset %lld, %zu bytes): %s", d->path,
-                     wr ? "pwrite" : "pread", (long long)off, len,
-                     k < 0 ? strerror(errno) : wr ? "nothing written" : "end of file");
+                wr ? "pwrite" : "pread", (long long)off, len,
+                k < 0 ? strerror(errno) : wr ? "nothing written" : "end of file");
             return -1;
         }
         buf += k;
@@ -174,15 +174,15 @@ static int run_copy(tsr_node_t *n, disk_t *d, tsr_copy_t *c, char **bounce)
     long nth = atomic_fetch_add(wr ? &d->nwrite : &d->nread, 1) + 1;
     if (fail_at > 0 && nth == fail_at) {
         msg(c->err, sizeof c->err, "%s: %s(offset %lld, %zu bytes): %s "
-                 "(TESSERA_DISK_FAIL)", d->path, wr ? "pwrite" : "pread", (long long)off,
-                 c->size, strerror(EIO));
+            "(TESSERA_DISK_FAIL)", d->path, wr ? "pwrite" : "pread", (long long)off,
+            c->size, strerror(EIO));
         return TSR_EIO;
     }
     if (d->direct && !*bounce) {
         *bounce = aligned_alloc(DISK_ALIGN, DISK_BOUNCE);
         if (!*bounce) {
             msg(c->err, sizeof c->err, "%s: no memory for a %zu-byte staging buffer",
-                     d->path, DISK_BOUNCE);
+                d->path, DISK_BOUNCE);
             return TSR_ENOMEM;
         }
     }
@@ -209,7 +209,7 @@ static int run_copy(tsr_node_t *n, disk_t *d, tsr_copy_t *c, char **bounce)
             b = *bounce = calloc(1, DISK_BOUNCE);
             if (!b) {
                 msg(c->err, sizeof c->err, "%s: no memory for a staging buffer",
-                         d->path);
+                    d->path);
                 return TSR_ENOMEM;
             }
         }
@@ -228,7 +228,6 @@ static int run_copy(tsr_node_t *n, disk_t *d, tsr_copy_t *c, char **bounce)
     }
     return TSR_OK;
 }
-
 
 static void *disk_engine(void *arg)
 {
@@ -353,7 +352,7 @@ int tsr__disk_node_open(tsr_node_t *n, const char *dir, size_t capacity, char *e
     struct stat st;
     if (!dir || !*dir || stat(dir, &st) != 0) {
         msg(err, errlen, "disk tier: directory '%s': %s", dir ? dir : "",
-                 dir && *dir ? strerror(errno) : "empty name");
+            dir && *dir ? strerror(errno) : "empty name");
         return TSR_EINVAL;
     }
     if (!S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
@@ -387,7 +386,7 @@ int tsr__disk_node_open(tsr_node_t *n, const char *dir, size_t capacity, char *e
     want = want / DISK_ALIGN * DISK_ALIGN;
     if (capacity > avail || want == 0) {
         msg(err, errlen, "disk tier in '%s': %zu bytes asked for, %zu free", dir,
-                 capacity ? capacity : want, avail);
+            capacity ? capacity : want, avail);
         disk_free_all(d);
         return TSR_ENOMEM;
     }
@@ -410,7 +409,7 @@ int tsr__disk_node_open(tsr_node_t *n, const char *dir, size_t capacity, char *e
     int e = posix_fallocate(d->fd, 0, (off_t)want);
     if (e != 0) {
         msg(err, errlen, "disk tier: posix_fallocate('%s', %zu bytes): %s", d->path,
-                 want, strerror(e));
+            want, strerror(e));
         disk_free_all(d);
         return e == ENOSPC ? TSR_ENOMEM : TSR_EDEVICE;
     }
@@ -418,7 +417,7 @@ int tsr__disk_node_open(tsr_node_t *n, const char *dir, size_t capacity, char *e
                       0);
     if (base == MAP_FAILED) {
         msg(err, errlen, "disk tier: mmap(%zu bytes of address space): %s", want,
-                 strerror(errno));
+            strerror(errno));
         disk_free_all(d);
         return TSR_ENOMEM;
     }
