@@ -355,14 +355,20 @@ static void compare(const options_t *o, const char *tag, const result_t *keep,
     double est = (o->layers - 1) * activation_bytes(o);
     printf("\n%-14s %16s %16s %10s\n", tag, "keep", "recompute", "ratio");
     printf("%-14s %16.4f %16.4f %10.3f\n", "s/step", sk, sr, sr / sk);
+    printf("%-14s %16.4f %16.4f %10.3f\n", "min s/step", keep->min_step, re->min_step,
+           re->min_step / keep->min_step);
+    printf("%-14s %15.0f%% %15.0f%%   (CPU time other processes took)\n", "others",
+           keep->others >= 0 ? 100 * keep->others : 0.0,
+           re->others >= 0 ? 100 * re->others : 0.0);
     printf("%-14s %16.2f %16.2f %10.3f\n", "host peak MiB", pk / 1048576.0, pr / 1048576.0,
            pr / pk);
     printf("%-14s %16.2f (estimate %.2f: %d blocks x %.2f MiB of activations)\n",
            "saved MiB", (pk - pr) / 1048576.0, est / 1048576.0, o->layers - 1,
            activation_bytes(o) / 1048576.0);
     printf("{\"bench\":\"gpt2-recompute\",\"case\":\"%s\",\"metric\":\"s_per_step\","
-           "\"keep\":%.6g,\"recompute\":%.6g,\"ratio\":%.4f}\n",
-           tag, sk, sr, sr / sk);
+           "\"keep\":%.6g,\"recompute\":%.6g,\"ratio\":%.4f,\"keep_min\":%.6g,"
+           "\"recompute_min\":%.6g}\n",
+           tag, sk, sr, sr / sk, keep->min_step, re->min_step);
     printf("{\"bench\":\"gpt2-recompute\",\"case\":\"%s\",\"metric\":\"host_peak\","
            "\"keep\":%.0f,\"recompute\":%.0f,\"ratio\":%.4f,\"saved\":%.0f,"
            "\"estimate\":%.0f}\n",
