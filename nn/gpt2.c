@@ -1,7 +1,8 @@
 /* nn/gpt2.c — GPT-2 as tiled tensors and tile tasks: parameters, gradients
- * and AdamW moments per HF parameter name, activations per layer, the
- * forward and backward passes as sequences of tensor operations (nn/ops.h),
- * and the optimizer step.
+ * and AdamW moments per HF parameter name, activations per layer (or, with
+ * cfg.recompute, each block's input and one set of block activations that
+ * backward recomputes block by block), the forward and backward passes as
+ * sequences of tensor operations (nn/ops.h), and the optimizer step.
  *
  * Layout (column-major, see nn/tensor.h), N = batch * seq_len tokens,
  * d = channels / heads, tt/tv/tf the token, vocabulary and hidden tiles:
