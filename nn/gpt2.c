@@ -1,7 +1,8 @@
 /* nn/gpt2.c — GPT-2 as tiled tensors and tile tasks: parameters, gradients
- * and AdamW moments per HF parameter name, activations per layer, the
- * forward and backward passes as sequences of tensor operations (nn/ops.h),
- * and the optimizer step.
+ * and AdamW moments per HF parameter name, activations per layer (or, with
+ * cfg.recompute, each block's input and one set of block activations that
+ * backward recomputes block by block), the forward and backward passes as
+ * sequences of tensor operations (nn/ops.h), and the optimizer step.
  *
  * Layout (column-major, see nn/tensor.h), N = batch * seq_len tokens,
  * d = channels / heads, tt/tv/tf the token, vocabulary and hidden tiles:
@@ -58,7 +59,13 @@ typedef struct layer_params {
     param_t *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
 } layer_params_t;
 
-/* What backward needs from the forward of one layer. */
+/* What backward needs from the forward of one layer. With cfg.recompute
+ * only x is per layer: the others exist once, in la[0] (block_acts), are
+ * dropped by the forward as soon as it has read them, and are written again
+ * by the block's forward re-run at the start of its backward. Sharing them
+ * also orders that re-run: block l-1's recompute overwrites what block l's
+ * backward reads, so it cannot start before those reads, and at most about
+ * one block's activations are alive at a time. */
 typedef struct layer_acts {
     tsr_tensor_t x;                  /* (C, N) input of the block */
     tsr_tensor_t ln1, ln1_mean, ln1_rstd;
@@ -181,6 +188,9 @@ static int check_config(const tsr_gpt2_config_t *c, int batch, int seq_len)
     if (seq_len > c->context)
         return tsr__fail(TSR_EINVAL, "gpt2: seq_len %d exceeds the context %d", seq_len,
                          c->context);
+    if (c->recompute != 0 && c->recompute != 1)
+        return tsr__fail(TSR_EINVAL, "gpt2: recompute must be 0 (keep the activations) or 1 "
+                                     "(recompute them in backward), not %d", c->recompute);
     if ((long long)batch * seq_len > (1LL << 30))
         return tsr__fail(TSR_EINVAL, "gpt2: batch %d x seq_len %d tokens per micro-batch is "
                                      "more than 2^30", batch, seq_len);
@@ -357,7 +367,10 @@ static int make_acts(tsr_gpt2_t *m)
 #define A(t, rows, trows) TRY(tensor(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
     for (int l = 0; l < c->layers; l++) {
         layer_acts_t dry_la, *a = m->dry ? &dry_la : &m->la[l];
-        A(a->x, C, C) A(a->ln1, C, C) A(a->ln1_mean, 1, 1) A(a->ln1_rstd, 1, 1)
+        A(a->x, C, C)
+        if (c->recompute && l > 0)
+            continue; /* the block's other activations are la[0]'s (block_acts) */
+        A(a->ln1, C, C) A(a->ln1_mean, 1, 1) A(a->ln1_rstd, 1, 1)
         A(a->qkv, 3 * C, d) A(a->atty, C, d) A(a->att_lse, H, 1) A(a->yb, C, C)
         A(a->res1, C, C)
         A(a->ln2, C, C) A(a->ln2_mean, 1, 1) A(a->ln2_rstd, 1, 1)
@@ -618,36 +631,64 @@ static int drop(const tsr_tensor_t *const *ts, int n)
 
 /* ---- forward -------------------------------------------------------------- */
 
+/* The activations of block l (its input x aside): its own, or with
+ * cfg.recompute the one set every block shares (struct layer_acts). */
+static layer_acts_t *block_acts(tsr_gpt2_t *m, int l)
+{
+    return &m->la[m->cfg.recompute ? 0 : l];
+}
+
+/* Drop the tensors when cond holds (a forward that keeps only its input). */
+#define DROP_IF(cond, ...) ((cond) ? DROP(__VA_ARGS__) : TSR_OK)
+
 /* One transformer block, llm.c's order; N tokens, d the head width:
  *   res1  = x_in + c_proj(attention(c_attn(ln_1(x_in))))
- *   x_out = res1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(res1)))) */
-static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_tensor_t *x_out)
+ *   x_out = res1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(res1))))
+ * keep: the activations stay for backward. Otherwise (recomputation) each
+ * is dropped right after its last reader here. x_out NULL: the re-run at the
+ * start of the block's backward, which needs the activations but not the
+ * output (the last Linear is skipped; every other task is the forward's,
+ * on the same tiles in the same order, so the activations are bitwise those
+ * the forward computed: no forward task accumulates in COMMUTE or REDUX). */
+static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_tensor_t *x_out,
+                         int keep)
 {
     layer_params_t *p = &m->lp[l];
-    layer_acts_t *a = &m->la[l];
-    int H = m->cfg.heads, T = m->T;
+    layer_acts_t *a = block_acts(m, l);
+    int H = m->cfg.heads, T = m->T, discard = !keep;
     /* attention */
     TRY(tsr__op_layernorm_fwd(x_in, &p->ln1_w->p, &p->ln1_b->p, &a->ln1, &a->ln1_mean,
                               &a->ln1_rstd));                                /* (C, N) */
+    TRY(DROP_IF(discard, &a->ln1_mean, &a->ln1_rstd));               /* backward's only */
     TRY(tsr__op_linear_fwd(&p->attn_w->p, &p->attn_b->p, &a->ln1, 0.0f, &m->qkvb));
                                                                  /* (3C, N) tiles (C, tt) */
+    TRY(DROP_IF(discard, &a->ln1));
     TRY(tsr__op_regroup(&m->qkvb, &a->qkv));                     /* (3C, N) tiles (d, tt) */
     TRY(DROP(&m->qkvb));
     TRY(tsr__op_attention_fwd(&a->qkv, H, T, &m->att_ms, &a->atty, &a->att_lse));
                                                         /* (C, N) tiles (d, tt); lse (H, N) */
+    TRY(DROP_IF(discard, &a->qkv, &a->att_lse));
     TRY(tsr__op_regroup(&a->atty, &a->yb));                       /* (C, N) tiles (C, tt) */
+    TRY(DROP_IF(discard, &a->atty));
     TRY(tsr__op_copy(x_in, &a->res1));                            /* (C, N) */
     TRY(tsr__op_linear_fwd(&p->proj_w->p, &p->proj_b->p, &a->yb, 1.0f, &a->res1));
                                                                   /* += W_p y + b_p */
+    TRY(DROP_IF(discard, &a->yb));
     /* MLP */
     TRY(tsr__op_layernorm_fwd(&a->res1, &p->ln2_w->p, &p->ln2_b->p, &a->ln2, &a->ln2_mean,
                               &a->ln2_rstd));                     /* (C, N) */
+    TRY(DROP_IF(discard, &a->ln2_mean, &a->ln2_rstd));
     TRY(tsr__op_linear_fwd(&p->fc_w->p, &p->fc_b->p, &a->ln2, 0.0f, &a->fch)); /* (4C, N) */
+    TRY(DROP_IF(discard, &a->ln2));
     TRY(tsr__op_gelu_fwd(&a->fch, &a->fcg));                      /* (4C, N) */
+    TRY(DROP_IF(discard, &a->fch));
+    if (!x_out)
+        return TSR_OK; /* recomputed: backward needs fcg, not x_out */
     TRY(tsr__op_copy(&a->res1, x_out));                           /* (C, N) */
+    TRY(DROP_IF(discard, &a->res1));
     TRY(tsr__op_linear_fwd(&p->fcproj_w->p, &p->fcproj_b->p, &a->fcg, 1.0f, x_out));
                                                                   /* += W_fp h + b_fp */
-    return TSR_OK;
+    return DROP_IF(discard, &a->fcg);
 }
 
 /* Sum of the per-token losses, read from the host (0 in a simulated run,
@@ -683,8 +724,10 @@ int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *target
     m->have_logits = m->have_targets = m->have_loss = 0;
     TRY(tsr__tensor_write(&m->tokens, tokens, 1));                           /* (1, N) */
     TRY(tsr__op_embed_fwd(&m->tokens, &m->wte->p, &m->wpe->p, m->T, &m->la[0].x)); /* (C, N) */
+    /* (C, N) per block; with recomputation only each block's input stays */
     for (int l = 0; l < L; l++)
-        TRY(block_forward(m, l, &m->la[l].x, l + 1 < L ? &m->la[l + 1].x : &m->xL));
+        TRY(block_forward(m, l, &m->la[l].x, l + 1 < L ? &m->la[l + 1].x : &m->xL,
+                          !m->cfg.recompute));
     TRY(tsr__op_layernorm_fwd(&m->xL, &m->lnf_w->p, &m->lnf_b->p, &m->lnf, &m->lnf_mean,
                               &m->lnf_rstd));                                /* (C, N) */
     /* the head is tied to the token embedding: logits = wte^T lnf */
@@ -741,13 +784,17 @@ int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out)
 /* ---- backward ------------------------------------------------------------- */
 
 /* One block backward; d holds dL/dx_out on entry and dL/dx_in on return.
- * Each activation is dropped after its last reader. */
+ * With recomputation the block's forward first runs again from its kept
+ * input (all but its output). Each activation is dropped after its last
+ * reader. */
 static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
 {
     layer_params_t *p = &m->lp[l];
-    layer_acts_t *a = &m->la[l];
+    layer_acts_t *a = block_acts(m, l);
     tsr_tensor_t *d = &m->d;
     int H = m->cfg.heads, T = m->T;
+    if (m->cfg.recompute)
+        TRY(block_forward(m, l, x_in, NULL, 1));   /* ln1 … fcg of block l, (C..4C, N) */
     /* MLP: x_out = res1 + W_fp gelu(W_fc ln2(res1) + b_fc) + b_fp */
     TRY(tsr__op_linear_bwd(&p->fcproj_w->p, &a->fcg, d, &m->dfc, &p->fcproj_w->g,
                            &p->fcproj_b->g));                             /* dfc (4C, N) */

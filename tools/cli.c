@@ -270,6 +270,7 @@ int cli_config_from_checkpoint(const char *what, const tsr_gpt2_config_t *ckpt,
     out->tile_tokens = flags->tile_tokens;
     out->tile_vocab = flags->tile_vocab;
     out->tile_hidden = flags->tile_hidden;
+    out->recompute = flags->recompute;
     return 0;
 }
 

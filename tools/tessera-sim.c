@@ -37,6 +37,7 @@ static const char usage[] =
     "                       of 128 channels, vocabulary 50257, context 1024)\n"
     "  --tile-tokens N --tile-vocab N --tile-hidden N\n"
     "                       tile sizes (default: derived, docs/gpt2.md)\n"
+    "  --recompute          recompute the activations in backward (docs/gpt2.md)\n"
     "  --batch B            sequences per micro-batch (default 8)\n"
     "  --seq T              tokens per sequence (default: the context)\n"
     "  --micro K            micro-batches simulated per step (default 2)\n"
@@ -156,7 +157,7 @@ int main(int argc, char **argv)
     cfg.channels = 1024;
     cfg.heads = 0;
     int batch = 8, seq = 0, micro = 2, steps = 2, accumulate = 0;
-    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 6] = {
+    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 7] = {
         {"platform", 0, CLI_STR, &platform, 0, 0, 0},
         {"sched", 0, CLI_STR, &sched, 0, 0, 0},
         {"threads", 0, CLI_INT, &threads, 0, 4096, 0},
@@ -173,6 +174,7 @@ int main(int argc, char **argv)
     opts[nopts++] = (cli_opt_t){"accumulate", 0, CLI_INT, &accumulate, 0, 1 << 30, 0};
     opts[nopts++] = (cli_opt_t){"steps", 0, CLI_INT, &steps, 1, 1000, 0};
     opts[nopts++] = (cli_opt_t){"json-tag", 0, CLI_STR, &tag, 0, 0, 0};
+    opts[nopts++] = (cli_opt_t){"recompute", 0, CLI_BOOL, &cfg.recompute, 0, 0, 0};
     const char *pos[1];
     int npos = 0;
     int rc = cli_parse("tessera-sim", usage, opts, nopts, argc, argv, pos, 1, &npos);
@@ -312,9 +314,9 @@ int main(int argc, char **argv)
     json_str(sched ? sched : "eager");
     printf(",\"layers\":%d,\"channels\":%d,\"heads\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,"
            "\"micro\":%d,\"accumulate\":%d,\"tile_tokens\":%d,\"tile_hidden\":%d,"
-           "\"tile_vocab\":%d,\"params\":%zu,",
+           "\"tile_vocab\":%d,\"recompute\":%d,\"params\":%zu,",
            c->layers, c->channels, c->heads, c->vocab_size, seq, batch, micro, accumulate,
-           c->tile_tokens, c->tile_hidden, c->tile_vocab, params);
+           c->tile_tokens, c->tile_hidden, c->tile_vocab, c->recompute, params);
     if (rc == TSR_OK) {
         double peak_host = 0, peak_dev = 0;
         for (int n = 0; n < tsr_memory_node_count(); n++) {

@@ -45,6 +45,9 @@ static const char usage[] =
     "  --tile-hidden N      MLP hidden rows per tile (default 0: derived)\n"
     "  --init CKPT          start from this HF GPT-2 safetensors checkpoint\n"
     "  --seed S             initialisation seed (default 1337)\n"
+    "  --recompute          keep only each block's input through the forward pass and\n"
+    "                       recompute the block's activations in backward: less\n"
+    "                       memory for about one more forward pass, the same model\n"
     "optimization:\n"
     "  --steps N            optimizer steps (default 100)\n"
     "  --batch N            sequences per optimizer step (default 4)\n"
@@ -92,7 +95,7 @@ typedef struct settings {
     uint64_t seed;
 } settings_t;
 
-enum { NOPTS = CLI_MODEL_NOPTS + 22 };
+enum { NOPTS = CLI_MODEL_NOPTS + 23 };
 
 typedef struct run {
     settings_t s;
@@ -129,6 +132,7 @@ static int parse_options(run_t *r, int argc, char **argv)
         {"val", 0, CLI_STR, &s->val, 0, 0, 0},
         {"init", 0, CLI_STR, &s->init, 0, 0, 0},
         {"seed", 0, CLI_U64, &s->seed, 0, 0, 0},
+        {"recompute", 0, CLI_BOOL, &s->flags.recompute, 0, 0, 0},
         {"steps", 0, CLI_INT, &s->steps, 1, 1e9, 0},
         {"batch", 0, CLI_INT, &s->batch, 1, 1e6, 0},
         {"micro-batch", 0, CLI_INT, &s->micro, 1, 1e6, 0},
@@ -385,9 +389,9 @@ static void print_header(const run_t *r)
     const tsr_gpt2_config_t *mc = tsr_gpt2_config(r->m);
     char desc[256];
     cli_config_describe(mc, desc, sizeof desc);
-    printf("model: %s, %.2fM parameters (tiles: %d tokens, %d vocab rows, %d hidden rows)\n",
+    printf("model: %s, %.2fM parameters (tiles: %d tokens, %d vocab rows, %d hidden rows)%s\n",
            desc, (double)tsr_gpt2_num_params(r->m) / 1e6, mc->tile_tokens, mc->tile_vocab,
-           mc->tile_hidden);
+           mc->tile_hidden, mc->recompute ? ", activations recomputed in backward" : "");
     printf("data: %s, %zu tokens (%zu micro-batches per pass)", s->data, r->ntrain,
            tsr_loader_batches(r->train));
     if (s->val != NULL)

@@ -13,10 +13,23 @@
  *
  * Output: a line for people and one JSON line
  *   {"bench":"gpt2-step","case":TAG,"impl":"tessera","workers":N,...,
- *    "s_per_step":S,"tok_per_s":R,...}
+ *    "s_per_step":S,"tok_per_s":R,...,"recompute":0|1,"host_peak":BYTES}
  * with tok_per_s = batch * seq / s_per_step; "cpu_others" is the share of
  * the machine's CPU time that other processes took while it was timed (null
- * when that was under half a second).
+ * when that was under half a second); host_peak the most bytes the runtime
+ * had allocated in host memory (node 0) during the run, every tile of the
+ * model included (activations are runtime-allocated handles).
+ *
+ * --recompute both runs the steps twice, each under a fresh runtime (so
+ * that each has its own peak): keeping the activations, then recomputing
+ * them in backward (tsr_gpt2_config_t.recompute), and adds a table and one
+ * JSON line per figure comparing the two:
+ *   {"bench":"gpt2-recompute","case":TAG,"metric":"host_peak"|"s_per_step"|…,
+ *    "keep":K,"recompute":R,"ratio":R/K,...}
+ * with, for the memory, the activation bytes that recomputation should
+ * save by the count in activation_bytes() ("estimate"); "cpu_s_per_step"
+ * is the process's CPU seconds per step: the work done, less disturbed
+ * than the wall time by other processes on the machine.
  */
 #include <tessera/gpt2.h>
 #include <tessera/tessera.h>
@@ -38,6 +51,7 @@ typedef struct options {
     double lr;
     const char *sched;
     const char *tag;
+    int recompute; /* 0, 1, or 2: both, compared */
 } options_t;
 
 static void usage(void)
@@ -53,6 +67,8 @@ static void usage(void)
             "  --sched NAME        scheduling policy (default the runtime's)\n"
             "  --json-tag TAG      the JSON line's case (default LxHxC/V)\n"
             "  --tile-tokens N --tile-vocab N --tile-hidden N   tile sizes (0: derived)\n"
+            "  --recompute 0|1|both  recompute the activations in backward (default 0);\n"
+            "                      both: each mode under its own runtime, compared\n"
             "  --lr X --seed N     learning rate (3e-4), token and weight seed (1)\n");
 }
 
@@ -117,6 +133,15 @@ static int parse_args(int argc, char **argv, options_t *o)
             continue;
         if (!strcmp(a, "--sched")) {
             o->sched = v;
+        } else if (!strcmp(a, "--recompute")) {
+            if (!strcmp(v, "0") || !strcmp(v, "1"))
+                o->recompute = v[0] - '0';
+            else if (!strcmp(v, "both"))
+                o->recompute = 2;
+            else {
+                fprintf(stderr, "bench-gpt2-step: --recompute: 0, 1 or both, not '%s'\n", v);
+                return -1;
+            }
         } else if (!strcmp(a, "--json-tag")) {
             o->tag = v;
         } else if (!strcmp(a, "--seed")) {
@@ -166,7 +191,9 @@ static void make_tokens(const options_t *o, int32_t *inputs, int32_t *targets)
 
 typedef struct result {
     double total, min_step, others;
+    double cpu; /* the process's CPU seconds while timed (every worker's work) */
     float first_loss, last_loss;
+    size_t host_peak;
 } result_t;
 
 /* --warmup untimed steps, then --steps timed ones. */
@@ -210,12 +237,17 @@ static int run_steps(tsr_gpt2_t *m, const options_t *o, const int32_t *inputs,
     r->total = tsr_time() - t0;
     bench_cpu_ticks(&busy1, &own1, 0);
     r->last_loss = loss;
+    tsr_node_stats_t host;
+    if (failed(tsr_memory_node_stats(0, &host), "tsr_memory_node_stats"))
+        return -1;
+    r->host_peak = host.peak;
 
     /* the share of the machine's CPU time that other processes took; clock
      * ticks are too coarse for it under half a second */
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
     long hz = sysconf(_SC_CLK_TCK);
     r->others = -1;
+    r->cpu = hz > 0 ? (double)(own1 - own0) / (double)hz : -1;
     if (busy1 > busy0 && ncores > 0 && hz > 0 && r->total >= 0.5) {
         double foreign = (double)(busy1 - busy0) - (double)(own1 - own0);
         r->others = (foreign > 0 ? foreign : 0) / ((double)hz * r->total * (double)ncores);
@@ -237,10 +269,11 @@ static void report(tsr_gpt2_t *m, const options_t *o, const char *tag, const res
 
     printf("tessera  %-14s %2d workers  %11zu params  batch %d x %d  %d+%d steps  "
            "%.4f s/step (min %.4f)  %.1f tok/s  loss %.4f -> %.4f  tiles %d/%d/%d  load %.2f  "
-           "others %.0f%%\n",
+           "others %.0f%%  %s  host peak %.1f MiB\n",
            tag, workers, nparams, o->batch, o->seq, o->warmup, o->steps, sps, r->min_step,
            tps, (double)r->first_loss, (double)r->last_loss, eff->tile_tokens,
-           eff->tile_vocab, eff->tile_hidden, load, r->others >= 0 ? 100 * r->others : 0.0);
+           eff->tile_vocab, eff->tile_hidden, load, r->others >= 0 ? 100 * r->others : 0.0,
+           eff->recompute ? "recompute" : "keep", (double)r->host_peak / 1048576.0);
     char s_sps[32], s_min[32], s_tps[32], s_l0[32], s_l1[32], s_load[32], s_oth[32];
     bench_json_num(s_sps, sizeof s_sps, 1, sps);
     bench_json_num(s_min, sizeof s_min, 1, r->min_step);
@@ -253,11 +286,102 @@ static void report(tsr_gpt2_t *m, const options_t *o, const char *tag, const res
            "\"sched\":%s%s%s,\"layers\":%d,\"heads\":%d,\"channels\":%d,\"vocab\":%d,"
            "\"ctx\":%d,\"params\":%zu,\"batch\":%d,\"seq\":%d,\"warmup\":%d,\"steps\":%d,"
            "\"tiles\":[%d,%d,%d],\"s_per_step\":%s,\"s_per_step_min\":%s,\"tok_per_s\":%s,"
-           "\"loss_first\":%s,\"loss_last\":%s,\"load\":%s,\"cpu_others\":%s}\n",
+           "\"loss_first\":%s,\"loss_last\":%s,\"load\":%s,\"cpu_others\":%s,"
+           "\"recompute\":%d,\"host_peak\":%zu}\n",
            tag, workers, sched ? "\"" : "", sched ? sched : "null", sched ? "\"" : "",
            o->layers, o->heads, o->channels, o->vocab, o->ctx, nparams, o->batch, o->seq,
            o->warmup, o->steps, eff->tile_tokens, eff->tile_vocab, eff->tile_hidden, s_sps,
-           s_min, s_tps, s_l0, s_l1, s_load, s_oth);
+           s_min, s_tps, s_l0, s_l1, s_load, s_oth, eff->recompute, r->host_peak);
+    fflush(stdout);
+}
+
+/* The bytes of one block's activations that recomputation drops between
+ * the forward and the block's backward, counted from the tensors of
+ * nn/gpt2.c (N = batch x seq tokens, C channels, H heads, 4 bytes each):
+ *   ln1 (C, N)      ln1_mean, ln1_rstd (1, N) each
+ *   qkv (3C, N)     atty (C, N)     att_lse (H, N)     yb (C, N)
+ *   res1 (C, N)     ln2 (C, N)      ln2_mean, ln2_rstd (1, N) each
+ *   fch, fcg (4C, N) each
+ * = 4 N (16 C + H + 4). The block's input x (C, N) is kept in both modes.
+ * Keeping, every block's set is alive when backward starts; recomputing,
+ * one set (shared by the blocks) at a time: the peak should fall by
+ * (layers - 1) sets. */
+static double activation_bytes(const options_t *o)
+{
+    return 4.0 * o->batch * o->seq * (16.0 * o->channels + o->heads + 4.0);
+}
+
+/* One mode under its own runtime (its own peak): create, train, report. */
+static int run_mode(const options_t *o, int recompute, const char *tag, const int32_t *inputs,
+                    const int32_t *targets, result_t *r)
+{
+    tsr_config_t rc;
+    tsr_config_init(&rc);
+    rc.ncpu = o->threads;
+    if (o->sched)
+        rc.sched = o->sched;
+    if (failed(tsr_init(&rc), "tsr_init"))
+        return 1;
+
+    tsr_gpt2_config_t mc;
+    tsr_gpt2_config_default(&mc);
+    mc.layers = o->layers;
+    mc.heads = o->heads;
+    mc.channels = o->channels;
+    mc.vocab_size = o->vocab;
+    mc.context = o->ctx;
+    mc.tile_tokens = o->tile_tokens;
+    mc.tile_vocab = o->tile_vocab;
+    mc.tile_hidden = o->tile_hidden;
+    mc.recompute = recompute;
+
+    int status = 1;
+    tsr_gpt2_t *m = NULL;
+    if (!failed(tsr_gpt2_create(&m, &mc, o->batch, o->seq), "tsr_gpt2_create") &&
+        !failed(tsr_gpt2_init_weights(m, (uint64_t)o->seed), "tsr_gpt2_init_weights") &&
+        run_steps(m, o, inputs, targets, r) == 0) {
+        report(m, o, tag, r);
+        status = 0;
+    }
+    if (m)
+        tsr_gpt2_free(m);
+    if (failed(tsr_shutdown(), "tsr_shutdown"))
+        status = 1;
+    return status;
+}
+
+/* --recompute both: the two runs side by side. */
+static void compare(const options_t *o, const char *tag, const result_t *keep,
+                    const result_t *re)
+{
+    double sk = keep->total / o->steps, sr = re->total / o->steps;
+    double pk = (double)keep->host_peak, pr = (double)re->host_peak;
+    double est = (o->layers - 1) * activation_bytes(o);
+    printf("\n%-14s %16s %16s %10s\n", tag, "keep", "recompute", "ratio");
+    printf("%-14s %16.4f %16.4f %10.3f\n", "s/step", sk, sr, sr / sk);
+    printf("%-14s %16.4f %16.4f %10.3f\n", "min s/step", keep->min_step, re->min_step,
+           re->min_step / keep->min_step);
+    printf("%-14s %16.4f %16.4f %10.3f   (all workers' CPU time)\n", "cpu s/step",
+           keep->cpu / o->steps, re->cpu / o->steps, re->cpu / keep->cpu);
+    printf("%-14s %15.0f%% %15.0f%%   (CPU time other processes took)\n", "others",
+           keep->others >= 0 ? 100 * keep->others : 0.0,
+           re->others >= 0 ? 100 * re->others : 0.0);
+    printf("%-14s %16.2f %16.2f %10.3f\n", "host peak MiB", pk / 1048576.0, pr / 1048576.0,
+           pr / pk);
+    printf("%-14s %16.2f (estimate %.2f: %d blocks x %.2f MiB of activations)\n",
+           "saved MiB", (pk - pr) / 1048576.0, est / 1048576.0, o->layers - 1,
+           activation_bytes(o) / 1048576.0);
+    printf("{\"bench\":\"gpt2-recompute\",\"case\":\"%s\",\"metric\":\"s_per_step\","
+           "\"keep\":%.6g,\"recompute\":%.6g,\"ratio\":%.4f,\"keep_min\":%.6g,"
+           "\"recompute_min\":%.6g}\n",
+           tag, sk, sr, sr / sk, keep->min_step, re->min_step);
+    printf("{\"bench\":\"gpt2-recompute\",\"case\":\"%s\",\"metric\":\"cpu_s_per_step\","
+           "\"keep\":%.6g,\"recompute\":%.6g,\"ratio\":%.4f}\n",
+           tag, keep->cpu / o->steps, re->cpu / o->steps, re->cpu / keep->cpu);
+    printf("{\"bench\":\"gpt2-recompute\",\"case\":\"%s\",\"metric\":\"host_peak\","
+           "\"keep\":%.0f,\"recompute\":%.0f,\"ratio\":%.4f,\"saved\":%.0f,"
+           "\"estimate\":%.0f}\n",
+           tag, pk, pr, pr / pk, pk - pr, est);
     fflush(stdout);
 }
 
@@ -287,42 +411,17 @@ int main(int argc, char **argv)
     }
     make_tokens(&o, inputs, targets);
 
-    tsr_config_t rc;
-    tsr_config_init(&rc);
-    rc.ncpu = o.threads;
-    if (o.sched)
-        rc.sched = o.sched;
-    if (failed(tsr_init(&rc), "tsr_init")) {
-        free(inputs);
-        free(targets);
-        return 1;
+    int status = 0;
+    result_t keep, re;
+    if (o.recompute == 2) {
+        status = run_mode(&o, 0, tag, inputs, targets, &keep) ||
+                 run_mode(&o, 1, tag, inputs, targets, &re);
+        if (!status)
+            compare(&o, tag, &keep, &re);
+    } else {
+        status = run_mode(&o, o.recompute, tag, inputs, targets, &keep);
     }
-
-    tsr_gpt2_config_t mc;
-    tsr_gpt2_config_default(&mc);
-    mc.layers = o.layers;
-    mc.heads = o.heads;
-    mc.channels = o.channels;
-    mc.vocab_size = o.vocab;
-    mc.context = o.ctx;
-    mc.tile_tokens = o.tile_tokens;
-    mc.tile_vocab = o.tile_vocab;
-    mc.tile_hidden = o.tile_hidden;
-
-    int status = 1;
-    tsr_gpt2_t *m = NULL;
-    result_t r;
-    if (!failed(tsr_gpt2_create(&m, &mc, o.batch, o.seq), "tsr_gpt2_create") &&
-        !failed(tsr_gpt2_init_weights(m, (uint64_t)o.seed), "tsr_gpt2_init_weights") &&
-        run_steps(m, &o, inputs, targets, &r) == 0) {
-        report(m, &o, tag, &r);
-        status = 0;
-    }
-    if (m)
-        tsr_gpt2_free(m);
     free(inputs);
     free(targets);
-    if (failed(tsr_shutdown(), "tsr_shutdown"))
-        status = 1;
     return status;
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # tests/tools/test_cli.sh TOOLS_DIR — the GPT-2 programs end to end on a tiny
 # model: tokenize, train, an interrupted run resumed to the same model as an
-# uninterrupted one (the same validation loss to 4 decimals: gradient sums in
-# COMMUTE groups run in completion order, so the bytes may differ in the last
-# place), eval and generate on the
-# checkpoint (a run folder, a step folder, a file), and clear failures (exit 2
-# for usage, 1 otherwise) on bad input, folders and FIFOs among them.
+# uninterrupted one, and a run that recomputes its activations (--recompute)
+# to the same model as one that keeps them (the same validation loss to 4
+# decimals: gradient sums in COMMUTE groups run in completion order, so the
+# bytes may differ in the last place), eval and generate on the checkpoint
+# (a run folder, a step folder, a file), and clear failures (exit 2 for
+# usage, 1 otherwise) on bad input, folders and FIFOs among them.
 # Prints a Criterion-style synthesis line for tests/run-suite.sh.
 set -u
 BIN=$1
@@ -39,6 +40,16 @@ same_eval() {
     [ -n "$a" ] && [ "$a" = "$b" ]
 }
 check resume_reproduces_the_run same_eval
+check train_recompute "$BIN/tessera-train" --data "$TMP/c_train.bin" "${MODEL[@]}" \
+    --steps 8 --recompute --out "$TMP/r"
+same_eval_recompute() {
+    local a r
+    a=$(evaluate "$TMP/a") && r=$(evaluate "$TMP/r") || return 1
+    echo "keeping the activations: $a"
+    echo "recomputing them:        $r"
+    [ -n "$a" ] && [ "$a" = "$r" ]
+}
+check recompute_trains_the_same_model same_eval_recompute
 check eval_prints_the_loss bash -c "'$BIN/tessera-eval' --checkpoint '$TMP/a/step-00000008' \
     --data '$TMP/c_val.bin' --batch 2 --seq 32 --threads 1 | grep -q '^loss [0-9.]* over'"
 check generate_samples bash -c "'$BIN/tessera-generate' --checkpoint '$TMP/a/step-00000008/model.safetensors' \
