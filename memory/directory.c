@@ -3,7 +3,8 @@
  * fetches, and the per-node FIFO of requests waiting for memory.
  *
  * Locks, in the order they may be taken:
- *   entry lock  →  node lock (a device node before the host node)  →  engine queue
+ *   entry lock  →  node lock (a device node before the host node, the host
+ *                  before the disk tier)  →  engine queue
  * An evictor holds a node lock and only *tries* entry locks, so it never
  * waits against the order. Copy completions run on engine threads; a
  * completion never holds a lock while it calls a waiter.
@@ -315,6 +316,64 @@ static bool rep_freeable(const tsr_replica_t *r)
     return r->alloc && r->busy == 0 && !r->fetch && !r->evicting;
 }
 
+/* ---- the backing node ---------------------------------------------------- */
+
+/* Where the only valid copy on node nd goes when it is evicted: the host
+ * for an accelerator, the disk tier for the host when there is one; -1:
+ * nowhere (it stays). */
+static int backing(int nd)
+{
+    int disk = tsr__mem_disk_node();
+    if (nd == disk)
+        return -1;
+    return nd != 0 ? 0 : disk;
+}
+
+/* A copy on node nd that no request allocated: the target of a
+ * write-back or of a hop through the host. Nothing waits for room there:
+ * it fits now or fails. With a disk tier the host may go over its
+ * capacity for it (an overdraft: only accelerators' write-backs and hops
+ * through the host do this, so it is bounded by their memory), and starts
+ * writing its own least useful copies back to disk at once, so that it
+ * returns under its capacity when they land. The disk first drops copies
+ * that are also valid elsewhere. Entry lock held. */
+static int rep_alloc_unrequested(tsr_entry_t *e, int nd, char *err)
+{
+    tsr_node_t *n = node(nd);
+    int disk = tsr__mem_disk_node();
+    if (nd == disk) {
+        pthread_mutex_lock(&n->lock);
+        if (n->used + e->size > n->capacity)
+            evict_locked(n, n->used + e->size - n->capacity, false, NULL, NULL);
+        pthread_mutex_unlock(&n->lock);
+        int rc = rep_alloc(e, nd, false, true, err);
+        if (rc == TSR_ENOMEM) {
+            pthread_mutex_lock(&n->lock);
+            size_t used = n->used;
+            pthread_mutex_unlock(&n->lock);
+            seterr(err, "disk full: %zu bytes needed, %zu of %zu in use by copies that "
+                   "exist nowhere else", e->size, used, n->capacity);
+        }
+        return rc;
+    }
+    if (nd != 0)
+        return TSR_EINVAL;
+    int rc = rep_alloc(e, 0, false, true, err);
+    if (rc != TSR_ENOMEM || disk < 0)
+        return rc;
+    pthread_mutex_lock(&n->lock);
+    used_add(n, e->size);
+    n->reserving += e->size;
+    pthread_mutex_unlock(&n->lock);
+    rc = rep_alloc(e, 0, true, true, err);
+    pthread_mutex_lock(&n->lock);
+    n->reserving -= e->size;
+    if (rc == TSR_OK && n->used > n->capacity)
+        evict_locked(n, n->used - n->capacity, false, NULL, NULL);
+    pthread_mutex_unlock(&n->lock);
+    return rc;
+}
+
 /* ---- entries ----------------------------------------------------------- */
 
 tsr_entry_t *tsr__entry_new(void *host_ptr, size_t size)
@@ -550,11 +609,11 @@ static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *e
         return TSR_EBUSY;
     }
     if (!R->alloc && !R->user) {
-        /* Only a write-back or a hop lands in the host without a request
-         * having allocated the replica; the host does not wait. */
-        int rc = dst == 0 ? rep_alloc(e, 0, false, true, err) : TSR_EINVAL;
+        /* Only a write-back (into the host or the disk) or a hop lands
+         * without a request having allocated the replica; nothing waits. */
+        int rc = rep_alloc_unrequested(e, dst, err);
         if (rc != TSR_OK) {
-            if (dst != 0)
+            if (rc == TSR_EINVAL)
                 seterr(err, "internal: fetch into an unallocated %s copy", node(dst)->name);
             return rc;
         }
@@ -732,20 +791,25 @@ static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict
                 freed += e->size;
                 atomic_fetch_add(was_valid ? &n->evictions : &n->dropped, 1);
                 relabel(e);
-            } else if (n->id != 0) {
-                /* The only valid copy: write it back to the host first. */
+            } else if (backing(n->id) >= 0) {
+                /* The only valid copy: write it back to the backing node
+                 * (an accelerator's to the host, the host's to disk). */
                 char err[TSR_MEM_ERR];
                 r->evicting = true;
                 pin(r);
-                int rc = fetch_start(e, 0, (waiter_t){evict_done, r, 0}, false, err);
+                int rc = fetch_start(e, backing(n->id), (waiter_t){evict_done, r, 0}, false,
+                                     err);
                 if (rc == TSR_OK) {
                     n->evicting_bytes += e->size;
                     pending += e->size;
                     atomic_fetch_add(&n->writebacks, 1);
                 } else {
                     /* The host copy is being written (the copy here is
-                     * about to be stale), or the host is full. */
+                     * about to be stale), or the backing node is full:
+                     * why, for a request that finds nothing to evict. */
                     res->blocked += rc == TSR_EBUSY;
+                    if (rc != TSR_EBUSY && n->wb_status == 0)
+                        snprintf(n->wb_err, sizeof n->wb_err, "%s", err);
                     r->evicting = false;
                     unpin(r);
                 }
@@ -760,7 +824,6 @@ static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict
  * pinned again meanwhile or the write-back failed. */
 static void evict_done(void *arg, int k, int status, const char *err)
 {
-    (void)err;
     (void)k;
     if (status == FETCH_STALE)
         status = TSR_OK; /* written elsewhere: this copy is invalid, free it */
@@ -769,6 +832,14 @@ static void evict_done(void *arg, int k, int status, const char *err)
     tsr_node_t *n = node(r->node);
     pthread_mutex_lock(&e->lock);
     pthread_mutex_lock(&n->lock);
+    if ((status == TSR_EIO || status == TSR_EDEVICE) && !e->dead) {
+        /* The copy engine failed (not a write-back that gave way to a
+         * writer): the copy here stays the valid one, and the room it was
+         * to make will not come; the next request that needs room fails
+         * with why. */
+        n->wb_status = status;
+        snprintf(n->wb_err, sizeof n->wb_err, "%s", err && err[0] ? err : "write-back failed");
+    }
     n->evicting_bytes -= e->size;
     r->evicting = false;
     unpin(r);
@@ -995,7 +1066,21 @@ static int try_grant(tsr_mem_req_t *r, bool from_queue)
     bool my_turn = from_queue || !n->wait_head;
     bool fits = n->used + need <= n->capacity;
     evict_result_t ev = {0, 0, 0};
+    if (my_turn && !fits && n->wb_status != 0) {
+        /* A write-back that was to make room failed: this request, which
+         * needs room, reports it (the data stays valid where it was). */
+        int st = n->wb_status;
+        n->wb_status = 0;
+        if (from_queue)
+            wait_pop(n);
+        seterr(r->err, "%s: cannot make room: %s", n->name, n->wb_err);
+        atomic_store(&r->status, st);
+        pthread_mutex_unlock(&n->lock);
+        unpin_all(r, false);
+        return st;
+    }
     if (my_turn && !fits) {
+        n->wb_err[0] = 0;
         evict_locked(n, n->used + need - n->capacity, true, &ev, r);
         fits = n->used + need <= n->capacity;
     }
@@ -1028,7 +1113,8 @@ static int try_grant(tsr_mem_req_t *r, bool from_queue)
         if (hopeless) {
             wait_pop(n);
             seterr(r->err, "%s: %zu bytes needed, %zu of %zu in use, nothing "
-                   "can be evicted", n->name, need, n->used, n->capacity);
+                   "can be evicted%s%s", n->name, need, n->used, n->capacity,
+                   n->wb_err[0] ? ": " : "", n->wb_err);
             atomic_store(&r->status, TSR_ENOMEM);
         }
         pthread_mutex_unlock(&n->lock);

@@ -110,10 +110,13 @@ int tsr__mem_time_copy(int src, int dst, size_t bytes, int reps, double *best_se
     }
     /* Host and simulated memory is host RAM: give the source defined
      * contents and fault the pages in before timing (memory that reads as
-     * zeros, a phantom node's, is left untouched). */
-    if (S->kind != TSR_NODE_KIND_CUDA && !S->ops->alloc_zeroed)
+     * zeros, a phantom node's, is left untouched; a disk replica's address
+     * names a range of its file and is not memory). */
+    bool ram_s = S->kind == TSR_NODE_KIND_HOST || S->kind == TSR_NODE_KIND_SIM;
+    bool ram_d = D->kind == TSR_NODE_KIND_HOST || D->kind == TSR_NODE_KIND_SIM;
+    if (ram_s && !S->ops->alloc_zeroed)
         memset(sb, 0x5a, bytes);
-    if (D->kind != TSR_NODE_KIND_CUDA && !D->ops->alloc_zeroed)
+    if (ram_d && !D->ops->alloc_zeroed)
         memset(db, 0, bytes);
 
     timed_t w = {.done = false};

@@ -123,6 +123,13 @@ struct tsr_node {
     size_t evicting_bytes;  /* write-backs in flight that will free memory */
     size_t reserving;       /* counted in used, not yet in reps: grants not
                                yet pinned, allocations under way */
+    /* A write-back from here failed (its copy stays valid): the next
+     * request that needs room here fails with this status and message
+     * instead of waiting for room that will not come. wb_err alone (status
+     * 0) says why write-backs cannot start (the disk is full), for the
+     * message of a request that finds nothing to evict. */
+    int wb_status;
+    char wb_err[TSR_MEM_ERR];
 
     atomic_int nwaiting;    /* requests in the wait queue */
     atomic_long npinned;    /* replicas with busy > 0 */

@@ -117,6 +117,10 @@ static void signature(const tsr_node_t *nd, char *out, size_t len)
         snprintf(raw, sizeof raw, "sim:%zu:%.17g:%.17g", nd->capacity,
                  tsr__rt.cfg.sim_bandwidth, tsr__rt.cfg.sim_latency);
         break;
+    case TSR_NODE_KIND_DISK:
+        /* its file system decides the link's speed */
+        snprintf(raw, sizeof raw, "disk:%s", tsr__rt.cfg.disk_dir ? tsr__rt.cfg.disk_dir : "");
+        break;
     default: {
         tsr_device_info_t di;
         const char *name = "?";
@@ -227,6 +231,13 @@ static int measure(int s, int d, double *lat, double *bw, char *err, size_t errl
     bool gpu = tsr__mem_node(s)->kind == TSR_NODE_KIND_CUDA ||
                tsr__mem_node(d)->kind == TSR_NODE_KIND_CUDA;
     size_t big = gpu ? (size_t)32 << 20 : (size_t)4 << 20;
+    /* The disk tier's measuring copies take room in its file: at most a
+     * quarter of it. */
+    tsr_node_t *dk = tsr__mem_node(s)->kind == TSR_NODE_KIND_DISK   ? tsr__mem_node(s)
+                     : tsr__mem_node(d)->kind == TSR_NODE_KIND_DISK ? tsr__mem_node(d)
+                                                                    : NULL;
+    if (dk && big > dk->capacity / 4)
+        big = dk->capacity / 4 > SMALL_BYTES ? dk->capacity / 4 : SMALL_BYTES;
     double best;
     rc = tsr__mem_time_copy(s, d, big, BIG_REPS, &best, err, errlen);
     if (rc != TSR_OK)

@@ -19,8 +19,12 @@
 int tsr__workers_table(int ncpu, int ncores)
 {
     /* ncpu CPU workers, then one worker per accelerator node (a GPU's
-     * driver, or a simulated accelerator running CPU implementations). */
-    int nacc = tsr__mem_node_count() - 1;
+     * driver, or a simulated accelerator running CPU implementations).
+     * No worker runs on the disk tier. */
+    int acc[TSR_MAX_NODES], nacc = 0;
+    for (int j = 1; j < tsr__mem_node_count(); j++)
+        if (tsr__mem_node(j)->kind != TSR_NODE_KIND_DISK)
+            acc[nacc++] = j;
     int n = ncpu + nacc;
     if (n == 0)
         return tsr__fail(TSR_EINVAL, "init: no CPU workers and no accelerators");
@@ -34,7 +38,7 @@ int tsr__workers_table(int ncpu, int ncores)
     for (int i = 0; i < n; i++) {
         tsr_worker_t *w = &tsr__rt.workers[i];
         w->id = i;
-        w->node = i < ncpu ? 0 : 1 + (i - ncpu);
+        w->node = i < ncpu ? 0 : acc[i - ncpu];
         tsr_node_t *node = tsr__mem_node(w->node);
         w->device_kind = node->kind == TSR_NODE_KIND_CUDA ? TSR_DEVICE_CUDA : TSR_DEVICE_CPU;
         /* A CPU worker's data is already in host memory: nothing to

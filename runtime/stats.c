@@ -24,9 +24,10 @@ int tsr_memory_node_stats(int id, tsr_node_stats_t *out)
                          id, tsr__rt.nnodes);
     tsr_node_t *n = tsr__mem_node(id);
     memset(out, 0, sizeof *out);
-    out->kind = n->kind == TSR_NODE_KIND_HOST  ? TSR_NODE_HOST
-                : n->kind == TSR_NODE_KIND_SIM ? TSR_NODE_SIM
-                                               : TSR_NODE_CUDA;
+    out->kind = n->kind == TSR_NODE_KIND_HOST   ? TSR_NODE_HOST
+                : n->kind == TSR_NODE_KIND_SIM  ? TSR_NODE_SIM
+                : n->kind == TSR_NODE_KIND_DISK ? TSR_NODE_DISK
+                                                : TSR_NODE_CUDA;
     snprintf(out->name, sizeof out->name, "%s", n->name);
     out->capacity = n->capacity;
     pthread_mutex_lock(&n->lock);

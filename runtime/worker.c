@@ -356,7 +356,7 @@ static int threads_start(void)
             hwloc_topology_destroy(topo);
         }
     }
-    int nacc = tsr__mem_node_count() - 1;
+    int nacc = tsr__mem_node_count() - 1 - (tsr__mem_disk_node() >= 0); /* no worker on disk */
     int ncpu = tsr__rt.cfg.ncpu > 0   ? tsr__rt.cfg.ncpu
                : tsr__rt.cfg.ncpu < 0 ? 0
                : (ncores - nacc > 1 ? ncores - nacc : 1);

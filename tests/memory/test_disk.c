@@ -1,0 +1,480 @@
+/* The disk tier: tiles travel host → disk → host (→ accelerator) under a
+ * host cap a quarter of the data, and the results equal a sequential
+ * computation on the test's own copy; injected I/O errors fail the run
+ * with a message naming the file and the call, and lose no data; the
+ * file is never visible and never outlives the process (shutdown or
+ * SIGKILL); bad directories and capacities are refused cleanly. */
+#include "../runtime/util.h"
+
+#include <tessera/sched.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NT 32                   /* tiles */
+#define TE 8192                 /* uint64 elements per tile: 64 KiB */
+#define TILE (TE * sizeof(uint64_t))
+#define ROUNDS 3
+
+/* ---- a scratch directory --------------------------------------------------- */
+
+static char dir[64];
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/tessera-disk-test-XXXXXX");
+    cr_assert(mkdtemp(dir), "mkdtemp");
+}
+
+/* Entries in dir other than . and .. */
+static int dir_entries(void)
+{
+    DIR *d = opendir(dir);
+    cr_assert(d, "opendir %s", dir);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, ".."))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void remove_dir(void)
+{
+    cr_assert_eq(dir_entries(), 0, "nothing is left in %s", dir);
+    rmdir(dir);
+}
+
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    while (d && readdir(d))
+        n++;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void start_sched(const char *sched, int ncpu, int nsim, size_t sim_mem,
+                        size_t host_mem)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = ncpu;
+    cfg.sched = sched;
+    cfg.bind = 0;
+    cfg.ncuda = 0;
+    cfg.nsim = nsim;
+    cfg.sim_mem = sim_mem;
+    cfg.host_mem = host_mem;
+    cfg.disk_dir = dir;
+    cfg.disk_mem = (size_t)64 << 20;
+    cr_assert_eq(tsr_init(&cfg), TSR_OK, "tsr_init: %s", tsr_error_message());
+}
+
+static void start_disk(int ncpu, int nsim, size_t sim_mem, size_t host_mem)
+{
+    start_sched("eager", ncpu, nsim, sim_mem, host_mem);
+}
+
+static int disk_node(void)
+{
+    for (int i = 0; i < tsr_memory_node_count(); i++) {
+        tsr_node_stats_t s;
+        cr_assert_eq(tsr_memory_node_stats(i, &s), TSR_OK);
+        if (s.kind == TSR_NODE_DISK)
+            return i;
+    }
+    cr_assert(false, "no disk node");
+    return -1;
+}
+
+/* ---- the computation: x_i = 3 x_i + x_{i+1} + round + k, in program order -- */
+
+typedef struct { uint64_t v; } fill_args_t;
+
+static int fill_kernel(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)e;
+    uint64_t *x = b[0];
+    for (int k = 0; k < TE; k++)
+        x[k] = ((const fill_args_t *)args)->v * 1000003u + (uint64_t)k;
+    return 0;
+}
+
+static int step_kernel(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)e;
+    uint64_t *x = b[0];
+    const uint64_t *y = b[1];
+    uint64_t r = ((const fill_args_t *)args)->v;
+    for (int k = 0; k < TE; k++)
+        x[k] = 3 * x[k] + y[k] + r + (uint64_t)k;
+    return 0;
+}
+
+static const tsr_codelet_t fill_cl = {"fill", {fill_kernel}, 1, NULL, NULL};
+static const tsr_codelet_t step_cl = {"step", {step_kernel}, 2, NULL, NULL};
+
+static void submit_fill(tsr_handle_t h, uint64_t v)
+{
+    fill_args_t a = {v};
+    tsr_access_t acc = {h, TSR_W};
+    tsr_task_desc_t d = {.codelet = &fill_cl, .nbuffers = 1, .buffers = &acc, .args = &a,
+                         .args_size = sizeof a, .name = "fill"};
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+}
+
+static void submit_step(tsr_handle_t x, tsr_handle_t y, uint64_t r)
+{
+    fill_args_t a = {r};
+    tsr_access_t acc[2] = {{x, TSR_RW}, {y, TSR_R}};
+    tsr_task_desc_t d = {.codelet = &step_cl, .nbuffers = 2, .buffers = acc, .args = &a,
+                         .args_size = sizeof a, .name = "step"};
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+}
+
+/* The same computation, sequentially, on the test's own arrays. */
+static uint64_t *reference(void)
+{
+    uint64_t *x = malloc((size_t)NT * TILE);
+    cr_assert(x);
+    for (int i = 0; i < NT; i++)
+        for (int k = 0; k < TE; k++)
+            x[(size_t)i * TE + k] = (uint64_t)i * 1000003u + (uint64_t)k;
+    for (int r = 0; r < ROUNDS; r++)
+        for (int i = 0; i < NT; i++) {
+            uint64_t *a = x + (size_t)i * TE, *b = x + (size_t)((i + 1) % NT) * TE;
+            for (int k = 0; k < TE; k++)
+                a[k] = 3 * a[k] + b[k] + (uint64_t)r + (uint64_t)k;
+        }
+    return x;
+}
+
+static void check_tile(tsr_handle_t h, const uint64_t *ref, int i)
+{
+    uint64_t *p;
+    cr_assert_eq(tsr_handle_acquire(h, TSR_R, (void **)&p), TSR_OK, "tile %d: %s", i,
+                 tsr_error_message());
+    for (int k = 0; k < TE; k++)
+        cr_assert_eq(p[k], ref[k], "tile %d element %d: %llu, sequential %llu", i, k,
+                     (unsigned long long)p[k], (unsigned long long)ref[k]);
+    cr_assert_eq(tsr_handle_release(h), TSR_OK);
+}
+
+/* 32 tiles of 64 KiB through a host capped at 8: every round every tile
+ * is written to disk and read back. */
+static void travel_with(const char *sched, int ncpu, int nsim)
+{
+    make_dir();
+    start_sched(sched, ncpu, nsim, 4 * TILE, 8 * TILE);
+    cr_assert_eq(dir_entries(), 0, "the file is unlinked at once");
+    int dk = disk_node();
+    tsr_handle_t h[NT];
+    for (int i = 0; i < NT; i++) {
+        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
+        submit_fill(h[i], (uint64_t)i);
+    }
+    for (int r = 0; r < ROUNDS; r++)
+        for (int i = 0; i < NT; i++)
+            submit_step(h[i], h[(i + 1) % NT], (uint64_t)r);
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    uint64_t *ref = reference();
+    for (int i = 0; i < NT; i++)
+        check_tile(h[i], ref + (size_t)i * TE, i);
+    free(ref);
+
+    tsr_node_stats_t host, disk;
+    cr_assert_eq(tsr_memory_node_stats(0, &host), TSR_OK);
+    cr_assert_eq(tsr_memory_node_stats(dk, &disk), TSR_OK);
+    cr_log_info("host: %llu write-backs, peak %zu of %zu; disk: in %llu, out %llu bytes",
+                (unsigned long long)host.writebacks, host.peak, host.capacity,
+                (unsigned long long)disk.bytes_in, (unsigned long long)disk.bytes_out);
+    cr_assert_gt(host.writebacks, 0, "the host wrote copies back to disk");
+    cr_assert_geq(tsr_memory_link_bytes(0, dk), (uint64_t)NT * TILE,
+                  "at least the data's size went to disk");
+    cr_assert_gt(tsr_memory_link_bytes(dk, 0), 0, "and came back");
+    /* (nodes: the host, the simulated accelerators, the disk last) */
+    uint64_t to_sims = 0;
+    for (int s = 1; s <= nsim; s++) {
+        cr_assert_eq(tsr_memory_link_bytes(dk, s), 0, "the disk reaches the host only");
+        to_sims += tsr_memory_link_bytes(0, s);
+    }
+    if (ncpu < 0) /* every task ran on an accelerator: its data came through the host */
+        cr_assert_geq(to_sims, (uint64_t)NT * TILE, "the accelerators got their data");
+    cr_assert_eq(dir_entries(), 0, "nothing visible during the run");
+    if (strcmp(sched, "dmda") == 0) {
+        double lat, bw;
+        cr_assert_eq(tsr_bus_model(dk, 0, &lat, &bw), TSR_OK, "%s", tsr_error_message());
+        cr_log_info("disk -> host: latency %g s, %g bytes/s", lat, bw);
+        cr_assert(bw > 0 && bw < 1e15, "the disk link was measured: %g bytes/s", bw);
+    }
+    /* The counters' printout has the disk's line and column. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert(f);
+    cr_assert_eq(tsr_stats_print(f), TSR_OK);
+    fclose(f);
+    cr_assert(strstr(text, "\ndisk "), "%s", text);
+    free(text);
+    for (int i = 0; i < NT; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    stop_runtime();
+    remove_dir();
+}
+
+static void travel(int ncpu, int nsim) { travel_with("eager", ncpu, nsim); }
+
+Test(disk, every_tile_travels_cpu) { travel(2, 0); }
+Test(disk, every_tile_travels_through_two_sims) { travel(-1, 2); }
+Test(disk, cpu_and_one_sim) { travel(1, 1); }
+
+/* Policies that read where data is (ws) and the bus model (dmda, which
+ * calibrates the disk's link too) with handles valid only on disk. */
+Test(disk, work_stealing) { travel_with("ws", 1, 1); }
+Test(disk, dmda_models_the_disk_link)
+{
+    travel_with("dmda", 1, 1);
+}
+
+/* Data never written makes no disk traffic; a write drops the disk copy. */
+Test(disk, zeros_stay_off_disk_and_writes_free_it)
+{
+    make_dir();
+    start_disk(1, 0, 0, 2 * TILE);
+    int dk = disk_node();
+    tsr_handle_t h[8];
+    for (int i = 0; i < 8; i++) {
+        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
+        uint64_t *p;
+        cr_assert_eq(tsr_handle_acquire(h[i], TSR_R, (void **)&p), TSR_OK, "%s",
+                     tsr_error_message());
+        cr_assert_eq(p[TE - 1], 0);
+        cr_assert_eq(tsr_handle_release(h[i]), TSR_OK);
+    }
+    cr_assert_eq(tsr_memory_link_bytes(0, dk), 0, "zeros are not written to disk");
+    /* Written tiles go to disk when the host is full ... */
+    for (int i = 0; i < 8; i++)
+        submit_fill(h[i], (uint64_t)i + 1);
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    tsr_node_stats_t s;
+    cr_assert_eq(tsr_memory_node_stats(dk, &s), TSR_OK);
+    cr_assert_gt(s.used, 0, "copies on disk");
+    /* ... a write elsewhere makes a disk copy invalid ... */
+    int j = -1;
+    for (int i = 0; i < 8 && j < 0; i++)
+        if (tsr_handle_nodes(h[i]) == 1u << dk)
+            j = i;
+    cr_assert_geq(j, 0, "some tile is on disk only");
+    uint64_t *p;
+    cr_assert_eq(tsr_handle_acquire(h[j], TSR_W, (void **)&p), TSR_OK, "%s",
+                 tsr_error_message());
+    p[0] = 7;
+    cr_assert_eq(tsr_handle_release(h[j]), TSR_OK);
+    cr_assert_eq(tsr_handle_nodes(h[j]) & (1u << dk), 0, "tile %d's disk copy is dropped", j);
+    /* ... and dropping the contents gives every byte of the file back. */
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(tsr_handle_invalidate(h[i]), TSR_OK);
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(tsr_memory_node_stats(dk, &s), TSR_OK);
+    cr_assert_eq(s.used, 0, "every disk copy was freed: %zu bytes used", s.used);
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    stop_runtime();
+    remove_dir();
+}
+
+/* ---- injected errors ------------------------------------------------------ */
+
+/* The third write to disk fails: one task fails, naming the file and
+ * pwrite; every other tile holds what its fill task wrote (the copy whose
+ * write-back failed stayed valid on the host). */
+Test(disk, failed_write_loses_nothing)
+{
+    make_dir();
+    setenv("TESSERA_DISK_FAIL", "write:3", 1);
+    start_disk(1, 0, 0, 4 * TILE);
+    unsetenv("TESSERA_DISK_FAIL");
+    tsr_handle_t h[16];
+    for (int i = 0; i < 16; i++) {
+        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
+        submit_fill(h[i], (uint64_t)i + 1);
+    }
+    cr_assert_eq(tsr_wait_all(), TSR_ETASK, "the failed write-back fails a task");
+    const char *m = tsr_error_message();
+    cr_log_info("%s", m);
+    cr_assert(strstr(m, "pwrite") && strstr(m, dir) && strstr(m, ".disk"),
+              "the message names the file and the call: %s", m);
+    int failed = 0;
+    for (int i = 0; i < 16; i++) {
+        uint64_t *p;
+        int rc = tsr_handle_acquire(h[i], TSR_R, (void **)&p);
+        if (rc == TSR_ETASK) {
+            failed++;
+            continue;
+        }
+        cr_assert_eq(rc, TSR_OK, "tile %d: %s", i, tsr_error_message());
+        for (int k = 0; k < TE; k++)
+            cr_assert_eq(p[k], (uint64_t)(i + 1) * 1000003u + (uint64_t)k, "tile %d [%d]", i,
+                         k);
+        cr_assert_eq(tsr_handle_release(h[i]), TSR_OK);
+    }
+    cr_assert_eq(failed, 1, "exactly the task that needed the room failed");
+    for (int i = 0; i < 16; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    tsr_shutdown();
+    remove_dir();
+}
+
+/* The first read from disk fails: the task that needed the data fails,
+ * naming pread; the data itself is still on disk and reads back. */
+Test(disk, failed_read_fails_the_task)
+{
+    make_dir();
+    setenv("TESSERA_DISK_FAIL", "read:1", 1);
+    start_disk(1, 0, 0, 4 * TILE);
+    unsetenv("TESSERA_DISK_FAIL");
+    tsr_handle_t h[16];
+    for (int i = 0; i < 16; i++) {
+        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
+        submit_fill(h[i], (uint64_t)i + 1);
+    }
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    for (int i = 0; i < 16; i++)
+        submit_step(h[i], h[i], 0);
+    cr_assert_eq(tsr_wait_all(), TSR_ETASK, "a failed read fails a task");
+    const char *m = tsr_error_message();
+    cr_log_info("%s", m);
+    cr_assert(strstr(m, "pread") && strstr(m, dir), "the message names the file and the "
+              "call: %s", m);
+    stop_runtime();
+    remove_dir();
+}
+
+/* ---- the file -------------------------------------------------------------- */
+
+/* A child using the disk tier is killed with SIGKILL: nothing is left in
+ * the directory (the file was unlinked when created), a file of a dead
+ * process left under the tier's name pattern is removed at the next open,
+ * and the next init succeeds. */
+Test(disk, nothing_left_after_sigkill)
+{
+    make_dir();
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        tsr_config_t cfg;
+        tsr_config_init(&cfg);
+        cfg.ncpu = 1;
+        cfg.bind = 0;
+        cfg.host_mem = 2 * TILE;
+        cfg.disk_dir = dir;
+        cfg.disk_mem = (size_t)8 << 20;
+        char ok = tsr_init(&cfg) == TSR_OK ? 'y' : 'n';
+        tsr_handle_t h[8];
+        for (int i = 0; ok == 'y' && i < 8; i++) {
+            uint64_t *x;
+            if (tsr_handle_alloc(&h[i], TILE) != TSR_OK ||
+                tsr_handle_acquire(h[i], TSR_W, (void **)&x) != TSR_OK)
+                ok = 'n';
+            else {
+                x[0] = 1;
+                tsr_handle_release(h[i]);
+            }
+        }
+        if (write(p[1], &ok, 1) != 1)
+            _exit(2);
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    char ok = 0;
+    cr_assert_eq(read(p[0], &ok, 1), 1);
+    close(p[0]);
+    cr_assert_eq(ok, 'y', "the child ran with its data on disk");
+    kill(pid, SIGKILL);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFSIGNALED(st));
+    cr_assert_eq(dir_entries(), 0, "nothing is left after SIGKILL");
+
+    /* What a crash between creating and unlinking would leave. */
+    char stale[128];
+    snprintf(stale, sizeof stale, "%s/tessera-%d-abcdef.disk", dir, (int)pid);
+    FILE *f = fopen(stale, "w");
+    cr_assert(f);
+    fclose(f);
+    cr_assert_eq(dir_entries(), 1);
+    start_disk(1, 0, 0, 2 * TILE);
+    cr_assert_eq(dir_entries(), 0, "the dead process's file is removed at open");
+    stop_runtime();
+    remove_dir();
+}
+
+/* ---- bad input -------------------------------------------------------------- */
+
+static void refused(const char *d, size_t mem, int want, const char *what)
+{
+    int fds = open_fds();
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = 1;
+    cfg.bind = 0;
+    cfg.disk_dir = d;
+    cfg.disk_mem = mem;
+    int rc = tsr_init(&cfg);
+    cr_assert_eq(rc, want, "%s: %d (%s)", d, rc, tsr_error_message());
+    const char *m = tsr_error_message();
+    cr_log_info("%s", m);
+    cr_assert(strstr(m, what), "the message says '%s': %s", what, m);
+    cr_assert_eq(open_fds(), fds, "nothing left open");
+    /* and the runtime starts afterwards */
+    cfg.disk_dir = NULL;
+    cr_assert_eq(tsr_init(&cfg), TSR_OK, "%s", tsr_error_message());
+    stop_runtime();
+}
+
+Test(disk, missing_directory) { refused("/nonexistent/tessera", 0, TSR_EINVAL, "/nonexistent"); }
+
+Test(disk, not_a_directory)
+{
+    make_dir();
+    char file[128];
+    snprintf(file, sizeof file, "%s/plain", dir);
+    FILE *f = fopen(file, "w");
+    cr_assert(f);
+    fclose(f);
+    refused(file, 0, TSR_EINVAL, "not a writable directory");
+    unlink(file);
+    remove_dir();
+}
+
+Test(disk, capacity_beyond_free_space)
+{
+    make_dir();
+    refused(dir, (size_t)1 << 62, TSR_ENOMEM, "free");
+    remove_dir();
+}
+
+Test(disk, bad_fault_switch)
+{
+    make_dir();
+    setenv("TESSERA_DISK_FAIL", "write:zero", 1);
+    refused(dir, (size_t)1 << 20, TSR_EINVAL, "TESSERA_DISK_FAIL");
+    unsetenv("TESSERA_DISK_FAIL");
+    remove_dir();
+}
