@@ -231,10 +231,11 @@ static void host_state_runs_on_cpu(const char *policy)
     cr_assert_eq(tsr_bus_model(0, 1, &lat, &bw), TSR_OK);
     cr_assert_eq(tsr_bus_model(1, 0, &wb_lat, &wb_bw), TSR_OK);
     double write_back = 3 * (wb_lat + (double)TILE_BYTES / wb_bw);
-    /* On a CPU worker a tile finishes, at the latest, after every tile has
-     * run there one after the other; on an accelerator, not before its 4
-     * inputs (16 bytes per parameter) have crossed the link. */
-    double cpu_latest = NT * len, accel_earliest = xfer_in + len;
+    /* Some CPU worker can finish any tile by the time the tiles shared out
+     * over the NCPU workers have run, ceil(NT / NCPU) × len; an accelerator
+     * cannot before its 4 inputs (16 bytes per parameter) have crossed the
+     * link. */
+    double cpu_latest = (NT + NCPU - 1) / NCPU * len, accel_earliest = xfer_in + len;
     cr_log_info("%s, host state: AdamW %.3f ms/tile (model %.3f ms), link %.1f MB/s "
                 "(configured %.1f MB/s): inputs to an accelerator %.2f ms/tile "
                 "(16 B/param), write-back %.2f ms (12 B/param, not needed for the "
