@@ -22,7 +22,7 @@ ASAN_CUDA ?= $(if $(HAVE_GPU),disabled,emu)
 PLOT_PACKAGES = python3-matplotlib
 
 .PHONY: all deps vocab build build-native test demo fixture sanitize asan tsan bench-runtime bench-kernels \
-        bench-offload bench-sched bench-sim bench-gpt2 install clean
+        bench-offload bench-sched bench-sim bench-gpt2 bench-beyond-ram install clean
 
 all: build
 
@@ -118,6 +118,15 @@ bench-sim: build
 # GPT-2 training steps: Tessera against PyTorch with the same thread count.
 bench-gpt2: build
 	bash bench/gpt2/run.sh $(BUILD)
+
+# A GPT-2 whose training state is twice the RAM, trained 3 steps with the
+# host capped and the disk tier below it, then the same shape simulated on
+# an H100 and an H200 (docs/benchmarks.md). Not in CI: about half an hour
+# and most of the free disk. BENCH_BEYOND_RAM_FLAGS="--ram-gib 1" rehearses
+# it small in a few minutes.
+BENCH_BEYOND_RAM_FLAGS ?=
+bench-beyond-ram: build
+	bash bench/beyond_ram/project.sh $(BUILD) $(BENCH_BEYOND_RAM_FLAGS)
 
 # The real CUDA build (nvcc, cuBLAS) compiled and linked even where no GPU
 # runs it: the same .cu sources the emulation runs must always build natively.
