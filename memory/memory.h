@@ -231,7 +231,9 @@ void tsr__mem_release(tsr_mem_req_t *r);
 int tsr__mem_acquire_sync(tsr_mem_req_t *r);
 
 /* Start moving e to node if there is room without waiting; the replica is
- * then kept unless a granted request needs the space. A hint: never fails. */
+ * then kept unless a granted request needs the space. Room may be made by
+ * dropping clean idle copies — under TSR_MEM_EVICT_WINDOW only those whose
+ * next use is later than e's. A hint: never fails. */
 void tsr__mem_prefetch(tsr_entry_t *e, int node);
 /* The contents are no longer needed: drop every replica without
  * writing back; the next reader sees zeros (or, for a registered buffer,
