@@ -111,16 +111,19 @@ struct tsr_task {
     /* REDUCE: the group it combines; a task completing `then` with it */
     struct tsr_redux_group *group;
     tsr_task_t then;
-    /* the next-use feed (task.c): the submission number, and the handles
-     * whose pending uses this task is at (positions in their rings) */
+    /* the next-use feed (task.c): the submission number, and how many
+     * of use_h/use_pos below are set */
     uint64_t seq;
     uint8_t nuses;
-    tsr_data_t *use_h[TSR_MAX_BUFFERS];
-    uint64_t use_pos[TSR_MAX_BUFFERS];
 
     tsr_task_t free_next;  /* free list link */
     size_t args_size;
     _Alignas(16) unsigned char args[TSR_MAX_ARGS];
+    /* the handles whose pending uses this task is at, and its positions in
+     * their rings: after the argument block, so that a task's reset does
+     * not clear them (nuses says how many are set) */
+    tsr_data_t *use_h[TSR_MAX_BUFFERS];
+    uint64_t use_pos[TSR_MAX_BUFFERS];
     pthread_mutex_t lock;  /* kept across reuse from the pool */
 };
 
