@@ -77,7 +77,14 @@ struct tsr_entry {
     pthread_mutex_t lock;
     size_t size;
     uint64_t version;   /* bumped at every write */
-    uint64_t next_use;  /* tsr__mem_set_next_use's word (TSR_NEXT_USE_NONE) */
+    /* tsr__mem_set_next_use's word (TSR_NEXT_USE_NONE), written without
+     * the entry lock; nordered: replicas in a node's order (under the
+     * entry lock). A setter stores the word then reads nordered, a copy
+     * entering an order counts itself then reads the word (both sequentially
+     * consistent): one of them sees the other, so no copy keeps a stale
+     * word, and an entry held by no ordering node costs its setter no lock. */
+    _Atomic uint64_t next_use;
+    atomic_int nordered;
     bool zero;          /* never written: every node may zero-fill */
     bool dead;          /* freed by the owner; replicas go when copies end */
     atomic_int refs;    /* the owner + fetches in flight */
@@ -211,8 +218,10 @@ static bool ordered(const tsr_node_t *n) { return n->capacity != SIZE_MAX; }
 /* Node lock held. */
 static void order_unlink(tsr_node_t *n, tsr_replica_t *r)
 {
-    if (r->ord.idx != TSR_EVICT_NOWHERE)
+    if (r->ord.idx != TSR_EVICT_NOWHERE) {
         tsr__evict_remove(&n->order, &r->ord);
+        atomic_fetch_sub(&r->entry->nordered, 1);
+    }
 }
 
 /* Node lock held. Without memory to grow the order, the copy stays out of
@@ -221,8 +230,10 @@ static void order_link(tsr_node_t *n, tsr_replica_t *r, bool matters)
 {
     if (!ordered(n))
         return;
-    r->ord.next_use = r->entry->next_use;
-    (void)tsr__evict_insert(&n->order, &r->ord, matters);
+    atomic_fetch_add(&r->entry->nordered, 1);
+    r->ord.next_use = atomic_load(&r->entry->next_use);
+    if (!tsr__evict_insert(&n->order, &r->ord, matters))
+        atomic_fetch_sub(&r->entry->nordered, 1);
 }
 
 /* r (of node nd) was just used (matters) or no longer matters. Entry lock
@@ -319,7 +330,8 @@ tsr_entry_t *tsr__entry_new(void *host_ptr, size_t size)
     e->nnodes = nn;
     e->zero = host_ptr == NULL;
     atomic_init(&e->refs, 1);
-    e->next_use = TSR_NEXT_USE_NONE;
+    atomic_init(&e->next_use, TSR_NEXT_USE_NONE);
+    atomic_init(&e->nordered, 0);
     for (int j = 0; j < nn; j++) {
         e->rep[j].entry = e;
         e->rep[j].node = (uint16_t)j;
@@ -1225,7 +1237,7 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
         bool room = !n->wait_head && n->used + e->size <= n->capacity;
         if (!room && !n->wait_head) {
             evict_walk(n, n->used + e->size - n->capacity, false, NULL, NULL, true,
-                       e->next_use);
+                       atomic_load(&e->next_use));
             room = n->used + e->size <= n->capacity;
         }
         if (room) {
@@ -1301,19 +1313,22 @@ void tsr__mem_wont_use(tsr_entry_t *e)
  * (a copy allocated later copies it) but moves nothing. */
 void tsr__mem_set_next_use(tsr_entry_t *e, uint64_t seq)
 {
-    pthread_mutex_lock(&e->lock);
-    if (e->next_use == seq) {
-        pthread_mutex_unlock(&e->lock);
+    /* One caller at a time per entry (the runtime's handle lock for pending
+     * uses): the word is ours to compare and store. */
+    if (atomic_load_explicit(&e->next_use, memory_order_relaxed) == seq)
         return;
-    }
-    e->next_use = seq;
+    atomic_store(&e->next_use, seq);
+    if (atomic_load(&e->nordered) == 0)
+        return; /* no copy in an order: one entering reads the word */
+    pthread_mutex_lock(&e->lock);
+    seq = atomic_load_explicit(&e->next_use, memory_order_relaxed);
     for (int j = 0; j < e->nnodes; j++) {
         tsr_replica_t *R = &e->rep[j];
         tsr_node_t *n = node(j);
         if (!R->alloc || !ordered(n))
             continue;
         pthread_mutex_lock(&n->lock);
-        if (R->alloc && R->ord.idx != TSR_EVICT_NOWHERE)
+        if (R->ord.idx != TSR_EVICT_NOWHERE)
             tsr__evict_set_next_use(&n->order, &R->ord, seq);
         pthread_mutex_unlock(&n->lock);
     }

@@ -199,9 +199,10 @@ struct tsr_handle {
      * absolute positions [use_head, use_tail); the first not done is the
      * handle's next use, which the directory hears of */
     pthread_mutex_t use_m;
-    struct tsr_use { uint64_t seq; bool done; } *uses;
+    struct tsr_use { uint64_t seq; bool done; } *uses; /* use_inline, or malloc'd */
     uint64_t use_head, use_tail;
     uint32_t use_cap;
+    struct tsr_use use_inline[4]; /* most handles: no allocation */
 };
 
 /* Add the dependencies of task t accessing h with mode (not SCRATCH) as

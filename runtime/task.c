@@ -482,7 +482,8 @@ void tsr__next_use_setup(void)
 
 void tsr__handle_uses_free(tsr_data_t *h)
 {
-    free(h->uses);
+    if (h->uses != h->use_inline)
+        free(h->uses);
     h->uses = NULL;
     h->use_cap = 0;
     pthread_mutex_destroy(&h->use_m);
@@ -492,14 +493,19 @@ void tsr__handle_uses_free(tsr_data_t *h)
  * (the use is then not fed: eviction only misjudges it). */
 static bool use_push(tsr_data_t *h, uint64_t seq, uint64_t *pos)
 {
+    if (!h->uses) {
+        h->uses = h->use_inline;
+        h->use_cap = sizeof h->use_inline / sizeof h->use_inline[0];
+    }
     if (h->use_tail - h->use_head == h->use_cap) {
-        uint32_t cap = h->use_cap ? h->use_cap * 2 : 8;
+        uint32_t cap = h->use_cap * 2;
         struct tsr_use *v = malloc((size_t)cap * sizeof *v);
         if (!v)
             return false;
         for (uint64_t p = h->use_head; p < h->use_tail; p++)
             v[p & (cap - 1)] = h->uses[p & (h->use_cap - 1)];
-        free(h->uses);
+        if (h->uses != h->use_inline)
+            free(h->uses);
         h->uses = v;
         h->use_cap = cap;
     }
