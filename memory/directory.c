@@ -1,5 +1,5 @@
 /* memory/directory.c — the coherence directory: replicas of every entry on
- * every node, their MSI state, allocation with LRU eviction, asynchronous
+ * every node, their MSI state, allocation with eviction, asynchronous
  * fetches, and the per-node FIFO of requests waiting for memory. Which
  * idle copy an eviction takes first is memory/evict.h's order, fed here
  * with each entry's next use (tsr__mem_set_next_use).

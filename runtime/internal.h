@@ -400,7 +400,7 @@ typedef struct tsr_runtime {
     atomic_long pending;          /* submitted, not complete */
     atomic_long pending_bytes;
     bool feed_next_use;           /* tsr__next_use_setup */
-    bool host_limited;            /* the host's capacity is finite */
+    int disk_node;                /* the disk tier's memory node, or -1 */
     atomic_uint_fast64_t next_seq; /* submission numbers */
     atomic_int nwaiters;
     atomic_int nacquired;         /* handles currently acquired */

@@ -476,7 +476,7 @@ void tsr__next_use_setup(void)
     for (int j = 0; j < tsr__mem_node_count(); j++)
         finite |= tsr__mem_node(j)->capacity != SIZE_MAX;
     tsr__rt.feed_next_use = finite && tsr__mem_evict_rule() == TSR_MEM_EVICT_WINDOW;
-    tsr__rt.host_limited = tsr__mem_node(0)->capacity != SIZE_MAX;
+    tsr__rt.disk_node = tsr__mem_disk_node();
     atomic_store(&tsr__rt.next_seq, 0);
 }
 
@@ -550,15 +550,21 @@ static void uses_done(tsr_task_t t)
     t->nuses = 0;
 }
 
-/* A task is ready: when host memory is limited (a disk tier below it),
- * start bringing the data it reads to the host, ahead of the worker's
- * request (host ← disk; the push-time prefetch does accelerator ← host). */
-static void prefetch_to_host(tsr_task_t t)
+/* A task is ready: with a disk tier below the host, start bringing the
+ * data it reads and that is valid only on the disk to the host, ahead of
+ * the worker's request (host ← disk; the push-time prefetch does
+ * accelerator ← host). Data valid on an accelerator is left alone: the
+ * task may well run there. */
+static void prefetch_from_disk(tsr_task_t t)
 {
+    uint32_t disk = 1u << tsr__rt.disk_node;
     for (int i = 0; i < t->nbuffers; i++) {
         int m = t->acc[i].mode;
-        if (m == TSR_R || m == TSR_RW || m == TSR_COMMUTE)
-            tsr__mem_prefetch(t->data[i]->entry, 0);
+        if (m != TSR_R && m != TSR_RW && m != TSR_COMMUTE)
+            continue;
+        tsr_entry_t *e = t->data[i]->entry;
+        if (tsr__entry_nodes(e) == disk)
+            tsr__mem_prefetch(e, 0);
     }
 }
 
@@ -596,8 +602,8 @@ void tsr__task_ready(tsr_task_t t)
         tsr__redux_start(t);
         return;
     }
-    if (tsr__rt.host_limited && !t->internal)
-        prefetch_to_host(t);
+    if (tsr__rt.disk_node > 0 && tsr__rt.disk_node < 32 && !t->internal)
+        prefetch_from_disk(t);
     if (t->ncommute && !commute_try_take(t))
         return; /* parked; commute_release() pushes it */
     push_to_policy(t);
