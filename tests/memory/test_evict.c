@@ -238,7 +238,11 @@ static const tsr_codelet_t touch_cl = {"touch", {touch_kernel}, 2, NULL, NULL};
  * window of the tasks not yet run (the gate itself is always the copy used
  * next and last: neither rule evicts it). The application holds the gate
  * while it submits, so that every task is in the window before the first
- * runs. Tiles are only read: an eviction is a drop, never a write-back. */
+ * runs. Tiles are only read: an eviction is a drop, never a write-back.
+ * Nothing else moves tiles: the worker holds one task at a time
+ * (pipeline 1, so no request for a later task reserves room early), eager
+ * prefetches nothing at push, and the host is unlimited (no readiness
+ * prefetch). Each fetch is then exactly one miss of the rule. */
 static int fetched_tiles(const int *a, int m, int ntiles, int k, int rule)
 {
     tsr_config_t cfg;
