@@ -119,11 +119,13 @@ struct tsr_task {
     tsr_task_t free_next;  /* free list link */
     size_t args_size;
     _Alignas(16) unsigned char args[TSR_MAX_ARGS];
-    /* the handles whose pending uses this task is at, and its positions in
-     * their rings: after the argument block, so that a task's reset does
-     * not clear them (nuses says how many are set) */
-    tsr_data_t *use_h[TSR_MAX_BUFFERS];
-    uint64_t use_pos[TSR_MAX_BUFFERS];
+    /* the buffers whose handles' pending uses this task is at (data[] of
+     * a recorded buffer stays the handle: REDUX buffers are not recorded),
+     * and its positions in their rings (low 32 bits: fewer uses than that
+     * are ever pending at once); after the argument block, so that a
+     * task's reset does not clear them (nuses says how many are set) */
+    uint8_t use_buf[TSR_MAX_BUFFERS];
+    uint32_t use_pos[TSR_MAX_BUFFERS];
     pthread_mutex_t lock;  /* kept across reuse from the pool */
 };
 

@@ -516,14 +516,15 @@ static bool use_push(tsr_data_t *h, uint64_t seq, uint64_t *pos)
 
 /* At submission: t uses buffer k's handle (REDUX buffers use the worker's
  * accumulator, not the handle, until the group is combined). */
-static void uses_record(tsr_task_t t, tsr_data_t *h)
+static void uses_record(tsr_task_t t, int buf)
 {
+    tsr_data_t *h = t->data[buf];
     uint64_t pos;
     pthread_mutex_lock(&h->use_m);
     bool first = h->use_head == h->use_tail;
     if (use_push(h, t->seq, &pos)) {
-        t->use_h[t->nuses] = h;
-        t->use_pos[t->nuses++] = pos;
+        t->use_buf[t->nuses] = (uint8_t)buf;
+        t->use_pos[t->nuses++] = (uint32_t)pos;
         if (first)
             tsr__mem_set_next_use(h->entry, t->seq);
     }
@@ -535,10 +536,10 @@ static void uses_record(tsr_task_t t, tsr_data_t *h)
 static void uses_done(tsr_task_t t)
 {
     for (int k = 0; k < t->nuses; k++) {
-        tsr_data_t *h = t->use_h[k];
+        tsr_data_t *h = t->data[t->use_buf[k]];
         pthread_mutex_lock(&h->use_m);
         h->uses[t->use_pos[k] & (h->use_cap - 1)].done = true;
-        if (t->use_pos[k] == h->use_head) {
+        if (t->use_pos[k] == (uint32_t)h->use_head) {
             while (h->use_head < h->use_tail && h->uses[h->use_head & (h->use_cap - 1)].done)
                 h->use_head++;
             tsr__mem_set_next_use(h->entry, h->use_head < h->use_tail
@@ -789,7 +790,7 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
         t->seq = atomic_fetch_add_explicit(&tsr__rt.next_seq, 1, memory_order_relaxed);
     for (int k = 0; k < nh; k++) {
         if (feed && modes[k] != TSR_REDUX)
-            uses_record(t, hs[k]);
+            uses_record(t, first[k]);
         tsr_task_t reduce = NULL;
         if (tsr__handle_depend(hs[k], t, (tsr_mode_t)modes[k], first[k], &reduce) != TSR_OK)
             sync = t->kind != TSR_KIND_ACQUIRE;
