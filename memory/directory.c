@@ -1,6 +1,8 @@
 /* memory/directory.c — the coherence directory: replicas of every entry on
- * every node, their MSI state, allocation with LRU eviction, asynchronous
- * fetches, and the per-node FIFO of requests waiting for memory.
+ * every node, their MSI state, allocation with eviction, asynchronous
+ * fetches, and the per-node FIFO of requests waiting for memory. Which
+ * idle copy an eviction takes first is memory/evict.h's order, fed here
+ * with each entry's next use (tsr__mem_set_next_use).
  *
  * Locks, in the order they may be taken:
  *   entry lock  →  node lock (a device node before the host node, the host
@@ -59,7 +61,7 @@ struct tsr_replica {
     void *ptr;
     tsr_entry_t *entry;
     fetch_t *fetch;              /* copy into this replica in flight */
-    tsr_replica_t *prev, *next;  /* node->reps, under the node lock */
+    tsr_evict_item_t ord;        /* node->order, under the node lock */
     int busy;                    /* pins: requests and copies */
     int readers;                 /* of which copies reading it */
     int wbusy;                   /* of which by requests that write it */
@@ -76,6 +78,14 @@ struct tsr_entry {
     pthread_mutex_t lock;
     size_t size;
     uint64_t version;   /* bumped at every write */
+    /* tsr__mem_set_next_use's word (TSR_NEXT_USE_NONE), written without
+     * the entry lock; nordered: replicas in a node's order (under the
+     * entry lock). A setter stores the word then reads nordered, a copy
+     * entering an order counts itself then reads the word (both sequentially
+     * consistent): one of them sees the other, so no copy keeps a stale
+     * word, and an entry held by no ordering node costs its setter no lock. */
+    _Atomic uint64_t next_use;
+    atomic_int nordered;
     bool zero;          /* never written: every node may zero-fill */
     bool dead;          /* freed by the owner; replicas go when copies end */
     atomic_int refs;    /* the owner + fetches in flight */
@@ -196,55 +206,47 @@ static void *node_alloc_evicting(tsr_node_t *n, tsr_entry_t *e, bool demand, cha
 
 /* ---- eviction order ------------------------------------------------------ */
 
-/* n->reps is kept in the order eviction takes copies, so that an eviction
- * walks from the head and stops once it has freed enough, instead of
- * sorting every copy of the node: a copy goes to the tail when it is used
- * (least recently used first), to the head when its contents stop
- * mattering (invalid, won't use). Node lock held. */
-static void lru_unlink(tsr_node_t *n, tsr_replica_t *r)
-{
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        n->reps = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    else
-        n->reps_tail = r->prev;
-    r->prev = r->next = NULL;
-}
+/* n->order keeps the node's copies in the order eviction takes them
+ * (memory/evict.h), so that an eviction visits from the top and stops once
+ * it has freed enough, instead of sorting every copy of the node: a copy
+ * is stamped when it is used (least recently used first) or when its
+ * contents stop mattering (invalid, won't use: before everything else),
+ * and under the window rule it moves when its entry's next use does. A
+ * node of unlimited capacity (the host, usually) never evicts: its copies
+ * are not ordered at all, and using one costs no lock. */
+static bool ordered(const tsr_node_t *n) { return n->capacity != SIZE_MAX; }
 
-static void lru_link(tsr_node_t *n, tsr_replica_t *r, bool head)
+/* Node lock held. */
+static void order_unlink(tsr_node_t *n, tsr_replica_t *r)
 {
-    if (head) {
-        r->prev = NULL;
-        r->next = n->reps;
-        if (n->reps)
-            n->reps->prev = r;
-        else
-            n->reps_tail = r;
-        n->reps = r;
-    } else {
-        r->next = NULL;
-        r->prev = n->reps_tail;
-        if (n->reps_tail)
-            n->reps_tail->next = r;
-        else
-            n->reps = r;
-        n->reps_tail = r;
+    if (r->ord.idx != TSR_EVICT_NOWHERE) {
+        tsr__evict_remove(&n->order, &r->ord);
+        atomic_fetch_sub(&r->entry->nordered, 1);
     }
 }
 
-/* r (of node nd) was just used (tail) or no longer matters (head). Entry
- * lock held, node lock not held. */
-static void lru_move(int nd, tsr_replica_t *r, bool head)
+/* Node lock held. Without memory to grow the order, the copy stays out of
+ * it: it is never evicted, only freed with its entry or when invalidated. */
+static void order_link(tsr_node_t *n, tsr_replica_t *r, bool matters)
+{
+    if (!ordered(n))
+        return;
+    atomic_fetch_add(&r->entry->nordered, 1);
+    r->ord.next_use = atomic_load(&r->entry->next_use);
+    if (!tsr__evict_insert(&n->order, &r->ord, matters))
+        atomic_fetch_sub(&r->entry->nordered, 1);
+}
+
+/* r (of node nd) was just used (matters) or no longer matters. Entry lock
+ * held, node lock not held. */
+static void order_move(int nd, tsr_replica_t *r, bool matters)
 {
     tsr_node_t *n = node(nd);
+    if (!ordered(n))
+        return;
     pthread_mutex_lock(&n->lock);
-    if (r->alloc) {
-        lru_unlink(n, r);
-        lru_link(n, r, head);
-    }
+    if (r->alloc && r->ord.idx != TSR_EVICT_NOWHERE)
+        tsr__evict_touch(&n->order, &r->ord, matters);
     pthread_mutex_unlock(&n->lock);
 }
 
@@ -268,7 +270,7 @@ static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand, char *e
             return TSR_ENOMEM;
         }
         used_add(n, e->size);
-        n->reserving += e->size; /* counted, not yet in n->reps */
+        n->reserving += e->size; /* counted, not yet in n->order */
         pthread_mutex_unlock(&n->lock);
     }
     void *p = node_alloc_evicting(n, e, demand, err);
@@ -284,7 +286,7 @@ static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand, char *e
     r->ptr = p;
     r->alloc = true;
     r->state = ST_I;
-    lru_link(n, r, false);
+    order_link(n, r, true);
     pthread_mutex_unlock(&n->lock);
     return TSR_OK;
 }
@@ -292,7 +294,7 @@ static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand, char *e
 /* Free a replica's memory. Entry lock and node lock held. */
 static void rep_free_locked(tsr_node_t *n, tsr_replica_t *r, size_t size)
 {
-    lru_unlink(n, r);
+    order_unlink(n, r);
     n->used -= size;
     n->ops->free(n, r->ptr, size);
     r->ptr = NULL;
@@ -387,9 +389,12 @@ tsr_entry_t *tsr__entry_new(void *host_ptr, size_t size)
     e->nnodes = nn;
     e->zero = host_ptr == NULL;
     atomic_init(&e->refs, 1);
+    atomic_init(&e->next_use, TSR_NEXT_USE_NONE);
+    atomic_init(&e->nordered, 0);
     for (int j = 0; j < nn; j++) {
         e->rep[j].entry = e;
         e->rep[j].node = (uint16_t)j;
+        e->rep[j].ord.idx = TSR_EVICT_NOWHERE;
     }
     if (host_ptr) {
         e->rep[0].ptr = host_ptr;
@@ -752,22 +757,33 @@ static bool req_has(const tsr_mem_req_t *r, const tsr_entry_t *e)
     return false;
 }
 
-static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict_result *res,
-                           const tsr_mem_req_t *self)
+/* `bounded`: a prefetch under the window rule, which may only take copies
+ * whose next use is later than `later_than` (the prefetched entry's): it
+ * then never evicts what will be needed before what it brings (Belady).
+ * Copies whose contents no longer matter go regardless. */
+static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_result *res,
+                         const tsr_mem_req_t *self, bool bounded, uint64_t later_than)
 {
     evict_result_t dummy;
     if (!res)
         res = &dummy;
     res->skipped = res->blocked = res->busy = 0;
     size_t freed = 0, pending = n->evicting_bytes;
-    /* n->reps is in eviction order (invalid and won't-use copies, then
-     * least recently used): pass 0 takes every idle copy but those
-     * prefetched for queued work, pass 1 (a demand only: a granted request
-     * would otherwise wait forever) those too. */
+    bounded = bounded && n->order.rule == TSR_MEM_EVICT_WINDOW;
+    /* n->order visits in eviction order: pass 0 takes every idle copy but
+     * those prefetched for queued work, pass 1 (a demand only: a granted
+     * request would otherwise wait forever) those too. A copy freed
+     * changes the order: the visit starts again from the top (what it
+     * skipped there is little: copies in use are the recently used or
+     * soon needed ones, at the bottom). */
+    tsr_evict_visit_t vis = {0};
     for (int pass = 0; pass < (demand ? 2 : 1) && freed + pending < want; pass++) {
-        tsr_replica_t *next;
-        for (tsr_replica_t *r = n->reps; r && freed + pending < want; r = next) {
-            next = r->next; /* r may leave the list */
+        tsr__evict_visit_start(&n->order, &vis);
+        tsr_evict_item_t *it;
+        while (freed + pending < want && (it = tsr__evict_visit_next(&n->order, &vis))) {
+            tsr_replica_t *r = (tsr_replica_t *)((char *)it - offsetof(tsr_replica_t, ord));
+            if (bounded && it->tier == 1 && it->next_use <= later_than)
+                break; /* every copy from here on is needed as soon */
             tsr_entry_t *e = r->entry;
             if (pthread_mutex_trylock(&e->lock) != 0) {
                 res->skipped += pass == 0;
@@ -788,6 +804,7 @@ static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict
             if (clean) {
                 bool was_valid = valid(r);
                 rep_free_locked(n, r, e->size);
+                tsr__evict_visit_removed(&n->order, &vis);
                 freed += e->size;
                 atomic_fetch_add(was_valid ? &n->evictions : &n->dropped, 1);
                 relabel(e);
@@ -816,8 +833,16 @@ static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict
             }
             pthread_mutex_unlock(&e->lock);
         }
+        res->skipped += vis.truncated;
     }
+    tsr__evict_visit_end(&vis);
     return freed;
+}
+
+static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict_result *res,
+                           const tsr_mem_req_t *self)
+{
+    return evict_walk(n, want, demand, res, self, false, 0);
 }
 
 /* A write-back for an eviction ended: free the replica unless it was
@@ -1211,12 +1236,12 @@ void tsr__mem_release(tsr_mem_req_t *r)
                     rep_free(e, j);
                     kick_node[j] = true;
                 } else if (o->alloc) {
-                    lru_move(j, o, true); /* stale: the first to go */
+                    order_move(j, o, false); /* stale: the first to go */
                 }
             }
             R->state = ST_M;
         }
-        lru_move(nd, R, false);
+        order_move(nd, R, true);
         if (unpin_req(R, r->mode[k], &unblocked))
             kick_node[nd] = true;
         pthread_mutex_unlock(&e->lock);
@@ -1297,11 +1322,12 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
         pthread_mutex_lock(&n->lock);
         bool room = !n->wait_head && n->used + e->size <= n->capacity;
         if (!room && !n->wait_head) {
-            evict_locked(n, n->used + e->size - n->capacity, false, NULL, NULL);
+            evict_walk(n, n->used + e->size - n->capacity, false, NULL, NULL, true,
+                       atomic_load(&e->next_use));
             room = n->used + e->size <= n->capacity;
         }
         if (room) {
-            /* Counted in used before the replica is in n->reps: a waiting
+            /* Counted in used before the replica is in n->order: a waiting
              * request's evictor must not take these bytes for memory that
              * nothing will ever give back (see try_grant's "hopeless"). */
             used_add(n, e->size);
@@ -1323,7 +1349,7 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
         reserved_here = true;
     }
     R->prefetched = true;
-    lru_move(nd, R, false);
+    order_move(nd, R, true);
     if (e->zero && nd == 0) {
         if (!n->ops->alloc_zeroed)
             memset(R->ptr, 0, e->size);
@@ -1349,7 +1375,7 @@ void tsr__mem_invalidate(tsr_entry_t *e)
             rep_free(e, j);
             kicks[j] = true;
         } else if (R->alloc && !R->user) {
-            lru_move(j, R, true); /* stale: the first to go */
+            order_move(j, R, false); /* stale: the first to go */
         }
     }
     pthread_mutex_unlock(&e->lock);
@@ -1364,13 +1390,33 @@ void tsr__mem_wont_use(tsr_entry_t *e)
     for (int j = 1; j < e->nnodes; j++)
         if (e->rep[j].alloc) {
             e->rep[j].wont_use = true;
-            lru_move(j, &e->rep[j], true);
+            order_move(j, &e->rep[j], false);
         }
     pthread_mutex_unlock(&e->lock);
 }
 
+/* Only the window rule orders by next use; under LRU the word is kept
+ * (a copy allocated later copies it) but moves nothing. */
 void tsr__mem_set_next_use(tsr_entry_t *e, uint64_t seq)
 {
-    (void)e;
-    (void)seq;
+    /* One caller at a time per entry (the runtime's handle lock for pending
+     * uses): the word is ours to compare and store. */
+    if (atomic_load_explicit(&e->next_use, memory_order_relaxed) == seq)
+        return;
+    atomic_store(&e->next_use, seq);
+    if (atomic_load(&e->nordered) == 0)
+        return; /* no copy in an order: one entering reads the word */
+    pthread_mutex_lock(&e->lock);
+    seq = atomic_load_explicit(&e->next_use, memory_order_relaxed);
+    for (int j = 0; j < e->nnodes; j++) {
+        tsr_replica_t *R = &e->rep[j];
+        tsr_node_t *n = node(j);
+        if (!R->alloc || !ordered(n))
+            continue;
+        pthread_mutex_lock(&n->lock);
+        if (R->ord.idx != TSR_EVICT_NOWHERE)
+            tsr__evict_set_next_use(&n->order, &R->ord, seq);
+        pthread_mutex_unlock(&n->lock);
+    }
+    pthread_mutex_unlock(&e->lock);
 }

@@ -3,7 +3,8 @@
  * A memory node is host RAM, one GPU's memory, or a simulated accelerator's
  * memory. Every piece of data (a tile) has a directory entry with one
  * replica slot per node; the directory knows which replicas are valid,
- * allocates replicas (evicting least-recently-used idle ones), and moves
+ * allocates replicas (evicting idle ones: the one whose next use is
+ * furthest, or the least recently used — memory/evict.h), and moves
  * data between nodes asynchronously on each node's copy engine.
  *
  * The runtime asks for data with a request: a set of (entry, mode) on one
@@ -24,6 +25,7 @@
 #include <stdint.h>
 
 #include "memory/copy.h"
+#include "memory/evict.h"
 
 #define TSR_MAX_NODES 32
 #define TSR_MEM_MAX_BUFFERS 16
@@ -115,13 +117,13 @@ struct tsr_node {
     pthread_mutex_t lock;   /* everything below, up to the counters */
     size_t used;            /* allocated + reserved bytes */
     size_t peak;
-    /* every allocated replica, in eviction order: invalid and won't-use
-     * copies first, then least recently used first (directory.c) */
-    tsr_replica_t *reps, *reps_tail;
+    /* every allocated replica, in eviction order (memory/evict.h): on a
+     * node of finite capacity only (nothing is ever evicted elsewhere) */
+    tsr_evict_order_t order;
     tsr_mem_req_t *wait_head, *wait_tail; /* requests waiting for memory */
     bool kicking, kick_again;
     size_t evicting_bytes;  /* write-backs in flight that will free memory */
-    size_t reserving;       /* counted in used, not yet in reps: grants not
+    size_t reserving;       /* counted in used, not yet in order: grants not
                                yet pinned, allocations under way */
     /* A write-back from here failed (its copy stays valid): the next
      * request that needs room here fails with this status and message
@@ -236,7 +238,9 @@ void tsr__mem_release(tsr_mem_req_t *r);
 int tsr__mem_acquire_sync(tsr_mem_req_t *r);
 
 /* Start moving e to node if there is room without waiting; the replica is
- * then kept unless a granted request needs the space. A hint: never fails. */
+ * then kept unless a granted request needs the space. Room may be made by
+ * dropping clean idle copies — under TSR_MEM_EVICT_WINDOW only those whose
+ * next use is later than e's. A hint: never fails. */
 void tsr__mem_prefetch(tsr_entry_t *e, int node);
 /* The contents are no longer needed: drop every replica without
  * writing back; the next reader sees zeros (or, for a registered buffer,

@@ -226,6 +226,7 @@ static tsr_node_t *node_new(bool tracing)
     memset(n, 0, sizeof *n);
     n->id = mem.n;
     pthread_mutex_init(&n->lock, NULL);
+    tsr__evict_init(&n->order, mem.evict);
     n->tracing = tracing;
     return n;
 }
@@ -238,6 +239,7 @@ static void node_close(tsr_node_t *n)
     free(n->ev);
     n->ev = NULL;
     n->nev = n->capev = 0;
+    tsr__evict_fini(&n->order);
     pthread_mutex_destroy(&n->lock);
 }
 

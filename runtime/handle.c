@@ -427,6 +427,7 @@ tsr_data_t *tsr__handle_new_internal(void *ptr, size_t size)
     h->registered = ptr != NULL;
     h->internal = true;
     pthread_mutex_init(&h->lock, NULL);
+    pthread_mutex_init(&h->use_m, NULL);
     return h;
 }
 
@@ -519,6 +520,7 @@ void tsr__handle_free(tsr_data_t *h)
     tasklist_free(&h->commute_pred);
     tasklist_free(&h->commute_waiting);
     tsr__entry_free(h->entry);
+    tsr__handle_uses_free(h);
     pthread_mutex_destroy(&h->lock);
     free(h);
 }

@@ -111,10 +111,21 @@ struct tsr_task {
     /* REDUCE: the group it combines; a task completing `then` with it */
     struct tsr_redux_group *group;
     tsr_task_t then;
+    /* the next-use feed (task.c): the submission number, and how many
+     * of use_h/use_pos below are set */
+    uint64_t seq;
+    uint8_t nuses;
 
     tsr_task_t free_next;  /* free list link */
     size_t args_size;
     _Alignas(16) unsigned char args[TSR_MAX_ARGS];
+    /* the buffers whose handles' pending uses this task is at (data[] of
+     * a recorded buffer stays the handle: REDUX buffers are not recorded),
+     * and its positions in their rings (low 32 bits: fewer uses than that
+     * are ever pending at once); after the argument block, so that a
+     * task's reset does not clear them (nuses says how many are set) */
+    uint8_t use_buf[TSR_MAX_BUFFERS];
+    uint32_t use_pos[TSR_MAX_BUFFERS];
     pthread_mutex_t lock;  /* kept across reuse from the pool */
 };
 
@@ -150,6 +161,11 @@ extern _Thread_local bool tsr__tl_self_slot;
  * and the predecessors its dependencies found (each list entry a ref). */
 extern _Thread_local tsr_task_t tsr__tl_preds_of;
 extern _Thread_local tsr_tasklist_t tsr__tl_preds;
+/* Whether the runtime tells the directory each handle's next use (the
+ * window rule on a node of finite capacity), and the submission counter. */
+void tsr__next_use_setup(void);
+/* The handle's pending uses are gone (it is being freed). */
+void tsr__handle_uses_free(tsr_data_t *h);
 /* Start moving t's inputs to the memory node of worker `target`. */
 void tsr__task_prefetch(tsr_task_t t, int target);
 
@@ -181,6 +197,14 @@ struct tsr_handle {
     struct tsr_redux_group *redux;
     /* registry of live handles */
     struct tsr_handle *reg_prev, *reg_next;
+    /* pending uses, in submission order (task.c, under use_m): a ring of
+     * absolute positions [use_head, use_tail); the first not done is the
+     * handle's next use, which the directory hears of */
+    pthread_mutex_t use_m;
+    struct tsr_use { uint64_t seq; bool done; } *uses; /* use_inline, or malloc'd */
+    uint64_t use_head, use_tail;
+    uint32_t use_cap;
+    struct tsr_use use_inline[4]; /* most handles: no allocation */
 };
 
 /* Add the dependencies of task t accessing h with mode (not SCRATCH) as
@@ -377,6 +401,9 @@ typedef struct tsr_runtime {
     /* pending work and waiting */
     atomic_long pending;          /* submitted, not complete */
     atomic_long pending_bytes;
+    bool feed_next_use;           /* tsr__next_use_setup */
+    int disk_node;                /* the disk tier's memory node, or -1 */
+    atomic_uint_fast64_t next_seq; /* submission numbers */
     atomic_int nwaiters;
     atomic_int nacquired;         /* handles currently acquired */
     atomic_int nthrottled;        /* submitters waiting for low water */

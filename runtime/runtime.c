@@ -271,6 +271,7 @@ static int init_memory(void)
     if (rc != TSR_OK)
         return tsr__fail(rc, "init: memory nodes: %s", err);
     tsr__rt.nnodes = tsr__mem_node_count();
+    tsr__next_use_setup();
     return TSR_OK;
 }
 

@@ -457,6 +457,118 @@ static void commute_release(tsr_task_t t)
     free(retry.v);
 }
 
+/* ---- the next-use feed ------------------------------------------------- */
+
+/* The directory evicts the idle copy whose next use is furthest (Belady's
+ * rule over the submitted window, memory/evict.h): it needs, per handle,
+ * the submission number of the first submitted task that uses it and has
+ * not completed. Each handle keeps its pending uses in submission order (a
+ * ring of {seq, done}); a task records its position in each; a completion
+ * marks it done and, when it was the first, moves the head past the done
+ * ones. The directory hears only of changes of the first: a submission to
+ * a handle with no pending use, a completion of the first. use_m is a
+ * leaf above the directory's locks: the word is passed under it, so that
+ * two completions cannot hand the directory their words in the wrong
+ * order. All of it is skipped when nothing orders by next use. */
+void tsr__next_use_setup(void)
+{
+    bool finite = false;
+    for (int j = 0; j < tsr__mem_node_count(); j++)
+        finite |= tsr__mem_node(j)->capacity != SIZE_MAX;
+    tsr__rt.feed_next_use = finite && tsr__mem_evict_rule() == TSR_MEM_EVICT_WINDOW;
+    tsr__rt.disk_node = tsr__mem_disk_node();
+    atomic_store(&tsr__rt.next_seq, 0);
+}
+
+void tsr__handle_uses_free(tsr_data_t *h)
+{
+    if (h->uses != h->use_inline)
+        free(h->uses);
+    h->uses = NULL;
+    h->use_cap = 0;
+    pthread_mutex_destroy(&h->use_m);
+}
+
+/* Position of t's use of h in h's ring (use_m held); false without memory
+ * (the use is then not fed: eviction only misjudges it). */
+static bool use_push(tsr_data_t *h, uint64_t seq, uint64_t *pos)
+{
+    if (!h->uses) {
+        h->uses = h->use_inline;
+        h->use_cap = sizeof h->use_inline / sizeof h->use_inline[0];
+    }
+    if (h->use_tail - h->use_head == h->use_cap) {
+        uint32_t cap = h->use_cap * 2;
+        struct tsr_use *v = malloc((size_t)cap * sizeof *v);
+        if (!v)
+            return false;
+        for (uint64_t p = h->use_head; p < h->use_tail; p++)
+            v[p & (cap - 1)] = h->uses[p & (h->use_cap - 1)];
+        if (h->uses != h->use_inline)
+            free(h->uses);
+        h->uses = v;
+        h->use_cap = cap;
+    }
+    *pos = h->use_tail++;
+    h->uses[*pos & (h->use_cap - 1)] = (struct tsr_use){seq, false};
+    return true;
+}
+
+/* At submission: t uses buffer k's handle (REDUX buffers use the worker's
+ * accumulator, not the handle, until the group is combined). */
+static void uses_record(tsr_task_t t, int buf)
+{
+    tsr_data_t *h = t->data[buf];
+    uint64_t pos;
+    pthread_mutex_lock(&h->use_m);
+    bool first = h->use_head == h->use_tail;
+    if (use_push(h, t->seq, &pos)) {
+        t->use_buf[t->nuses] = (uint8_t)buf;
+        t->use_pos[t->nuses++] = (uint32_t)pos;
+        if (first)
+            tsr__mem_set_next_use(h->entry, t->seq);
+    }
+    pthread_mutex_unlock(&h->use_m);
+}
+
+/* At completion (before DONE is visible, so that a handle is not freed
+ * under us: unregistering waits for every task using it). */
+static void uses_done(tsr_task_t t)
+{
+    for (int k = 0; k < t->nuses; k++) {
+        tsr_data_t *h = t->data[t->use_buf[k]];
+        pthread_mutex_lock(&h->use_m);
+        h->uses[t->use_pos[k] & (h->use_cap - 1)].done = true;
+        if (t->use_pos[k] == (uint32_t)h->use_head) {
+            while (h->use_head < h->use_tail && h->uses[h->use_head & (h->use_cap - 1)].done)
+                h->use_head++;
+            tsr__mem_set_next_use(h->entry, h->use_head < h->use_tail
+                                                ? h->uses[h->use_head & (h->use_cap - 1)].seq
+                                                : TSR_NEXT_USE_NONE);
+        }
+        pthread_mutex_unlock(&h->use_m);
+    }
+    t->nuses = 0;
+}
+
+/* A task is ready: with a disk tier below the host, start bringing the
+ * data it reads and that is valid only on the disk to the host, ahead of
+ * the worker's request (host ← disk; the push-time prefetch does
+ * accelerator ← host). Data valid on an accelerator is left alone: the
+ * task may well run there. */
+static void prefetch_from_disk(tsr_task_t t)
+{
+    uint32_t disk = 1u << tsr__rt.disk_node;
+    for (int i = 0; i < t->nbuffers; i++) {
+        int m = t->acc[i].mode;
+        if (m != TSR_R && m != TSR_RW && m != TSR_COMMUTE)
+            continue;
+        tsr_entry_t *e = t->data[i]->entry;
+        if (tsr__entry_nodes(e) == disk)
+            tsr__mem_prefetch(e, 0);
+    }
+}
+
 /* ---- readiness and completion ------------------------------------------ */
 
 void tsr__task_ready(tsr_task_t t)
@@ -491,6 +603,8 @@ void tsr__task_ready(tsr_task_t t)
         tsr__redux_start(t);
         return;
     }
+    if (tsr__rt.disk_node > 0 && tsr__rt.disk_node < 32 && !t->internal)
+        prefetch_from_disk(t);
     if (t->ncommute && !commute_try_take(t))
         return; /* parked; commute_release() pushes it */
     push_to_policy(t);
@@ -498,6 +612,8 @@ void tsr__task_ready(tsr_task_t t)
 
 void tsr__task_complete(tsr_task_t t, int result, int worker)
 {
+    if (t->nuses)
+        uses_done(t);
     if (t->ncommute && result != TSR_RESULT_CANCELLED)
         commute_release(t);
     /* A failure's description replaces the bare reason before DONE is
@@ -669,7 +785,12 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
                       (pol->flags & TSR_SCHED_WANTS_PREDECESSORS);
     if (want_preds)
         tsr__tl_preds_of = t;
+    bool feed = tsr__rt.feed_next_use && t->kind == TSR_KIND_USER;
+    if (feed)
+        t->seq = atomic_fetch_add_explicit(&tsr__rt.next_seq, 1, memory_order_relaxed);
     for (int k = 0; k < nh; k++) {
+        if (feed && modes[k] != TSR_REDUX)
+            uses_record(t, first[k]);
         tsr_task_t reduce = NULL;
         if (tsr__handle_depend(hs[k], t, (tsr_mode_t)modes[k], first[k], &reduce) != TSR_OK)
             sync = t->kind != TSR_KIND_ACQUIRE;

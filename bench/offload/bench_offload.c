@@ -1,11 +1,13 @@
 /* tessera-bench-offload — tiled SGEMM (C += A B) whose working set is 1×,
- * 2× and 4× the memory of the accelerator that runs it: a simulated
+ * 2×, 4× and 8× the memory of the accelerator that runs it: a simulated
  * accelerator throttled to a PCIe-like bandwidth (and a real GPU when one
- * is present). For each size: GFLOP/s, bytes moved against the lower bound
- * (every tile in once, C out once), and time the worker waited for data.
- * The peer, run side by side in the same process, is the same
- * configuration with a pipeline depth of 1: no inputs move while a task
- * runs. On a GPU, also the bandwidth of a plain cudaMemcpy from pinned
+ * is present). For each size: GFLOP/s (and its ratio to the same product
+ * on an accelerator large enough to hold everything, run in the same
+ * process), bytes moved against the lower bound (every tile in once, C out
+ * once), and time the worker waited for data, under the window eviction
+ * rule (Belady over the submitted tasks, the default); the peer, run side
+ * by side, is the same configuration under LRU eviction. On a GPU, also
+ * the bandwidth of a plain cudaMemcpy from pinned
  * memory, measured in the same run. On emulated GPUs (a -Dcuda=emu build)
  * the timings are those of the CPU emulation, not of a GPU: the GPU section
  * then checks the product against a CPU reference instead (correctness
@@ -113,9 +115,10 @@ typedef struct result {
 } result_t;
 
 /* One run: nt×nt tiles of nb×nb per matrix, on one accelerator of
- * `capacity` bytes (sim, or GPU if gpu), pipeline depth `depth`. */
-static result_t run(int nt, int nb, size_t capacity, int depth, int gpu, double bw,
-                    double lat)
+ * `capacity` bytes (sim, or GPU if gpu), pipeline depth `depth`, eviction
+ * rule `evict` (TSR_EVICT_…). */
+static result_t run(int nt, int nb, size_t capacity, int depth, int evict, bool in_order,
+                    int gpu, double bw, double lat)
 {
     result_t res = {0};
     tsr_config_t cfg;
@@ -123,6 +126,11 @@ static result_t run(int nt, int nb, size_t capacity, int depth, int gpu, double 
     cfg.ncpu = -1; /* only the accelerator computes */
     cfg.bind = 0;
     cfg.pipeline = depth;
+    cfg.evict = evict;
+    /* in_order: ready tasks run in the order they were submitted (prio,
+     * priority = minus the submission index), the order the window rule
+     * reads; else eager: in the order they became ready */
+    cfg.sched = in_order ? "prio" : "eager";
     if (gpu) {
         cfg.ncuda = 1;
         cfg.cuda_mem = capacity;
@@ -169,7 +177,8 @@ static result_t run(int nt, int nb, size_t capacity, int depth, int gpu, double 
                 tsr_access_t acc[3] = {{A[i + k * nt], TSR_R}, {B[k + j * nt], TSR_R},
                                        {C[i + j * nt], TSR_RW}};
                 tsr_task_desc_t d = {.codelet = &gemm_cl, .nbuffers = 3, .buffers = acc,
-                                     .args = &args, .args_size = sizeof args};
+                                     .args = &args, .args_size = sizeof args,
+                                     .priority = in_order ? -((i * nt + j) * nt + k) : 0};
                 tsr_submit(&d, NULL);
             }
     /* The result counts once it is back in the application's buffers. */
@@ -222,13 +231,93 @@ static double pinned_h2d(size_t bytes)
 }
 #endif
 
+/* Tiles moved by an offline Belady (MIN) run of the same i-j-k loop with
+ * room for `slots` tiles, one task at a time (no pipeline): before each
+ * task its three tiles are brought in, evicting the tile whose next use
+ * is furthest (never: furthest of all; ties: least recently used); an
+ * evicted C tile written since it came in is written back; at the end
+ * every written C tile goes out. No eviction rule can move less for this
+ * order: it is the floor under the window rule's figure. -1 without
+ * memory. */
+static double belady_tiles(int nt, int slots)
+{
+    int ntiles = 3 * nt * nt, ntask = nt * nt * nt;
+    int *tile = malloc((size_t)ntask * 3 * sizeof *tile);
+    int *next = malloc((size_t)ntask * 3 * sizeof *next);
+    int *seen = malloc((size_t)ntiles * sizeof *seen);
+    int *res_next = malloc((size_t)ntiles * sizeof *res_next);
+    int *last = malloc((size_t)ntiles * sizeof *last);
+    char *in = calloc((size_t)ntiles, 1), *dirty = calloc((size_t)ntiles, 1);
+    double moved = -1;
+    if (!tile || !next || !seen || !res_next || !last || !in || !dirty)
+        goto out;
+    int t = 0;
+    for (int i = 0; i < nt; i++)
+        for (int j = 0; j < nt; j++)
+            for (int k = 0; k < nt; k++, t++) {
+                tile[3 * t] = i + k * nt;
+                tile[3 * t + 1] = nt * nt + k + j * nt;
+                tile[3 * t + 2] = 2 * nt * nt + i + j * nt;
+            }
+    for (int x = 0; x < ntiles; x++)
+        seen[x] = ntask; /* never */
+    for (t = ntask - 1; t >= 0; t--)
+        for (int b = 0; b < 3; b++) {
+            next[3 * t + b] = seen[tile[3 * t + b]];
+            seen[tile[3 * t + b]] = t;
+        }
+    int nin = 0;
+    moved = 0;
+    for (t = 0; t < ntask; t++) {
+        for (int b = 0; b < 3; b++) {
+            int x = tile[3 * t + b];
+            if (in[x])
+                continue;
+            if (nin == slots) {
+                int v = -1;
+                for (int y = 0; y < ntiles; y++) {
+                    if (!in[y] || y == tile[3 * t] || y == tile[3 * t + 1] ||
+                        y == tile[3 * t + 2])
+                        continue;
+                    if (v < 0 || res_next[y] > res_next[v] ||
+                        (res_next[y] == res_next[v] && last[y] < last[v]))
+                        v = y;
+                }
+                in[v] = 0;
+                nin--;
+                moved += dirty[v];
+                dirty[v] = 0;
+            }
+            in[x] = 1;
+            nin++;
+            moved++;
+        }
+        for (int b = 0; b < 3; b++) {
+            res_next[tile[3 * t + b]] = next[3 * t + b];
+            last[tile[3 * t + b]] = t;
+        }
+        dirty[tile[3 * t + 2]] = 1;
+    }
+    for (int x = 0; x < ntiles; x++)
+        moved += dirty[x];
+out:
+    free(tile);
+    free(next);
+    free(seen);
+    free(res_next);
+    free(last);
+    free(in);
+    free(dirty);
+    return moved;
+}
+
 typedef struct figure {
     char kase[64], metric[32], unit[16], peer[32];
     double value, peer_value;
     int has_peer;
 } figure_t;
 
-static figure_t figs[64];
+static figure_t figs[96];
 static int nfigs;
 
 static void add(const char *kase, const char *metric, const char *unit, double v,
@@ -244,12 +333,12 @@ static void add(const char *kase, const char *metric, const char *unit, double v
     f->has_peer = has_peer;
 }
 
-/* > 1: the pipelined run is better (for bytes and waiting, lower is). */
+/* > 1: the window rule is better (for bytes and waiting, lower is). */
 static double ratio_of(const figure_t *f)
 {
     if (!f->has_peer || f->value <= 0 || f->peer_value <= 0)
         return NAN;
-    bool lower_better = strcmp(f->metric, "gflops") != 0;
+    bool lower_better = !strstr(f->metric, "gflops");
     return lower_better ? f->peer_value / f->value : f->value / f->peer_value;
 }
 
@@ -306,8 +395,8 @@ int main(int argc, char **argv)
     if (!gpu)
         printf("simulated copy engine: %.0f MB/s, %.0f us per copy; 1 worker computing\n",
                bw / 1e6, lat * 1e6);
-    static const int ratios[] = {1, 2, 4};
-    for (int r = 0; r < 3; r++) {
+    static const int ratios[] = {1, 2, 4, 8};
+    for (int r = 0; r < 4; r++) {
         /* 3 nt^2 tiles = ratio x capacity (1x: the largest that fits). */
         int nt = (int)floor(sqrt((double)ratios[r] * capacity / (3.0 * tile_bytes)));
         if (nt < 2)
@@ -315,29 +404,47 @@ int main(int argc, char **argv)
         double ws = 3.0 * nt * nt * tile_bytes;
         char kase[64];
         snprintf(kase, sizeof kase, "ws%dx_%dtiles", ratios[r], nt);
-        result_t a = run(nt, nb, capacity, 4, gpu, bw, lat);
-        result_t b = run(nt, nb, capacity, 1, gpu, bw, lat);
-        if (!a.ok || !b.ok) {
-            printf("%s: FAILED: %s\n", kase, a.ok ? b.err : a.err);
-            return 1;
-        }
+        result_t a = run(nt, nb, capacity, 4, TSR_EVICT_WINDOW, true, gpu, bw, lat);
+        result_t b = run(nt, nb, capacity, 4, TSR_EVICT_LRU, true, gpu, bw, lat);
+        /* in memory: the same product on an accelerator that holds it all */
+        size_t all = (size_t)ws + 4 * tile_bytes;
+        result_t m = run(nt, nb, all > capacity ? all : capacity, 4, TSR_EVICT_WINDOW, true,
+                         gpu, bw, lat);
+        /* the same two rules when ready tasks run in the order they became
+         * ready (eager), which is not the order of the window */
+        result_t ea = run(nt, nb, capacity, 4, TSR_EVICT_WINDOW, false, gpu, bw, lat);
+        result_t eb = run(nt, nb, capacity, 4, TSR_EVICT_LRU, false, gpu, bw, lat);
+        result_t *all_runs[] = {&a, &b, &m, &ea, &eb};
+        for (int x = 0; x < 5; x++)
+            if (!all_runs[x]->ok) {
+                printf("%s: FAILED: %s\n", kase, all_runs[x]->err);
+                return 1;
+            }
         if (gpu && EMULATED_GPU) {
             /* fp32 sums of nt*nb products of values in [-0.5, 0.5], TF32 inputs */
             double tol = 2e-3 * sqrt((double)nt * nb);
-            double err = a.max_err > b.max_err ? a.max_err : b.max_err;
+            double err = 0;
+            for (int x = 0; x < 5; x++)
+                err = fmax(err, all_runs[x]->max_err);
             printf("%s: max |C - reference| = %.3g (tolerance %.3g): %s\n", kase, err, tol,
                    err <= tol ? "correct" : "WRONG");
             if (!(err <= tol))
                 return 1;
         }
         double lower = ws + nt * nt * (double)tile_bytes; /* all in, C out */
-        add(kase, "gflops", "GFLOP/s", a.gflops, "pipeline1", b.gflops, 1);
-        add(kase, "moved_over_lower_bound", "x", a.moved / lower, "pipeline1",
-            b.moved / lower, 1);
-        add(kase, "wait_data_fraction", "of time", a.wait_s / a.seconds, "pipeline1",
+        add(kase, "gflops", "GFLOP/s", a.gflops, "lru", b.gflops, 1);
+        add(kase, "of_in_memory_gflops", "x", a.gflops / m.gflops, "lru",
+            b.gflops / m.gflops, 1);
+        add(kase, "moved_over_lower_bound", "x", a.moved / lower, "lru", b.moved / lower, 1);
+        add(kase, "wait_data_fraction", "of time", a.wait_s / a.seconds, "lru",
             b.wait_s / b.seconds, 1);
+        add(kase, "in_memory_gflops", "GFLOP/s", m.gflops, "-", 0, 0);
         add(kase, "moved_mib", "MiB", a.moved / 1048576.0, "lower_bound", lower / 1048576.0,
             1);
+        double bel = belady_tiles(nt, (int)(capacity / tile_bytes));
+        add(kase, "belady_over_lower", "x", bel * tile_bytes / lower, "-", 0, 0);
+        add(kase, "eager_moved_over_lower", "x", ea.moved / lower, "lru", eb.moved / lower, 1);
+        add(kase, "eager_gflops", "GFLOP/s", ea.gflops, "lru", eb.gflops, 1);
     }
 #ifdef TSR_HAVE_CUDA
     if (gpu) {
@@ -354,7 +461,8 @@ int main(int argc, char **argv)
         printf("%-22s %-24s %12.4g %-12s %12.4g %8.3g\n", f->kase, f->metric, f->value,
                f->peer, f->peer_value, ratio);
     }
-    printf("(ratio > 1: the pipelined run is better; for moved_mib, lower bound / moved)\n\n");
+    printf("(tessera: window eviction rule; ratio > 1: the window rule is better; for "
+           "moved_mib, lower bound / moved)\n\n");
     for (int i = 0; i < nfigs; i++) {
         figure_t *f = &figs[i];
         double ratio = ratio_of(f);

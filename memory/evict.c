@@ -1,0 +1,220 @@
+/* memory/evict.c — the eviction order of a node's copies (evict.h). */
+#include "memory/evict.h"
+
+#include "memory/memory.h"
+
+#include <stdlib.h>
+
+void tsr__evict_init(tsr_evict_order_t *o, int rule)
+{
+    *o = (tsr_evict_order_t){.rule = rule};
+}
+
+void tsr__evict_fini(tsr_evict_order_t *o)
+{
+    free(o->v);
+    o->v = NULL;
+    o->n = o->cap = 0;
+}
+
+bool tsr__evict_before(const tsr_evict_order_t *o, const tsr_evict_item_t *a,
+                       const tsr_evict_item_t *b)
+{
+    if (a->tier != b->tier)
+        return a->tier < b->tier;
+    /* Copies that no longer matter go in stamp order alone: which one
+     * frees memory for nothing first does not matter. */
+    if (a->tier == 1 && o->rule == TSR_MEM_EVICT_WINDOW && a->next_use != b->next_use)
+        return a->next_use > b->next_use; /* furthest (or none) first */
+    return a->stamp < b->stamp;
+}
+
+static void put(tsr_evict_order_t *o, uint32_t i, tsr_evict_item_t *it)
+{
+    o->v[i] = it;
+    it->idx = i;
+}
+
+static void sift_up(tsr_evict_order_t *o, uint32_t i)
+{
+    tsr_evict_item_t *it = o->v[i];
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (!tsr__evict_before(o, it, o->v[p]))
+            break;
+        put(o, i, o->v[p]);
+        i = p;
+    }
+    put(o, i, it);
+}
+
+static void sift_down(tsr_evict_order_t *o, uint32_t i)
+{
+    tsr_evict_item_t *it = o->v[i];
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= o->n)
+            break;
+        if (c + 1 < o->n && tsr__evict_before(o, o->v[c + 1], o->v[c]))
+            c++;
+        if (!tsr__evict_before(o, o->v[c], it))
+            break;
+        put(o, i, o->v[c]);
+        i = c;
+    }
+    put(o, i, it);
+}
+
+/* After it's key changed in place. */
+static void fix(tsr_evict_order_t *o, tsr_evict_item_t *it)
+{
+    uint32_t i = it->idx;
+    sift_up(o, i);
+    if (it->idx == i)
+        sift_down(o, i);
+}
+
+static void stamp(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
+{
+    uint64_t c = ++o->clock;
+    it->tier = matters ? 1 : 0;
+    /* tier 0: the latest first (the head of the list it replaces) */
+    it->stamp = matters ? c : UINT64_MAX - c;
+}
+
+bool tsr__evict_insert(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
+{
+    if (o->n == o->cap) {
+        uint32_t cap = o->cap ? o->cap * 2 : 64;
+        tsr_evict_item_t **v = realloc(o->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return false;
+        o->v = v;
+        o->cap = cap;
+    }
+    stamp(o, it, matters);
+    put(o, o->n++, it);
+    sift_up(o, it->idx);
+    return true;
+}
+
+void tsr__evict_remove(tsr_evict_order_t *o, tsr_evict_item_t *it)
+{
+    uint32_t i = it->idx;
+    it->idx = TSR_EVICT_NOWHERE;
+    tsr_evict_item_t *last = o->v[--o->n];
+    if (i == o->n)
+        return;
+    put(o, i, last);
+    fix(o, last);
+}
+
+void tsr__evict_touch(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
+{
+    stamp(o, it, matters);
+    fix(o, it);
+}
+
+void tsr__evict_set_next_use(tsr_evict_order_t *o, tsr_evict_item_t *it, uint64_t next_use)
+{
+    if (it->next_use == next_use)
+        return;
+    it->next_use = next_use;
+    if (o->rule == TSR_MEM_EVICT_WINDOW && it->tier == 1)
+        fix(o, it);
+}
+
+/* ---- visits ------------------------------------------------------------ */
+
+/* The frontier holds the heap positions whose parent was visited and that
+ * were not yet: its least item is the next in key order, since every item
+ * not yet visited lies under one of them and comes after it. */
+static bool f_less(const tsr_evict_order_t *o, const tsr_evict_visit_t *v, uint32_t a,
+                   uint32_t b)
+{
+    return tsr__evict_before(o, o->v[v->f[a]], o->v[v->f[b]]);
+}
+
+static void f_push(const tsr_evict_order_t *o, tsr_evict_visit_t *v, uint32_t pos)
+{
+    if (v->n == v->cap) {
+        uint32_t cap = v->cap * 2;
+        uint32_t *f = v->f == v->inl ? malloc((size_t)cap * sizeof *f)
+                                     : realloc(v->f, (size_t)cap * sizeof *f);
+        if (!f) {
+            v->truncated = true;
+            return;
+        }
+        if (v->f == v->inl)
+            for (uint32_t i = 0; i < v->n; i++)
+                f[i] = v->inl[i];
+        v->f = f;
+        v->cap = cap;
+    }
+    uint32_t i = v->n++;
+    v->f[i] = pos;
+    while (i > 0 && f_less(o, v, i, (i - 1) / 2)) {
+        uint32_t p = (i - 1) / 2, t = v->f[p];
+        v->f[p] = v->f[i];
+        v->f[i] = t;
+        i = p;
+    }
+}
+
+static uint32_t f_pop(const tsr_evict_order_t *o, tsr_evict_visit_t *v)
+{
+    uint32_t top = v->f[0];
+    v->f[0] = v->f[--v->n];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= v->n)
+            break;
+        if (c + 1 < v->n && f_less(o, v, c + 1, c))
+            c++;
+        if (!f_less(o, v, c, i))
+            break;
+        uint32_t t = v->f[c];
+        v->f[c] = v->f[i];
+        v->f[i] = t;
+        i = c;
+    }
+    return top;
+}
+
+void tsr__evict_visit_start(const tsr_evict_order_t *o, tsr_evict_visit_t *v)
+{
+    if (!v->f) {
+        v->f = v->inl;
+        v->cap = sizeof v->inl / sizeof v->inl[0];
+    }
+    v->n = 0;
+    v->truncated = false;
+    if (o->n > 0) {
+        v->f[0] = 0;
+        v->n = 1;
+    }
+}
+
+tsr_evict_item_t *tsr__evict_visit_next(const tsr_evict_order_t *o, tsr_evict_visit_t *v)
+{
+    if (v->n == 0)
+        return NULL;
+    uint32_t pos = f_pop(o, v);
+    for (uint32_t c = 2 * pos + 1; c <= 2 * pos + 2 && c < o->n; c++)
+        f_push(o, v, c);
+    return o->v[pos];
+}
+
+void tsr__evict_visit_removed(const tsr_evict_order_t *o, tsr_evict_visit_t *v)
+{
+    tsr__evict_visit_start(o, v);
+}
+
+void tsr__evict_visit_end(tsr_evict_visit_t *v)
+{
+    if (v->f && v->f != v->inl)
+        free(v->f);
+    v->f = NULL;
+    v->n = v->cap = 0;
+}

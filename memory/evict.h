@@ -1,0 +1,80 @@
+/* memory/evict.h — the order in which a node's idle copies are evicted.
+ *
+ * One indexed binary heap per node holds every copy allocated there (the
+ * copy stores its heap position, so that a key change or a removal is
+ * O(log n)), keyed so that the top is the copy to evict first:
+ *   1. tier: copies whose contents no longer matter (invalid, won't use)
+ *      before the others;
+ *   2. under TSR_MEM_EVICT_WINDOW only: the next use, furthest first (no
+ *      use in the submitted window at all before any use) — Belady's rule
+ *      over the window the runtime knows;
+ *   3. least recently used first (a per-node use counter).
+ * Under TSR_MEM_EVICT_LRU rule 2 is ignored, and the order is exactly the
+ * list the directory kept before: invalid copies first (the most recently
+ * invalidated first), then least recently used.
+ *
+ * Evictions visit copies in key order without popping them (a small
+ * frontier heap over the tree), skipping those in use, and stop once they
+ * have freed enough.
+ *
+ * Must never: take a lock (the caller holds the node's), allocate on the
+ * insert path beyond growing the heap, or look at entries or replicas
+ * beyond the item it is given.
+ */
+#ifndef TSR_MEMORY_EVICT_H
+#define TSR_MEMORY_EVICT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define TSR_EVICT_NOWHERE UINT32_MAX
+
+/* A copy's place in the order (embedded in the replica). */
+typedef struct tsr_evict_item {
+    uint64_t next_use;  /* the entry's next use (TSR_NEXT_USE_NONE: none) */
+    uint64_t stamp;     /* use counter at the last move (see tier) */
+    uint32_t idx;       /* heap position, TSR_EVICT_NOWHERE: not ordered */
+    uint8_t tier;       /* 0: contents no longer matter; 1: the others */
+} tsr_evict_item_t;
+
+typedef struct tsr_evict_order {
+    tsr_evict_item_t **v;
+    uint32_t n, cap;
+    int rule;           /* TSR_MEM_EVICT_… */
+    uint64_t clock;     /* the node's use counter */
+} tsr_evict_order_t;
+
+void tsr__evict_init(tsr_evict_order_t *o, int rule);
+void tsr__evict_fini(tsr_evict_order_t *o);
+/* Whether item a goes before item b (under o's rule). */
+bool tsr__evict_before(const tsr_evict_order_t *o, const tsr_evict_item_t *a,
+                       const tsr_evict_item_t *b);
+/* Add it as just used (tier 1) or as not mattering (tier 0). Returns
+ * false (nothing changed) when the heap cannot grow. */
+bool tsr__evict_insert(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters);
+void tsr__evict_remove(tsr_evict_order_t *o, tsr_evict_item_t *it);
+/* It was used (matters) or its contents stopped mattering (!matters): a
+ * fresh stamp; a copy that stopped mattering goes before every copy that
+ * stopped mattering earlier (as a list's head insertion did). */
+void tsr__evict_touch(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters);
+/* Its entry's next use changed. */
+void tsr__evict_set_next_use(tsr_evict_order_t *o, tsr_evict_item_t *it, uint64_t next_use);
+
+/* A visit of the items in key order. The order must not change during a
+ * visit except through tsr__evict_visit_removed (after removing the item
+ * just visited), which starts the visit again from the top: items already
+ * visited and still there are visited again. */
+typedef struct tsr_evict_visit {
+    uint32_t *f;        /* frontier: heap positions, a min-heap by key */
+    uint32_t n, cap;
+    bool truncated;     /* the frontier could not grow: the visit ended early */
+    uint32_t inl[64];
+} tsr_evict_visit_t;
+
+void tsr__evict_visit_start(const tsr_evict_order_t *o, tsr_evict_visit_t *v);
+/* The next item, or NULL at the end. */
+tsr_evict_item_t *tsr__evict_visit_next(const tsr_evict_order_t *o, tsr_evict_visit_t *v);
+void tsr__evict_visit_removed(const tsr_evict_order_t *o, tsr_evict_visit_t *v);
+void tsr__evict_visit_end(tsr_evict_visit_t *v);
+
+#endif
