@@ -11,6 +11,13 @@
 #    fails with exit 1 and "No space left on device", the previous checkpoint
 #    is the one `latest` names, untouched, and resumes to the same model;
 #    and, where a tmpfs can be mounted (root), a real full disk does the same;
+#  - a failing write to the disk tier (TESSERA_DISK_FAIL=write:K, the host
+#    capped at a fraction of the training state): at points through the
+#    steps and the saves, the run fails with exit 1 and a message naming
+#    the tier's file and pwrite, leaves no temporary and an empty disk
+#    folder, and the checkpoint `latest` names resumes to the model of a
+#    run never interrupted; without a fault the run through the disk gives
+#    that model too;
 #  - mismatched pairs: a state or a model of another save, a changed byte, a
 #    missing file, a bad pointer, the old side-by-side layout: --resume
 #    refuses with exit 1 and says why.
@@ -190,6 +197,71 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=640k tmpfs "$TMP/mnt" 2>/dev/nul
 else
     echo "[SKIP] checkpoint_faults::real_full_disk_keeps_the_checkpoint (cannot mount a tmpfs)"
 fi
+
+# ---- a failing write to the disk tier ----------------------------------------
+# 0.43M parameters: about 7 MB of parameters, gradients and moments through
+# a host of 2 MiB, so every step writes tiles to disk and reads them back.
+DTRAIN=(--data "$TMP/c_train.bin" --vocab 257 --layers 2 --heads 2 --channels 128 --context 32
+        --seq 32 --batch 4 --micro-batch 2 --lr 3e-3 --warmup 2 --threads 1 --steps 3
+        --checkpoint-every 1)
+mkdir "$TMP/disk"
+through_disk() { # the tessera-train arguments
+    TESSERA_DISK_DIR=$TMP/disk TESSERA_LIMIT_HOST_MEM=2 TESSERA_LIMIT_DISK_MEM=64 \
+        "$BIN/tessera-train" "$@"
+}
+"$BIN/tessera-train" "${DTRAIN[@]}" --out "$TMP/dref" >"$TMP/dref.log" 2>&1 || {
+    cat "$TMP/dref.log"
+    exit 1
+}
+DREF=$(evaluate "$TMP/dref")
+echo "in memory: $DREF"
+disk_run_matches() {
+    through_disk "${DTRAIN[@]}" --out "$TMP/dclean" || return 1
+    [ "$(evaluate "$TMP/dclean")" = "$DREF" ] || {
+        echo "through the disk: $(evaluate "$TMP/dclean"), in memory: $DREF"
+        return 1
+    }
+    [ -z "$(ls -A "$TMP/disk")" ] || { echo "left in the disk folder: $(ls -A "$TMP/disk")"; return 1; }
+}
+check run_through_the_disk_matches_memory disk_run_matches
+disk_fail_case() {
+    local k=$1 out=$TMP/dfail$1 rc prev REF=$DREF
+    TESSERA_DISK_FAIL=write:$k through_disk "${DTRAIN[@]}" --out "$out" >"$TMP/run.log" 2>&1
+    rc=$?
+    echo "$rc" >"$TMP/dfail.rc"
+    [ -z "$(ls -A "$TMP/disk")" ] || { echo "left in the disk folder: $(ls -A "$TMP/disk")"; return 1; }
+    [ "$rc" = 0 ] && return 0 # past the last write: the run ends
+    [ "$rc" = 1 ] || { echo "exit $rc, expected 1"; cat "$TMP/run.log"; return 1; }
+    grep -q "^tessera-train: .*$TMP/disk/.*\.disk: pwrite(.*Input/output error" "$TMP/run.log" || {
+        echo "no clear message:"
+        cat "$TMP/run.log"
+        return 1
+    }
+    grep -o "^tessera-train: [a-z ]*" "$TMP/run.log" | head -1 >>"$TMP/dfail.seen"
+    prev=$(last_saved "$TMP/run.log")
+    [ -z "$(leftovers "$out")" ] || { echo "left over: $(leftovers "$out")"; return 1; }
+    if [ "$prev" = 0 ]; then
+        [ ! -e "$out/latest" ] || { echo "latest without a save"; return 1; }
+        return 0
+    fi
+    echo after >>"$TMP/dfail.seen"
+    [ "$(step_of "$(cat "$out/latest")")" = "$prev" ] || {
+        echo "latest is $(cat "$out/latest"), the last save was step $prev"
+        return 1
+    }
+    resume_matches "$out" "$prev"
+}
+: >"$TMP/dfail.seen"
+k=100
+while [ $k -le 5000 ]; do
+    check "disk_write_$k""_fails" disk_fail_case $k
+    [ "$(cat "$TMP/dfail.rc")" = 0 ] && break
+    k=$((k + 150))
+done
+check every_disk_write_point_reached test "$(cat "$TMP/dfail.rc")" = 0
+check a_disk_failure_kept_a_checkpoint grep -q after "$TMP/dfail.seen"
+check a_disk_failure_failed_a_step grep -q -E "optimizer step|at step" "$TMP/dfail.seen"
+echo "disk write points: $(sort "$TMP/dfail.seen" | uniq -c | tr '\n' ';')"
 
 # ---- pairs that do not match ------------------------------------------------
 refuses() { # folder, what the message must say
