@@ -2,9 +2,12 @@
  * model trained with host memory capped at a fraction of its training state,
  * so that its tiles are written to disk and read back every step, gives the
  * losses and parameters of the same training in memory (under both eviction
- * rules, with recomputation, and through a simulated accelerator); a failing
- * write stops the run with a message naming the file and pwrite, and leaves
- * the checkpoint saved before it intact; shutdown leaves the disk directory
+ * rules, with recomputation, and through a simulated accelerator), moving
+ * more than the whole state each way; a write failing in a step stops the
+ * run with a message naming the file and pwrite, and a save tried after it
+ * either fails, leaving the checkpoint before it byte for byte, or writes a
+ * state a fault-free run had; a write failing during a save leaves the
+ * previous checkpoint byte for byte; shutdown leaves the disk directory
  * empty.
  *
  * Why the comparison is bitwise. Moving a tile between host, disk and an
