@@ -198,11 +198,13 @@ struct tsr_handle {
     /* registry of live handles */
     struct tsr_handle *reg_prev, *reg_next;
     /* pending uses, in submission order (task.c, under use_m): a ring of
-     * absolute positions [use_head, use_tail); the first not done is the
-     * handle's next use, which the directory hears of */
+     * absolute positions [use_head, use_tail); `when` is the task's
+     * submission number, then its readiness stamp once it is ready; the
+     * soonest of the first few is the handle's next use, which the
+     * directory hears of (use_fed: the last word it heard) */
     pthread_mutex_t use_m;
-    struct tsr_use { uint64_t seq; bool done; } *uses; /* use_inline, or malloc'd */
-    uint64_t use_head, use_tail;
+    struct tsr_use { uint64_t when; bool done, ready; } *uses; /* use_inline, or malloc'd */
+    uint64_t use_head, use_tail, use_fed;
     uint32_t use_cap;
     struct tsr_use use_inline[4]; /* most handles: no allocation */
 };

@@ -461,15 +461,56 @@ static void commute_release(tsr_task_t t)
 
 /* The directory evicts the idle copy whose next use is furthest (Belady's
  * rule over the submitted window, memory/evict.h): it needs, per handle,
- * the submission number of the first submitted task that uses it and has
- * not completed. Each handle keeps its pending uses in submission order (a
- * ring of {seq, done}); a task records its position in each; a completion
- * marks it done and, when it was the first, moves the head past the done
- * ones. The directory hears only of changes of the first: a submission to
- * a handle with no pending use, a completion of the first. use_m is a
- * leaf above the directory's locks: the word is passed under it, so that
- * two completions cannot hand the directory their words in the wrong
- * order. All of it is skipped when nothing orders by next use. */
+ * an estimate of when the first pending task that uses it will run.
+ * Policies run what is ready, in their own order, not in submission order
+ * (eager runs the ready tasks of a tiled GEMM k-step by k-step; the AdamW
+ * update of a layer is submitted after the whole backward pass but is
+ * ready when that layer's gradient is). So: a task still waiting for
+ * predecessors is estimated by its submission number; a ready task, sooner
+ * than every waiting one, in the order tasks became ready (a stamp taken
+ * at readiness) — most policies take ready work roughly in that order,
+ * and where they take it by submission order (prio with decreasing
+ * priorities) the two orders agree on what matters here.
+ * Each handle keeps its pending uses in submission order (a ring of {when,
+ * done, ready}); a task records its position in each; readiness marks its
+ * uses ready and stamps them; a completion marks them done and moves the
+ * head past the done ones. The handle's next use is the smallest key among
+ * its first USE_SCAN pending uses (its uses are mostly ordered by their
+ * dependencies, so a later one is rarely sooner). The directory hears only
+ * of changes. use_m is a leaf above the directory's locks: the word is
+ * passed under it, so that two threads cannot hand the directory their
+ * words in the wrong order. All of it is skipped when nothing orders by
+ * next use. */
+#define USE_SCAN 16
+#define USE_WAITING ((uint64_t)1 << 40) /* added to the key of a use not ready */
+
+/* Readiness stamps: one counter, bumped when a user task becomes ready. */
+static atomic_uint_fast64_t ready_clock;
+
+static uint64_t use_key(const struct tsr_use *u)
+{
+    return u->ready ? u->when : u->when + USE_WAITING;
+}
+
+/* Tell the directory h's next use if it changed (use_m held). */
+static void use_feed(tsr_data_t *h)
+{
+    uint64_t key = TSR_NEXT_USE_NONE;
+    int seen = 0;
+    for (uint64_t p = h->use_head; p < h->use_tail && seen < USE_SCAN; p++) {
+        const struct tsr_use *u = &h->uses[p & (h->use_cap - 1)];
+        if (u->done)
+            continue;
+        seen++;
+        uint64_t k = use_key(u);
+        key = k < key ? k : key;
+    }
+    if (key != h->use_fed) {
+        h->use_fed = key;
+        tsr__mem_set_next_use(h->entry, key);
+    }
+}
+
 void tsr__next_use_setup(void)
 {
     bool finite = false;
@@ -477,6 +518,7 @@ void tsr__next_use_setup(void)
         finite |= tsr__mem_node(j)->capacity != SIZE_MAX;
     tsr__rt.feed_next_use = finite && tsr__mem_evict_rule() == TSR_MEM_EVICT_WINDOW;
     tsr__rt.disk_node = tsr__mem_disk_node();
+    atomic_store(&ready_clock, 0);
     atomic_store(&tsr__rt.next_seq, 0);
 }
 
@@ -510,7 +552,7 @@ static bool use_push(tsr_data_t *h, uint64_t seq, uint64_t *pos)
         h->use_cap = cap;
     }
     *pos = h->use_tail++;
-    h->uses[*pos & (h->use_cap - 1)] = (struct tsr_use){seq, false};
+    h->uses[*pos & (h->use_cap - 1)] = (struct tsr_use){seq, false, false};
     return true;
 }
 
@@ -521,14 +563,31 @@ static void uses_record(tsr_task_t t, int buf)
     tsr_data_t *h = t->data[buf];
     uint64_t pos;
     pthread_mutex_lock(&h->use_m);
-    bool first = h->use_head == h->use_tail;
+    if (h->use_head == h->use_tail)
+        h->use_fed = TSR_NEXT_USE_NONE;
     if (use_push(h, t->seq, &pos)) {
         t->use_buf[t->nuses] = (uint8_t)buf;
         t->use_pos[t->nuses++] = (uint32_t)pos;
-        if (first)
-            tsr__mem_set_next_use(h->entry, t->seq);
+        if (pos - h->use_head < USE_SCAN)
+            use_feed(h);
     }
     pthread_mutex_unlock(&h->use_m);
+}
+
+/* t is ready: its uses rank before those of tasks still waiting, in the
+ * order their tasks became ready. */
+static void uses_ready(tsr_task_t t)
+{
+    uint64_t stamp = atomic_fetch_add_explicit(&ready_clock, 1, memory_order_relaxed);
+    for (int k = 0; k < t->nuses; k++) {
+        tsr_data_t *h = t->data[t->use_buf[k]];
+        pthread_mutex_lock(&h->use_m);
+        struct tsr_use *u = &h->uses[t->use_pos[k] & (h->use_cap - 1)];
+        u->ready = true;
+        u->when = stamp;
+        use_feed(h);
+        pthread_mutex_unlock(&h->use_m);
+    }
 }
 
 /* At completion (before DONE is visible, so that a handle is not freed
@@ -539,13 +598,9 @@ static void uses_done(tsr_task_t t)
         tsr_data_t *h = t->data[t->use_buf[k]];
         pthread_mutex_lock(&h->use_m);
         h->uses[t->use_pos[k] & (h->use_cap - 1)].done = true;
-        if (t->use_pos[k] == (uint32_t)h->use_head) {
-            while (h->use_head < h->use_tail && h->uses[h->use_head & (h->use_cap - 1)].done)
-                h->use_head++;
-            tsr__mem_set_next_use(h->entry, h->use_head < h->use_tail
-                                                ? h->uses[h->use_head & (h->use_cap - 1)].seq
-                                                : TSR_NEXT_USE_NONE);
-        }
+        while (h->use_head < h->use_tail && h->uses[h->use_head & (h->use_cap - 1)].done)
+            h->use_head++;
+        use_feed(h);
         pthread_mutex_unlock(&h->use_m);
     }
     t->nuses = 0;
@@ -603,6 +658,8 @@ void tsr__task_ready(tsr_task_t t)
         tsr__redux_start(t);
         return;
     }
+    if (t->nuses)
+        uses_ready(t);
     if (tsr__rt.disk_node > 0 && tsr__rt.disk_node < 32 && !t->internal)
         prefetch_from_disk(t);
     if (t->ncommute && !commute_try_take(t))

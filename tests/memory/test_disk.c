@@ -348,25 +348,39 @@ Test(disk, zeros_stay_off_disk_and_writes_free_it)
 
 /* ---- injected errors ------------------------------------------------------ */
 
+/* One CPU worker, a host with room for 4 tiles, the disk tier with the
+ * test switch `fault` (TESSERA_DISK_FAIL) set at init; 16 tiles, each
+ * filled by a task. */
+static void start_faulty(const char *fault, tsr_handle_t h[16])
+{
+    make_dir();
+    setenv("TESSERA_DISK_FAIL", fault, 1);
+    start_disk(1, 0, 0, 4 * TILE);
+    unsetenv("TESSERA_DISK_FAIL");
+    for (int i = 0; i < 16; i++) {
+        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
+        submit_fill(h[i], (uint64_t)i + 1);
+    }
+}
+
+/* The last error names the disk tier's file and the failed call. */
+static void expect_io_message(const char *call)
+{
+    const char *m = tsr_error_message();
+    cr_log_info("%s", m);
+    cr_assert(strstr(m, call) && strstr(m, dir) && strstr(m, ".disk"),
+              "the message names the file and %s: %s", call, m);
+}
+
 /* The third write to disk fails: one task fails, naming the file and
  * pwrite; every other tile holds what its fill task wrote (the copy whose
  * write-back failed stayed valid on the host). */
 Test(disk, failed_write_loses_nothing)
 {
-    make_dir();
-    setenv("TESSERA_DISK_FAIL", "write:3", 1);
-    start_disk(1, 0, 0, 4 * TILE);
-    unsetenv("TESSERA_DISK_FAIL");
     tsr_handle_t h[16];
-    for (int i = 0; i < 16; i++) {
-        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
-        submit_fill(h[i], (uint64_t)i + 1);
-    }
+    start_faulty("write:3", h);
     cr_assert_eq(tsr_wait_all(), TSR_ETASK, "the failed write-back fails a task");
-    const char *m = tsr_error_message();
-    cr_log_info("%s", m);
-    cr_assert(strstr(m, "pwrite") && strstr(m, dir) && strstr(m, ".disk"),
-              "the message names the file and the call: %s", m);
+    expect_io_message("pwrite");
     int failed = 0;
     for (int i = 0; i < 16; i++) {
         uint64_t *p;
@@ -392,23 +406,13 @@ Test(disk, failed_write_loses_nothing)
  * naming pread; the data itself is still on disk and reads back. */
 Test(disk, failed_read_fails_the_task)
 {
-    make_dir();
-    setenv("TESSERA_DISK_FAIL", "read:1", 1);
-    start_disk(1, 0, 0, 4 * TILE);
-    unsetenv("TESSERA_DISK_FAIL");
     tsr_handle_t h[16];
-    for (int i = 0; i < 16; i++) {
-        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
-        submit_fill(h[i], (uint64_t)i + 1);
-    }
+    start_faulty("read:1", h);
     cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
     for (int i = 0; i < 16; i++)
         submit_step(h[i], h[i], 0);
     cr_assert_eq(tsr_wait_all(), TSR_ETASK, "a failed read fails a task");
-    const char *m = tsr_error_message();
-    cr_log_info("%s", m);
-    cr_assert(strstr(m, "pread") && strstr(m, dir), "the message names the file and the "
-              "call: %s", m);
+    expect_io_message("pread");
     stop_runtime();
     remove_dir();
 }

@@ -309,6 +309,136 @@ Test(belady, random_accesses)
     belady_case(a, 120, 10, 4);
 }
 
+/* ---- readiness: what runs next is not what was submitted next --------- */
+
+/* R chains of L steps, submitted chain by chain (like an i-j-k loop);
+ * step l of chain c reads tile tile_of(c, l) and read-writes the chain's
+ * gate (a tile-sized handle: it orders the chain). Under eager with one
+ * worker the chains' steps become ready one round at a time and run round
+ * by round — step 0 of every chain, then step 1 of every chain — far from
+ * submission order, so a rule reading submission numbers alone guesses the
+ * next uses wrong. The window rule ranks a use by a ready task before any
+ * use by a waiting one, in the order the tasks became ready. */
+enum { RR_CHAINS = 4, RR_STEPS = 8, RR_TILES = 10, RR_ROOM = 6 };
+
+static int tile_of(int c, int l) { return (3 * c + 7 * l + (c * l) % 3) % RR_TILES; }
+
+static int rr_log[RR_CHAINS * RR_STEPS], rr_n;
+
+static int rr_kernel(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)e;
+    ((volatile unsigned char *)b[0])[0];
+    ((unsigned char *)b[1])[0]++;
+    rr_log[rr_n++] = *(const int *)args; /* one worker: no race */
+    return 0;
+}
+
+static const tsr_codelet_t rr_cl = {"rr", {rr_kernel}, 2, NULL, NULL};
+
+/* Offline MIN over the tasks in the order they ran, each needing its tile
+ * and its gate at once (slots: RR_TILES tiles, then the gates): a missing
+ * item evicts the resident item, not used by this task, whose next use is
+ * furthest. Counts copies into the accelerator: every tile miss, and a
+ * gate miss after the gate's first use (the first is zeros, made there). */
+static int rr_min(const int *order, int m)
+{
+    int res[16], n = 0, copies = 0;
+    bool used[RR_CHAINS] = {false};
+    for (int i = 0; i < m; i++) {
+        int c = order[i] / RR_STEPS, l = order[i] % RR_STEPS;
+        int need[2] = {tile_of(c, l), RR_TILES + c};
+        for (int q = 0; q < 2; q++) {
+            bool hit = false;
+            for (int r = 0; r < n; r++)
+                hit |= res[r] == need[q];
+            if (hit)
+                continue;
+            copies += q == 0 || used[c];
+            if (n < RR_ROOM) {
+                res[n++] = need[q];
+                continue;
+            }
+            int victim = -1, far = -1;
+            for (int r = 0; r < n; r++) {
+                if (res[r] == need[0] || res[r] == need[1])
+                    continue;
+                int next = m;
+                for (int j = i + 1; j < m && next == m; j++) {
+                    int c2 = order[j] / RR_STEPS, l2 = order[j] % RR_STEPS;
+                    if (tile_of(c2, l2) == res[r] || RR_TILES + c2 == res[r])
+                        next = j;
+                }
+                if (next > far) {
+                    far = next;
+                    victim = r;
+                }
+            }
+            res[victim] = need[q];
+        }
+        used[c] = true;
+    }
+    return copies;
+}
+
+static int rr_run(int rule, int *order)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = -1;
+    cfg.bind = 0;
+    cfg.sched = "eager";
+    cfg.nsim = 1;
+    cfg.sim_mem = (size_t)RR_ROOM * TILE;
+    cfg.pipeline = 1;
+    cfg.evict = rule;
+    cr_assert_eq(tsr_init(&cfg), TSR_OK, "%s", tsr_error_message());
+    unsigned char *mem = calloc(RR_TILES, TILE);
+    tsr_handle_t tiles[RR_TILES], gate[RR_CHAINS], hold;
+    for (int t = 0; t < RR_TILES; t++)
+        cr_assert_eq(tsr_handle_register(&tiles[t], mem + (size_t)t * TILE, TILE), TSR_OK);
+    for (int c = 0; c < RR_CHAINS; c++)
+        cr_assert_eq(tsr_handle_alloc(&gate[c], TILE), TSR_OK);
+    /* Every task in the window before the first runs: the first step of
+     * each chain also reads `hold`, which the application holds. */
+    cr_assert_eq(tsr_handle_alloc(&hold, 8), TSR_OK);
+    void *p;
+    cr_assert_eq(tsr_handle_acquire(hold, TSR_RW, &p), TSR_OK, "%s", tsr_error_message());
+    rr_n = 0;
+    for (int c = 0; c < RR_CHAINS; c++)
+        for (int l = 0; l < RR_STEPS; l++) {
+            int id = c * RR_STEPS + l;
+            tsr_access_t acc[2] = {{tiles[tile_of(c, l)], TSR_R}, {gate[c], TSR_RW}};
+            tsr_task_desc_t d = {.codelet = &rr_cl, .nbuffers = 2, .buffers = acc,
+                                 .args = &id, .args_size = sizeof id};
+            cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+        }
+    cr_assert_eq(tsr_handle_release(hold), TSR_OK);
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    uint64_t bytes = tsr_memory_link_bytes(0, 1);
+    memcpy(order, rr_log, sizeof rr_log);
+    cr_assert_eq(rr_n, RR_CHAINS * RR_STEPS);
+    stop_runtime();
+    free(mem);
+    return (int)(bytes / TILE);
+}
+
+Test(belady, tasks_run_in_readiness_order)
+{
+    int order[RR_CHAINS * RR_STEPS];
+    int win = rr_run(TSR_EVICT_WINDOW, order);
+    /* the tasks ran round by round, as eager makes them ready */
+    for (int i = 0; i < RR_CHAINS * RR_STEPS; i++)
+        cr_assert_eq(order[i], (i % RR_CHAINS) * RR_STEPS + i / RR_CHAINS, "task %d ran %d-th",
+                     order[i], i);
+    int want = rr_min(order, RR_CHAINS * RR_STEPS);
+    int lru_order[RR_CHAINS * RR_STEPS];
+    int lru = rr_run(TSR_EVICT_LRU, lru_order);
+    cr_log_info("round-robin chains: window %d copies, offline MIN of the order run %d, "
+                "LRU %d", win, want, lru);
+    cr_assert_eq(win, want, "window rule: %d copies, offline MIN: %d", win, want);
+}
+
 /* ---- results under the window rule ------------------------------------- */
 
 typedef struct { int nb; } gemm_args_t;
