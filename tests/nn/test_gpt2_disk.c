@@ -18,18 +18,11 @@
  * so every gradient tile receives one product, or at most two additions
  * onto zero (wpe, wte), which commute exactly; the clipping norm is left out
  * of the update (grad_clip 0). */
-#include <criterion/criterion.h>
+#include "tiny_gpt2.h"
+
 #include <dirent.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
-
-#include <tessera/gpt2.h>
-
-#define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
-
-enum { V = 300, CTX = 64, L = 2, C = 64, B = 2, T = 16, N = B * T, STEPS = 3 };
 
 /* ---- a scratch directory --------------------------------------------------- */
 
@@ -60,24 +53,6 @@ static void remove_dir(const char *dir)
 }
 
 /* ---- the model and its data ------------------------------------------------- */
-
-static tsr_gpt2_config_t tiny(int recompute)
-{
-    tsr_gpt2_config_t c = {.vocab_size = V, .context = CTX, .layers = L, .heads = 4,
-                           .channels = C, .recompute = recompute};
-    return c;
-}
-
-/* N distinct tokens (7 is prime to V) and pseudo-random targets. */
-static void batch(int32_t *tok, int32_t *tgt)
-{
-    unsigned s = 17;
-    for (int i = 0; i < N; i++) {
-        tok[i] = (7 * i + 3) % V;
-        s = s * 1103515245u + 12345u;
-        tgt[i] = (int)((s >> 8) % V);
-    }
-}
 
 /* The training state in bytes: parameters, gradients and the two AdamW
  * moments (4 floats per parameter), and the activations a step keeps for
@@ -139,63 +114,12 @@ static int disk_node(void)
     return -1;
 }
 
-/* Every parameter, concatenated in checkpoint order (read back to host);
- * the first error, if any. */
-static int read_params_rc(tsr_gpt2_t *m, float **out, size_t *count)
-{
-    size_t total = tsr_gpt2_num_params(m), at = 0;
-    float *p = malloc(total * sizeof *p);
-    cr_assert_not_null(p);
-    int rc = TSR_OK;
-    for (int i = 0; i < tsr_gpt2_param_count(m) && !rc; i++) {
-        size_t n;
-        const char *name = tsr_gpt2_param_name(m, i);
-        rc = tsr_gpt2_get(m, name, TSR_GPT2_PARAM, NULL, &n);
-        cr_assert(rc || at + n <= total);
-        if (!rc)
-            rc = tsr_gpt2_get(m, name, TSR_GPT2_PARAM, p + at, &n);
-        at += n;
-    }
-    if (rc) {
-        free(p);
-        return rc;
-    }
-    cr_assert_eq(at, total);
-    *out = p;
-    *count = total;
-    return TSR_OK;
-}
-
-static float *read_params(tsr_gpt2_t *m, size_t *count)
-{
-    float *p = NULL;
-    OK(read_params_rc(m, &p, count));
-    return p;
-}
-
 static void train(run_t *r, const setup_t *s)
 {
     memset(r, 0, sizeof *r);
     rt_start(s);
-    tsr_gpt2_config_t c = tiny(s->recompute);
-    tsr_gpt2_t *m;
-    OK(tsr_gpt2_create(&m, &c, B, T));
-    cr_assert_eq(tsr_gpt2_config(m)->tile_tokens, N, "one token tile (derived)");
-    cr_assert_eq(tsr_gpt2_config(m)->tile_vocab, V, "one vocabulary tile (derived)");
-    OK(tsr_gpt2_init_weights(m, 7));
-    int32_t tok[N], tgt[N];
-    batch(tok, tgt);
-    tsr_adamw_config_t opt;
-    tsr_adamw_config_default(&opt);
-    opt.grad_clip = 0.0f; /* the norm's summation order would enter the update */
-    for (int st = 0; st < STEPS; st++) {
-        OK(tsr_gpt2_zero_grad(m));
-        OK(tsr_gpt2_forward(m, tok, tgt, NULL));
-        OK(tsr_gpt2_backward(m, 1.0f));
-        OK(tsr_gpt2_step(m, &opt, 1e-3f, NULL));
-        OK(tsr_gpt2_loss(m, &r->loss[st]));
-    }
-    OK(tsr_wait_all());
+    tsr_gpt2_t *m = tiny_model(s->recompute);
+    tiny_train(m, r->loss);
     r->params = read_params(m, &r->nparams);
     int dk = disk_node();
     if (dk >= 0) {
@@ -220,14 +144,7 @@ static void train(run_t *r, const setup_t *s)
 
 static void assert_bitwise_equal(const run_t *a, const run_t *b, const char *what)
 {
-    for (int s = 0; s < STEPS; s++)
-        cr_assert(memcmp(&a->loss[s], &b->loss[s], sizeof(float)) == 0,
-                  "%s: step %d loss %.9g vs %.9g", what, s, a->loss[s], b->loss[s]);
-    cr_assert_eq(a->nparams, b->nparams);
-    for (size_t k = 0; k < a->nparams; k++)
-        cr_assert(memcmp(&a->params[k], &b->params[k], sizeof(float)) == 0,
-                  "%s: parameter element %zu: %.9g vs %.9g", what, k, a->params[k],
-                  b->params[k]);
+    assert_same_training(a->loss, a->params, a->nparams, b->loss, b->params, b->nparams, what);
 }
 
 /* ---- in memory against through the disk ------------------------------------- */
@@ -390,10 +307,7 @@ static void training_loop(loop_t *l, int fail_at, const char *dir, const char *c
     unsetenv("TESSERA_DISK_FAIL");
     int dk = disk_node();
     cr_assert_geq(dk, 0, "a disk tier");
-    tsr_gpt2_config_t c = tiny(0);
-    tsr_gpt2_t *m;
-    OK(tsr_gpt2_create(&m, &c, B, T));
-    OK(tsr_gpt2_init_weights(m, 7));
+    tsr_gpt2_t *m = tiny_model(0);
     int32_t tok[N], tgt[N];
     batch(tok, tgt);
     for (int st = 0; st < STEPS; st++) {
@@ -441,7 +355,7 @@ static void assert_loads_to(const char *path, const float *p, size_t np, const c
 {
     setup_t mem = {.ncpu = 1, .evict = TSR_EVICT_WINDOW};
     rt_start(&mem);
-    tsr_gpt2_config_t c = tiny(0);
+    tsr_gpt2_config_t c = tiny(0, 0);
     tsr_gpt2_t *m;
     OK(tsr_gpt2_create(&m, &c, B, T));
     OK(tsr_gpt2_load(m, path));

@@ -17,24 +17,9 @@
  * every tile in any order) is left out of the update (grad_clip 0). A
  * second test with several token tiles (order-dependent sums) compares the
  * gradients of one step within a relative 1e-5 instead. */
-#include <criterion/criterion.h>
+#include "tiny_gpt2.h"
+
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <tessera/gpt2.h>
-
-#define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
-
-enum { V = 300, CTX = 64, B = 2, T = 16, N = B * T, STEPS = 3 };
-
-static tsr_gpt2_config_t tiny(int recompute, int tile_tokens)
-{
-    tsr_gpt2_config_t c = {.vocab_size = V, .context = CTX, .layers = 2, .heads = 4,
-                           .channels = 64, .tile_tokens = tile_tokens,
-                           .recompute = recompute};
-    return c;
-}
 
 static void rt_start(int ncpu, int nsim, size_t sim_mem)
 {
@@ -45,17 +30,6 @@ static void rt_start(int ncpu, int nsim, size_t sim_mem)
     cfg.nsim = nsim;
     cfg.sim_mem = sim_mem;
     OK(tsr_init(&cfg));
-}
-
-/* N distinct tokens (7 is prime to V) and pseudo-random targets. */
-static void batch(int32_t *tok, int32_t *tgt)
-{
-    unsigned s = 17;
-    for (int i = 0; i < N; i++) {
-        tok[i] = (7 * i + 3) % V;
-        s = s * 1103515245u + 12345u;
-        tgt[i] = (int)((s >> 8) % V);
-    }
 }
 
 /* What a training run leaves: its losses, every parameter (concatenated in
@@ -72,26 +46,8 @@ static void train(run_t *r, int recompute, int ncpu, int nsim, size_t sim_mem)
 {
     memset(r, 0, sizeof *r);
     rt_start(ncpu, nsim, sim_mem);
-    tsr_gpt2_config_t c = tiny(recompute, 0);
-    tsr_gpt2_t *m;
-    OK(tsr_gpt2_create(&m, &c, B, T));
-    cr_assert_eq(tsr_gpt2_config(m)->tile_tokens, N, "one token tile (derived)");
-    cr_assert_eq(tsr_gpt2_config(m)->tile_vocab, V, "one vocabulary tile (derived)");
-    cr_assert_eq(tsr_gpt2_config(m)->recompute, recompute);
-    OK(tsr_gpt2_init_weights(m, 7));
-    int32_t tok[N], tgt[N];
-    batch(tok, tgt);
-    tsr_adamw_config_t opt;
-    tsr_adamw_config_default(&opt);
-    opt.grad_clip = 0.0f; /* the norm's summation order would enter the update */
-    for (int s = 0; s < STEPS; s++) {
-        OK(tsr_gpt2_zero_grad(m));
-        OK(tsr_gpt2_forward(m, tok, tgt, NULL));
-        OK(tsr_gpt2_backward(m, 1.0f));
-        OK(tsr_gpt2_step(m, &opt, 1e-3f, NULL));
-        OK(tsr_gpt2_loss(m, &r->loss[s]));
-    }
-    OK(tsr_wait_all());
+    tsr_gpt2_t *m = tiny_model(recompute);
+    tiny_train(m, r->loss);
     tsr_node_stats_t st;
     OK(tsr_memory_node_stats(0, &st));
     r->host_peak = st.peak;
@@ -99,33 +55,14 @@ static void train(run_t *r, int recompute, int ncpu, int nsim, size_t sim_mem)
         OK(tsr_memory_node_stats(n, &st));
         r->evictions += st.evictions;
     }
-    r->nparams = tsr_gpt2_num_params(m);
-    r->params = malloc(r->nparams * sizeof *r->params);
-    cr_assert_not_null(r->params);
-    size_t at = 0;
-    for (int i = 0; i < tsr_gpt2_param_count(m); i++) {
-        size_t n;
-        const char *name = tsr_gpt2_param_name(m, i);
-        OK(tsr_gpt2_get(m, name, TSR_GPT2_PARAM, NULL, &n));
-        cr_assert_leq(at + n, r->nparams);
-        OK(tsr_gpt2_get(m, name, TSR_GPT2_PARAM, r->params + at, &n));
-        at += n;
-    }
-    cr_assert_eq(at, r->nparams);
+    r->params = read_params(m, &r->nparams);
     OK(tsr_gpt2_free(m));
     OK(tsr_shutdown());
 }
 
 static void assert_bitwise_equal(const run_t *a, const run_t *b, const char *what)
 {
-    for (int s = 0; s < STEPS; s++)
-        cr_assert(memcmp(&a->loss[s], &b->loss[s], sizeof(float)) == 0,
-                  "%s: step %d loss %.9g vs %.9g", what, s, a->loss[s], b->loss[s]);
-    cr_assert_eq(a->nparams, b->nparams);
-    for (size_t k = 0; k < a->nparams; k++)
-        cr_assert(memcmp(&a->params[k], &b->params[k], sizeof(float)) == 0,
-                  "%s: parameter element %zu: %.9g vs %.9g", what, k, a->params[k],
-                  b->params[k]);
+    assert_same_training(a->loss, a->params, a->nparams, b->loss, b->params, b->nparams, what);
 }
 
 Test(gpt2_recompute, same_losses_and_parameters_and_less_host_memory)
