@@ -172,15 +172,10 @@ static void check_tile(tsr_handle_t h, const uint64_t *ref, int i)
     cr_assert_eq(tsr_handle_release(h), TSR_OK);
 }
 
-/* 32 tiles of 64 KiB through a host capped at 8: every round every tile
- * is written to disk and read back. */
-static void travel_with(const char *sched, int ncpu, int nsim)
+/* NT tiles filled, then ROUNDS rounds of steps over all of them; the
+ * tiles against the sequential reference. */
+static void run_rounds(tsr_handle_t h[NT])
 {
-    make_dir();
-    start_sched(sched, ncpu, nsim, 4 * TILE, 8 * TILE);
-    cr_assert_eq(dir_entries(), 0, "the file is unlinked at once");
-    int dk = disk_node();
-    tsr_handle_t h[NT];
     for (int i = 0; i < NT; i++) {
         cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
         submit_fill(h[i], (uint64_t)i);
@@ -193,6 +188,18 @@ static void travel_with(const char *sched, int ncpu, int nsim)
     for (int i = 0; i < NT; i++)
         check_tile(h[i], ref + (size_t)i * TE, i);
     free(ref);
+}
+
+/* 32 tiles of 64 KiB through a host capped at 8: every round every tile
+ * is written to disk and read back. */
+static void travel_with(const char *sched, int ncpu, int nsim)
+{
+    make_dir();
+    start_sched(sched, ncpu, nsim, 4 * TILE, 8 * TILE);
+    cr_assert_eq(dir_entries(), 0, "the file is unlinked at once");
+    int dk = disk_node();
+    tsr_handle_t h[NT];
+    run_rounds(h);
 
     tsr_node_stats_t host, disk;
     cr_assert_eq(tsr_memory_node_stats(0, &host), TSR_OK);
@@ -271,18 +278,7 @@ Test(disk, environment_and_trace)
     cr_assert_eq(tsr_memory_node_stats(0, &s), TSR_OK);
     cr_assert_eq(s.capacity, (size_t)1 << 20);
     tsr_handle_t h[NT];
-    for (int i = 0; i < NT; i++) {
-        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
-        submit_fill(h[i], (uint64_t)i);
-    }
-    for (int r = 0; r < ROUNDS; r++)
-        for (int i = 0; i < NT; i++)
-            submit_step(h[i], h[(i + 1) % NT], (uint64_t)r);
-    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
-    uint64_t *ref = reference();
-    for (int i = 0; i < NT; i++)
-        check_tile(h[i], ref + (size_t)i * TE, i);
-    free(ref);
+    run_rounds(h);
     for (int i = 0; i < NT; i++)
         cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
     stop_runtime();
