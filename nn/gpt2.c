@@ -872,24 +872,29 @@ int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float 
     if (!(lr >= 0.0f) || !(opt->eps > 0.0f) || !(opt->beta1 >= 0.0f && opt->beta1 < 1.0f) ||
         !(opt->beta2 >= 0.0f && opt->beta2 < 1.0f))
         return tsr__fail(TSR_EINVAL, "gpt2_step: bad optimizer settings");
-    /* global norm: every gradient tile adds its sum of squares, in any order */
-    TRY(tsr__op_fill_handle(m->norm, 0.0f));
-    for (int i = 0; i < m->nparams; i++)
-        TRY(tsr__op_sumsq(&m->params[i].g, m->norm));
-    float *sumsq;
-    TRY(tsr_handle_acquire(m->norm, TSR_R, (void **)&sumsq));
-    double norm = sqrt((double)*sumsq);
-    TRY(tsr_handle_release(m->norm));
-    if (grad_norm)
-        *grad_norm = (float)norm;
-    if (!isfinite(norm))
-        return tsr__fail(TSR_EINVAL, "gpt2_step: the gradient norm is not finite");
-    /* a zero norm (all gradients zero, or a simulated run whose host reads
-     * are zeros) gives scale 1: the 1e-6 keeps the division finite */
+    /* global norm: every gradient tile adds its sum of squares, in any
+     * order. Reading it waits for the whole backward pass; nobody needs it
+     * without clipping when the caller does not ask for it, and then each
+     * tile's update runs as soon as its gradient is complete (see gpt2.h) */
     float scale = 1.0f;
-    if (opt->grad_clip > 0.0f) {
-        double coef = opt->grad_clip / (norm + 1e-6);
-        scale = coef < 1.0 ? (float)coef : 1.0f;
+    if (opt->grad_clip > 0.0f || grad_norm) {
+        TRY(tsr__op_fill_handle(m->norm, 0.0f));
+        for (int i = 0; i < m->nparams; i++)
+            TRY(tsr__op_sumsq(&m->params[i].g, m->norm));
+        float *sumsq;
+        TRY(tsr_handle_acquire(m->norm, TSR_R, (void **)&sumsq));
+        double norm = sqrt((double)*sumsq);
+        TRY(tsr_handle_release(m->norm));
+        if (grad_norm)
+            *grad_norm = (float)norm;
+        if (!isfinite(norm))
+            return tsr__fail(TSR_EINVAL, "gpt2_step: the gradient norm is not finite");
+        /* a zero norm (all gradients zero, or a simulated run whose host
+         * reads are zeros) gives scale 1: the 1e-6 keeps the division finite */
+        if (opt->grad_clip > 0.0f) {
+            double coef = opt->grad_clip / (norm + 1e-6);
+            scale = coef < 1.0 ? (float)coef : 1.0f;
+        }
     }
     m->steps++;
     for (int i = 0; i < m->nparams; i++) {

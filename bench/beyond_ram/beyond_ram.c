@@ -67,6 +67,7 @@ typedef struct options {
     const char *disk_dir;
     const char *sched;
     const char *evict;  /* NULL: the runtime's default */
+    double grad_clip;   /* AdamW's global-norm clipping; 0: none */
     int layers, channels; /* 0: chosen from the RAM */
     int batch, seq, steps, threads, recompute, plan_only;
     long seed;
@@ -92,6 +93,9 @@ static void usage(void)
             "  --evict lru|window victim selection (TESSERA_EVICT)\n"
             "  --recompute        GPT-2 activation recomputation\n"
             "  --plan             print the plan (shape, sizes, space) and stop\n"
+            "  --grad-clip X      AdamW's global-norm clipping (default 1; 0: none,\n"
+            "                     and no norm: each tile's update runs as soon as\n"
+            "                     its gradient is complete, during the backward pass)\n"
             "  --seed N           weights and tokens (default 1)\n");
 }
 
@@ -170,6 +174,13 @@ static int parse_args(int argc, char **argv, options_t *o)
                 return -1;
             }
             o->evict = v;
+        } else if (!strcmp(a, "--grad-clip")) {
+            char *end;
+            o->grad_clip = strtod(v, &end);
+            if (end == v || *end || !(o->grad_clip >= 0 && o->grad_clip < 1e30)) {
+                fprintf(stderr, "beyond-ram: --grad-clip: bad value '%s'\n", v);
+                return -1;
+            }
         } else if (!strcmp(a, "--seed")) {
             if (parse_num(v, 0, 1 << 30, &x)) {
                 fprintf(stderr, "beyond-ram: --seed: bad value '%s'\n", v);
@@ -336,7 +347,7 @@ static void disk_bytes(int disk, double *read, double *written)
 
 int main(int argc, char **argv)
 {
-    options_t o = {.host_frac = 0.4, .bw_gib = 2, .batch = 1, .seq = 64, .steps = 3,
+    options_t o = {.grad_clip = 1.0, .host_frac = 0.4, .bw_gib = 2, .batch = 1, .seq = 64, .steps = 3,
                    .seed = 1};
     if (parse_args(argc, argv, &o)) {
         usage();
@@ -481,6 +492,7 @@ int main(int argc, char **argv)
 
     tsr_adamw_config_t opt;
     tsr_adamw_config_default(&opt);
+    opt.grad_clip = (float)o.grad_clip;
     double total = 0, tot_r = 0, tot_w = 0;
     for (int s = 1; s <= o.steps; s++) {
         float loss = NAN, norm = 0;
@@ -488,7 +500,8 @@ int main(int argc, char **argv)
         if (failed(tsr_gpt2_zero_grad(m), "tsr_gpt2_zero_grad") ||
             failed(tsr_gpt2_forward(m, tokens, targets, NULL), "tsr_gpt2_forward") ||
             failed(tsr_gpt2_backward(m, 1.0f), "tsr_gpt2_backward") ||
-            failed(tsr_gpt2_step(m, &opt, 3e-4f, &norm), "tsr_gpt2_step") ||
+            failed(tsr_gpt2_step(m, &opt, 3e-4f, o.grad_clip > 0 ? &norm : NULL),
+                   "tsr_gpt2_step") ||
             failed(tsr_gpt2_loss(m, &loss), "tsr_gpt2_loss") ||
             failed(tsr_wait_all(), "tsr_wait_all"))
             goto out;

@@ -121,7 +121,15 @@ TSR_API void tsr_adamw_config_default(tsr_adamw_config_t *opt);
 
 /* One AdamW update with learning rate lr, after clipping the gradients'
  * global norm; *grad_norm (may be NULL) receives the norm before clipping.
- * The step counter starts at 1 and is kept by the model. */
+ * The step counter starts at 1 and is kept by the model.
+ * The norm needs every gradient: with it, the update is submitted once the
+ * backward pass has completed, and a non-finite norm is TSR_EINVAL (nothing
+ * updated). Without clipping (grad_clip <= 0) and with grad_norm NULL no
+ * norm is computed: each tile's update is submitted at once and runs as
+ * soon as its gradient is complete, during the rest of the backward pass,
+ * while the gradient is still in memory (a model larger than memory reads
+ * and writes about a third less); a non-finite gradient is then not
+ * caught here. */
 TSR_API int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float *grad_norm);
 
 /* Linear warmup over `warmup` steps to max_lr, then cosine decay to min_lr
