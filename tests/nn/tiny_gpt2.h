@@ -57,8 +57,10 @@ static inline tsr_gpt2_t *tiny_model(int recompute)
     return m;
 }
 
-/* STEPS AdamW steps on `batch`, each loss in loss[]. */
-static inline void tiny_train(tsr_gpt2_t *m, float loss[STEPS])
+/* STEPS AdamW steps on `batch`, each loss in loss[]; norm: NULL, or where
+ * each step's gradient norm goes (asking for it makes every update wait
+ * for the whole backward pass: gpt2.h). */
+static inline void tiny_train_norm(tsr_gpt2_t *m, float loss[STEPS], float *norm)
 {
     int32_t tok[N], tgt[N];
     batch(tok, tgt);
@@ -69,10 +71,15 @@ static inline void tiny_train(tsr_gpt2_t *m, float loss[STEPS])
         OK(tsr_gpt2_zero_grad(m));
         OK(tsr_gpt2_forward(m, tok, tgt, NULL));
         OK(tsr_gpt2_backward(m, 1.0f));
-        OK(tsr_gpt2_step(m, &opt, 1e-3f, NULL));
+        OK(tsr_gpt2_step(m, &opt, 1e-3f, norm ? &norm[s] : NULL));
         OK(tsr_gpt2_loss(m, &loss[s]));
     }
     OK(tsr_wait_all());
+}
+
+static inline void tiny_train(tsr_gpt2_t *m, float loss[STEPS])
+{
+    tiny_train_norm(m, loss, NULL);
 }
 
 /* Every parameter, concatenated in checkpoint order (read back to the
