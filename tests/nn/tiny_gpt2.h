@@ -14,6 +14,7 @@
 #define TSR_TESTS_NN_TINY_GPT2_H
 
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
