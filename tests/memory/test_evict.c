@@ -334,7 +334,7 @@ static int rr_kernel(void **b, const void *args, const tsr_exec_t *e)
     return 0;
 }
 
-static const tsr_codelet_t rr_cl = {"rr", {rr_kernel}, 2, NULL, NULL};
+static const tsr_codelet_t rr_cl = {"rr", {rr_kernel}, 3, NULL, NULL};
 
 /* Offline MIN over the tasks in the order they ran, each needing its tile
  * and its gate at once (slots: RR_TILES tiles, then the gates): a missing
@@ -389,7 +389,7 @@ static int rr_run(int rule, int *order)
     cfg.bind = 0;
     cfg.sched = "eager";
     cfg.nsim = 1;
-    cfg.sim_mem = (size_t)RR_ROOM * TILE;
+    cfg.sim_mem = (size_t)RR_ROOM * TILE + GATE; /* and `hold`, below */
     cfg.pipeline = 1;
     cfg.evict = rule;
     cr_assert_eq(tsr_init(&cfg), TSR_OK, "%s", tsr_error_message());
@@ -399,17 +399,19 @@ static int rr_run(int rule, int *order)
         cr_assert_eq(tsr_handle_register(&tiles[t], mem + (size_t)t * TILE, TILE), TSR_OK);
     for (int c = 0; c < RR_CHAINS; c++)
         cr_assert_eq(tsr_handle_alloc(&gate[c], TILE), TSR_OK);
-    /* Every task in the window before the first runs: the first step of
-     * each chain also reads `hold`, which the application holds. */
-    cr_assert_eq(tsr_handle_alloc(&hold, 8), TSR_OK);
+    /* Every task in the window before the first runs: every task also
+     * reads `hold`, which the application holds while it submits (in use
+     * by every task, it is never the copy evicted). */
+    cr_assert_eq(tsr_handle_alloc(&hold, GATE), TSR_OK);
     void *p;
     cr_assert_eq(tsr_handle_acquire(hold, TSR_RW, &p), TSR_OK, "%s", tsr_error_message());
     rr_n = 0;
     for (int c = 0; c < RR_CHAINS; c++)
         for (int l = 0; l < RR_STEPS; l++) {
             int id = c * RR_STEPS + l;
-            tsr_access_t acc[2] = {{tiles[tile_of(c, l)], TSR_R}, {gate[c], TSR_RW}};
-            tsr_task_desc_t d = {.codelet = &rr_cl, .nbuffers = 2, .buffers = acc,
+            tsr_access_t acc[3] = {
+                {tiles[tile_of(c, l)], TSR_R}, {gate[c], TSR_RW}, {hold, TSR_R}};
+            tsr_task_desc_t d = {.codelet = &rr_cl, .nbuffers = 3, .buffers = acc,
                                  .args = &id, .args_size = sizeof id};
             cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
         }
