@@ -11,6 +11,7 @@
  * with every tile written, competing with the host's capped memory.
  */
 #include "memory/disk.h"
+#include "memory/copy_fifo.h"
 
 #include "memory/pool.h"
 
@@ -50,11 +51,8 @@ typedef struct disk {
     atomic_bool chunk_out;   /* the pool holds the one chunk */
     tsr_pool_t pool;
 
-    pthread_mutex_t m;
-    pthread_cond_t cv;
+    tsr_copy_fifo_t q;
     pthread_mutex_t ev_lock; /* the node's copy trace has one writer at a time */
-    tsr_copy_t *head, *tail;
-    bool stop;
     pthread_t th[DISK_THREADS];
     int nth;
 
@@ -123,15 +121,7 @@ static const char *disk_alloc_error(tsr_node_t *n)
 static int disk_copy(tsr_node_t *n, tsr_copy_t *c)
 {
     disk_t *d = n->impl;
-    c->next = NULL;
-    pthread_mutex_lock(&d->m);
-    if (d->tail)
-        d->tail->next = c;
-    else
-        d->head = c;
-    d->tail = c;
-    pthread_cond_signal(&d->cv);
-    pthread_mutex_unlock(&d->m);
+    tsr__copy_fifo_push(&d->q, c);
     return TSR_OK;
 }
 
@@ -235,20 +225,8 @@ static void *disk_engine(void *arg)
     disk_t *d = n->impl;
     char *bounce = NULL;
     (void)prctl(PR_SET_NAME, "tsr-disk", 0, 0, 0);
-    for (;;) {
-        pthread_mutex_lock(&d->m);
-        while (!d->head && !d->stop)
-            pthread_cond_wait(&d->cv, &d->m);
-        tsr_copy_t *c = d->head;
-        if (!c) {
-            pthread_mutex_unlock(&d->m);
-            break;
-        }
-        d->head = c->next;
-        if (!d->head)
-            d->tail = NULL;
-        pthread_mutex_unlock(&d->m);
-
+    tsr_copy_t *c;
+    while ((c = tsr__copy_fifo_pop(&d->q))) {
         c->err[0] = 0;
         c->t_start = tsr__mem_now_ns();
         int rc = run_copy(n, d, c, &bounce);
@@ -274,9 +252,8 @@ static void disk_free_all(disk_t *d)
         munmap(d->base, d->size);
     if (d->fd >= 0)
         close(d->fd);
-    pthread_mutex_destroy(&d->m);
+    tsr__copy_fifo_destroy(&d->q);
     pthread_mutex_destroy(&d->ev_lock);
-    pthread_cond_destroy(&d->cv);
     free(d);
 }
 
@@ -286,10 +263,7 @@ static void disk_close(tsr_node_t *n)
     disk_t *d = n->impl;
     if (!d)
         return;
-    pthread_mutex_lock(&d->m);
-    d->stop = true;
-    pthread_cond_broadcast(&d->cv);
-    pthread_mutex_unlock(&d->m);
+    tsr__copy_fifo_stop(&d->q);
     for (int i = 0; i < d->nth; i++)
         pthread_join(d->th[i], NULL);
     disk_free_all(d);
@@ -365,9 +339,8 @@ int tsr__disk_node_open(tsr_node_t *n, const char *dir, size_t capacity, char *e
         return TSR_ENOMEM;
     }
     d->fd = -1;
-    pthread_mutex_init(&d->m, NULL);
+    tsr__copy_fifo_init(&d->q);
     pthread_mutex_init(&d->ev_lock, NULL);
-    pthread_cond_init(&d->cv, NULL);
     int rc = parse_fail(d, err, errlen);
     if (rc != TSR_OK) {
         disk_free_all(d);

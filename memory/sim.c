@@ -7,6 +7,7 @@
  * while holding its queue lock (completions queue new copies).
  */
 #include "memory/memory.h"
+#include "memory/copy_fifo.h"
 
 #include <tessera/tessera.h>
 
@@ -19,10 +20,7 @@
 
 typedef struct sim {
     pthread_t thread;
-    pthread_mutex_t m;
-    pthread_cond_t cv;
-    tsr_copy_t *head, *tail;
-    bool stop;
+    tsr_copy_fifo_t q;
     double bandwidth;  /* bytes per second; 0: as fast as memcpy */
     double latency;    /* seconds per copy */
 } sim_t;
@@ -30,15 +28,7 @@ typedef struct sim {
 static int sim_copy(tsr_node_t *n, tsr_copy_t *c)
 {
     sim_t *s = n->impl;
-    c->next = NULL;
-    pthread_mutex_lock(&s->m);
-    if (s->tail)
-        s->tail->next = c;
-    else
-        s->head = c;
-    s->tail = c;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->m);
+    tsr__copy_fifo_push(&s->q, c);
     return TSR_OK;
 }
 
@@ -66,20 +56,8 @@ static void *sim_engine(void *arg)
      * 50 µs timer slack a 10 µs sleep takes ~90 µs, so the link would be
      * several times slower than configured. */
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-    for (;;) {
-        pthread_mutex_lock(&s->m);
-        while (!s->head && !s->stop)
-            pthread_cond_wait(&s->cv, &s->m);
-        tsr_copy_t *c = s->head;
-        if (!c) {
-            pthread_mutex_unlock(&s->m);
-            break;
-        }
-        s->head = c->next;
-        if (!s->head)
-            s->tail = NULL;
-        pthread_mutex_unlock(&s->m);
-
+    tsr_copy_t *c;
+    while ((c = tsr__copy_fifo_pop(&s->q))) {
         c->t_start = tsr__mem_now_ns();
         if (c->src)
             memcpy(c->dst, c->src, c->size);
@@ -101,13 +79,9 @@ static void sim_close(tsr_node_t *n)
     sim_t *s = n->impl;
     if (!s)
         return;
-    pthread_mutex_lock(&s->m);
-    s->stop = true;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->m);
+    tsr__copy_fifo_stop(&s->q);
     pthread_join(s->thread, NULL);
-    pthread_mutex_destroy(&s->m);
-    pthread_cond_destroy(&s->cv);
+    tsr__copy_fifo_destroy(&s->q);
     free(s);
     n->impl = NULL;
 }
@@ -128,8 +102,7 @@ int tsr__sim_node_open(tsr_node_t *n, size_t capacity, double bandwidth, double 
         snprintf(err, errlen, "simulated accelerator: out of memory");
         return TSR_ENOMEM;
     }
-    pthread_mutex_init(&s->m, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    tsr__copy_fifo_init(&s->q);
     s->bandwidth = bandwidth;
     s->latency = latency;
     n->kind = TSR_NODE_KIND_SIM;
@@ -137,8 +110,7 @@ int tsr__sim_node_open(tsr_node_t *n, size_t capacity, double bandwidth, double 
     n->impl = s;
     n->capacity = capacity;
     if (pthread_create(&s->thread, NULL, sim_engine, n) != 0) {
-        pthread_mutex_destroy(&s->m);
-        pthread_cond_destroy(&s->cv);
+        tsr__copy_fifo_destroy(&s->q);
         free(s);
         n->impl = NULL;
         snprintf(err, errlen, "simulated accelerator: cannot start its copy engine");
