@@ -10,6 +10,8 @@
 
 #include <tessera/gpt2.h>
 
+#include "grad_diff.h"
+
 #define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
 
 enum { V = 300, CTX = 64, B = 2, T = 32 };
@@ -55,36 +57,6 @@ static void batch(int32_t *tok, int32_t *tgt, int n, unsigned seed)
         if (i > 0)
             tgt[i - 1] = id;
     }
-}
-
-static float *get(tsr_gpt2_t *m, const char *name, int which, size_t *n)
-{
-    OK(tsr_gpt2_get(m, name, which, NULL, n));
-    float *x = malloc(*n * sizeof *x);
-    cr_assert_not_null(x);
-    OK(tsr_gpt2_get(m, name, which, x, n));
-    return x;
-}
-
-/* max |a - b| / (max |b| + tiny) over every parameter's gradient */
-static double grad_rel_diff(tsr_gpt2_t *a, tsr_gpt2_t *b)
-{
-    double worst = 0;
-    for (int i = 0; i < tsr_gpt2_param_count(a); i++) {
-        const char *name = tsr_gpt2_param_name(a, i);
-        size_t n, n2;
-        float *ga = get(a, name, TSR_GPT2_GRAD, &n), *gb = get(b, name, TSR_GPT2_GRAD, &n2);
-        cr_assert_eq(n, n2);
-        double mx = 1e-12, diff = 0;
-        for (size_t k = 0; k < n; k++) {
-            mx = fmax(mx, fabs(gb[k]));
-            diff = fmax(diff, fabs((double)ga[k] - gb[k]));
-        }
-        worst = fmax(worst, diff / mx);
-        free(ga);
-        free(gb);
-    }
-    return worst;
 }
 
 Test(gpt2, tile_sizes_do_not_change_the_results)

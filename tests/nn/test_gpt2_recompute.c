@@ -17,6 +17,7 @@
  * every tile in any order) is left out of the update (grad_clip 0). A
  * second test with several token tiles (order-dependent sums) compares the
  * gradients of one step within a relative 1e-5 instead. */
+#include "grad_diff.h"
 #include "tiny_gpt2.h"
 
 #include <math.h>
@@ -95,32 +96,6 @@ Test(gpt2_recompute, under_eviction_on_a_small_accelerator)
     assert_bitwise_equal(&keep, &re, "simulated accelerator recomputing vs CPU keeping");
     free(keep.params);
     free(re.params);
-}
-
-/* max |a - b| / (max |b| + tiny) over every parameter's gradient */
-static double grad_rel_diff(tsr_gpt2_t *a, tsr_gpt2_t *b)
-{
-    double worst = 0;
-    for (int i = 0; i < tsr_gpt2_param_count(a); i++) {
-        const char *name = tsr_gpt2_param_name(a, i);
-        size_t n, n2;
-        OK(tsr_gpt2_get(a, name, TSR_GPT2_GRAD, NULL, &n));
-        OK(tsr_gpt2_get(b, name, TSR_GPT2_GRAD, NULL, &n2));
-        cr_assert_eq(n, n2);
-        float *ga = malloc(n * sizeof *ga), *gb = malloc(n * sizeof *gb);
-        cr_assert(ga && gb);
-        OK(tsr_gpt2_get(a, name, TSR_GPT2_GRAD, ga, &n));
-        OK(tsr_gpt2_get(b, name, TSR_GPT2_GRAD, gb, &n));
-        double mx = 1e-12, diff = 0;
-        for (size_t k = 0; k < n; k++) {
-            mx = fmax(mx, fabs(gb[k]));
-            diff = fmax(diff, fabs((double)ga[k] - gb[k]));
-        }
-        worst = fmax(worst, diff / mx);
-        free(ga);
-        free(gb);
-    }
-    return worst;
 }
 
 Test(gpt2_recompute, several_token_tiles_give_the_same_gradients)
