@@ -43,6 +43,15 @@ void tsr_cpu_gemm(int transa, int transb, int m, int n, int k, float alpha,
                   const float *b, int ldb, int64_t stride_b, float beta,
                   float *c, int ldc, int64_t stride_c, int batch);
 
+/* bf16 storage for A and B (uint16_t bit patterns, kernels/convert.h), fp32
+ * accumulation: C[b] = alpha op(A[b]) op(B[b]) + beta C[b], C fp32 (c_is_bf16
+ * 0) or bf16 rounded to nearest even (c_is_bf16 1); shapes, strides and
+ * beta == 0 as tsr_cpu_gemm. */
+void tsr_cpu_gemm_bf16(int transa, int transb, int m, int n, int k, float alpha,
+                       const uint16_t *a, int lda, int64_t stride_a,
+                       const uint16_t *b, int ldb, int64_t stride_b, float beta,
+                       void *c, int c_is_bf16, int ldc, int64_t stride_c, int batch);
+
 /* Same as tsr_cpu_gemm on a CUDA stream; all pointers are device pointers.
  * mode: TSR_GEMM_FP32 or TSR_GEMM_TF32.  cublas_handle is a cublasHandle_t
  * with the default math mode; its stream is set to `stream`.  batch == 1

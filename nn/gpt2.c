@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/gpt2_model.h"
 #include "nn/io/checkpoint.h"
 #include "nn/ops.h"
 #include "nn/tensor.h"
@@ -40,67 +41,6 @@
         if (rc_)                                                                        \
             return rc_;                                                                 \
     } while (0)
-
-/* The most tiles (runtime handles) one model may have: about 36 000 for the
- * 124M model with 8 x 1024 tokens and the derived tiles; beyond this the
- * tiles are far too small for the shapes, or the shapes far too large for
- * one machine. */
-enum { MODEL_MAX_TILES = 1 << 22 };
-
-/* One parameter: its value, gradient and AdamW moments, tiled alike. */
-typedef struct param {
-    char name[64];
-    tsr_tensor_t p, g, m, v;
-    int decay; /* weight decay applies (matrices) */
-} param_t;
-
-typedef struct layer_params {
-    param_t *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b;
-    param_t *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
-} layer_params_t;
-
-/* What backward needs from the forward of one layer. With cfg.recompute
- * only x is per layer: the others exist once, in la[0] (block_acts), are
- * dropped by the forward as soon as it has read them, and are written again
- * by the block's forward re-run at the start of its backward. Sharing them
- * also orders that re-run: block l-1's recompute overwrites what block l's
- * backward reads, so it cannot start before those reads, and at most about
- * one block's activations are alive at a time. */
-typedef struct layer_acts {
-    tsr_tensor_t x;                  /* (C, N) input of the block */
-    tsr_tensor_t ln1, ln1_mean, ln1_rstd;
-    tsr_tensor_t qkv;                /* (3C, N) tiles (d, tt): per head */
-    tsr_tensor_t atty, att_lse;      /* (C, N) tiles (d, tt); (H, N) */
-    tsr_tensor_t yb;                 /* atty in tiles (C, tt), for c_proj */
-    tsr_tensor_t res1;               /* x + attention */
-    tsr_tensor_t ln2, ln2_mean, ln2_rstd;
-    tsr_tensor_t fch, fcg;           /* (4C, N): before and after GELU */
-} layer_acts_t;
-
-struct tsr_gpt2 {
-    uint64_t runtime;   /* the runtime instance that holds the tiles */
-    int dry;            /* create's first pass: check and count, allocate nothing */
-    long long ntiles;   /* tiles counted so far by that pass */
-    tsr_gpt2_config_t cfg;
-    int B, T, N, hd; /* hd: head width */
-    int nparams;
-    param_t *params;
-    param_t *wte, *wpe, *lnf_w, *lnf_b;
-    layer_params_t *lp;
-    layer_acts_t *la;
-    tsr_tensor_t xL, lnf, lnf_mean, lnf_rstd, logits;
-    tsr_tensor_t tokens, targets, ce_ms, ce_lse, ce_loss;
-    tsr_tensor_t att_ms, att_D;                   /* scratch */
-    tsr_tensor_t qkvb;                             /* (3C, N) tiles (C, tt), scratch */
-    tsr_tensor_t d, dln, dqkv, daty, dfc;         /* backward */
-    tsr_tensor_t dqkvb, dyb;                       /* … in tiles (C, tt) */
-    tsr_handle_t norm;                             /* sum of squares of the gradients */
-    int have_logits;                               /* logits hold the last forward's */
-    int have_targets;                              /* backward may follow */
-    int have_loss;                                 /* ce_loss holds a loss */
-    int ntargets;                                  /* non-ignored targets of it */
-    int steps;
-};
 
 void tsr_gpt2_config_default(tsr_gpt2_config_t *cfg)
 {
@@ -191,6 +131,12 @@ static int check_config(const tsr_gpt2_config_t *c, int batch, int seq_len)
     if (c->recompute != 0 && c->recompute != 1)
         return tsr__fail(TSR_EINVAL, "gpt2: recompute must be 0 (keep the activations) or 1 "
                                      "(recompute them in backward), not %d", c->recompute);
+    if (c->precision != TSR_GPT2_FP32 && c->precision != TSR_GPT2_BF16)
+        return tsr__fail(TSR_EINVAL, "gpt2: precision must be TSR_GPT2_FP32 (%d) or "
+                                     "TSR_GPT2_BF16 (%d), not %d", TSR_GPT2_FP32, TSR_GPT2_BF16,
+                         c->precision);
+    if (c->precision == TSR_GPT2_BF16)
+        return tsr__fail(TSR_EINVAL, "gpt2: bf16 precision is not built yet");
     if ((long long)batch * seq_len > (1LL << 30))
         return tsr__fail(TSR_EINVAL, "gpt2: batch %d x seq_len %d tokens per micro-batch is "
                                      "more than 2^30", batch, seq_len);
@@ -262,6 +208,11 @@ static int model_check(const tsr_gpt2_t *m, const char *fn)
         return tsr__fail(TSR_ESTATE, "%s: the model's runtime was shut down; free the model "
                                      "and create it again under the running one", fn);
     return TSR_OK;
+}
+
+int tsr__gpt2_check(const tsr_gpt2_t *m, const char *fn)
+{
+    return model_check(m, fn);
 }
 
 /* A model argument of a getter that only reads host memory: live is enough. */

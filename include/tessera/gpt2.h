@@ -40,7 +40,15 @@ typedef struct tsr_gpt2_config {
      * the forward pass and recomputes the block's activations in backward
      * (less memory, about one more forward); 0 (default) keeps them all. */
     int recompute;
+    /* Arithmetic of the matrix products (TSR_GPT2_FP32 or TSR_GPT2_BF16).
+     * bf16: mixed precision — the GEMMs take bf16 inputs and accumulate in
+     * fp32; master weights, gradients, AdamW moments and the statistics of
+     * LayerNorm, softmax and the loss stay fp32 (docs/gpt2.md). */
+    int precision;
 } tsr_gpt2_config_t;
+
+/* tsr_gpt2_config_t.precision */
+enum { TSR_GPT2_FP32 = 0, TSR_GPT2_BF16 = 1 };
 
 /* The 124M GPT-2 shape (12 layers, 12 heads, 768 channels, 1024 positions,
  * vocabulary 50257), tiles derived. NULL: nothing. */
