@@ -67,8 +67,9 @@ const char *tsr_cpu_gemm_library(void);
  * outside an OpenMP team: other threads keep theirs; oneDNN starts a team of
  * that size per calling thread). Without oneDNN it does nothing and returns
  * 0: OpenBLAS's count is process-wide (openblas_set_num_threads). The
- * runtime sets 1 on each of its worker threads (one core each); it never
- * changes the application's threads. */
+ * runtime sets 1 on each of its worker threads (one core each); on an
+ * application's thread it sets 1 only while the simulation driver runs a
+ * task there (simulate_exec), and puts the thread's own count back after. */
 int tsr_cpu_gemm_set_thread_count(int n);
 
 /* Same as tsr_cpu_gemm on a CUDA stream; all pointers are device pointers.
