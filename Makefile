@@ -8,7 +8,7 @@ export PATH := /usr/local/cuda/bin:$(PATH)
 
 DEB_PACKAGES = meson ninja-build pkg-config gcc g++ libopenblas-dev liblapacke-dev \
                libhwloc-dev libnuma-dev libjemalloc-dev libcriterion-dev \
-               libstarpu-dev
+               libstarpu-dev libdnnl-dev
 # CUDA: the real one where a GPU is present (nvidia-smi lists one), else the
 # emulation (-Dcuda=emu, docs/cuda-emulation.md), so that every CUDA test
 # runs on any machine. The sanitizer builds cannot use nvcc: ASan runs the
@@ -72,12 +72,15 @@ fixture: build
 	  --out tests/nn/fixtures/gpt2_tiny_expected.safetensors --threads 2
 
 # Sanitizer builds of the suite (nvcc does not take -fsanitize: ASan runs the
-# CUDA emulation where no GPU is present, TSan keeps CUDA off).
+# CUDA emulation where no GPU is present, TSan keeps CUDA off). TSan builds
+# without oneDNN (its OpenMP runtime, libgomp, is not instrumented: its
+# barriers look like races to TSan), so the CPU GEMM there is OpenBLAS; ASan
+# runs oneDNN.
 $(ASAN_BUILD)/build.ninja: | deps
 	meson setup $(ASAN_BUILD) -Dcuda=$(ASAN_CUDA) -Dstarpu=disabled -Db_sanitize=address,undefined \
 	  -Db_lundef=false -Dbuildtype=debugoptimized
 $(TSAN_BUILD)/build.ninja: | deps
-	meson setup $(TSAN_BUILD) -Dcuda=disabled -Dstarpu=disabled -Db_sanitize=thread \
+	meson setup $(TSAN_BUILD) -Dcuda=disabled -Dstarpu=disabled -Ddnnl=disabled -Db_sanitize=thread \
 	  -Db_lundef=false -Dbuildtype=debugoptimized
 
 asan: deps vocab $(ASAN_BUILD)/build.ninja

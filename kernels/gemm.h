@@ -1,10 +1,12 @@
 /* kernels/gemm.h — matrix products on tiles (the compute-bound core of every
- * linear layer and of tiled GEMM benchmarks), on CPU (OpenBLAS) and CUDA
- * (cuBLAS).
+ * linear layer and of tiled GEMM benchmarks), on CPU (oneDNN matmul
+ * primitives where the build has oneDNN, else OpenBLAS) and CUDA (cuBLAS).
  *
  * Must never: allocate tile memory, know about tasks or handles, change the
- * number of OpenBLAS threads, or change the cuBLAS handle's math mode (the
- * precision is chosen per call).
+ * number of OpenBLAS threads, change any thread's OpenMP thread count other
+ * than through tsr_cpu_gemm_set_thread_count (which changes the calling
+ * thread's only), or change the cuBLAS handle's math mode (the precision is
+ * chosen per call).
  *
  * Memory order: column-major like BLAS; a tile of shape (m, n) with leading
  * dimension ld stores element (i, j) at i + j*ld, ld >= m.  Shapes below are
@@ -51,6 +53,24 @@ void tsr_cpu_gemm_bf16(int transa, int transb, int m, int n, int k, float alpha,
                        const uint16_t *a, int lda, int64_t stride_a,
                        const uint16_t *b, int ldb, int64_t stride_b, float beta,
                        void *c, int c_is_bf16, int ldc, int64_t stride_c, int batch);
+
+/* Both CPU GEMMs above run in the calling thread; with oneDNN each thread
+ * keeps its own cache of created primitives (freed when the thread exits),
+ * and a call oneDNN cannot make (an error, an unsupported case) is computed
+ * by OpenBLAS, or for bf16 by widening to fp32 and OpenBLAS.
+ * The library that runs them in this build: "onednn" or "openblas". */
+const char *tsr_cpu_gemm_library(void);
+
+/* How many threads a CPU GEMM called from the CALLING thread may use, for
+ * this thread only; returns the previous count. With oneDNN this is the
+ * calling thread's OpenMP nthreads-var (per thread in libgomp for a thread
+ * outside an OpenMP team: other threads keep theirs; oneDNN starts a team of
+ * that size per calling thread). Without oneDNN it does nothing and returns
+ * 0: OpenBLAS's count is process-wide (openblas_set_num_threads). The
+ * runtime sets 1 on each of its worker threads (one core each); on an
+ * application's thread it sets 1 only while the simulation driver runs a
+ * task there (simulate_exec), and puts the thread's own count back after. */
+int tsr_cpu_gemm_set_thread_count(int n);
 
 /* Same as tsr_cpu_gemm on a CUDA stream; all pointers are device pointers.
  * mode: TSR_GEMM_FP32 or TSR_GEMM_TF32.  cublas_handle is a cublasHandle_t

@@ -316,7 +316,9 @@ static int init_models(void)
 }
 
 /* The worker threads. Tile tasks call BLAS: parallelism comes from tasks,
- * so BLAS runs single-threaded while they run. */
+ * so BLAS runs single-threaded while they run. (oneDNN's OpenMP thread
+ * count is per thread: each worker sets its own to 1, runtime/worker.c;
+ * the application's threads keep theirs.) */
 static int start_workers(void)
 {
     saved_blas_threads = openblas_get_num_threads();

@@ -11,6 +11,7 @@
  */
 #include "runtime/driver.h"
 #include "runtime/internal.h"
+#include "kernels/gemm.h"
 #ifdef TSR_HAVE_CUDA
 #include "kernels/cuda_status.h"
 #endif
@@ -232,6 +233,10 @@ static void *worker_main(void *arg)
     tsr_worker_t *w = arg;
     tsr__tl_worker = w->id;
     bind_worker(w);
+    /* One core per worker: a tile GEMM must not start a team of its own.
+     * OpenBLAS's count is process-wide (runtime.c sets it); oneDNN's OpenMP
+     * count is per thread, so each worker sets its own. */
+    tsr_cpu_gemm_set_thread_count(1);
     const tsr_sched_policy_t *pol = tsr__rt.sched.policy;
     while (!atomic_load_explicit(&tsr__rt.stop, memory_order_acquire)) {
         uint64_t e = atomic_load(&tsr__rt.epoch);

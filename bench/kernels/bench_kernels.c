@@ -3,6 +3,9 @@
  * and a large OpenBLAS SGEMM for compute-bound ones on the CPU (one thread:
  * kernels run one per task); a device-to-device copy and large cuBLAS GEMMs
  * on the GPU.  Prints a human table and one JSON line per figure.
+ * The CPU GEMM's libraries (OpenBLAS, and oneDNN fp32 and bf16 where built
+ * with it) are compared on GPT-2's tile shapes, each against OpenBLAS on the
+ * same shape.
  *
  * Usage: tessera-bench-kernels [--quick] [--cpu-only] [--gpu-only] [FILTER]
  *   --quick: small shapes and few repetitions (a smoke test; figures then
@@ -186,6 +189,89 @@ static void c_attn_bwd(void)
     tsr_cpu_attn_bwd(AD, ATQ, ATQ, ANB, ATQ, 0, 0.125f, AQ, AK, AV, ADO, ALSE, AD_, ADQ, ADK, ADV);
 }
 
+/* ---- the CPU GEMM's libraries on GPT-2's tile shapes ------------------------ */
+
+/* One product of the comparison: C (m, n) = op(A) op(B) + beta C. */
+typedef struct {
+    int m, n, k, ta, tb, threads;
+    float beta;
+    const char *what;
+} lshape;
+
+static lshape LS;
+static float *LA, *LB, *LC;
+static uint16_t *LHA, *LHB;
+
+static int lrows(int trans, int r, int c) { return trans ? c : r; }
+static void l_openblas(void)
+{
+    cblas_sgemm(CblasColMajor, LS.ta ? CblasTrans : CblasNoTrans, LS.tb ? CblasTrans : CblasNoTrans,
+                LS.m, LS.n, LS.k, 1.0f, LA, lrows(LS.ta, LS.m, LS.k), LB,
+                lrows(LS.tb, LS.k, LS.n), LS.beta, LC, LS.m);
+}
+static void l_f32(void)
+{
+    tsr_cpu_gemm(LS.ta, LS.tb, LS.m, LS.n, LS.k, 1.0f, LA, lrows(LS.ta, LS.m, LS.k), 0, LB,
+                 lrows(LS.tb, LS.k, LS.n), 0, LS.beta, LC, LS.m, 0, 1);
+}
+static void l_bf16(void)
+{
+    tsr_cpu_gemm_bf16(LS.ta, LS.tb, LS.m, LS.n, LS.k, 1.0f, LHA, lrows(LS.ta, LS.m, LS.k), 0, LHB,
+                      lrows(LS.tb, LS.k, LS.n), 0, LS.beta, LC, 0, LS.m, 0, 1);
+}
+
+/* OpenBLAS SGEMM, tsr_cpu_gemm and tsr_cpu_gemm_bf16 (bf16 in, fp32 out)
+ * on the tile products of a GPT-2 step (one thread: one per worker), and a
+ * large product on two threads as the ceiling. The ratio is against
+ * OpenBLAS on the same shape. */
+static void run_cpu_gemm_libs(void)
+{
+    const char *lib = tsr_cpu_gemm_library();
+    int big = quick ? 1024 : 4096;
+    const lshape shapes[] = {
+        {768, 256, 768, 0, 0, 1, 0.0f, "linear fwd"},
+        {768, 256, 768, 1, 0, 1, 0.0f, "linear dx"},
+        {1024, 256, 768, 0, 0, 1, 0.0f, "linear fwd"},
+        {768, 768, 256, 0, 1, 1, 1.0f, "linear dw +="},
+        {768, 256, 3072, 0, 0, 1, 0.0f, "mlp proj fwd"},
+        {768, 768, 768, 0, 0, 1, 0.0f, "square"},
+        {big, big, big, 0, 0, 2, 0.0f, "ceiling, 2 threads"},
+    };
+    size_t most = (size_t)big * big;
+    LA = falloc(most, -1, 1, 40), LB = falloc(most, -1, 1, 41), LC = falloc(most, -1, 1, 42);
+    LHA = aligned_alloc(64, ((most * 2 + 63) / 64) * 64);
+    LHB = aligned_alloc(64, ((most * 2 + 63) / 64) * 64);
+    if (!LHA || !LHB) {
+        fprintf(stderr, "tessera-bench-kernels: out of memory (bf16 GEMM operands)\n");
+        exit(1);
+    }
+    tsr_cpu_f32_to_bf16(most, LA, LHA);
+    tsr_cpu_f32_to_bf16(most, LB, LHB);
+    printf("# CPU GEMM libraries: OpenBLAS fp32, tsr_cpu_gemm (%s) fp32, tsr_cpu_gemm_bf16 (%s) "
+           "bf16 in, fp32 out (GFLOP/s; ceiling = OpenBLAS on the same shape)\n", lib, lib);
+    char shape[64], name[64];
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        LS = shapes[i];
+        snprintf(shape, sizeof shape, "%dx%dx%d%c%c%s", LS.m, LS.n, LS.k, LS.ta ? 'T' : 'N',
+                 LS.tb ? 'T' : 'N', LS.threads > 1 ? "/2thr" : "");
+        double fl = 2.0 * LS.m * LS.n * LS.k;
+        openblas_set_num_threads(LS.threads);
+        int saved = tsr_cpu_gemm_set_thread_count(LS.threads); /* this thread's only */
+        double ob = fl / time_best(l_openblas) / 1e9;
+        if (selected("gemm_f32_openblas"))
+            report("gemm_f32_openblas", shape, "cpu", fl / ob / 1e9, fl, "GFLOP/s", ob);
+        snprintf(name, sizeof name, "gemm_f32_%s", lib);
+        if (selected(name))
+            report(name, shape, "cpu", time_best(l_f32), fl, "GFLOP/s", ob);
+        snprintf(name, sizeof name, "gemm_bf16_%s", lib);
+        if (selected(name))
+            report(name, shape, "cpu", time_best(l_bf16), fl, "GFLOP/s", ob);
+        tsr_cpu_gemm_set_thread_count(saved);
+        openblas_set_num_threads(1);
+    }
+    free(LA), free(LB), free(LC), free(LHA), free(LHB);
+}
+
 typedef struct {
     const char *name;
     void (*fn)(void);
@@ -274,6 +360,8 @@ static void run_cpu(void)
     }
     free(A), free(B), free(Cb), free(D), free(E), free(Bv), free(Ms), free(Lse), free(G);
     free(H), free(Tok), free(GA), free(GB), free(GC);
+    if (selected("gemm_f32") || selected("gemm_bf16"))
+        run_cpu_gemm_libs();
 }
 
 /* ---------------------------------------------------------------- GPU */
