@@ -19,7 +19,7 @@
  * their association in the source (TSR_VACC partial sums), not by width. */
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__) && !defined(__clang__) && \
     !defined(__SANITIZE_THREAD__)
-#define TSR_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define TSR_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TSR_CPU_CLONES
 #endif
