@@ -163,7 +163,7 @@ static void c_ce_bwd(void)
 }
 static void c_emb_fwd(void) { tsr_cpu_embedding_fwd(C, T, V, 0, Tok, D, B); }
 static void c_emb_bwd(void) { tsr_cpu_embedding_bwd(C, T, V, 0, Tok, Cb, D); }
-static void c_adamw(void) { tsr_cpu_adamw(N, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, A, B, Cb, E); }
+static void c_adamw(void) { tsr_cpu_adamw(N, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, A, B, Cb, E, NULL); }
 static void c_sumsq(void)
 {
     float acc = 0;
@@ -406,7 +406,7 @@ static void g_ce_bwd(void)
 }
 static void g_emb_fwd(void) { GCHECK(tsr_cuda_embedding_fwd(gs, gC, gT, gV, 0, gTok, gD, gB)); }
 static void g_emb_bwd(void) { GCHECK(tsr_cuda_embedding_bwd(gs, gC, gT, gV, 0, gTok, gCb, gD)); }
-static void g_adamw(void) { GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE)); }
+static void g_adamw(void) { GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE, NULL)); }
 static void g_sumsq(void) { GCHECK(tsr_cuda_sumsq(gs, gN, gA, gAcc)); }
 static void g_f2bf(void) { GCHECK(tsr_cuda_f32_to_bf16(gs, gN, gA, gH)); }
 static void g_bf2f(void) { GCHECK(tsr_cuda_bf16_to_f32(gs, gN, gH, gB)); }

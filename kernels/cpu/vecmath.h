@@ -72,6 +72,19 @@ static inline float tsr_vexpf(float x)
     return y;
 }
 
+/* bf16(x) rounded to nearest even, in integer arithmetic (vectorizes), as
+ * kernels/convert.h: add 0x7fff plus the lowest kept bit, so that ties go to
+ * the even result; a NaN keeps its sign and payload top with the quiet bit
+ * forced (a bit mask, not a select, so that loops calling it vectorize). */
+static inline uint16_t tsr_bf16_rne(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t nanm = 0u - (uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
+    return (uint16_t)((nanm & ((u >> 16) | 0x40u)) | (~nanm & rounded));
+}
+
 /* sqrt(x) for finite x >= 0 without libm: sqrtf carries an errno branch
  * (default -fmath-errno) that stops vectorization.  1/sqrt from the bit
  * trick (3.4% error), three Newton steps (error below 1e-7 relative), then
