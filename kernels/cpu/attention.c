@@ -80,8 +80,9 @@ static inline __attribute__((always_inline)) void scores(int nr, int d, int ncol
 }
 
 /* s = A B^T for n rows of A: the NR-row micro-kernel, then single rows */
-static void scores_rows(int n, int d, int ncols, const float *a, const float *bT, int ldb,
-                        float *s, int lds)
+static inline __attribute__((always_inline)) void scores_rows(int n, int d, int ncols,
+                                                              const float *a, const float *bT,
+                                                              int ldb, float *s, int lds)
 {
     int r = 0;
     for (; r + NR <= n; r += NR)
@@ -206,25 +207,29 @@ static inline __attribute__((always_inline)) void attn_fwd_blocks(int d, int kbk
             for (int ib = i0; ib < tq; ib += NR) {
                 int nr = tq - ib < NR ? tq - ib : NR;
                 const float *qb = q + ((size_t)b * tq + ib) * d;
+                /* the columns any of these rows sees (the last row sees most):
+                 * on a diagonal block the rest is never computed */
+                int vis = visible_keys(tk, q0, k0, ib + nr - 1) - j0;
+                int nc = ((vis > jn ? jn : vis) + NC - 1) / NC * NC;
                 if (nr == NR)
-                    scores(NR, d, ncols, qb, kT, ncols, s, ncols);
+                    scores(NR, d, nc, qb, kT, ncols, s, ncols);
                 else
-                    scores_rows(nr, d, ncols, qb, kT, ncols, s, ncols);
+                    scores_rows(nr, d, nc, qb, kT, ncols, s, ncols);
                 for (int r = 0; r < nr; r++) {
                     int i = ib + r;
                     size_t row = (size_t)b * tq + i;
                     int lim = visible_keys(tk, q0, k0, i) - j0;
                     lim = lim > jn ? jn : lim;
                     float *sr = s + (size_t)r * ncols;
-                    for (int j = 0; j < ncols; j++)
+                    for (int j = 0; j < nc; j++)
                         sr[j] *= scale;
                     float bmax = tsr_vmax(sr, (size_t)lim);
                     float m = ms[2 * row], l = ms[2 * row + 1];
                     float mnew = bmax > m ? bmax : m;
                     float corr = tsr_vexpf(m - mnew); /* 0 when m = -inf */
-                    for (int j = 0; j < ncols; j++)
+                    for (int j = 0; j < nc; j++)
                         sr[j] = keep_if(tsr_vexpf(sr[j] - mnew), j < lim);
-                    l = l * corr + row_sum16(sr, ncols);
+                    l = l * corr + row_sum16(sr, nc);
                     float *ai = acc + row * d;
                     float aa[DMAX_BLOCKED];
                     for (int c = 0; c < d; c++)
@@ -330,15 +335,17 @@ static inline __attribute__((always_inline)) void attn_bwd_blocks(int d, int kbk
             for (int i0 = ibeg; i0 < tq; i0 += QB) {
                 int in = tq - i0 < QB ? tq - i0 : QB;
                 size_t row0 = (size_t)b * tq + i0;
-                scores_rows(in, d, ncols, q + row0 * d, kT, ncols, P, ncols);
-                scores_rows(in, d, ncols, dout + row0 * d, vT, ncols, dS, ncols);
+                int vis = visible_keys(tk, q0, k0, i0 + in - 1) - j0;
+                int nc = ((vis > jn ? jn : vis) + NC - 1) / NC * NC;
+                scores_rows(in, d, nc, q + row0 * d, kT, ncols, P, ncols);
+                scores_rows(in, d, nc, dout + row0 * d, vT, ncols, dS, ncols);
                 for (int r = 0; r < in; r++) {
                     float li = lse[row0 + r], Di = D[row0 + r];
                     int l = visible_keys(tk, q0, k0, i0 + r) - j0;
                     l = l > jn ? jn : (l < 0 ? 0 : l);
                     lim[r] = li == -INFINITY ? 0 : l;
                     float *pr = P + (size_t)r * ncols, *dsr = dS + (size_t)r * ncols;
-                    for (int j = 0; j < ncols; j++) {
+                    for (int j = 0; j < nc; j++) {
                         float p = keep_if(tsr_vexpf(scale * pr[j] - li), j < lim[r]);
                         pr[j] = p;
                         dsr[j] = scale * (p * (dsr[j] - Di));
