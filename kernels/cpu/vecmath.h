@@ -24,11 +24,13 @@
  * order), not by vector width.  A helper called from a clone must be inlined
  * into it (static inline, always_inline where gcc might not): an out-of-line
  * static function is compiled for the baseline only. */
+#ifndef TSR_CPU_CLONES /* tests/kernels/clones_*.c compile one target each */
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__) && !defined(__clang__) && \
     !defined(__SANITIZE_THREAD__)
 #define TSR_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TSR_CPU_CLONES
+#endif
 #endif
 
 /* The exponentials.  Both reduce to r in [-ln2/2, ln2/2] by Cody-Waite
