@@ -434,6 +434,11 @@ static void g_ce_bwd(void)
 static void g_emb_fwd(void) { GCHECK(tsr_cuda_embedding_fwd(gs, gC, gT, gV, 0, gTok, gD, gB)); }
 static void g_emb_bwd(void) { GCHECK(tsr_cuda_embedding_bwd(gs, gC, gT, gV, 0, gTok, gCb, gD)); }
 static void g_adamw(void) { GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE, NULL)); }
+/* with the bf16 copy (into gH3, the bf16 GEMMs' output) */
+static void g_adamw_bf16(void)
+{
+    GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE, gH3));
+}
 static void g_sumsq(void) { GCHECK(tsr_cuda_sumsq(gs, gN, gA, gAcc)); }
 static void g_f2bf(void) { GCHECK(tsr_cuda_f32_to_bf16(gs, gN, gA, gH)); }
 static void g_bf2f(void) { GCHECK(tsr_cuda_bf16_to_f32(gs, gN, gH, gB)); }
@@ -519,7 +524,8 @@ static void run_gpu(void)
         {"gelu_fwd", g_gelu_fwd, 8},   {"gelu_bwd", g_gelu_bwd, 12},
         {"maxsumexp", g_maxsumexp, 4}, {"crossentropy_bwd", g_ce_bwd, 8},
         {"embedding_fwd", g_emb_fwd, 12}, {"embedding_bwd", g_emb_bwd, 12},
-        {"adamw", g_adamw, 28},        {"sumsq", g_sumsq, 4},
+        {"adamw", g_adamw, 28},        {"adamw_bf16", g_adamw_bf16, 30},
+        {"sumsq", g_sumsq, 4},
         {"f32_to_bf16", g_f2bf, 6},    {"bf16_to_f32", g_bf2f, 6},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !gerr; i++) {
