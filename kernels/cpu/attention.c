@@ -186,9 +186,12 @@ static void attn_bwd_rows(int d, int tq, int tk, int nb, int q0, int k0, float s
     }
 }
 
-static inline __attribute__((always_inline)) void attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float scale,
-                                     const float *q, const float *k, const float *v, float *ms,
-                                     float *acc)
+/* The blocked forward, kbk keys per block: per block of NR queries, S = Q K^T
+ * by the micro-kernel, the online-softmax update of each row, and
+ * acc_i += sum_j P_ij v_j in order of j into a register row. */
+static inline __attribute__((always_inline)) void
+attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float scale,
+                const float *q, const float *k, const float *v, float *ms, float *acc)
 {
     float kT[KT_MAX];
     float s[NR * KB];
@@ -307,15 +310,15 @@ void tsr_cpu_attn_bwd_dot(int d, int tq, int nb, const float *o, const float *do
         D[r] = (float)tsr_vdot(o + r * d, dout + r * d, (size_t)d);
 }
 
-/* q, dout, dq: (d, tq, nb); k, v, dk, dv: (d, tk, nb); lse, D: (tq, nb)
- * Per key block and block of QB queries: S = Q K^T and dP = dout V^T by the
- * score micro-kernel, P = e^(scale S - lse) and dS = scale P (dP - D) over
- * the block, then dv_j += sum_i P_ij dout_i and dk_j += sum_i dS_ij q_i (in
- * order of i), dq_i += sum_j dS_ij k_j (in order of j). */
-static inline __attribute__((always_inline)) void attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float scale,
-                                     const float *q, const float *k, const float *v,
-                                     const float *dout, const float *lse, const float *D,
-                                     float *dq, float *dk, float *dv)
+/* The blocked backward, kbk keys per block.  Per key block and block of QB
+ * queries: S = Q K^T and dP = dout V^T by the score micro-kernel,
+ * P = e^(scale S - lse) and dS = scale P (dP - D) over the block, then
+ * dv_j += sum_i P_ij dout_i and dk_j += sum_i dS_ij q_i (in order of i) and
+ * dq_i += sum_j dS_ij k_j (in order of j), into register rows. */
+static inline __attribute__((always_inline)) void
+attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float scale,
+                const float *q, const float *k, const float *v, const float *dout,
+                const float *lse, const float *D, float *dq, float *dk, float *dv)
 {
     float kT[KT_MAX], vT[KT_MAX];
     float P[QB * KB], dS[QB * KB];
