@@ -12,6 +12,7 @@
 #define TSR_KERNELS_ADAMW_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,10 +23,14 @@ extern "C" {
  *   m  = beta1 m + (1 - beta1) g'        v = beta2 v + (1 - beta2) g'^2
  *   p -= lr * ( (m / (1 - beta1^step)) / (sqrt(v / (1 - beta2^step)) + eps)
  *               + weight_decay * p )
- * grad_scale folds global-norm clipping into the step (1 for none). */
+ * grad_scale folds global-norm clipping into the step (1 for none).
+ * p_bf16: (n) or NULL: when given, it also receives the updated p in bf16,
+ * rounded to nearest even like kernels/convert.h (NaN stays a quiet NaN), in
+ * the same pass: the bf16 copy of the weights that mixed-precision compute
+ * reads, without a second pass over p. */
 void tsr_cpu_adamw(size_t n, int step, float lr, float beta1, float beta2, float eps,
                    float weight_decay, float grad_scale, const float *g,
-                   float *p, float *m, float *v);
+                   float *p, float *m, float *v, uint16_t *p_bf16);
 
 /* acc[0] += sum_i x[i]^2    x: (n), acc: (1), accumulated (in double internally). */
 void tsr_cpu_sumsq(size_t n, const float *x, float *acc);
@@ -35,7 +40,7 @@ void tsr_cpu_sumsq(size_t n, const float *x, float *acc);
  * tsr_cuda_sumsq adds to acc[0] with one atomic per block. */
 int tsr_cuda_adamw(void *stream, size_t n, int step, float lr, float beta1, float beta2,
                    float eps, float weight_decay, float grad_scale, const float *g,
-                   float *p, float *m, float *v);
+                   float *p, float *m, float *v, uint16_t *p_bf16);
 int tsr_cuda_sumsq(void *stream, size_t n, const float *x, float *acc);
 
 #ifdef __cplusplus

@@ -1100,9 +1100,9 @@ static double adamw_bytes(const void *args, const size_t *sizes)
 /* g, p, m, v: (n); p, m, v updated */
 TILE_CODELET(cl_adamw, "adamw", 4, tsr_adamw_args_t, adamw_flops, adamw_bytes,
              (tsr_cpu_adamw(nelem(e, 0), a->step, a->lr, a->beta1, a->beta2, a->eps,
-               a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3])),
+               a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3], NULL)),
              (tsr_cuda_adamw(e->cuda_stream, nelem(e, 0), a->step, a->lr, a->beta1, a->beta2,
-               a->eps, a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3])));
+               a->eps, a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3], NULL)));
 
 int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tensor_t *p,
                   tsr_tensor_t *m, tsr_tensor_t *v)

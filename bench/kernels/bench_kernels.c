@@ -166,7 +166,12 @@ static void c_ce_bwd(void)
 }
 static void c_emb_fwd(void) { tsr_cpu_embedding_fwd(C, T, V, 0, Tok, D, B); }
 static void c_emb_bwd(void) { tsr_cpu_embedding_bwd(C, T, V, 0, Tok, Cb, D); }
-static void c_adamw(void) { tsr_cpu_adamw(N, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, A, B, Cb, E); }
+static void c_adamw(void) { tsr_cpu_adamw(N, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, A, B, Cb, E, NULL); }
+/* the step with the bf16 copy of the weights (mixed precision) */
+static void c_adamw_bf16(void)
+{
+    tsr_cpu_adamw(N, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, A, B, Cb, E, H);
+}
 static void c_sumsq(void)
 {
     float acc = 0;
@@ -187,6 +192,18 @@ static void c_attn_fwd(void)
 static void c_attn_bwd(void)
 {
     tsr_cpu_attn_bwd(AD, ATQ, ATQ, ANB, ATQ, 0, 0.125f, AQ, AK, AV, ADO, ALSE, AD_, ADQ, ADK, ADV);
+}
+/* GPT-2's attention task at batch x 64 tokens: a diagonal (causal) tile pair
+ * of 64 queries and keys, 4 sequences */
+enum { GD_T = 64, GD_NB = 4 };
+static void c_attn_fwd_diag(void)
+{
+    tsr_cpu_attn_fwd(AD, GD_T, GD_T, GD_NB, 0, 0, 0.125f, AQ, AK, AV, AMS, AACC);
+}
+static void c_attn_bwd_diag(void)
+{
+    tsr_cpu_attn_bwd(AD, GD_T, GD_T, GD_NB, 0, 0, 0.125f, AQ, AK, AV, ADO, ALSE, AD_, ADQ, ADK,
+                     ADV);
 }
 
 /* ---- the CPU GEMM's libraries on GPT-2's tile shapes ------------------------ */
@@ -323,7 +340,8 @@ static void run_cpu(void)
         {"gelu_fwd", c_gelu_fwd, 8},   {"gelu_bwd", c_gelu_bwd, 12},
         {"maxsumexp", c_maxsumexp, 4}, {"crossentropy_bwd", c_ce_bwd, 8},
         {"embedding_fwd", c_emb_fwd, 12}, {"embedding_bwd", c_emb_bwd, 12},
-        {"adamw", c_adamw, 28},        {"sumsq", c_sumsq, 4},
+        {"adamw", c_adamw, 28},        {"adamw_bf16", c_adamw_bf16, 30},
+        {"sumsq", c_sumsq, 4},
         {"f32_to_bf16", c_f2bf, 6},    {"bf16_to_f32", c_bf2f, 6},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -355,6 +373,15 @@ static void run_cpu(void)
         double fl = (double)AD * ATQ * ATQ * ANB;
         report("attn_fwd", shape, "cpu", time_best(c_attn_fwd), 4 * fl, "GFLOP/s", gf);
         report("attn_bwd", shape, "cpu", time_best(c_attn_bwd), 10 * fl, "GFLOP/s", gf);
+        /* the diagonal tile: flops of the visible pairs, T (T + 1) / 2 per head */
+        tsr_cpu_attn_init(AD, GD_T, GD_NB, AMS, AACC);
+        c_attn_fwd_diag();
+        tsr_cpu_attn_finalize(AD, GD_T, GD_NB, AMS, AACC, AO, ALSE);
+        tsr_cpu_attn_bwd_dot(AD, GD_T, GD_NB, AO, ADO, AD_);
+        snprintf(shape, sizeof shape, "d%d,%dx%d,h%d,diag", AD, GD_T, GD_T, GD_NB);
+        double fd = (double)AD * GD_T * (GD_T + 1) / 2 * GD_NB;
+        report("attn_fwd_diag", shape, "cpu", time_best(c_attn_fwd_diag), 4 * fd, "GFLOP/s", gf);
+        report("attn_bwd_diag", shape, "cpu", time_best(c_attn_bwd_diag), 10 * fd, "GFLOP/s", gf);
         free(AQ), free(AK), free(AV), free(ADO), free(ADQ), free(ADK), free(ADV), free(AACC);
         free(AO), free(AMS), free(ALSE), free(AD_);
     }
@@ -494,7 +521,12 @@ static void g_ce_bwd(void)
 }
 static void g_emb_fwd(void) { GCHECK(tsr_cuda_embedding_fwd(gs, gC, gT, gV, 0, gTok, gD, gB)); }
 static void g_emb_bwd(void) { GCHECK(tsr_cuda_embedding_bwd(gs, gC, gT, gV, 0, gTok, gCb, gD)); }
-static void g_adamw(void) { GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE)); }
+static void g_adamw(void) { GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE, NULL)); }
+/* with the bf16 copy (into gH3, the bf16 GEMMs' output) */
+static void g_adamw_bf16(void)
+{
+    GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE, gH3));
+}
 static void g_sumsq(void) { GCHECK(tsr_cuda_sumsq(gs, gN, gA, gAcc)); }
 static void g_f2bf(void) { GCHECK(tsr_cuda_f32_to_bf16(gs, gN, gA, gH)); }
 static void g_bf2f(void) { GCHECK(tsr_cuda_bf16_to_f32(gs, gN, gH, gB)); }
@@ -580,7 +612,8 @@ static void run_gpu(void)
         {"gelu_fwd", g_gelu_fwd, 8},   {"gelu_bwd", g_gelu_bwd, 12},
         {"maxsumexp", g_maxsumexp, 4}, {"crossentropy_bwd", g_ce_bwd, 8},
         {"embedding_fwd", g_emb_fwd, 12}, {"embedding_bwd", g_emb_bwd, 12},
-        {"adamw", g_adamw, 28},        {"sumsq", g_sumsq, 4},
+        {"adamw", g_adamw, 28},        {"adamw_bf16", g_adamw_bf16, 30},
+        {"sumsq", g_sumsq, 4},
         {"f32_to_bf16", g_f2bf, 6},    {"bf16_to_f32", g_bf2f, 6},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !gerr; i++) {

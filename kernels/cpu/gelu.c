@@ -6,11 +6,14 @@
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
 /* 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)): no cancellation
- * where tanh(u) is close to -1 (x below about -3), vectorizable through
- * tsr_vexpf, and exact limits 0 and 1. */
+ * where tanh(u) is close to -1 (x below about -3), vectorizable, and within
+ * 2 ulp of it (the exp's 1.4 ulp, one rounding of the sum and one of the
+ * division).  The exp's argument is clamped to +-87: beyond, sigmoid is 1
+ * exactly in fp32 or below 1.6e-38, and a NaN x comes through the products
+ * with x of the callers. */
 static inline float half_one_plus_tanh(float u)
 {
-    return 1.0f / (1.0f + tsr_vexpf(-2.0f * u));
+    return 1.0f / (1.0f + tsr_vexpf_clamped(-2.0f * u));
 }
 
 /* x, out: (n) */

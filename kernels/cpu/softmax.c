@@ -29,14 +29,17 @@ TSR_CPU_CLONES void tsr_cpu_maxsumexp(int m, int n, const float *x, int ldx, flo
         float mx = tsr_vmax(xj, (size_t)m);
         float s = 0.0f;
         if (mx != -INFINITY) {
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            /* TSR_VACC partial sums: a full vector of exponentials per step at
+             * every width (8 partials held the AVX-512 clone to 8 lanes) */
+            float acc[TSR_VACC] = {0};
             int i = 0;
-            for (; i + 8 <= m; i += 8)
-                for (int u = 0; u < 8; u++)
+            for (; i + TSR_VACC <= m; i += TSR_VACC)
+                for (int u = 0; u < TSR_VACC; u++)
                     acc[u] += tsr_vexpf(xj[i + u] - mx);
-            s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+            float tail = 0.0f;
             for (; i < m; i++)
-                s += tsr_vexpf(xj[i] - mx);
+                tail += tsr_vexpf(xj[i] - mx);
+            s = tsr_vfold(acc) + tail;
         }
         if (accumulate) {
             merge_state(&ms[2 * (size_t)j], &ms[2 * (size_t)j + 1], mx, s);

@@ -1,5 +1,6 @@
-/* CUDA AdamW step (float4 when aligned) and squared norm (block reduction,
- * one atomic per block). */
+/* CUDA AdamW step (float4 when aligned), optionally writing the updated
+ * weights in bf16 too, and squared norm (block reduction, one atomic per
+ * block). */
 #include <math.h>
 
 #include "kernels/adamw.h"
@@ -17,8 +18,19 @@ __device__ __forceinline__ void adam_one(const adam_args &a, float g, float &p, 
     p -= a.lr * ((m * a.rbc1) / (sqrtf(v * a.rbc2) + a.eps) + a.wd * p);
 }
 
-/* g, p, m, v: (n) */
-__global__ void k_adamw(size_t n, adam_args a, const float *g, float *p, float *m, float *v, int vec)
+/* bf16 of f, rounded to nearest even: the integer rounding of kernels/cpu
+ * (and kernels/cuda/convert.cu), bit-identical to it. */
+__device__ __forceinline__ uint16_t adam_bf16(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : rounded);
+}
+
+/* g, p, m, v: (n); pb: (n) or NULL.  vec: the four fp32 arrays are 16-byte
+ * aligned and pb (if any) 8-byte aligned. */
+__global__ void k_adamw(size_t n, adam_args a, const float *g, float *p, float *m, float *v,
+                        uint16_t *pb, int vec)
 {
     size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     size_t n4 = vec ? n / 4 : 0;
@@ -34,9 +46,18 @@ __global__ void k_adamw(size_t n, adam_args a, const float *g, float *p, float *
         reinterpret_cast<float4 *>(p)[i] = p4;
         reinterpret_cast<float4 *>(m)[i] = m4;
         reinterpret_cast<float4 *>(v)[i] = v4;
+        if (pb) {
+            uint2 b;
+            b.x = (uint32_t)adam_bf16(p4.x) | ((uint32_t)adam_bf16(p4.y) << 16);
+            b.y = (uint32_t)adam_bf16(p4.z) | ((uint32_t)adam_bf16(p4.w) << 16);
+            reinterpret_cast<uint2 *>(pb)[i] = b;
+        }
     }
-    for (size_t i = n4 * 4 + tid; i < n; i += stride)
+    for (size_t i = n4 * 4 + tid; i < n; i += stride) {
         adam_one(a, g[i], p[i], m[i], v[i]);
+        if (pb)
+            pb[i] = adam_bf16(p[i]);
+    }
 }
 
 /* x: (n), acc: (1) */
@@ -58,7 +79,7 @@ __global__ void k_sumsq(size_t n, const float *x, float *acc, int vec)
 
 int tsr_cuda_adamw(void *stream, size_t n, int step, float lr, float beta1, float beta2, float eps,
                    float weight_decay, float grad_scale, const float *g, float *p, float *m,
-                   float *v)
+                   float *v, uint16_t *p_bf16)
 {
     if (n == 0)
         return 0;
@@ -66,9 +87,10 @@ int tsr_cuda_adamw(void *stream, size_t n, int step, float lr, float beta1, floa
     a.lr = lr, a.b1 = beta1, a.b2 = beta2, a.eps = eps, a.wd = weight_decay, a.gs = grad_scale;
     a.rbc1 = (float)(1.0 / (1.0 - pow((double)beta1, (double)step)));
     a.rbc2 = (float)(1.0 / (1.0 - pow((double)beta2, (double)step)));
-    int vec = tsr_aligned16(g) && tsr_aligned16(p) && tsr_aligned16(m) && tsr_aligned16(v);
+    int vec = tsr_aligned16(g) && tsr_aligned16(p) && tsr_aligned16(m) && tsr_aligned16(v) &&
+              (!p_bf16 || ((uintptr_t)p_bf16 & 7u) == 0);
     TSR_LAUNCH(k_adamw, tsr_blocks(n / 4 + 1, 256), 256, 0, TSR_STREAM(stream), n, a, g, p, m, v,
-               vec);
+               p_bf16, vec);
     return tsr_cuda_launched("k_adamw");
 }
 

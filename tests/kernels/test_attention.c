@@ -254,3 +254,16 @@ Test(attention, kv_tile_longer_than_cpu_chunk)
     run((acase){.d = 4, .T = 150, .nb = 1, .tq = 50, .tk = 150}, 100, 0);
     run((acase){.d = 4, .T = 150, .nb = 1, .tq = 70, .tk = 67, .merge = 1}, 101, 0);
 }
+
+/* The CPU kernels' blocked form: GPT-2's head (d = 64, a 64-token diagonal
+ * tile of 4 sequences, query blocks of 4 rows with a tail), head dimensions
+ * that shrink the key block (d = 128: 64 keys, d = 200: 32 keys, a partial
+ * last block), and one too large for it (d = 300: the row-at-a-time form). */
+Test(attention, blocked_head_dims)
+{
+    run((acase){.d = 64, .T = 64, .nb = 4, .tq = 64, .tk = 64}, 102, 0);
+    run((acase){.d = 64, .T = 71, .nb = 1, .tq = 37, .tk = 71, .base = 5}, 103, 0);
+    run((acase){.d = 128, .T = 45, .nb = 1, .tq = 45, .tk = 45}, 104, 0);
+    run((acase){.d = 200, .T = 40, .nb = 1, .tq = 19, .tk = 40, .merge = 1}, 105, 0);
+    run((acase){.d = 300, .T = 9, .nb = 1, .tq = 4, .tk = 9}, 106, 0);
+}

@@ -286,10 +286,38 @@ Test(cuda_adamw, step_and_sumsq)
         float *bg = kt_dev(n + 1), *dg = bg + off;
         kt_upload(dg, g, n);
         float *dp = kt_to_dev(p, n), *dm = kt_to_dev(m, n), *dv = kt_to_dev(v, n);
-        KT_CUDA_OK(tsr_cuda_adamw(st, n, 7, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, dg, dp, dm, dv));
-        tsr_cpu_adamw(n, 7, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, g, p, m, v);
+        /* the bf16 copy on s = 0, 1, 4, 5: aligned and 2 bytes past (scalar path) */
+        uint16_t *bpb = NULL, *dpb = NULL;
+        if (s != 2 && s != 3) {
+            cr_assert_eq(cudaMalloc((void **)&bpb, sizeof(uint16_t) * (n + 1)), cudaSuccess);
+            dpb = bpb + off;
+        }
+        KT_CUDA_OK(tsr_cuda_adamw(st, n, 7, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, dg, dp, dm, dv,
+                                  dpb));
+        tsr_cpu_adamw(n, 7, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, g, p, m, v, NULL);
         float *hp = kt_from_dev(dp, n), *hm = kt_from_dev(dm, n), *hv = kt_from_dev(dv, n);
         kt_assert_close_f("cuda adamw p", hp, p, n, 1e-7, 1e-6);
+        if (dpb) {
+            /* each bf16 is the round to nearest even of the device's own fp32 p:
+             * the nearer of truncation and truncation + 1 ulp (hp is finite) */
+            uint16_t *hb = malloc(sizeof(uint16_t) * n);
+            cr_assert_not_null(hb);
+            cr_assert_eq(cudaMemcpy(hb, dpb, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost),
+                         cudaSuccess);
+            for (size_t i = 0; i < n; i++) {
+                uint32_t u;
+                memcpy(&u, &hp[i], 4);
+                uint32_t lo = u >> 16, hi = lo + 1, ulo = lo << 16, uhi = hi << 16;
+                float flo, fhi;
+                memcpy(&flo, &ulo, 4), memcpy(&fhi, &uhi, 4);
+                double dl = fabs((double)hp[i] - flo), dh = fabs((double)hp[i] - fhi);
+                uint32_t want = dl < dh ? lo : dh < dl ? hi : (lo & 1) ? hi : lo;
+                cr_assert_eq(hb[i], want, "cuda adamw p_bf16[%zu] = 0x%04x, p %.9g rounds to 0x%04x",
+                             i, hb[i], (double)hp[i], want);
+            }
+            free(hb);
+            cudaFree(bpb);
+        }
         kt_assert_close_f("cuda adamw m", hm, m, n, 1e-8, 1e-6);
         kt_assert_close_f("cuda adamw v", hv, v, n, 1e-9, 1e-6);
         float acc = 1.0f, *dacc = kt_to_dev(&acc, 1);
