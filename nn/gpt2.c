@@ -79,12 +79,19 @@ float tsr_lr_schedule(int step, int warmup, int total, float max_lr, float min_l
 /* Tile sizes derived from the shapes: token tiles of about 256 tokens (the
  * largest divisor of the sequence up to 256, or as many whole sequences of
  * the micro-batch as fit in 256), so that the weight-gradient products sum
- * over hundreds of tokens per task; vocabulary tiles of 1024 rows; MLP tiles
- * of C rows (4 tiles). */
+ * over hundreds of tokens per task; but with at least one token tile per
+ * worker where tiles of 64 tokens or more allow it: a micro-batch in one
+ * token tile leaves every output-projection chain (c_proj, mlp.c_proj, the
+ * head's dln) on one worker while the others wait. oneDNN's fp32 tile
+ * products run as fast with 64 or 128 tokens as with 256 (docs/kernels.md),
+ * so the narrower tiles cost no GEMM speed; below 64 the per-task cost and
+ * the short sums of the weight gradients would. Vocabulary tiles of 1024
+ * rows; MLP tiles of C rows (4 tiles). */
 static int resolve_tiles(tsr_gpt2_config_t *c, int batch, int seq_len)
 {
-    enum { TOKENS = 256 };
+    enum { TOKENS = 256, MIN_TOKENS = 64 };
     if (c->tile_tokens <= 0) {
+        int workers = tsr_worker_count();
         c->tile_tokens = seq_len;
         if (seq_len > TOKENS) {
             for (int t = TOKENS; t >= 1; t--)
@@ -93,11 +100,20 @@ static int resolve_tiles(tsr_gpt2_config_t *c, int batch, int seq_len)
                     break;
                 }
         } else {
-            for (int k = TOKENS / seq_len; k >= 1; k--)
-                if (batch % k == 0) {
-                    c->tile_tokens = k * seq_len;
+            /* k whole sequences per tile, the most that fit in TOKENS, down
+             * to the first k that gives every worker a tile, or the last
+             * one of MIN_TOKENS tokens or more */
+            int found = 0;
+            for (int k = TOKENS / seq_len; k >= 1; k--) {
+                if (batch % k)
+                    continue;
+                if (found && k * seq_len < MIN_TOKENS)
                     break;
-                }
+                c->tile_tokens = k * seq_len;
+                found = 1;
+                if (batch / k >= workers)
+                    break;
+            }
         }
     }
     if (c->tile_vocab <= 0)
