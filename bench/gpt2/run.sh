@@ -16,7 +16,8 @@
 # peer figures are null. Exit status 1 if a Tessera run failed.
 #
 # Environment: GPT2_BENCH_RUNS (3), GPT2_BENCH_THREADS (nproc),
-# GPT2_BENCH_CONFIGS (names among 124M 30M tiny; default all three).
+# GPT2_BENCH_CONFIGS (names among 124M 30M tiny; default all three),
+# GPT2_BENCH_PRECISION (fp32 or bf16: both programs' --precision; fp32).
 # About 5 minutes on a 2-core machine.
 set -u
 
@@ -32,6 +33,7 @@ PEER=$HERE/torch_step.py
 RUNS=${GPT2_BENCH_RUNS:-3}
 THREADS=${GPT2_BENCH_THREADS:-$(nproc)}
 WANT=${GPT2_BENCH_CONFIGS:-"124M 30M tiny"}
+PRECISION=${GPT2_BENCH_PRECISION:-fp32}
 TIMEOUT=400
 
 # name layers heads channels vocab ctx batch seq warmup steps
@@ -110,7 +112,7 @@ run_one() {
     printf '%s\n' "$line"
 }
 
-echo "GPT-2 training step: tessera vs torch, $THREADS threads, median of $RUNS runs" \
+echo "GPT-2 training step: tessera vs torch, $THREADS threads, $PRECISION, median of $RUNS runs" \
      "($(date -u +%Y-%m-%dT%H:%M:%SZ), load $(cut -d' ' -f1 /proc/loadavg))"
 rows=()
 while read -r name L H C V P B T W S; do
@@ -118,7 +120,7 @@ while read -r name L H C V P B T W S; do
     case " $WANT " in *" $name "*) ;; *) continue ;; esac
     args=(--layers "$L" --heads "$H" --channels "$C" --vocab "$V" --ctx "$P"
           --batch "$B" --seq "$T" --warmup "$W" --steps "$S" --threads "$THREADS"
-          --json-tag "$name")
+          --precision "$PRECISION" --json-tag "$name")
     echo "$name: ${L} layers, ${H} heads, ${C} channels, vocab $V, ctx $P, batch $B x $T," \
          "$W+$S steps"
     ts=() ps=() params=null
