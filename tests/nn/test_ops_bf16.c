@@ -141,7 +141,8 @@ static void gemm_case(int ta, int tb, int m, int n, int k, int tm, int tn, int t
             double s = 0;
             for (int p = 0; p < k; p++)
                 s += at(a, ar, ta, i, p) * at(b, br, tb, p, j);
-            want[i + (size_t)j * m] = reps * alpha * s + (beta != 0.0f ? c[i + (size_t)j * m] : 0.0);
+            double c0 = beta != 0.0f ? c[i + (size_t)j * m] : 0.0;
+            want[i + (size_t)j * m] = reps * alpha * s + c0;
         }
     if (c_bf16) /* one k tile: the fp32 sum rounded once */
         assert_bf16_of("gemm_bf16 (C bf16)", got, want, (size_t)m * n, 1e-5, 1e-6);
