@@ -134,10 +134,7 @@ TILE_CODELET(cl_gemm, "gemm", 3, gemm_args_t, gemm_flops, gemm_bytes,
                a->tb, a->m, a->n, a->k, a->alpha, buf[0], a->ta ? a->k : a->m, 0, buf[1],
                a->tb ? a->n : a->k, 0, a->beta, buf[2], a->m, 0, 1)));
 
-typedef struct gemm_bf16_args {
-    gemm_args_t g;
-    int c_bf16; /* C bf16 (else fp32) */
-} gemm_bf16_args_t;
+typedef tsr__gemm_bf16_args_t gemm_bf16_args_t;
 
 static double gemm_bf16_flops(const void *args, const size_t *sizes)
 {

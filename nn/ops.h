@@ -164,6 +164,11 @@ typedef struct tsr__gemm_args {
     int ta, tb, m, n, k;
     float alpha, beta;
 } tsr__gemm_args_t;
+/* gemm_bf16: A and B bf16, C bf16 (c_bf16 1) or fp32 */
+typedef struct tsr__gemm_bf16_args {
+    tsr__gemm_args_t g;
+    int c_bf16;
+} tsr__gemm_bf16_args_t;
 /* y[yoff + i] += x[xoff + i], i < n */
 typedef struct tsr__slice_args {
     size_t xoff, yoff, n;
