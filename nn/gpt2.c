@@ -2,7 +2,10 @@
  * and AdamW moments per HF parameter name, activations per layer (or, with
  * cfg.recompute, each block's input and one set of block activations that
  * backward recomputes block by block), the forward and backward passes as
- * sequences of tensor operations (nn/ops.h), and the optimizer step.
+ * sequences of tensor operations (nn/ops.h), and the optimizer step. With
+ * cfg.precision bf16 (mixed precision) the GEMMs read bf16 copies of the
+ * weights and bf16 activations and gradients, everything else stays fp32
+ * (docs/gpt2.md, "Mixed precision").
  *
  * Layout (column-major, see nn/tensor.h), N = batch * seq_len tokens,
  * d = channels / heads, tt/tv/tf the token, vocabulary and hidden tiles:

@@ -1,6 +1,7 @@
 /* nn/ops.c — tensor operations: one codelet per tile kernel (CPU and, when
  * built with CUDA, GPU implementations that call kernels/), and the loops
- * over tile grids that submit them. */
+ * over tile grids that submit them; the bf16 operations of mixed precision
+ * (bf16 GEMMs, and producers that compute in fp32 and store bf16) last. */
 #include "nn/ops.h"
 
 #include <math.h>
