@@ -987,5 +987,6 @@ int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float 
         TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v));
         TRY(refresh_bf16(p));
     }
+    m->bf16_stale = 0; /* every copy was refreshed from its updated master */
     return TSR_OK;
 }
