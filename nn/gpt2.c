@@ -980,6 +980,7 @@ int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float 
         }
     }
     m->steps++;
+    m->bf16_stale = bf16(m); /* until every copy below is refreshed */
     for (int i = 0; i < m->nparams; i++) {
         param_t *p = &m->params[i];
         tsr_adamw_args_t a = {m->steps, lr, opt->beta1, opt->beta2, opt->eps,
