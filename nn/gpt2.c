@@ -2,7 +2,10 @@
  * and AdamW moments per HF parameter name, activations per layer (or, with
  * cfg.recompute, each block's input and one set of block activations that
  * backward recomputes block by block), the forward and backward passes as
- * sequences of tensor operations (nn/ops.h), and the optimizer step.
+ * sequences of tensor operations (nn/ops.h), and the optimizer step. With
+ * cfg.precision bf16 (mixed precision) the GEMMs read bf16 copies of the
+ * weights and bf16 activations and gradients, everything else stays fp32
+ * (docs/gpt2.md, "Mixed precision").
  *
  * Layout (column-major, see nn/tensor.h), N = batch * seq_len tokens,
  * d = channels / heads, tt/tv/tf the token, vocabulary and hidden tiles:
@@ -151,8 +154,6 @@ static int check_config(const tsr_gpt2_config_t *c, int batch, int seq_len)
         return tsr__fail(TSR_EINVAL, "gpt2: precision must be TSR_GPT2_FP32 (%d) or "
                                      "TSR_GPT2_BF16 (%d), not %d", TSR_GPT2_FP32, TSR_GPT2_BF16,
                          c->precision);
-    if (c->precision == TSR_GPT2_BF16)
-        return tsr__fail(TSR_EINVAL, "gpt2: bf16 precision is not built yet");
     if ((long long)batch * seq_len > (1LL << 30))
         return tsr__fail(TSR_EINVAL, "gpt2: batch %d x seq_len %d tokens per micro-batch is "
                                      "more than 2^30", batch, seq_len);
@@ -247,8 +248,9 @@ static int model_live(const tsr_gpt2_t *m, const char *fn)
  * configuration whose sizes overflow int, or which needs more tiles than a
  * model may have, fails before anything is allocated; `field` names the
  * configuration sizes that make this tensor. */
-static int tensor(tsr_gpt2_t *m, tsr_tensor_t *t, const char *name, const char *field,
-                  long long rows, long long cols, long long tile_rows, long long tile_cols)
+static int tensor_of(tsr_gpt2_t *m, tsr_tensor_t *t, const char *name, const char *field,
+                     long long rows, long long cols, long long tile_rows, long long tile_cols,
+                     int bf16)
 {
     if (rows > INT_MAX || cols > INT_MAX)
         return tsr__fail(TSR_EINVAL, "gpt2: %s would be (%lld, %lld), beyond int sizes: "
@@ -264,12 +266,36 @@ static int tensor(tsr_gpt2_t *m, tsr_tensor_t *t, const char *name, const char *
         return tsr__fail(TSR_EINVAL, "gpt2: at %s the model has more than %d tiles: %s too "
                                      "large, or its tiles too small", name, MODEL_MAX_TILES,
                          field);
-    return m->dry ? TSR_OK : tsr__tensor_init(t, (int)rows, (int)cols, (int)tr, (int)tc);
+    if (m->dry)
+        return TSR_OK;
+    return bf16 ? tsr__tensor_init_bf16(t, (int)rows, (int)cols, (int)tr, (int)tc)
+                : tsr__tensor_init(t, (int)rows, (int)cols, (int)tr, (int)tc);
 }
 
-/* A parameter and its gradient and moments, tiled alike. */
+static int tensor(tsr_gpt2_t *m, tsr_tensor_t *t, const char *name, const char *field,
+                  long long rows, long long cols, long long tile_rows, long long tile_cols)
+{
+    return tensor_of(m, t, name, field, rows, cols, tile_rows, tile_cols, 0);
+}
+
+/* Whether the model computes its GEMMs in bf16. */
+static int bf16(const tsr_gpt2_t *m)
+{
+    return m->cfg.precision == TSR_GPT2_BF16;
+}
+
+/* A tensor that only GEMMs read: bf16 in bf16 precision. */
+static int gemm_input(tsr_gpt2_t *m, tsr_tensor_t *t, const char *name, const char *field,
+                      long long rows, long long cols, long long tile_rows, long long tile_cols)
+{
+    return tensor_of(m, t, name, field, rows, cols, tile_rows, tile_cols, bf16(m));
+}
+
+/* A parameter and its gradient and moments, tiled alike; `gemm`: GEMMs
+ * read it, so bf16 precision gives it a bf16 copy. */
 static int add_param(tsr_gpt2_t *m, param_t **out, const char *name, const char *field,
-                     long long rows, long long cols, long long trows, long long tcols, int decay)
+                     long long rows, long long cols, long long trows, long long tcols, int decay,
+                     int gemm)
 {
     param_t dry_p, *p = m->dry ? &dry_p : &m->params[m->nparams++];
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -278,6 +304,8 @@ static int add_param(tsr_gpt2_t *m, param_t **out, const char *name, const char 
     TRY(tensor(m, &p->p, name, field, rows, cols, trows, tcols));
     TRY(tensor(m, &p->g, name, field, rows, cols, trows, tcols));
     TRY(tensor(m, &p->m, name, field, rows, cols, trows, tcols));
+    if (gemm && bf16(m))
+        TRY(tensor_of(m, &p->pb, name, field, rows, cols, trows, tcols, 1));
     return tensor(m, &p->v, name, field, rows, cols, trows, tcols);
 }
 
@@ -292,14 +320,14 @@ static int make_params(tsr_gpt2_t *m)
             return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the parameter table");
     }
     TRY(add_param(m, &m->wte, "wte.weight", "vocab_size, channels, tile_vocab", C,
-                  c->vocab_size, C, c->tile_vocab, 1));
+                  c->vocab_size, C, c->tile_vocab, 1, 1));
     TRY(add_param(m, &m->wpe, "wpe.weight", "context, channels, tile_tokens", C, c->context, C,
-                  c->tile_tokens < m->T ? c->tile_tokens : m->T, 1));
+                  c->tile_tokens < m->T ? c->tile_tokens : m->T, 1, 0));
     const char *f = "layers, channels, tile_hidden";
     char n[64];
 #define P(member, suffix, rows, cols, tr, tc, decay)                                    \
     snprintf(n, sizeof n, "h.%d.%s", l, suffix);                                        \
-    TRY(add_param(m, &lp->member, n, f, rows, cols, tr, tc, decay));
+    TRY(add_param(m, &lp->member, n, f, rows, cols, tr, tc, decay, decay));
     for (int l = 0; l < c->layers; l++) {
         layer_params_t dry_lp, *lp = m->dry ? &dry_lp : &m->lp[l];
         P(ln1_w, "ln_1.weight", C, 1, C, 1, 0)
@@ -316,8 +344,8 @@ static int make_params(tsr_gpt2_t *m)
         P(fcproj_b, "mlp.c_proj.bias", C, 1, C, 1, 0)
     }
 #undef P
-    TRY(add_param(m, &m->lnf_w, "ln_f.weight", f, C, 1, C, 1, 0));
-    return add_param(m, &m->lnf_b, "ln_f.bias", f, C, 1, C, 1, 0);
+    TRY(add_param(m, &m->lnf_w, "ln_f.weight", f, C, 1, C, 1, 0, 0));
+    return add_param(m, &m->lnf_b, "ln_f.bias", f, C, 1, C, 1, 0, 0);
 }
 
 static int make_acts(tsr_gpt2_t *m)
@@ -332,27 +360,49 @@ static int make_acts(tsr_gpt2_t *m)
     /* every activation has N token columns in tiles of tt */
     const char *f = "layers, channels, batch x seq_len, tile_tokens";
 #define A(t, rows, trows) TRY(tensor(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
+#define G(t, rows, trows) TRY(gemm_input(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
+#define B16(t, rows, trows) TRY(tensor_of(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens, 1));
     for (int l = 0; l < c->layers; l++) {
         layer_acts_t dry_la, *a = m->dry ? &dry_la : &m->la[l];
         A(a->x, C, C)
         if (c->recompute && l > 0)
             continue; /* the block's other activations are la[0]'s (block_acts) */
-        A(a->ln1, C, C) A(a->ln1_mean, 1, 1) A(a->ln1_rstd, 1, 1)
-        A(a->qkv, 3 * C, d) A(a->atty, C, d) A(a->att_lse, H, 1) A(a->yb, C, C)
+        G(a->ln1, C, C) A(a->ln1_mean, 1, 1) A(a->ln1_rstd, 1, 1)
+        A(a->qkv, 3 * C, d) A(a->atty, C, d) A(a->att_lse, H, 1) G(a->yb, C, C)
         A(a->res1, C, C)
-        A(a->ln2, C, C) A(a->ln2_mean, 1, 1) A(a->ln2_rstd, 1, 1)
-        A(a->fch, 4 * C, tf) A(a->fcg, 4 * C, tf)
+        G(a->ln2, C, C) A(a->ln2_mean, 1, 1) A(a->ln2_rstd, 1, 1)
+        A(a->fch, 4 * C, tf) G(a->fcg, 4 * C, tf)
     }
     f = "channels, batch x seq_len, tile_tokens";
-    A(m->xL, C, C) A(m->lnf, C, C) A(m->lnf_mean, 1, 1) A(m->lnf_rstd, 1, 1)
+    A(m->xL, C, C) G(m->lnf, C, C) A(m->lnf_mean, 1, 1) A(m->lnf_rstd, 1, 1)
     A(m->tokens, 1, 1) A(m->targets, 1, 1) A(m->ce_ms, 2, 2) A(m->ce_lse, 1, 1)
     A(m->ce_loss, 1, 1) A(m->att_ms, 2 * H, 2) A(m->att_D, H, 1)
     A(m->qkvb, 3 * C, C) A(m->dqkvb, 3 * C, C) A(m->dyb, C, C)
     A(m->d, C, C) A(m->dln, C, C) A(m->dqkv, 3 * C, d) A(m->daty, C, d) A(m->dfc, 4 * C, tf)
+    if (bf16(m)) {
+        B16(m->d16, C, C) B16(m->dfc16, 4 * C, tf) B16(m->dqkvb16, 3 * C, C)
+    }
     f = "vocab_size, batch x seq_len, tile_vocab, tile_tokens";
     A(m->logits, c->vocab_size, c->tile_vocab)
+    if (bf16(m))
+        B16(m->dlogits16, c->vocab_size, c->tile_vocab)
 #undef A
-    return m->dry ? TSR_OK : tsr_handle_alloc(&m->norm, sizeof(float));
+#undef G
+#undef B16
+    if (m->dry)
+        return TSR_OK;
+    TRY(tsr_handle_alloc(&m->norm, sizeof(float)));
+    if (!bf16(m))
+        return TSR_OK;
+    /* the bf16 producers' fp32 scratch: their largest output tile (a
+     * (C, tt) LayerNorm, (tf, tt) GELU or (tv, tt) logits tile) */
+    long long tt = m->la[0].x.tile_cols, rows = C;
+    if (m->la[0].fch.tile_rows > rows)
+        rows = m->la[0].fch.tile_rows;
+    if (m->logits.tile_rows > rows)
+        rows = m->logits.tile_rows;
+    m->bf16_stale = 1;
+    return tsr_handle_alloc(&m->scratch, (size_t)(rows * tt) * sizeof(float));
 }
 
 /* Call fn on every tensor of the model (those not made yet are zeroed). */
@@ -363,6 +413,7 @@ static void for_each_tensor(tsr_gpt2_t *m, void (*fn)(tsr_tensor_t *))
         fn(&m->params[i].g);
         fn(&m->params[i].m);
         fn(&m->params[i].v);
+        fn(&m->params[i].pb);
     }
     for (int l = 0; m->la && l < m->cfg.layers; l++) {
         layer_acts_t *a = &m->la[l];
@@ -375,7 +426,8 @@ static void for_each_tensor(tsr_gpt2_t *m, void (*fn)(tsr_tensor_t *))
     tsr_tensor_t *rest[] = {&m->xL, &m->lnf, &m->lnf_mean, &m->lnf_rstd, &m->logits,
                             &m->tokens, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss,
                             &m->att_ms, &m->att_D, &m->qkvb, &m->dqkvb, &m->dyb,
-                            &m->d, &m->dln, &m->dqkv, &m->daty, &m->dfc};
+                            &m->d, &m->dln, &m->dqkv, &m->daty, &m->dfc,
+                            &m->d16, &m->dfc16, &m->dqkvb16, &m->dlogits16};
     for (size_t i = 0; i < sizeof rest / sizeof *rest; i++)
         fn(rest[i]);
 }
@@ -389,6 +441,8 @@ static void destroy(tsr_gpt2_t *m)
     for_each_tensor(m, same_runtime ? tsr__tensor_free : tsr__tensor_forget);
     if (m->norm && same_runtime)
         tsr_handle_unregister(m->norm);
+    if (m->scratch && same_runtime)
+        tsr_handle_unregister(m->scratch);
     free(m->params);
     free(m->lp);
     free(m->la);
@@ -530,6 +584,8 @@ static int param_access(tsr_gpt2_t *m, const char *name, int which, float *ptr, 
         return write ? tsr__fail(TSR_EINVAL, "gpt2_set: NULL data for %s", name) : TSR_OK;
     if (write && given != n)
         return tsr__fail(TSR_EINVAL, "gpt2_set: %s has %zu elements, %zu given", name, n, given);
+    if (write && which == TSR_GPT2_PARAM && p->pb.tiles)
+        m->bf16_stale = 1; /* the next forward refreshes the bf16 copies */
     return write ? tsr__tensor_write(t, ptr, (size_t)t->rows)
                  : tsr__tensor_read(t, ptr, (size_t)t->rows);
 }
@@ -557,6 +613,7 @@ int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed)
 {
     TRY(model_check(m, "gpt2_init_weights"));
     float resid_std = 0.02f / sqrtf(2.0f * (float)m->cfg.layers);
+    m->bf16_stale = bf16(m);
     for (int i = 0; i < m->nparams; i++) {
         param_t *p = &m->params[i];
         size_t n = tsr__tensor_numel(&p->p);
@@ -596,6 +653,64 @@ static int drop(const tsr_tensor_t *const *ts, int n)
     drop((const tsr_tensor_t *const[]){__VA_ARGS__},                                    \
          (int)(sizeof((const tsr_tensor_t *const[]){__VA_ARGS__}) / sizeof(void *)))
 
+/* ---- bf16 copies of the weights ------------------------------------------ */
+
+/* The one place where a weight's bf16 copy is refreshed from its fp32
+ * master: a conversion task per tile, ordered after whatever wrote p last
+ * (tsr_gpt2_step submits it right after the AdamW update of the same
+ * tiles). Parameters without a copy: nothing. */
+static int refresh_bf16(param_t *p)
+{
+    return p->pb.tiles ? tsr__op_convert(&p->p, &p->pb) : TSR_OK;
+}
+
+/* After tsr_gpt2_set, a checkpoint load or tsr_gpt2_init_weights (which
+ * only mark the copies stale), before the next forward reads them. */
+static int refresh_stale(tsr_gpt2_t *m)
+{
+    if (!m->bf16_stale)
+        return TSR_OK;
+    for (int i = 0; i < m->nparams; i++)
+        TRY(refresh_bf16(&m->params[i]));
+    m->bf16_stale = 0;
+    return TSR_OK;
+}
+
+/* What a GEMM reads of weight p: its bf16 copy in bf16 precision. */
+static const tsr_tensor_t *wmat(const param_t *p)
+{
+    return p->pb.tiles ? &p->pb : &p->p;
+}
+
+/* LayerNorm forward into out (bf16 in bf16 precision, through the scratch) */
+static int ln_fwd(tsr_gpt2_t *m, const tsr_tensor_t *x, const param_t *w, const param_t *b,
+                  tsr_tensor_t *out, tsr_tensor_t *mean, tsr_tensor_t *rstd)
+{
+    if (bf16(m))
+        return tsr__op_layernorm_fwd_bf16(x, &w->p, &b->p, out, mean, rstd, m->scratch);
+    return tsr__op_layernorm_fwd(x, &w->p, &b->p, out, mean, rstd);
+}
+
+/* LayerNorm backward into m->d; in bf16 precision with `to16` also m->d16
+ * = bf16(m->d), which the next Linear backward reads. */
+static int ln_bwd(tsr_gpt2_t *m, const tsr_tensor_t *x, param_t *w, param_t *b,
+                  const tsr_tensor_t *mean, const tsr_tensor_t *rstd, int to16)
+{
+    if (bf16(m) && to16)
+        return tsr__op_layernorm_bwd_bf16(&m->dln, x, &w->p, mean, rstd, &m->d, &m->d16, &w->g,
+                                          &b->g);
+    return tsr__op_layernorm_bwd(&m->dln, x, &w->p, mean, rstd, &m->d, &w->g, &b->g);
+}
+
+/* Linear backward (nn/ops.h) with dy's bf16 copy dy16 in bf16 precision. */
+static int linear_bwd(tsr_gpt2_t *m, param_t *w, param_t *b, const tsr_tensor_t *x,
+                      const tsr_tensor_t *dy, const tsr_tensor_t *dy16, tsr_tensor_t *dx)
+{
+    if (bf16(m))
+        return tsr__op_linear_bwd_bf16(&w->pb, x, dy, dy16, dx, &w->g, &b->g);
+    return tsr__op_linear_bwd(&w->p, x, dy, dx, &w->g, &b->g);
+}
+
 /* ---- forward -------------------------------------------------------------- */
 
 /* The activations of block l (its input x aside): its own, or with
@@ -624,10 +739,9 @@ static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_ten
     layer_acts_t *a = block_acts(m, l);
     int H = m->cfg.heads, T = m->T, discard = !keep;
     /* attention */
-    TRY(tsr__op_layernorm_fwd(x_in, &p->ln1_w->p, &p->ln1_b->p, &a->ln1, &a->ln1_mean,
-                              &a->ln1_rstd));                                /* (C, N) */
+    TRY(ln_fwd(m, x_in, p->ln1_w, p->ln1_b, &a->ln1, &a->ln1_mean, &a->ln1_rstd)); /* (C, N) */
     TRY(DROP_IF(discard, &a->ln1_mean, &a->ln1_rstd));               /* backward's only */
-    TRY(tsr__op_linear_fwd(&p->attn_w->p, &p->attn_b->p, &a->ln1, 0.0f, &m->qkvb));
+    TRY(tsr__op_linear_fwd(wmat(p->attn_w), &p->attn_b->p, &a->ln1, 0.0f, &m->qkvb));
                                                                  /* (3C, N) tiles (C, tt) */
     TRY(DROP_IF(discard, &a->ln1));
     TRY(tsr__op_regroup(&m->qkvb, &a->qkv));                     /* (3C, N) tiles (d, tt) */
@@ -635,25 +749,27 @@ static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_ten
     TRY(tsr__op_attention_fwd(&a->qkv, H, T, &m->att_ms, &a->atty, &a->att_lse));
                                                         /* (C, N) tiles (d, tt); lse (H, N) */
     TRY(DROP_IF(discard, &a->qkv, &a->att_lse));
-    TRY(tsr__op_regroup(&a->atty, &a->yb));                       /* (C, N) tiles (C, tt) */
+    TRY(bf16(m) ? tsr__op_regroup_bf16(&a->atty, &a->yb, m->scratch)
+                : tsr__op_regroup(&a->atty, &a->yb));             /* (C, N) tiles (C, tt) */
     TRY(DROP_IF(discard, &a->atty));
     TRY(tsr__op_copy(x_in, &a->res1));                            /* (C, N) */
-    TRY(tsr__op_linear_fwd(&p->proj_w->p, &p->proj_b->p, &a->yb, 1.0f, &a->res1));
+    TRY(tsr__op_linear_fwd(wmat(p->proj_w), &p->proj_b->p, &a->yb, 1.0f, &a->res1));
                                                                   /* += W_p y + b_p */
     TRY(DROP_IF(discard, &a->yb));
     /* MLP */
-    TRY(tsr__op_layernorm_fwd(&a->res1, &p->ln2_w->p, &p->ln2_b->p, &a->ln2, &a->ln2_mean,
-                              &a->ln2_rstd));                     /* (C, N) */
+    TRY(ln_fwd(m, &a->res1, p->ln2_w, p->ln2_b, &a->ln2, &a->ln2_mean, &a->ln2_rstd));
+                                                                  /* (C, N) */
     TRY(DROP_IF(discard, &a->ln2_mean, &a->ln2_rstd));
-    TRY(tsr__op_linear_fwd(&p->fc_w->p, &p->fc_b->p, &a->ln2, 0.0f, &a->fch)); /* (4C, N) */
+    TRY(tsr__op_linear_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, 0.0f, &a->fch)); /* (4C, N) */
     TRY(DROP_IF(discard, &a->ln2));
-    TRY(tsr__op_gelu_fwd(&a->fch, &a->fcg));                      /* (4C, N) */
+    TRY(bf16(m) ? tsr__op_gelu_fwd_bf16(&a->fch, &a->fcg, m->scratch)
+                : tsr__op_gelu_fwd(&a->fch, &a->fcg));            /* (4C, N) */
     TRY(DROP_IF(discard, &a->fch));
     if (!x_out)
         return TSR_OK; /* recomputed: backward needs fcg, not x_out */
     TRY(tsr__op_copy(&a->res1, x_out));                           /* (C, N) */
     TRY(DROP_IF(discard, &a->res1));
-    TRY(tsr__op_linear_fwd(&p->fcproj_w->p, &p->fcproj_b->p, &a->fcg, 1.0f, x_out));
+    TRY(tsr__op_linear_fwd(wmat(p->fcproj_w), &p->fcproj_b->p, &a->fcg, 1.0f, x_out));
                                                                   /* += W_fp h + b_fp */
     return DROP_IF(discard, &a->fcg);
 }
@@ -689,16 +805,16 @@ int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *target
         ntargets += targets && targets[i] >= 0;
     }
     m->have_logits = m->have_targets = m->have_loss = 0;
+    TRY(refresh_stale(m));
     TRY(tsr__tensor_write(&m->tokens, tokens, 1));                           /* (1, N) */
     TRY(tsr__op_embed_fwd(&m->tokens, &m->wte->p, &m->wpe->p, m->T, &m->la[0].x)); /* (C, N) */
     /* (C, N) per block; with recomputation only each block's input stays */
     for (int l = 0; l < L; l++)
         TRY(block_forward(m, l, &m->la[l].x, l + 1 < L ? &m->la[l + 1].x : &m->xL,
                           !m->cfg.recompute));
-    TRY(tsr__op_layernorm_fwd(&m->xL, &m->lnf_w->p, &m->lnf_b->p, &m->lnf, &m->lnf_mean,
-                              &m->lnf_rstd));                                /* (C, N) */
-    /* the head is tied to the token embedding: logits = wte^T lnf */
-    TRY(tsr__op_gemm(OP_T, OP_N, 1.0f, &m->wte->p, &m->lnf, 0.0f, &m->logits, TSR_RW));
+    TRY(ln_fwd(m, &m->xL, m->lnf_w, m->lnf_b, &m->lnf, &m->lnf_mean, &m->lnf_rstd)); /* (C, N) */
+    /* the head is tied to the token embedding: logits = wte^T lnf (fp32) */
+    TRY(tsr__op_gemm(OP_T, OP_N, 1.0f, wmat(m->wte), &m->lnf, 0.0f, &m->logits, TSR_RW));
                                                                              /* (V, N) */
     m->have_logits = 1;
     if (!targets)
@@ -763,21 +879,26 @@ static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
     if (m->cfg.recompute)
         TRY(block_forward(m, l, x_in, NULL, 1));   /* ln1 … fcg of block l, (C..4C, N) */
     /* MLP: x_out = res1 + W_fp gelu(W_fc ln2(res1) + b_fc) + b_fp */
-    TRY(tsr__op_linear_bwd(&p->fcproj_w->p, &a->fcg, d, &m->dfc, &p->fcproj_w->g,
-                           &p->fcproj_b->g));                             /* dfc (4C, N) */
+    /* (bf16: d16 = bf16(d), written by the LayerNorm backward that made d) */
+    TRY(linear_bwd(m, p->fcproj_w, p->fcproj_b, &a->fcg, d, &m->d16, &m->dfc)); /* dfc (4C, N) */
     TRY(DROP(&a->fcg));
-    TRY(tsr__op_gelu_bwd(&a->fch, &m->dfc));                              /* (4C, N) */
+    if (bf16(m))
+        TRY(DROP(&m->d16));
+    TRY(bf16(m) ? tsr__op_gelu_bwd_bf16(&a->fch, &m->dfc, &m->dfc16)
+                : tsr__op_gelu_bwd(&a->fch, &m->dfc));                    /* (4C, N) */
     TRY(DROP(&a->fch));
-    TRY(tsr__op_linear_bwd(&p->fc_w->p, &a->ln2, &m->dfc, &m->dln, &p->fc_w->g,
-                           &p->fc_b->g));                                 /* dln (C, N) */
+    TRY(linear_bwd(m, p->fc_w, p->fc_b, &a->ln2, &m->dfc, &m->dfc16, &m->dln)); /* dln (C, N) */
     TRY(DROP(&a->ln2, &m->dfc));
-    TRY(tsr__op_layernorm_bwd(&m->dln, &a->res1, &p->ln2_w->p, &a->ln2_mean, &a->ln2_rstd, d,
-                              &p->ln2_w->g, &p->ln2_b->g));              /* d (C, N) += */
+    if (bf16(m))
+        TRY(DROP(&m->dfc16));
+    TRY(ln_bwd(m, &a->res1, p->ln2_w, p->ln2_b, &a->ln2_mean, &a->ln2_rstd, 1)); /* d += */
     TRY(DROP(&a->res1, &a->ln2_mean, &a->ln2_rstd));
     /* attention: res1 = x + W_p attn(W_attn ln1(x) + b_attn) + b_p */
-    TRY(tsr__op_linear_bwd(&p->proj_w->p, &a->yb, d, &m->dyb, &p->proj_w->g,
-                           &p->proj_b->g));                    /* dyb (C, N) tiles (C, tt) */
+    TRY(linear_bwd(m, p->proj_w, p->proj_b, &a->yb, d, &m->d16, &m->dyb));
+                                                               /* dyb (C, N) tiles (C, tt) */
     TRY(DROP(&a->yb));
+    if (bf16(m))
+        TRY(DROP(&m->d16));
     TRY(tsr__op_regroup(&m->dyb, &m->daty));                   /* (C, N) tiles (d, tt) */
     TRY(DROP(&m->dyb));
     TRY(tsr__op_attention_bwd(&a->qkv, H, T, &a->atty, &m->daty, &a->att_lse, &m->att_D,
@@ -785,11 +906,16 @@ static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
     TRY(DROP(&a->atty, &a->att_lse, &a->qkv, &m->daty, &m->att_D));
     TRY(tsr__op_regroup(&m->dqkv, &m->dqkvb));                 /* (3C, N) tiles (C, tt) */
     TRY(DROP(&m->dqkv));
-    TRY(tsr__op_linear_bwd(&p->attn_w->p, &a->ln1, &m->dqkvb, &m->dln, &p->attn_w->g,
-                           &p->attn_b->g));                    /* dln (C, N) */
+    if (bf16(m)) /* the bias gradient reads dqkvb, the products its bf16 copy */
+        TRY(tsr__op_convert(&m->dqkvb, &m->dqkvb16));
+    TRY(linear_bwd(m, p->attn_w, p->attn_b, &a->ln1, &m->dqkvb, &m->dqkvb16, &m->dln));
+                                                               /* dln (C, N) */
     TRY(DROP(&a->ln1, &m->dqkvb));
-    TRY(tsr__op_layernorm_bwd(&m->dln, x_in, &p->ln1_w->p, &a->ln1_mean, &a->ln1_rstd, d,
-                              &p->ln1_w->g, &p->ln1_b->g));    /* d (C, N) += */
+    if (bf16(m))
+        TRY(DROP(&m->dqkvb16));
+    /* d16 for block l-1's first Linear backward; block 0's d goes to the
+     * embeddings only */
+    TRY(ln_bwd(m, x_in, p->ln1_w, p->ln1_b, &a->ln1_mean, &a->ln1_rstd, l > 0)); /* d += */
     return DROP(x_in, &a->ln1_mean, &a->ln1_rstd, &m->dln);
 }
 
@@ -802,15 +928,21 @@ int tsr_gpt2_backward(tsr_gpt2_t *m, float scale)
     m->have_logits = 0; /* the logits tiles become their gradient in place */
     float dscale = m->ntargets ? scale / (float)m->ntargets : 0.0f;
     /* loss → logits → ln_f */
-    TRY(tsr__op_xent_bwd(&m->logits, &m->targets, &m->ce_lse, dscale));      /* (V, N) */
-    TRY(tsr__op_gemm(OP_N, OP_N, 1.0f, &m->wte->p, &m->logits, 0.0f, &m->dln, TSR_RW));
+    /* fp32: the logits become their gradient in place; bf16: it goes to
+     * dlogits16 and the logits are dropped */
+    tsr_tensor_t *dlogits = bf16(m) ? &m->dlogits16 : &m->logits;
+    TRY(bf16(m) ? tsr__op_xent_bwd_bf16(&m->logits, &m->targets, &m->ce_lse, dscale,
+                                        &m->dlogits16, m->scratch)
+                : tsr__op_xent_bwd(&m->logits, &m->targets, &m->ce_lse, dscale)); /* (V, N) */
+    if (bf16(m))
+        TRY(DROP(&m->logits));
+    TRY(tsr__op_gemm(OP_N, OP_N, 1.0f, wmat(m->wte), dlogits, 0.0f, &m->dln, TSR_RW));
                                                                     /* dln = wte dlogits (C, N) */
-    TRY(tsr__op_gemm(OP_N, OP_T, 1.0f, &m->lnf, &m->logits, 1.0f, &m->wte->g, TSR_COMMUTE));
+    TRY(tsr__op_gemm(OP_N, OP_T, 1.0f, &m->lnf, dlogits, 1.0f, &m->wte->g, TSR_COMMUTE));
                                                                /* dwte += lnf dlogits^T (C, V) */
-    TRY(DROP(&m->logits, &m->lnf, &m->ce_ms, &m->ce_lse));
+    TRY(DROP(dlogits, &m->lnf, &m->ce_ms, &m->ce_lse));
     TRY(tsr__op_fill(&m->d, 0.0f));                                         /* (C, N) */
-    TRY(tsr__op_layernorm_bwd(&m->dln, &m->xL, &m->lnf_w->p, &m->lnf_mean, &m->lnf_rstd,
-                              &m->d, &m->lnf_w->g, &m->lnf_b->g));         /* d (C, N) += */
+    TRY(ln_bwd(m, &m->xL, m->lnf_w, m->lnf_b, &m->lnf_mean, &m->lnf_rstd, 1)); /* d (C, N) += */
     TRY(DROP(&m->xL, &m->lnf_mean, &m->lnf_rstd));
     for (int l = m->cfg.layers - 1; l >= 0; l--)
         TRY(block_backward(m, l, &m->la[l].x));
@@ -864,11 +996,14 @@ int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float 
         }
     }
     m->steps++;
+    m->bf16_stale = bf16(m); /* until every copy below is refreshed */
     for (int i = 0; i < m->nparams; i++) {
         param_t *p = &m->params[i];
         tsr_adamw_args_t a = {m->steps, lr, opt->beta1, opt->beta2, opt->eps,
                               p->decay ? opt->weight_decay : 0.0f, scale};
         TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v));
+        TRY(refresh_bf16(p));
     }
+    m->bf16_stale = 0; /* every copy was refreshed from its updated master */
     return TSR_OK;
 }

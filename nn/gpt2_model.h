@@ -19,11 +19,15 @@
  * one machine. */
 enum { MODEL_MAX_TILES = 1 << 22 };
 
-/* One parameter: its value, gradient and AdamW moments, tiled alike. */
+/* One parameter: its value, gradient and AdamW moments, tiled alike. With
+ * cfg.precision bf16 the weight matrices that GEMMs read (wte and the
+ * Linear layers' weights) also have pb, a bf16 copy of p tiled like it
+ * (zeroed for the others and in fp32), which every GEMM reads instead. */
 typedef struct param {
     char name[64];
     tsr_tensor_t p, g, m, v;
     int decay; /* weight decay applies (matrices) */
+    tsr_tensor_t pb; /* bf16 copy of p, refreshed after every change of p */
 } param_t;
 
 typedef struct layer_params {
@@ -38,6 +42,8 @@ typedef struct layer_params {
  * also orders that re-run: block l-1's recompute overwrites what block l's
  * backward reads, so it cannot start before those reads, and at most about
  * one block's activations are alive at a time. */
+/* With cfg.precision bf16, ln1, yb, ln2, fcg (and the model's lnf) are bf16
+ * tensors (only GEMMs read them); the others stay fp32. */
 typedef struct layer_acts {
     tsr_tensor_t x;                  /* (C, N) input of the block */
     tsr_tensor_t ln1, ln1_mean, ln1_rstd;
@@ -67,6 +73,11 @@ struct tsr_gpt2 {
     tsr_tensor_t d, dln, dqkv, daty, dfc;         /* backward */
     tsr_tensor_t dqkvb, dyb;                       /* … in tiles (C, tt) */
     tsr_handle_t norm;                             /* sum of squares of the gradients */
+    /* bf16 precision only (zeroed otherwise): the bf16 gradients the GEMMs
+     * of the backward pass read, and the fp32 scratch of the bf16 producers */
+    tsr_tensor_t d16, dfc16, dqkvb16, dlogits16;
+    tsr_handle_t scratch;
+    int bf16_stale;                                /* a pb is older than its p */
     int have_logits;                               /* logits hold the last forward's */
     int have_targets;                              /* backward may follow */
     int have_loss;                                 /* ce_loss holds a loss */

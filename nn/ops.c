@@ -1,6 +1,7 @@
 /* nn/ops.c — tensor operations: one codelet per tile kernel (CPU and, when
  * built with CUDA, GPU implementations that call kernels/), and the loops
- * over tile grids that submit them. */
+ * over tile grids that submit them; the bf16 operations of mixed precision
+ * (bf16 GEMMs, and producers that compute in fp32 and store bf16) last. */
 #include "nn/ops.h"
 
 #include <math.h>
@@ -8,6 +9,7 @@
 
 #include "kernels/adamw.h"
 #include "kernels/attention.h"
+#include "kernels/convert.h"
 #include "kernels/crossentropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
@@ -133,6 +135,29 @@ TILE_CODELET(cl_gemm, "gemm", 3, gemm_args_t, gemm_flops, gemm_bytes,
                a->tb, a->m, a->n, a->k, a->alpha, buf[0], a->ta ? a->k : a->m, 0, buf[1],
                a->tb ? a->n : a->k, 0, a->beta, buf[2], a->m, 0, 1)));
 
+typedef tsr__gemm_bf16_args_t gemm_bf16_args_t;
+
+static double gemm_bf16_flops(const void *args, const size_t *sizes)
+{
+    return gemm_flops(&((const gemm_bf16_args_t *)args)->g, sizes);
+}
+/* A and B read (2 bytes), C written (and read unless beta = 0) in its size */
+static double gemm_bf16_bytes(const void *args, const size_t *sizes)
+{
+    const gemm_bf16_args_t *a = args;
+    (void)sizes;
+    return 2.0 * ((double)a->g.m * a->g.k + (double)a->g.k * a->g.n) +
+           (a->c_bf16 ? 2.0 : 4.0) * (a->g.beta != 0.0f ? 2.0 : 1.0) * a->g.m * a->g.n;
+}
+/* C (m, n) = alpha op(A) (m, k) op(B) (k, n) + beta C; A, B bf16, fp32 sums */
+TILE_CODELET(cl_gemm_bf16, "gemm_bf16", 3, gemm_bf16_args_t, gemm_bf16_flops, gemm_bf16_bytes,
+             (tsr_cpu_gemm_bf16(a->g.ta, a->g.tb, a->g.m, a->g.n, a->g.k, a->g.alpha, buf[0],
+               a->g.ta ? a->g.k : a->g.m, 0, buf[1], a->g.tb ? a->g.n : a->g.k, 0, a->g.beta,
+               buf[2], a->c_bf16, a->g.m, 0, 1)),
+             (tsr_cuda_gemm_bf16(e->cuda_stream, e->cublas_handle, a->g.ta, a->g.tb, a->g.m,
+               a->g.n, a->g.k, a->g.alpha, buf[0], a->g.ta ? a->g.k : a->g.m, 0, buf[1],
+               a->g.tb ? a->g.n : a->g.k, 0, a->g.beta, buf[2], a->c_bf16, a->g.m, 0, 1)));
+
 /* Tiling of op(X) along its rows (axis 0) or columns (axis 1). */
 static void op_tiling(const tsr_tensor_t *x, int trans, int axis, int *len, int *tile,
                       int *grid)
@@ -165,6 +190,13 @@ int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
         return rc;
     if (acc_mode == TSR_COMMUTE && beta != 1.0f)
         return tsr__fail(TSR_EINVAL, "gemm: a COMMUTE accumulation needs beta = 1");
+    /* bf16 A and B: the bf16 GEMM (fp32 sums), C in its own type */
+    int ab16 = tsr__tensor_is_bf16(a), bb16 = tsr__tensor_is_bf16(b);
+    if (ab16 != bb16 || (tsr__tensor_is_bf16(c) && !ab16))
+        return tsr__fail(TSR_EINVAL, "gemm: A %s, B %s, C %s: A and B are both bf16 or both "
+                                     "fp32, and C is bf16 only with bf16 A and B",
+                         ab16 ? "bf16" : "fp32", bb16 ? "bf16" : "fp32",
+                         tsr__tensor_is_bf16(c) ? "bf16" : "fp32");
     int kk, kt, kgrid;
     op_tiling(a, transa, 1, &kk, &kt, &kgrid);
     for (int j = 0; j < c->grid_cols; j++)
@@ -178,8 +210,15 @@ int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
                 tsr_mode_t mc = acc_mode == TSR_COMMUTE ? TSR_COMMUTE
                                 : g.beta == 0.0f        ? TSR_W
                                                         : TSR_RW;
-                if ((rc = SUBMIT(cl_gemm, g, ACC(ha, TSR_R), ACC(hb, TSR_R),
-                                 ACC(tsr__tile(c, i, j), mc))))
+                if (ab16) {
+                    gemm_bf16_args_t g16 = {g, tsr__tensor_is_bf16(c)};
+                    rc = SUBMIT(cl_gemm_bf16, g16, ACC(ha, TSR_R), ACC(hb, TSR_R),
+                                ACC(tsr__tile(c, i, j), mc));
+                } else {
+                    rc = SUBMIT(cl_gemm, g, ACC(ha, TSR_R), ACC(hb, TSR_R),
+                                ACC(tsr__tile(c, i, j), mc));
+                }
+                if (rc)
                     return rc;
             }
     return TSR_OK;
@@ -1115,6 +1154,382 @@ int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tenso
     return rc;
 }
 
+/* ---- bf16 (mixed precision) ----------------------------------------------- */
+
+/* Tiles of bf16 tensors hold 2-byte elements; every codelet below computes
+ * in fp32 (the kernels above, unchanged) and only rounds what it stores.
+ * A kernel that has no bf16 output of its own writes its fp32 result into a
+ * TSR_SCRATCH buffer (private to the worker, no dependency) and converts it
+ * into the bf16 tile in the same task: the fp32 tile never exists as data. */
+
+/* Where one call's status decides, the first failure of two calls. */
+#define CUDA_THEN(first, second)                                                \
+    do {                                                                        \
+        int rc_ = (first);                                                      \
+        return rc_ ? rc_ : (second);                                            \
+    } while (0)
+
+/* Conversions of a whole tile: n elements, 4 + 2 bytes each. */
+static double convert_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return 6.0 * (double)(sizes[1] > sizes[0] ? sizes[1] : sizes[0]) / 4.0;
+}
+/* y = bf16(x)                                 x: (n) fp32, y: (n) bf16 */
+TILE_CODELET(cl_to_bf16, "f32_to_bf16", 2, void, zero_flops, convert_bytes,
+             (tsr_cpu_f32_to_bf16(nelem(e, 0), buf[0], buf[1])),
+             (tsr_cuda_f32_to_bf16(e->cuda_stream, nelem(e, 0), buf[0], buf[1])));
+/* y = float(x)                                x: (n) bf16, y: (n) fp32 */
+TILE_CODELET(cl_to_f32, "bf16_to_f32", 2, void, zero_flops, convert_bytes,
+             (tsr_cpu_bf16_to_f32(nelem(e, 1), buf[0], buf[1])),
+             (tsr_cuda_bf16_to_f32(e->cuda_stream, nelem(e, 1), buf[0], buf[1])));
+
+int tsr__op_convert(const tsr_tensor_t *x, tsr_tensor_t *y)
+{
+    int xb = tsr__tensor_is_bf16(x), yb = tsr__tensor_is_bf16(y);
+    if (xb == yb)
+        return tsr__fail(TSR_EINVAL, "convert: both tensors are %s", xb ? "bf16" : "fp32");
+    return tilewise(yb ? &cl_to_bf16 : &cl_to_f32, x, TSR_R, y, TSR_W, "convert");
+}
+
+/* copy_rows into a bf16 tile: nrows × ncols fp32 read, bf16 written */
+static double rows_bf16_bytes(const void *args, const size_t *sizes)
+{
+    const rows_args_t *a = args;
+    (void)sizes;
+    return 6.0 * a->nrows * a->ncols;
+}
+/* rows of fp32 src → rows of bf16 dst (the merge of regroup), rounded;
+ * buffers: src, dst, scratch (bf16, nrows × ncols) */
+static int rows_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const rows_args_t *a = args;
+    const float *src = buf[0];
+    uint16_t *dst = buf[1];
+    (void)e;
+    for (int j = 0; j < a->ncols; j++)
+        tsr_cpu_f32_to_bf16((size_t)a->nrows, src + (size_t)j * a->src_rows + a->src_off,
+                            dst + (size_t)j * a->dst_rows + a->dst_off);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+/* one conversion of the whole source tile (it is the fine one: contiguous
+ * rows) into the scratch, then one strided copy into place */
+static int rows_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const rows_args_t *a = args;
+    uint16_t *tmp = buf[2];
+    if (a->src_off != 0 || a->src_rows != a->nrows)
+        return TSR_EINVAL; /* only merges: the op below submits nothing else */
+    int rc = tsr_cuda_f32_to_bf16(e->cuda_stream, (size_t)a->nrows * (size_t)a->ncols, buf[0],
+                                  tmp);
+    if (rc)
+        return rc;
+    return (int)cudaMemcpy2DAsync((uint16_t *)buf[1] + a->dst_off, (size_t)a->dst_rows * 2, tmp,
+                                  (size_t)a->nrows * 2, (size_t)a->nrows * 2, (size_t)a->ncols,
+                                  cudaMemcpyDeviceToDevice, (cudaStream_t)e->cuda_stream);
+}
+#endif
+CODELET(cl_rows_bf16, "copy_rows_bf16", 3, rows_bf16_cpu, rows_bf16_cuda, zero_flops,
+        rows_bf16_bytes);
+
+/* Whether the scratch handle holds `bytes`. */
+static int check_scratch(tsr_handle_t scratch, size_t bytes, const char *op)
+{
+    if (tsr_handle_size(scratch) < bytes)
+        return tsr__fail(TSR_EINVAL, "%s: the scratch handle holds %zu bytes, a tile needs %zu",
+                         op, tsr_handle_size(scratch), bytes);
+    return TSR_OK;
+}
+
+/* The largest tile of x, in bytes of fp32. */
+static size_t max_tile_f32(const tsr_tensor_t *x)
+{
+    return (size_t)x->tile_rows * (size_t)x->tile_cols * 4;
+}
+
+static int check_dtypes(const tsr_tensor_t *f32, const tsr_tensor_t *bf, const char *op)
+{
+    if (tsr__tensor_is_bf16(f32) || !tsr__tensor_is_bf16(bf))
+        return tsr__fail(TSR_EINVAL, "%s: wants an fp32 input and a bf16 output", op);
+    return TSR_OK;
+}
+
+int tsr__op_regroup_bf16(const tsr_tensor_t *src, tsr_tensor_t *dst, tsr_handle_t scratch)
+{
+    int rc = check_dtypes(src, dst, "regroup_bf16");
+    if (!rc && (src->tile_rows > dst->tile_rows || src->rows != dst->rows ||
+                src->cols != dst->cols || src->tile_cols != dst->tile_cols ||
+                dst->tile_rows % src->tile_rows || src->rows % src->tile_rows))
+        rc = tsr__fail(TSR_EINVAL, "regroup_bf16: (%d, %d) in tiles (%d, %d) does not merge "
+                                   "into (%d, %d) in tiles (%d, %d)", src->rows, src->cols,
+                       src->tile_rows, src->tile_cols, dst->rows, dst->cols, dst->tile_rows,
+                       dst->tile_cols);
+    if (!rc)
+        rc = check_scratch(scratch, max_tile_f32(src) / 2, "regroup_bf16");
+    int fine = src->tile_rows, coarse = dst->tile_rows;
+    for (int b = 0; !rc && b < src->grid_cols; b++)
+        for (int a = 0; !rc && a < src->grid_rows; a++) {
+            int row0 = a * fine, ca = row0 / coarse;
+            rows_args_t r = {tsr__tile_m(src, a), tsr__tile_m(dst, ca), 0, row0 % coarse,
+                             tsr__tile_m(src, a), tsr__tile_n(src, b)};
+            rc = SUBMIT(cl_rows_bf16, r, ACC(tsr__tile(src, a, b), TSR_R),
+                        ACC(tsr__tile(dst, ca, b), TSR_RW), ACC(scratch, TSR_SCRATCH));
+        }
+    return rc;
+}
+
+/* LayerNorm forward into bf16: the fp32 kernel's estimates, the output
+ * written in 2 bytes instead of 4 (and the scratch written and read). */
+static double ln_fwd_bf16_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    return ln_fwd_bytes(args, sizes) + 6.0 * a->m * a->n;
+}
+/* x (C, T) → out (C, T) bf16, mean, rstd (T); gamma, beta (C); scratch (C, T) */
+static int ln_fwd_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    (void)e;
+    tsr_cpu_layernorm_fwd(a->m, a->n, buf[0], buf[1], buf[2], LN_EPS, buf[6], buf[4], buf[5]);
+    tsr_cpu_f32_to_bf16((size_t)a->m * a->n, buf[6], buf[3]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int ln_fwd_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    CUDA_THEN(tsr_cuda_layernorm_fwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], LN_EPS,
+                                     buf[6], buf[4], buf[5]),
+              tsr_cuda_f32_to_bf16(e->cuda_stream, (size_t)a->m * a->n, buf[6], buf[3]));
+}
+#endif
+CODELET(cl_ln_fwd_bf16, "layernorm_fwd_bf16", 7, ln_fwd_bf16_cpu, ln_fwd_bf16_cuda,
+        ln_fwd_flops, ln_fwd_bf16_bytes);
+
+int tsr__op_layernorm_fwd_bf16(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
+                               const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
+                               tsr_tensor_t *rstd, tsr_handle_t scratch)
+{
+    int rc = check_ln(x, mean, "layernorm_fwd_bf16");
+    if (!rc)
+        rc = same_tiling(x, out, "layernorm_fwd_bf16");
+    if (!rc)
+        rc = check_dtypes(x, out, "layernorm_fwd_bf16");
+    if (!rc)
+        rc = check_scratch(scratch, max_tile_f32(x), "layernorm_fwd_bf16");
+    for (int j = 0; !rc && j < x->grid_cols; j++) {
+        mn_args_t a = {x->rows, tsr__tile_n(x, j)};
+        rc = SUBMIT(cl_ln_fwd_bf16, a, ACC(tsr__tile(x, 0, j), TSR_R),
+                    ACC(gamma->tiles[0], TSR_R), ACC(beta->tiles[0], TSR_R),
+                    ACC(tsr__tile(out, 0, j), TSR_W), ACC(tsr__tile(mean, 0, j), TSR_W),
+                    ACC(tsr__tile(rstd, 0, j), TSR_W), ACC(scratch, TSR_SCRATCH));
+    }
+    return rc;
+}
+
+/* LayerNorm backward, then dx rounded into dx16 (the bf16 input of the
+ * GEMMs that read the same gradient next): dx read once more, dx16 written. */
+static double ln_bwd_bf16_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    return ln_bwd_bytes(args, sizes) + 6.0 * a->m * a->n;
+}
+/* as layernorm_bwd; buffer 8: dx16 (C, T) bf16 = bf16(dx) */
+static int ln_bwd_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    (void)e;
+    tsr_cpu_layernorm_bwd(a->m, a->n, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6],
+                          buf[7]);
+    tsr_cpu_f32_to_bf16((size_t)a->m * a->n, buf[5], buf[8]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int ln_bwd_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    CUDA_THEN(tsr_cuda_layernorm_bwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], buf[3],
+                                     buf[4], buf[5], buf[6], buf[7]),
+              tsr_cuda_f32_to_bf16(e->cuda_stream, (size_t)a->m * a->n, buf[5], buf[8]));
+}
+#endif
+CODELET(cl_ln_bwd_bf16, "layernorm_bwd_bf16", 9, ln_bwd_bf16_cpu, ln_bwd_bf16_cuda,
+        ln_bwd_flops, ln_bwd_bf16_bytes);
+
+int tsr__op_layernorm_bwd_bf16(const tsr_tensor_t *dout, const tsr_tensor_t *x,
+                               const tsr_tensor_t *gamma, const tsr_tensor_t *mean,
+                               const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dx16,
+                               tsr_tensor_t *dgamma, tsr_tensor_t *dbeta)
+{
+    int rc = check_ln(x, mean, "layernorm_bwd_bf16");
+    if (!rc)
+        rc = same_tiling(x, dout, "layernorm_bwd_bf16");
+    if (!rc)
+        rc = same_tiling(x, dx, "layernorm_bwd_bf16");
+    if (!rc)
+        rc = same_tiling(x, dx16, "layernorm_bwd_bf16");
+    if (!rc)
+        rc = check_dtypes(dx, dx16, "layernorm_bwd_bf16");
+    for (int j = 0; !rc && j < x->grid_cols; j++) {
+        mn_args_t a = {x->rows, tsr__tile_n(x, j)};
+        rc = SUBMIT(cl_ln_bwd_bf16, a, ACC(tsr__tile(dout, 0, j), TSR_R),
+                    ACC(tsr__tile(x, 0, j), TSR_R), ACC(gamma->tiles[0], TSR_R),
+                    ACC(tsr__tile(mean, 0, j), TSR_R), ACC(tsr__tile(rstd, 0, j), TSR_R),
+                    ACC(tsr__tile(dx, 0, j), TSR_RW), ACC(dgamma->tiles[0], TSR_COMMUTE),
+                    ACC(dbeta->tiles[0], TSR_COMMUTE), ACC(tsr__tile(dx16, 0, j), TSR_W));
+    }
+    return rc;
+}
+
+/* GELU into bf16: x read (4), scratch written and read (8), out (2) */
+static double gelu_fwd_bf16_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return 14.0 * n0(sizes);
+}
+/* out = bf16(gelu(x))                         x: (n), out: (n) bf16, scratch (n) */
+static int gelu_fwd_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    tsr_cpu_gelu_fwd(nelem(e, 0), buf[0], buf[2]);
+    tsr_cpu_f32_to_bf16(nelem(e, 0), buf[2], buf[1]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int gelu_fwd_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    CUDA_THEN(tsr_cuda_gelu_fwd(e->cuda_stream, nelem(e, 0), buf[0], buf[2]),
+              tsr_cuda_f32_to_bf16(e->cuda_stream, nelem(e, 0), buf[2], buf[1]));
+}
+#endif
+CODELET(cl_gelu_fwd_bf16, "gelu_fwd_bf16", 3, gelu_fwd_bf16_cpu, gelu_fwd_bf16_cuda,
+        gelu_fwd_flops, gelu_fwd_bf16_bytes);
+
+int tsr__op_gelu_fwd_bf16(const tsr_tensor_t *x, tsr_tensor_t *out, tsr_handle_t scratch)
+{
+    int rc = same_tiling(x, out, "gelu_fwd_bf16");
+    if (!rc)
+        rc = check_dtypes(x, out, "gelu_fwd_bf16");
+    if (!rc)
+        rc = check_scratch(scratch, max_tile_f32(x), "gelu_fwd_bf16");
+    size_t ntiles = (size_t)x->grid_rows * x->grid_cols;
+    for (size_t i = 0; !rc && i < ntiles; i++)
+        rc = SUBMIT0(cl_gelu_fwd_bf16, ACC(x->tiles[i], TSR_R), ACC(out->tiles[i], TSR_W),
+                     ACC(scratch, TSR_SCRATCH));
+    return rc;
+}
+
+/* GELU backward, then d rounded into d16: x, d read, d written and read
+ * again (16), d16 written (2) */
+static double gelu_bwd_bf16_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return 18.0 * n0(sizes);
+}
+/* d = gelu'(x) * d; d16 = bf16(d)             x, d: (n), d16: (n) bf16 */
+static int gelu_bwd_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    tsr_cpu_gelu_bwd(nelem(e, 0), buf[0], buf[1], buf[1]);
+    tsr_cpu_f32_to_bf16(nelem(e, 0), buf[1], buf[2]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int gelu_bwd_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    CUDA_THEN(tsr_cuda_gelu_bwd(e->cuda_stream, nelem(e, 0), buf[0], buf[1], buf[1]),
+              tsr_cuda_f32_to_bf16(e->cuda_stream, nelem(e, 0), buf[1], buf[2]));
+}
+#endif
+CODELET(cl_gelu_bwd_bf16, "gelu_bwd_bf16", 3, gelu_bwd_bf16_cpu, gelu_bwd_bf16_cuda,
+        gelu_bwd_flops, gelu_bwd_bf16_bytes);
+
+int tsr__op_gelu_bwd_bf16(const tsr_tensor_t *x, tsr_tensor_t *d, tsr_tensor_t *d16)
+{
+    int rc = same_tiling(x, d, "gelu_bwd_bf16");
+    if (!rc)
+        rc = same_tiling(x, d16, "gelu_bwd_bf16");
+    if (!rc)
+        rc = check_dtypes(d, d16, "gelu_bwd_bf16");
+    size_t ntiles = (size_t)x->grid_rows * x->grid_cols;
+    for (size_t i = 0; !rc && i < ntiles; i++)
+        rc = SUBMIT0(cl_gelu_bwd_bf16, ACC(x->tiles[i], TSR_R), ACC(d->tiles[i], TSR_RW),
+                     ACC(d16->tiles[i], TSR_W));
+    return rc;
+}
+
+/* crossentropy_bwd into bf16: logits, lse, targets read, the scratch written
+ * and read, dlogits written in 2 bytes */
+static double xent_bwd_bf16_bytes(const void *args, const size_t *sizes)
+{
+    const xent_args_t *a = args;
+    (void)sizes;
+    return 14.0 * a->nv * a->T + 8.0 * a->T;
+}
+/* dlogits (nv, T) bf16 = bf16(scale * (softmax(logits) - onehot));
+ * buffers: logits, lse, targets, dlogits, scratch (nv, T) */
+static int xent_bwd_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const xent_args_t *a = args;
+    (void)e;
+    tsr_cpu_crossentropy_bwd(a->nv, a->T, a->v0, buf[0], a->nv, buf[1], buf[2], a->scale,
+                             buf[4], a->nv);
+    tsr_cpu_f32_to_bf16((size_t)a->nv * a->T, buf[4], buf[3]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int xent_bwd_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const xent_args_t *a = args;
+    CUDA_THEN(tsr_cuda_crossentropy_bwd(e->cuda_stream, a->nv, a->T, a->v0, buf[0], a->nv,
+                                        buf[1], buf[2], a->scale, buf[4], a->nv),
+              tsr_cuda_f32_to_bf16(e->cuda_stream, (size_t)a->nv * a->T, buf[4], buf[3]));
+}
+#endif
+CODELET(cl_xent_bwd_bf16, "crossentropy_bwd_bf16", 5, xent_bwd_bf16_cpu, xent_bwd_bf16_cuda,
+        xent_bwd_flops, xent_bwd_bf16_bytes);
+
+int tsr__op_xent_bwd_bf16(const tsr_tensor_t *logits, const tsr_tensor_t *targets,
+                          const tsr_tensor_t *lse, float scale, tsr_tensor_t *dlogits,
+                          tsr_handle_t scratch)
+{
+    int rc = check_xent(logits, targets);
+    if (!rc)
+        rc = check_xent(logits, lse);
+    if (!rc)
+        rc = same_tiling(logits, dlogits, "crossentropy_bwd_bf16");
+    if (!rc)
+        rc = check_dtypes(logits, dlogits, "crossentropy_bwd_bf16");
+    if (!rc)
+        rc = check_scratch(scratch, max_tile_f32(logits), "crossentropy_bwd_bf16");
+    for (int j = 0; !rc && j < logits->grid_cols; j++)
+        for (int v = 0; !rc && v < logits->grid_rows; v++) {
+            xent_args_t a = {tsr__tile_m(logits, v), tsr__tile_n(logits, j),
+                             v * logits->tile_rows, 0, scale};
+            rc = SUBMIT(cl_xent_bwd_bf16, a, ACC(tsr__tile(logits, v, j), TSR_R),
+                        ACC(tsr__tile(lse, 0, j), TSR_R), ACC(tsr__tile(targets, 0, j), TSR_R),
+                        ACC(tsr__tile(dlogits, v, j), TSR_W), ACC(scratch, TSR_SCRATCH));
+        }
+    return rc;
+}
+
+int tsr__op_linear_bwd_bf16(const tsr_tensor_t *w, const tsr_tensor_t *x,
+                            const tsr_tensor_t *dy, const tsr_tensor_t *dy16, tsr_tensor_t *dx,
+                            tsr_tensor_t *dw, tsr_tensor_t *db)
+{
+    int rc;
+    if ((rc = check_bias(db, dy, "linear_bwd_bf16")) ||
+        (rc = same_tiling(dy, dy16, "linear_bwd_bf16")) ||
+        (rc = check_dtypes(dy, dy16, "linear_bwd_bf16")) ||
+        (rc = tsr__op_gemm(OP_T, OP_N, 1.0f, w, dy16, 0.0f, dx, TSR_RW)) ||   /* (in, N)  */
+        (rc = tsr__op_gemm(OP_N, OP_T, 1.0f, dy16, x, 1.0f, dw, TSR_COMMUTE))) /* (out, in) */
+        return rc;
+    return tsr__op_bias_grad(dy, db);                                          /* (out, 1) */
+}
+
 /* ---- the codelets, by name (for tests and tools) -------------------------- */
 
 static const tsr_codelet_t *const all_codelets[] = {
@@ -1123,6 +1538,8 @@ static const tsr_codelet_t *const all_codelets[] = {
     &cl_gelu_fwd,  &cl_gelu_bwd, &cl_embed_fwd, &cl_embed_bwd,    &cl_attn_init,
     &cl_attn_fwd,  &cl_attn_fin, &cl_attn_dot,  &cl_attn_bwd,     &cl_maxsumexp,
     &cl_logsumexp, &cl_xent_fwd, &cl_xent_bwd,  &cl_sumsq,        &cl_adamw,
+    &cl_gemm_bf16, &cl_to_bf16,  &cl_to_f32,    &cl_rows_bf16,    &cl_ln_fwd_bf16,
+    &cl_ln_bwd_bf16, &cl_gelu_fwd_bf16, &cl_gelu_bwd_bf16, &cl_xent_bwd_bf16,
 };
 
 const tsr_codelet_t *tsr__op_codelet(const char *name)

@@ -26,7 +26,10 @@ enum { OP_N = 0, OP_T = 1 };
 
 /* C = alpha op(A) op(B) + beta C.  beta == 0: C is overwritten (not read).
  * acc_mode TSR_COMMUTE (beta must be 1): every tile product is added to its
- * C tile in any order — the weight-gradient form, summed over token tiles. */
+ * C tile in any order — the weight-gradient form, summed over token tiles.
+ * A and B bf16 (tsr__tensor_init_bf16): the bf16 GEMM, fp32 sums, C fp32 or
+ * bf16; A and B of different types are TSR_EINVAL. tsr__op_linear_fwd and
+ * _bwd inherit this: bf16 weights and inputs make bf16 products. */
 int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
                  const tsr_tensor_t *b, float beta, tsr_tensor_t *c, int acc_mode);
 
@@ -119,6 +122,41 @@ typedef struct tsr_adamw_args {
 int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tensor_t *p,
                   tsr_tensor_t *m, tsr_tensor_t *v);
 
+/* ---- bf16 (mixed precision) ---------------------------------------------
+ * The producers of the bf16 tensors that only GEMMs read. Each computes in
+ * fp32 with the fp32 kernel and rounds what it stores (to nearest even), in
+ * the same task; `scratch` is a handle of at least one fp32 tile of the
+ * output (of the source, for regroup: half that), used as TSR_SCRATCH (no
+ * dependency). A too small scratch or wrong element types: TSR_EINVAL. */
+
+/* y = x converted: fp32 → bf16 or bf16 → fp32 (same tiling) */
+int tsr__op_convert(const tsr_tensor_t *x, tsr_tensor_t *y);
+/* tsr__op_regroup's merge (src has the finer row tiles) into bf16 dst */
+int tsr__op_regroup_bf16(const tsr_tensor_t *src, tsr_tensor_t *dst, tsr_handle_t scratch);
+/* tsr__op_layernorm_fwd with out bf16 (mean, rstd fp32) */
+int tsr__op_layernorm_fwd_bf16(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
+                               const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
+                               tsr_tensor_t *rstd, tsr_handle_t scratch);
+/* tsr__op_layernorm_bwd, then dx16 = bf16(dx) (what the next GEMMs read) */
+int tsr__op_layernorm_bwd_bf16(const tsr_tensor_t *dout, const tsr_tensor_t *x,
+                               const tsr_tensor_t *gamma, const tsr_tensor_t *mean,
+                               const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dx16,
+                               tsr_tensor_t *dgamma, tsr_tensor_t *dbeta);
+/* out = bf16(gelu(x)) */
+int tsr__op_gelu_fwd_bf16(const tsr_tensor_t *x, tsr_tensor_t *out, tsr_handle_t scratch);
+/* d = gelu'(x) * d (fp32, in place), then d16 = bf16(d) */
+int tsr__op_gelu_bwd_bf16(const tsr_tensor_t *x, tsr_tensor_t *d, tsr_tensor_t *d16);
+/* dlogits (bf16, tiled like logits) = bf16(scale * (softmax - onehot));
+ * the logits are only read */
+int tsr__op_xent_bwd_bf16(const tsr_tensor_t *logits, const tsr_tensor_t *targets,
+                          const tsr_tensor_t *lse, float scale, tsr_tensor_t *dlogits,
+                          tsr_handle_t scratch);
+/* tsr__op_linear_bwd with bf16 w and x: the products read dy16 = bf16(dy),
+ * the bias gradient the fp32 dy. */
+int tsr__op_linear_bwd_bf16(const tsr_tensor_t *w, const tsr_tensor_t *x,
+                            const tsr_tensor_t *dy, const tsr_tensor_t *dy16, tsr_tensor_t *dx,
+                            tsr_tensor_t *dw, tsr_tensor_t *db);
+
 /* ---- codelets: argument blocks and lookup (for tests and tools) ---------- */
 
 /* C (m, n) = alpha op(A) (m, k) op(B) (k, n) + beta C */
@@ -126,6 +164,11 @@ typedef struct tsr__gemm_args {
     int ta, tb, m, n, k;
     float alpha, beta;
 } tsr__gemm_args_t;
+/* gemm_bf16: A and B bf16, C bf16 (c_bf16 1) or fp32 */
+typedef struct tsr__gemm_bf16_args {
+    tsr__gemm_args_t g;
+    int c_bf16;
+} tsr__gemm_bf16_args_t;
 /* y[yoff + i] += x[xoff + i], i < n */
 typedef struct tsr__slice_args {
     size_t xoff, yoff, n;

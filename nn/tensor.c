@@ -6,7 +6,8 @@
 
 #include "runtime/error.h"
 
-int tsr__tensor_init(tsr_tensor_t *t, int rows, int cols, int tile_rows, int tile_cols)
+static int tensor_init(tsr_tensor_t *t, int rows, int cols, int tile_rows, int tile_cols,
+                       int elem_bytes)
 {
     memset(t, 0, sizeof *t);
     if (rows <= 0 || cols <= 0 || tile_rows <= 0 || tile_cols <= 0)
@@ -18,6 +19,7 @@ int tsr__tensor_init(tsr_tensor_t *t, int rows, int cols, int tile_rows, int til
         tile_cols = cols;
     t->rows = rows;
     t->cols = cols;
+    t->elem_bytes = elem_bytes;
     t->tile_rows = tile_rows;
     t->tile_cols = tile_cols;
     /* ceil(rows / tile_rows) without forming rows + tile_rows - 1 (> INT_MAX) */
@@ -36,7 +38,7 @@ int tsr__tensor_init(tsr_tensor_t *t, int rows, int cols, int tile_rows, int til
         return tsr__fail(TSR_ENOMEM, "tensor: no memory for %zu tile handles", ntiles);
     for (int b = 0; b < t->grid_cols; b++)
         for (int a = 0; a < t->grid_rows; a++) {
-            size_t bytes = (size_t)tsr__tile_m(t, a) * (size_t)tsr__tile_n(t, b) * 4;
+            size_t bytes = (size_t)tsr__tile_m(t, a) * (size_t)tsr__tile_n(t, b) * (size_t)elem_bytes;
             int rc = tsr_handle_alloc(&t->tiles[a + (size_t)b * t->grid_rows], bytes);
             if (rc) {
                 tsr__tensor_free(t);
@@ -44,6 +46,16 @@ int tsr__tensor_init(tsr_tensor_t *t, int rows, int cols, int tile_rows, int til
             }
         }
     return TSR_OK;
+}
+
+int tsr__tensor_init(tsr_tensor_t *t, int rows, int cols, int tile_rows, int tile_cols)
+{
+    return tensor_init(t, rows, cols, tile_rows, tile_cols, 4);
+}
+
+int tsr__tensor_init_bf16(tsr_tensor_t *t, int rows, int cols, int tile_rows, int tile_cols)
+{
+    return tensor_init(t, rows, cols, tile_rows, tile_cols, 2);
 }
 
 void tsr__tensor_free(tsr_tensor_t *t)
@@ -67,6 +79,7 @@ void tsr__tensor_forget(tsr_tensor_t *t)
 /* Copy one tile to or from the dense array; `to_tiles` picks the direction. */
 static int tensor_copy(const tsr_tensor_t *t, void *dense, size_t ld, int to_tiles)
 {
+    size_t e = (size_t)t->elem_bytes;
     if (ld < (size_t)t->rows)
         return tsr__fail(TSR_EINVAL, "tensor: leading dimension %zu < %d rows", ld, t->rows);
     for (int b = 0; b < t->grid_cols; b++)
@@ -76,15 +89,15 @@ static int tensor_copy(const tsr_tensor_t *t, void *dense, size_t ld, int to_til
             int rc = tsr_handle_acquire(tsr__tile(t, a, b), to_tiles ? TSR_W : TSR_R, &tile);
             if (rc)
                 return rc;
-            char *base = (char *)dense + 4 * ((size_t)a * t->tile_rows
+            char *base = (char *)dense + e * ((size_t)a * t->tile_rows
                                               + (size_t)b * t->tile_cols * ld);
             for (int j = 0; j < n; j++) {
-                char *col = base + 4 * (size_t)j * ld;
-                char *tcol = (char *)tile + 4 * (size_t)j * (size_t)m;
+                char *col = base + e * (size_t)j * ld;
+                char *tcol = (char *)tile + e * (size_t)j * (size_t)m;
                 if (to_tiles)
-                    memcpy(tcol, col, 4 * (size_t)m);
+                    memcpy(tcol, col, e * (size_t)m);
                 else
-                    memcpy(col, tcol, 4 * (size_t)m);
+                    memcpy(col, tcol, e * (size_t)m);
             }
             rc = tsr_handle_release(tsr__tile(t, a, b));
             if (rc)

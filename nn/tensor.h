@@ -7,7 +7,10 @@
  * count, and is smaller at the last tile row or column when the shape is not
  * a multiple of the tile shape. Activations are (features, tokens): token t's
  * features are contiguous, which is PyTorch's row-major (tokens, features).
- * Elements are 4 bytes (fp32, or int32 for token ids).
+ * Elements are 4 bytes (fp32, or int32 for token ids), or 2 bytes for the
+ * bf16 tensors of mixed precision (tsr__tensor_init_bf16: uint16_t bit
+ * patterns, kernels/convert.h), which only the bf16 operations of nn/ops.h
+ * read or write.
  *
  * A tensor must never be touched by the host while tasks use it except
  * through tsr__tensor_read/write, which acquire each tile in program order.
@@ -24,6 +27,7 @@ typedef struct tsr_tensor {
     int tile_rows, tile_cols;  /* tile shape (edge tiles may be smaller) */
     int grid_rows, grid_cols;  /* number of tiles along each axis */
     tsr_handle_t *tiles;       /* tile (a, b) at tiles[a + b * grid_rows] */
+    int elem_bytes;            /* 4 (fp32, int32) or 2 (bf16) */
 } tsr_tensor_t;
 
 /* The most tiles one tensor may have: each is a runtime handle with its
@@ -33,6 +37,8 @@ typedef struct tsr_tensor {
 /* Handles allocated by the runtime where first used (zeros until written).
  * TSR_EINVAL for non-positive sizes or more than TSR_TENSOR_MAX_TILES tiles. */
 int tsr__tensor_init(tsr_tensor_t *t, int rows, int cols, int tile_rows, int tile_cols);
+/* The same with bf16 (2-byte) elements. */
+int tsr__tensor_init_bf16(tsr_tensor_t *t, int rows, int cols, int tile_rows, int tile_cols);
 /* Unregister every tile (waits for their tasks); t may be zeroed memory. */
 void tsr__tensor_free(tsr_tensor_t *t);
 /* Free the grid without touching the tiles: for a tensor whose runtime was
@@ -51,13 +57,18 @@ static inline tsr_handle_t tsr__tile(const tsr_tensor_t *t, int a, int b)
 {
     return t->tiles[a + (size_t)b * (size_t)t->grid_rows];
 }
+/* Whether the tensor holds bf16 elements. */
+static inline int tsr__tensor_is_bf16(const tsr_tensor_t *t)
+{
+    return t->elem_bytes == 2;
+}
 static inline size_t tsr__tensor_numel(const tsr_tensor_t *t)
 {
     return (size_t)t->rows * (size_t)t->cols;
 }
 
-/* Copy between the tiles and a dense column-major host array of 4-byte
- * elements with leading dimension ld >= rows. Ordered after the tasks
+/* Copy between the tiles and a dense column-major host array of elements
+ * of the tensor's size with leading dimension ld >= rows. Ordered after the tasks
  * submitted before (write: also before the tasks submitted after). */
 int tsr__tensor_write(tsr_tensor_t *t, const void *src, size_t ld);
 int tsr__tensor_read(const tsr_tensor_t *t, void *dst, size_t ld);

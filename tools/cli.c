@@ -271,6 +271,7 @@ int cli_config_from_checkpoint(const char *what, const tsr_gpt2_config_t *ckpt,
     out->tile_vocab = flags->tile_vocab;
     out->tile_hidden = flags->tile_hidden;
     out->recompute = flags->recompute;
+    out->precision = flags->precision;
     return 0;
 }
 

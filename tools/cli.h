@@ -84,8 +84,8 @@ int cli_runtime_init(int threads, const char *sched);
 void cli_model_opts(cli_opt_t *opts, tsr_gpt2_config_t *cfg);
 
 /* The shape comes from a checkpoint (`what` names it): every shape flag the
- * user gave must agree with ckpt; the tile sizes and the recompute switch of
- * `flags` are kept (they are not the checkpoint's).
+ * user gave must agree with ckpt; the tile sizes, the recompute switch and
+ * the precision of `flags` are kept (they are not the checkpoint's).
  * Writes the result to *out. Returns 0, or 1 after reporting a conflict. */
 int cli_config_from_checkpoint(const char *what, const tsr_gpt2_config_t *ckpt,
                                const tsr_gpt2_config_t *flags, cli_opt_t *model_opts,

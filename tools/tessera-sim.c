@@ -38,6 +38,7 @@ static const char usage[] =
     "  --tile-tokens N --tile-vocab N --tile-hidden N\n"
     "                       tile sizes (default: derived, docs/gpt2.md)\n"
     "  --recompute          recompute the activations in backward (docs/gpt2.md)\n"
+    "  --precision P        fp32 (default) or bf16: the GEMMs on bf16 inputs (docs/gpt2.md)\n"
     "  --batch B            sequences per micro-batch (default 8)\n"
     "  --seq T              tokens per sequence (default: the context)\n"
     "  --micro K            micro-batches simulated per step (default 2)\n"
@@ -149,7 +150,7 @@ static void json_str(const char *s)
 
 int main(int argc, char **argv)
 {
-    const char *platform = NULL, *sched = NULL, *trace = NULL, *tag = "";
+    const char *platform = NULL, *sched = NULL, *trace = NULL, *tag = "", *precision = NULL;
     int threads = 0, exec = 0, stats = 0;
     tsr_gpt2_config_t cfg;
     tsr_gpt2_config_default(&cfg);
@@ -175,6 +176,7 @@ int main(int argc, char **argv)
     opts[nopts++] = (cli_opt_t){"steps", 0, CLI_INT, &steps, 1, 1000, 0};
     opts[nopts++] = (cli_opt_t){"json-tag", 0, CLI_STR, &tag, 0, 0, 0};
     opts[nopts++] = (cli_opt_t){"recompute", 0, CLI_BOOL, &cfg.recompute, 0, 0, 0};
+    opts[nopts++] = (cli_opt_t){"precision", 0, CLI_STR, &precision, 0, 0, 0};
     const char *pos[1];
     int npos = 0;
     int rc = cli_parse("tessera-sim", usage, opts, nopts, argc, argv, pos, 1, &npos);
@@ -182,6 +184,9 @@ int main(int argc, char **argv)
         return rc;
     if (!platform)
         return cli_usage_error("missing --platform FILE");
+    if (precision && strcmp(precision, "fp32") && strcmp(precision, "bf16"))
+        return cli_usage_error("--precision: fp32 or bf16, not '%s'", precision);
+    cfg.precision = precision && !strcmp(precision, "bf16") ? TSR_GPT2_BF16 : TSR_GPT2_FP32;
     if (npos != 1 || strcmp(pos[0], "gpt2") != 0)
         return cli_usage_error("say what to simulate: gpt2");
     if (cfg.heads == 0)
@@ -314,9 +319,10 @@ int main(int argc, char **argv)
     json_str(sched ? sched : "eager");
     printf(",\"layers\":%d,\"channels\":%d,\"heads\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,"
            "\"micro\":%d,\"accumulate\":%d,\"tile_tokens\":%d,\"tile_hidden\":%d,"
-           "\"tile_vocab\":%d,\"recompute\":%d,\"params\":%zu,",
+           "\"tile_vocab\":%d,\"recompute\":%d,\"precision\":\"%s\",\"params\":%zu,",
            c->layers, c->channels, c->heads, c->vocab_size, seq, batch, micro, accumulate,
-           c->tile_tokens, c->tile_hidden, c->tile_vocab, c->recompute, params);
+           c->tile_tokens, c->tile_hidden, c->tile_vocab, c->recompute,
+           c->precision == TSR_GPT2_BF16 ? "bf16" : "fp32", params);
     if (rc == TSR_OK) {
         double peak_host = 0, peak_dev = 0;
         for (int n = 0; n < tsr_memory_node_count(); n++) {

@@ -48,6 +48,8 @@ static const char usage[] =
     "  --recompute          keep only each block's input through the forward pass and\n"
     "                       recompute the block's activations in backward: less\n"
     "                       memory for about one more forward pass, the same model\n"
+    "  --precision P        fp32 (default) or bf16: mixed precision, the GEMMs in bf16\n"
+    "                       with fp32 sums, fp32 master weights and checkpoints\n"
     "optimization:\n"
     "  --steps N            optimizer steps (default 100)\n"
     "  --batch N            sequences per optimizer step (default 4)\n"
@@ -88,14 +90,14 @@ static const char *const saved_opts[] = {"steps",        "batch",     "micro-bat
 /* The command line: every flag's value (the option table points here). */
 typedef struct settings {
     tsr_gpt2_config_t flags; /* the model shape flags */
-    const char *data, *val, *init, *out, *sched;
+    const char *data, *val, *init, *out, *sched, *precision;
     int threads, steps, batch, micro, seq, warmup;
     int ckpt_every, stop_at, resume, eval_every, eval_batches, log_every;
     double lr, min_lr, wd, clip;
     uint64_t seed;
 } settings_t;
 
-enum { NOPTS = CLI_MODEL_NOPTS + 23 };
+enum { NOPTS = CLI_MODEL_NOPTS + 24 };
 
 typedef struct run {
     settings_t s;
@@ -133,6 +135,7 @@ static int parse_options(run_t *r, int argc, char **argv)
         {"init", 0, CLI_STR, &s->init, 0, 0, 0},
         {"seed", 0, CLI_U64, &s->seed, 0, 0, 0},
         {"recompute", 0, CLI_BOOL, &s->flags.recompute, 0, 0, 0},
+        {"precision", 0, CLI_STR, &s->precision, 0, 0, 0},
         {"steps", 0, CLI_INT, &s->steps, 1, 1e9, 0},
         {"batch", 0, CLI_INT, &s->batch, 1, 1e6, 0},
         {"micro-batch", 0, CLI_INT, &s->micro, 1, 1e6, 0},
@@ -159,6 +162,10 @@ static int parse_options(run_t *r, int argc, char **argv)
         return rc;
     if (s->data == NULL && !s->resume)
         return cli_usage_error("missing --data TRAIN.bin");
+    if (s->precision != NULL && strcmp(s->precision, "fp32") && strcmp(s->precision, "bf16"))
+        return cli_usage_error("--precision: fp32 or bf16, not '%s'", s->precision);
+    if (s->precision != NULL)
+        s->flags.precision = strcmp(s->precision, "bf16") ? TSR_GPT2_FP32 : TSR_GPT2_BF16;
     if (s->resume && s->out == NULL)
         return cli_usage_error("--resume needs --out DIR (the run to continue)");
     if (s->resume && s->init != NULL)
@@ -389,9 +396,10 @@ static void print_header(const run_t *r)
     const tsr_gpt2_config_t *mc = tsr_gpt2_config(r->m);
     char desc[256];
     cli_config_describe(mc, desc, sizeof desc);
-    printf("model: %s, %.2fM parameters (tiles: %d tokens, %d vocab rows, %d hidden rows)%s\n",
+    printf("model: %s, %.2fM parameters (tiles: %d tokens, %d vocab rows, %d hidden rows)%s%s\n",
            desc, (double)tsr_gpt2_num_params(r->m) / 1e6, mc->tile_tokens, mc->tile_vocab,
-           mc->tile_hidden, mc->recompute ? ", activations recomputed in backward" : "");
+           mc->tile_hidden, mc->recompute ? ", activations recomputed in backward" : "",
+           mc->precision == TSR_GPT2_BF16 ? ", bf16 mixed precision" : "");
     printf("data: %s, %zu tokens (%zu micro-batches per pass)", s->data, r->ntrain,
            tsr_loader_batches(r->train));
     if (s->val != NULL)

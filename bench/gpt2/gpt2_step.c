@@ -13,12 +13,14 @@
  *
  * Output: a line for people and one JSON line
  *   {"bench":"gpt2-step","case":TAG,"impl":"tessera","workers":N,...,
- *    "s_per_step":S,"tok_per_s":R,...,"recompute":0|1,"host_peak":BYTES}
+ *    "s_per_step":S,"tok_per_s":R,...,"recompute":0|1,"precision":"fp32"|"bf16",
+ *    "host_peak":BYTES}
  * with tok_per_s = batch * seq / s_per_step; "cpu_others" is the share of
  * the machine's CPU time that other processes took while it was timed (null
  * when that was under half a second); host_peak the most bytes the runtime
  * had allocated in host memory (node 0) during the run, every tile of the
- * model included (activations are runtime-allocated handles).
+ * model included (activations are runtime-allocated handles). --precision
+ * bf16 times the mixed-precision step (tsr_gpt2_config_t.precision).
  *
  * --recompute both runs the steps twice, each under a fresh runtime (so
  * that each has its own peak): keeping the activations, then recomputing
@@ -52,6 +54,7 @@ typedef struct options {
     const char *sched;
     const char *tag;
     int recompute; /* 0, 1, or 2: both, compared */
+    int precision; /* TSR_GPT2_FP32 or TSR_GPT2_BF16 */
 } options_t;
 
 static void usage(void)
@@ -69,6 +72,8 @@ static void usage(void)
             "  --tile-tokens N --tile-vocab N --tile-hidden N   tile sizes (0: derived)\n"
             "  --recompute 0|1|both  recompute the activations in backward (default 0);\n"
             "                      both: each mode under its own runtime, compared\n"
+            "  --precision fp32|bf16  the GEMMs' arithmetic (default fp32; bf16: mixed\n"
+            "                      precision, docs/gpt2.md)\n"
             "  --lr X --seed N     learning rate (3e-4), token and weight seed (1)\n");
 }
 
@@ -140,6 +145,13 @@ static int parse_args(int argc, char **argv, options_t *o)
                 o->recompute = 2;
             else {
                 fprintf(stderr, "bench-gpt2-step: --recompute: 0, 1 or both, not '%s'\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--precision")) {
+            if (!strcmp(v, "fp32") || !strcmp(v, "bf16"))
+                o->precision = !strcmp(v, "bf16") ? TSR_GPT2_BF16 : TSR_GPT2_FP32;
+            else {
+                fprintf(stderr, "bench-gpt2-step: --precision: fp32 or bf16, not '%s'\n", v);
                 return -1;
             }
         } else if (!strcmp(a, "--json-tag")) {
@@ -257,6 +269,11 @@ static int run_steps(tsr_gpt2_t *m, const options_t *o, const int32_t *inputs,
     return 0;
 }
 
+static const char *precision_name(int precision)
+{
+    return precision == TSR_GPT2_BF16 ? "bf16" : "fp32";
+}
+
 static void report(tsr_gpt2_t *m, const options_t *o, const char *tag, const result_t *r)
 {
     const tsr_gpt2_config_t *eff = tsr_gpt2_config(m);
@@ -269,11 +286,12 @@ static void report(tsr_gpt2_t *m, const options_t *o, const char *tag, const res
 
     printf("tessera  %-14s %2d workers  %11zu params  batch %d x %d  %d+%d steps  "
            "%.4f s/step (min %.4f)  %.1f tok/s  loss %.4f -> %.4f  tiles %d/%d/%d  load %.2f  "
-           "others %.0f%%  %s  host peak %.1f MiB\n",
+           "others %.0f%%  %s  %s  host peak %.1f MiB\n",
            tag, workers, nparams, o->batch, o->seq, o->warmup, o->steps, sps, r->min_step,
            tps, (double)r->first_loss, (double)r->last_loss, eff->tile_tokens,
            eff->tile_vocab, eff->tile_hidden, load, r->others >= 0 ? 100 * r->others : 0.0,
-           eff->recompute ? "recompute" : "keep", (double)r->host_peak / 1048576.0);
+           eff->recompute ? "recompute" : "keep", precision_name(eff->precision),
+           (double)r->host_peak / 1048576.0);
     char s_sps[32], s_min[32], s_tps[32], s_l0[32], s_l1[32], s_load[32], s_oth[32];
     bench_json_num(s_sps, sizeof s_sps, 1, sps);
     bench_json_num(s_min, sizeof s_min, 1, r->min_step);
@@ -287,11 +305,12 @@ static void report(tsr_gpt2_t *m, const options_t *o, const char *tag, const res
            "\"ctx\":%d,\"params\":%zu,\"batch\":%d,\"seq\":%d,\"warmup\":%d,\"steps\":%d,"
            "\"tiles\":[%d,%d,%d],\"s_per_step\":%s,\"s_per_step_min\":%s,\"tok_per_s\":%s,"
            "\"loss_first\":%s,\"loss_last\":%s,\"load\":%s,\"cpu_others\":%s,"
-           "\"recompute\":%d,\"host_peak\":%zu}\n",
+           "\"recompute\":%d,\"precision\":\"%s\",\"host_peak\":%zu}\n",
            tag, workers, sched ? "\"" : "", sched ? sched : "null", sched ? "\"" : "",
            o->layers, o->heads, o->channels, o->vocab, o->ctx, nparams, o->batch, o->seq,
            o->warmup, o->steps, eff->tile_tokens, eff->tile_vocab, eff->tile_hidden, s_sps,
-           s_min, s_tps, s_l0, s_l1, s_load, s_oth, eff->recompute, r->host_peak);
+           s_min, s_tps, s_l0, s_l1, s_load, s_oth, eff->recompute,
+           precision_name(eff->precision), r->host_peak);
     fflush(stdout);
 }
 
@@ -334,6 +353,7 @@ static int run_mode(const options_t *o, int recompute, const char *tag, const in
     mc.tile_vocab = o->tile_vocab;
     mc.tile_hidden = o->tile_hidden;
     mc.recompute = recompute;
+    mc.precision = o->precision;
 
     int status = 1;
     tsr_gpt2_t *m = NULL;

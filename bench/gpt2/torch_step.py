@@ -9,7 +9,12 @@ matrices). --warmup untimed steps, then --steps timed ones; prints a line for
 people and one JSON line:
 
   {"bench":"gpt2-step","case":TAG,"impl":"torch","workers":N,...,
-   "s_per_step":S,"tok_per_s":R,...}
+   "s_per_step":S,"tok_per_s":R,...,"precision":"fp32"|"bf16"}
+
+--precision bf16 runs the forward and the loss under CPU autocast to
+bfloat16 (torch.autocast('cpu', dtype=torch.bfloat16)): the matrix products
+in bf16, fp32 master weights, gradients and optimizer state, the peer of
+bench-gpt2-step --precision bf16.
 
 tok_per_s = batch * seq / s_per_step; cpu_others is the share of the
 machine's CPU time other processes took while it was timed (null under half
@@ -54,6 +59,8 @@ def parse(argv=None):
     ap.add_argument("--json-tag", default=None, help="the JSON line's case (default LxHxC/V)")
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: CPU autocast to bfloat16 (mixed precision)")
     a = ap.parse_args(argv)
     for k in ("layers", "heads", "channels", "vocab", "ctx", "batch", "seq", "steps", "threads"):
         if getattr(a, k) <= 0:
@@ -90,9 +97,14 @@ def main(argv=None):
     inputs, targets = ids[:, :a.seq].contiguous(), ids[:, 1:].contiguous()
     opt = torch.optim.AdamW(model.param_groups(0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
 
+    import contextlib
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) \
+        if a.precision == "bf16" else contextlib.nullcontext
+
     def step():
         opt.zero_grad(set_to_none=True)
-        _, loss = model(inputs, targets)
+        with autocast():
+            _, loss = model(inputs, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -126,17 +138,18 @@ def main(argv=None):
         return "%.4g" % v if isinstance(v, (int, float)) and math.isfinite(v) else "null"
 
     print("torch    %-14s %2d threads  %11d params  batch %d x %d  %d+%d steps  "
-          "%.4f s/step (min %.4f)  %.1f tok/s  loss %.4f -> %.4f  load %.2f  others %.0f%%"
+          "%.4f s/step (min %.4f)  %.1f tok/s  loss %.4f -> %.4f  load %.2f  others %.0f%%  %s"
           % (tag, a.threads, nparams, a.batch, a.seq, a.warmup, a.steps, sps, min(times),
-             tps, losses[0], losses[-1], load, 100 * (others or 0)))
+             tps, losses[0], losses[-1], load, 100 * (others or 0), a.precision))
     print('{"bench":"gpt2-step","case":"%s","impl":"torch","workers":%d,"sched":null,'
           '"layers":%d,"heads":%d,"channels":%d,"vocab":%d,"ctx":%d,"params":%d,'
           '"batch":%d,"seq":%d,"warmup":%d,"steps":%d,"s_per_step":%s,"s_per_step_min":%s,'
-          '"tok_per_s":%s,"loss_first":%s,"loss_last":%s,"load":%s,"cpu_others":%s}'
+          '"tok_per_s":%s,"loss_first":%s,"loss_last":%s,"load":%s,"cpu_others":%s,'
+          '"precision":"%s"}'
           % (tag, a.threads, a.layers, a.heads, a.channels, a.vocab, a.ctx, nparams,
              a.batch, a.seq, a.warmup, a.steps, num(sps), num(min(times)), num(tps),
              num(losses[0]), num(losses[-1]), num(load) if load >= 0 else "null",
-             num(others)))
+             num(others), a.precision))
     sys.stdout.flush()
     return 0
 

@@ -1,9 +1,9 @@
 /* tests/nn/test_gpt2_misuse.c — the GPT-2 model API under misuse: NULL,
  * freed and never-created models, double free, a model kept across
  * tsr_shutdown / tsr_init, logits before any forward, and configurations
- * whose sizes overflow (every field up to INT_MAX). Each case must give an
- * error code and a message, never a crash, a leak or an out-of-bounds access
- * (the suite runs under ASan + UBSan too). */
+ * whose sizes overflow (every field up to INT_MAX), a bad precision. Each
+ * case must give an error code and a message, never a crash, a leak or an
+ * out-of-bounds access (the suite runs under ASan + UBSan too). */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <math.h>
@@ -284,6 +284,34 @@ Test(gpt2_misuse, sizes_up_to_int_max_fail_cleanly)
     OK(tsr_gpt2_init_weights(m, 1));
     OK(tsr_gpt2_forward(m, tok, tgt, &loss));
     cr_assert(fabsf(loss - logf(V)) < 0.5f, "initial loss %g should be near ln V", loss);
+    OK(tsr_gpt2_free(m));
+    OK(tsr_shutdown());
+}
+
+/* The precision switch takes TSR_GPT2_FP32 or TSR_GPT2_BF16 only; a bf16
+ * model with sizes that overflow fails as cleanly as an fp32 one. */
+Test(gpt2_misuse, a_bad_precision_is_einval)
+{
+    rt_start();
+    tsr_gpt2_t *m = (tsr_gpt2_t *)&m;
+    const int bad[] = {2, -1, INT_MAX, INT_MIN};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tsr_gpt2_config_t c = tiny();
+        c.precision = bad[i];
+        FAILS(tsr_gpt2_create(&m, &c, B, T), TSR_EINVAL, "precision");
+        cr_assert_null(m, "no model for precision %d", bad[i]);
+    }
+    tsr_gpt2_config_t c = tiny();
+    c.precision = TSR_GPT2_BF16, c.vocab_size = INT_MAX;
+    huge(c, B, T, "vocab_size");
+    c = tiny(), c.precision = TSR_GPT2_BF16;
+    OK(tsr_gpt2_create(&m, &c, B, T));
+    float loss;
+    int32_t tok[B * T], tgt[B * T];
+    tokens(tok, tgt);
+    OK(tsr_gpt2_init_weights(m, 1));
+    OK(tsr_gpt2_forward(m, tok, tgt, &loss));
+    cr_assert(fabsf(loss - logf(V)) < 0.5f, "initial bf16 loss %g should be near ln V", loss);
     OK(tsr_gpt2_free(m));
     OK(tsr_shutdown());
 }

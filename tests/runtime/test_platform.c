@@ -388,7 +388,9 @@ static double bytes_of(const char *name, const void *args, const size_t *sizes)
 
 Test(codelets, every_one_has_estimates)
 {
-    static const char *const movers[] = {"fill", "copy", "copy_rows", "attn_init"};
+    static const char *const movers[] = {"fill",        "copy",        "copy_rows",
+                                         "attn_init",   "f32_to_bf16", "bf16_to_f32",
+                                         "copy_rows_bf16"};
     int n = 0;
     for (const tsr_codelet_t *cl; (cl = tsr__op_codelet_at(n)); n++) {
         cr_expect_not_null(cl->bytes, "%s has no bytes estimate", cl->name);
@@ -401,7 +403,7 @@ Test(codelets, every_one_has_estimates)
             cr_expect_not_null(cl->flops, "%s has no flops estimate", cl->name);
         cr_expect_eq(tsr__op_codelet(cl->name), cl);
     }
-    cr_expect_eq(n, 25);
+    cr_expect_eq(n, 34);
     cr_expect_null(tsr__op_codelet("nope"));
 }
 
@@ -473,6 +475,24 @@ Test(codelets, hand_counts)
     /* cross-entropy backward, nv 5 × T 2: 3 per logit + 1 per column */
     tsr__xent_args_t x = {5, 2, 0, 0, 1.0f};
     cr_expect_float_eq(flops_of("crossentropy_bwd", &x, NULL), 32, 1e-9);
+
+    /* bf16 GEMM, the shape above: A and B in 2 bytes (2 × 35), C fp32 read
+     * and written (4 × 24), or bf16 written only (2 × 12) */
+    tsr__gemm_bf16_args_t g16 = {{0, 0, 3, 4, 5, 1.0f, 1.0f}, 0};
+    cr_expect_float_eq(flops_of("gemm_bf16", &g16, NULL), 120, 1e-9);
+    cr_expect_float_eq(bytes_of("gemm_bf16", &g16, NULL), 70 + 96, 1e-9);
+    g16.g.beta = 0.0f, g16.c_bf16 = 1;
+    cr_expect_float_eq(bytes_of("gemm_bf16", &g16, NULL), 70 + 24, 1e-9);
+    /* conversion of 10 elements: 4 bytes read, 2 written each (either way) */
+    size_t vsz[2] = {40, 20};
+    cr_expect_float_eq(bytes_of("f32_to_bf16", NULL, vsz), 60, 1e-9);
+    size_t wsz2[2] = {20, 40};
+    cr_expect_float_eq(bytes_of("bf16_to_f32", NULL, wsz2), 60, 1e-9);
+    /* LayerNorm into bf16, the case above: the fp32 flops (207); the fp32
+     * bytes (280) less 2 per output (48) plus the scratch written and read
+     * (8 per element: 192), i.e. + 6 per element */
+    cr_expect_float_eq(flops_of("layernorm_fwd_bf16", &ln, NULL), 207, 1e-9);
+    cr_expect_float_eq(bytes_of("layernorm_fwd_bf16", &ln, NULL), 280 + 6 * 24, 1e-9);
 
     /* copy moves 2 × its buffer, no flops */
     size_t csz[2] = {400, 400};
