@@ -655,10 +655,11 @@ static int drop(const tsr_tensor_t *const *ts, int n)
 
 /* ---- bf16 copies of the weights ------------------------------------------ */
 
-/* The one place where a weight's bf16 copy is refreshed from its fp32
- * master: a conversion task per tile, ordered after whatever wrote p last
- * (tsr_gpt2_step submits it right after the AdamW update of the same
- * tiles). Parameters without a copy: nothing. */
+/* A weight's bf16 copy refreshed from its fp32 master: a conversion task
+ * per tile, ordered after whatever wrote p last. Only after tsr_gpt2_set,
+ * a checkpoint load or tsr_gpt2_init_weights: after an optimizer step the
+ * AdamW task itself writes the copy (tsr__op_adamw's pb), without a second
+ * pass over the weights. Parameters without a copy: nothing. */
 static int refresh_bf16(param_t *p)
 {
     return p->pb.tiles ? tsr__op_convert(&p->p, &p->pb) : TSR_OK;
@@ -1001,8 +1002,8 @@ int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float 
         param_t *p = &m->params[i];
         tsr_adamw_args_t a = {m->steps, lr, opt->beta1, opt->beta2, opt->eps,
                               p->decay ? opt->weight_decay : 0.0f, scale};
-        TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v));
-        TRY(refresh_bf16(p));
+        /* the bf16 copy, where there is one, comes out of the same task */
+        TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v, p->pb.tiles ? &p->pb : NULL));
     }
     m->bf16_stale = 0; /* every copy was refreshed from its updated master */
     return TSR_OK;

@@ -1143,14 +1143,33 @@ TILE_CODELET(cl_adamw, "adamw", 4, tsr_adamw_args_t, adamw_flops, adamw_bytes,
              (tsr_cuda_adamw(e->cuda_stream, nelem(e, 0), a->step, a->lr, a->beta1, a->beta2,
                a->eps, a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3], NULL)));
 
+/* The same, also writing the updated p's bf16 copy in the same pass. */
+static double adamw_bf16_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return 7.5 * (double)sizes[0];
+}
+/* g, p, m, v: (n) fp32; pb: (n) bf16 = bf16(the updated p) */
+TILE_CODELET(cl_adamw_bf16, "adamw_bf16", 5, tsr_adamw_args_t, adamw_flops, adamw_bf16_bytes,
+             (tsr_cpu_adamw(nelem(e, 0), a->step, a->lr, a->beta1, a->beta2, a->eps,
+               a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3], buf[4])),
+             (tsr_cuda_adamw(e->cuda_stream, nelem(e, 0), a->step, a->lr, a->beta1, a->beta2,
+               a->eps, a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3],
+               buf[4])));
+
 int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tensor_t *p,
-                  tsr_tensor_t *m, tsr_tensor_t *v)
+                  tsr_tensor_t *m, tsr_tensor_t *v, tsr_tensor_t *pb)
 {
     int rc = same_tiling(g, p, "adamw");
+    if (!rc && pb)
+        rc = same_tiling(p, pb, "adamw");
     size_t ntiles = (size_t)p->grid_rows * p->grid_cols;
     for (size_t i = 0; !rc && i < ntiles; i++)
-        rc = SUBMIT(cl_adamw, *args, ACC(g->tiles[i], TSR_R), ACC(p->tiles[i], TSR_RW),
-                    ACC(m->tiles[i], TSR_RW), ACC(v->tiles[i], TSR_RW));
+        rc = pb ? SUBMIT(cl_adamw_bf16, *args, ACC(g->tiles[i], TSR_R), ACC(p->tiles[i], TSR_RW),
+                         ACC(m->tiles[i], TSR_RW), ACC(v->tiles[i], TSR_RW),
+                         ACC(pb->tiles[i], TSR_W))
+                : SUBMIT(cl_adamw, *args, ACC(g->tiles[i], TSR_R), ACC(p->tiles[i], TSR_RW),
+                         ACC(m->tiles[i], TSR_RW), ACC(v->tiles[i], TSR_RW));
     return rc;
 }
 
@@ -1537,7 +1556,7 @@ static const tsr_codelet_t *const all_codelets[] = {
     &cl_bias_add,  &cl_bias_grad, &cl_rows,     &cl_ln_fwd,       &cl_ln_bwd,
     &cl_gelu_fwd,  &cl_gelu_bwd, &cl_embed_fwd, &cl_embed_bwd,    &cl_attn_init,
     &cl_attn_fwd,  &cl_attn_fin, &cl_attn_dot,  &cl_attn_bwd,     &cl_maxsumexp,
-    &cl_logsumexp, &cl_xent_fwd, &cl_xent_bwd,  &cl_sumsq,        &cl_adamw,
+    &cl_logsumexp, &cl_xent_fwd, &cl_xent_bwd,  &cl_sumsq,        &cl_adamw,        &cl_adamw_bf16,
     &cl_gemm_bf16, &cl_to_bf16,  &cl_to_f32,    &cl_rows_bf16,    &cl_ln_fwd_bf16,
     &cl_ln_bwd_bf16, &cl_gelu_fwd_bf16, &cl_gelu_bwd_bf16, &cl_xent_bwd_bf16,
 };

@@ -118,9 +118,11 @@ typedef struct tsr_adamw_args {
     int step;
     float lr, beta1, beta2, eps, weight_decay, grad_scale;
 } tsr_adamw_args_t;
-/* One AdamW step on every tile of p with gradient g and moments m, v. */
+/* One AdamW step on every tile of p with gradient g and moments m, v;
+ * pb (bf16, tiled like p) or NULL: also receives bf16(the updated p), in
+ * the same task (the mixed-precision copy of the weights). */
 int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tensor_t *p,
-                  tsr_tensor_t *m, tsr_tensor_t *v);
+                  tsr_tensor_t *m, tsr_tensor_t *v, tsr_tensor_t *pb);
 
 /* ---- bf16 (mixed precision) ---------------------------------------------
  * The producers of the bf16 tensors that only GEMMs read. Each computes in

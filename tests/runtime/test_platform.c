@@ -403,7 +403,7 @@ Test(codelets, every_one_has_estimates)
             cr_expect_not_null(cl->flops, "%s has no flops estimate", cl->name);
         cr_expect_eq(tsr__op_codelet(cl->name), cl);
     }
-    cr_expect_eq(n, 34);
+    cr_expect_eq(n, 35);
     cr_expect_null(tsr__op_codelet("nope"));
 }
 
@@ -464,6 +464,10 @@ Test(codelets, hand_counts)
     size_t wsz[4] = {40, 40, 40, 40};
     cr_expect_float_eq(flops_of("adamw", NULL, wsz), 170, 1e-9);
     cr_expect_float_eq(bytes_of("adamw", NULL, wsz), 7 * 40, 1e-9);
+    /* … with the bf16 copy: the same flops, and 10 × 2 bytes written more */
+    size_t wsz16[5] = {40, 40, 40, 40, 20};
+    cr_expect_float_eq(flops_of("adamw_bf16", NULL, wsz16), 170, 1e-9);
+    cr_expect_float_eq(bytes_of("adamw_bf16", NULL, wsz16), 7 * 40 + 20, 1e-9);
 
     /* embedding: C 4, T 6 tokens, a vocabulary tile of 10 of 40: 1.5 tokens
      * expected in it, 4 adds each; tokens read (24), per token a column
