@@ -27,10 +27,13 @@ extern "C" {
  * p_bf16: (n) or NULL: when given, it also receives the updated p in bf16,
  * rounded to nearest even like kernels/convert.h (NaN stays a quiet NaN), in
  * the same pass: the bf16 copy of the weights that mixed-precision compute
- * reads, without a second pass over p. */
+ * reads, without a second pass over p.
+ * zero_g: the gradient is consumed — each g[i] is set to 0 once read, in
+ * the same pass, so that the next step's accumulation needs no separate
+ * zeroing pass over memory that is no longer in cache. */
 void tsr_cpu_adamw(size_t n, int step, float lr, float beta1, float beta2, float eps,
-                   float weight_decay, float grad_scale, const float *g,
-                   float *p, float *m, float *v, uint16_t *p_bf16);
+                   float weight_decay, float grad_scale, float *g,
+                   float *p, float *m, float *v, uint16_t *p_bf16, int zero_g);
 
 /* acc[0] += sum_i x[i]^2    x: (n), acc: (1), accumulated (in double internally). */
 void tsr_cpu_sumsq(size_t n, const float *x, float *acc);
@@ -39,8 +42,8 @@ void tsr_cpu_sumsq(size_t n, const float *x, float *acc);
  * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure).
  * tsr_cuda_sumsq adds to acc[0] with one atomic per block. */
 int tsr_cuda_adamw(void *stream, size_t n, int step, float lr, float beta1, float beta2,
-                   float eps, float weight_decay, float grad_scale, const float *g,
-                   float *p, float *m, float *v, uint16_t *p_bf16);
+                   float eps, float weight_decay, float grad_scale, float *g,
+                   float *p, float *m, float *v, uint16_t *p_bf16, int zero_g);
 int tsr_cuda_sumsq(void *stream, size_t n, const float *x, float *acc);
 
 #ifdef __cplusplus

@@ -78,6 +78,8 @@ struct tsr_gpt2 {
     tsr_tensor_t d16, dfc16, dqkvb16, dlogits16;
     tsr_handle_t scratch;
     int bf16_stale;                                /* a pb is older than its p */
+    int grads_zero;                                /* every gradient is known to be 0:
+                                                      tsr_gpt2_zero_grad has nothing to do */
     int have_logits;                               /* logits hold the last forward's */
     int have_targets;                              /* backward may follow */
     int have_loss;                                 /* ce_loss holds a loss */

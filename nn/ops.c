@@ -199,8 +199,13 @@ int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
                          tsr__tensor_is_bf16(c) ? "bf16" : "fp32");
     int kk, kt, kgrid;
     op_tiling(a, transa, 1, &kk, &kt, &kgrid);
-    for (int j = 0; j < c->grid_cols; j++)
-        for (int i = 0; i < c->grid_rows; i++)
+    /* Rows of C outermost: the products of one row of C tiles, which share
+     * op(A)'s tiles (a weight tile in every Linear layer), are submitted
+     * side by side, so that they become ready together and run close in
+     * time — on two workers at once, or one after the other — and the
+     * second reads the weight tile from cache instead of memory. */
+    for (int i = 0; i < c->grid_rows; i++)
+        for (int j = 0; j < c->grid_cols; j++)
             for (int p = 0; p < kgrid; p++) {
                 gemm_args_t g = {transa, transb, tsr__tile_m(c, i), tsr__tile_n(c, j),
                                  p < kgrid - 1 ? kt : kk - p * kt, alpha,
@@ -1123,8 +1128,8 @@ int tsr__op_sumsq(const tsr_tensor_t *x, tsr_handle_t acc)
 }
 
 /* AdamW per element: the scaled gradient 1, m 3, v 4, bias corrections 2,
- * sqrt, eps, division 3, decay and step 4 (17); g read, p, m, v read and
- * written. */
+ * sqrt, eps, division 3, decay and step 4 (17); g read (and written, zeroed,
+ * when the update consumes it), p, m, v read and written. */
 static double adamw_flops(const void *args, const size_t *sizes)
 {
     (void)args;
@@ -1132,30 +1137,32 @@ static double adamw_flops(const void *args, const size_t *sizes)
 }
 static double adamw_bytes(const void *args, const size_t *sizes)
 {
-    (void)args;
-    return 7.0 * (double)sizes[0];
+    const tsr_adamw_args_t *a = args;
+    return (a && a->zero_grad ? 8.0 : 7.0) * (double)sizes[0];
 }
 
-/* g, p, m, v: (n); p, m, v updated */
+/* g, p, m, v: (n); p, m, v updated; g zeroed when args.zero_grad */
 TILE_CODELET(cl_adamw, "adamw", 4, tsr_adamw_args_t, adamw_flops, adamw_bytes,
              (tsr_cpu_adamw(nelem(e, 0), a->step, a->lr, a->beta1, a->beta2, a->eps,
-               a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3], NULL)),
+               a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3], NULL,
+               a->zero_grad)),
              (tsr_cuda_adamw(e->cuda_stream, nelem(e, 0), a->step, a->lr, a->beta1, a->beta2,
-               a->eps, a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3], NULL)));
+               a->eps, a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3], NULL,
+               a->zero_grad)));
 
 /* The same, also writing the updated p's bf16 copy in the same pass. */
 static double adamw_bf16_bytes(const void *args, const size_t *sizes)
 {
-    (void)args;
-    return 7.5 * (double)sizes[0];
+    return adamw_bytes(args, sizes) + 0.5 * (double)sizes[0];
 }
 /* g, p, m, v: (n) fp32; pb: (n) bf16 = bf16(the updated p) */
 TILE_CODELET(cl_adamw_bf16, "adamw_bf16", 5, tsr_adamw_args_t, adamw_flops, adamw_bf16_bytes,
              (tsr_cpu_adamw(nelem(e, 0), a->step, a->lr, a->beta1, a->beta2, a->eps,
-               a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3], buf[4])),
+               a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3], buf[4],
+               a->zero_grad)),
              (tsr_cuda_adamw(e->cuda_stream, nelem(e, 0), a->step, a->lr, a->beta1, a->beta2,
                a->eps, a->weight_decay, a->grad_scale, buf[0], buf[1], buf[2], buf[3],
-               buf[4])));
+               buf[4], a->zero_grad)));
 
 int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tensor_t *p,
                   tsr_tensor_t *m, tsr_tensor_t *v, tsr_tensor_t *pb)
@@ -1164,11 +1171,12 @@ int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tenso
     if (!rc && pb)
         rc = same_tiling(p, pb, "adamw");
     size_t ntiles = (size_t)p->grid_rows * p->grid_cols;
+    tsr_mode_t gm = args->zero_grad ? TSR_RW : TSR_R;
     for (size_t i = 0; !rc && i < ntiles; i++)
-        rc = pb ? SUBMIT(cl_adamw_bf16, *args, ACC(g->tiles[i], TSR_R), ACC(p->tiles[i], TSR_RW),
+        rc = pb ? SUBMIT(cl_adamw_bf16, *args, ACC(g->tiles[i], gm), ACC(p->tiles[i], TSR_RW),
                          ACC(m->tiles[i], TSR_RW), ACC(v->tiles[i], TSR_RW),
                          ACC(pb->tiles[i], TSR_W))
-                : SUBMIT(cl_adamw, *args, ACC(g->tiles[i], TSR_R), ACC(p->tiles[i], TSR_RW),
+                : SUBMIT(cl_adamw, *args, ACC(g->tiles[i], gm), ACC(p->tiles[i], TSR_RW),
                          ACC(m->tiles[i], TSR_RW), ACC(v->tiles[i], TSR_RW));
     return rc;
 }

@@ -117,6 +117,7 @@ int tsr__op_fill_handle(tsr_handle_t h, float value);
 typedef struct tsr_adamw_args {
     int step;
     float lr, beta1, beta2, eps, weight_decay, grad_scale;
+    int zero_grad; /* the update consumes the gradient: g = 0 after it */
 } tsr_adamw_args_t;
 /* One AdamW step on every tile of p with gradient g and moments m, v;
  * pb (bf16, tiled like p) or NULL: also receives bf16(the updated p), in

@@ -166,11 +166,11 @@ static void c_ce_bwd(void)
 }
 static void c_emb_fwd(void) { tsr_cpu_embedding_fwd(C, T, V, 0, Tok, D, B); }
 static void c_emb_bwd(void) { tsr_cpu_embedding_bwd(C, T, V, 0, Tok, Cb, D); }
-static void c_adamw(void) { tsr_cpu_adamw(N, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, A, B, Cb, E, NULL); }
+static void c_adamw(void) { tsr_cpu_adamw(N, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, A, B, Cb, E, NULL, 0); }
 /* the step with the bf16 copy of the weights (mixed precision) */
 static void c_adamw_bf16(void)
 {
-    tsr_cpu_adamw(N, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, A, B, Cb, E, H);
+    tsr_cpu_adamw(N, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, A, B, Cb, E, H, 0);
 }
 static void c_sumsq(void)
 {
@@ -521,11 +521,11 @@ static void g_ce_bwd(void)
 }
 static void g_emb_fwd(void) { GCHECK(tsr_cuda_embedding_fwd(gs, gC, gT, gV, 0, gTok, gD, gB)); }
 static void g_emb_bwd(void) { GCHECK(tsr_cuda_embedding_bwd(gs, gC, gT, gV, 0, gTok, gCb, gD)); }
-static void g_adamw(void) { GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE, NULL)); }
+static void g_adamw(void) { GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE, NULL, 0)); }
 /* with the bf16 copy (into gH3, the bf16 GEMMs' output) */
 static void g_adamw_bf16(void)
 {
-    GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE, gH3));
+    GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE, gH3, 0));
 }
 static void g_sumsq(void) { GCHECK(tsr_cuda_sumsq(gs, gN, gA, gAcc)); }
 static void g_f2bf(void) { GCHECK(tsr_cuda_f32_to_bf16(gs, gN, gA, gH)); }

@@ -114,7 +114,9 @@ TSR_API int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out);
  * the activations as soon as they are no longer needed. */
 TSR_API int tsr_gpt2_backward(tsr_gpt2_t *m, float scale);
 
-/* Set every gradient to zero (before the first micro-batch of a step). */
+/* Set every gradient to zero (before the first micro-batch of a step).
+ * Submits nothing when they are zero already: on a new model, and after
+ * tsr_gpt2_step, which consumes them. */
 TSR_API int tsr_gpt2_zero_grad(tsr_gpt2_t *m);
 
 typedef struct tsr_adamw_config {
@@ -137,7 +139,10 @@ TSR_API void tsr_adamw_config_default(tsr_adamw_config_t *opt);
  * soon as its gradient is complete, during the rest of the backward pass,
  * while the gradient is still in memory (a model larger than memory reads
  * and writes about a third less); a non-finite gradient is then not
- * caught here. */
+ * caught here.
+ * The update consumes the gradients: once it has run they read as zero,
+ * as after tsr_gpt2_zero_grad (each update zeroes its gradient tile in the
+ * same pass over memory). Read them before the step to keep them. */
 TSR_API int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float *grad_norm);
 
 /* Linear warmup over `warmup` steps to max_lr, then cosine decay to min_lr

@@ -23,27 +23,35 @@ static inline __attribute__((always_inline)) float adam_one(float g, float *p, f
     return pi;
 }
 
-/* g, p, m, v: (n); p_bf16: (n) or NULL */
+/* g, p, m, v: (n); p_bf16: (n) or NULL; g zeroed when zero_g. Four loops
+ * rather than tests per element: each stays a plain vectorisable stream. */
 TSR_CPU_CLONES void tsr_cpu_adamw(size_t n, int step, float lr, float beta1, float beta2, float eps,
-                                  float weight_decay, float grad_scale, const float *restrict g,
+                                  float weight_decay, float grad_scale, float *restrict g,
                                   float *restrict p, float *restrict m, float *restrict v,
-                                  uint16_t *restrict p_bf16)
+                                  uint16_t *restrict p_bf16, int zero_g)
 {
     /* bias corrections in double: 1 - beta^step loses digits in fp32 */
     float rbc1 = (float)(1.0 / (1.0 - pow((double)beta1, (double)step)));
     float rbc2 = (float)(1.0 / (1.0 - pow((double)beta2, (double)step)));
-    if (!p_bf16) {
-        for (size_t i = 0; i < n; i++)
-            p[i] = adam_one(g[i], &p[i], &m[i], &v[i], lr, beta1, beta2, eps, weight_decay,
-                            grad_scale, rbc1, rbc2);
-        return;
+#define ADAM_LOOP(store_bf16, consume)                                                  \
+    for (size_t i = 0; i < n; i++) {                                                    \
+        float pi = adam_one(g[i], &p[i], &m[i], &v[i], lr, beta1, beta2, eps,          \
+                            weight_decay, grad_scale, rbc1, rbc2);                     \
+        p[i] = pi;                                                                      \
+        if (store_bf16)                                                                 \
+            p_bf16[i] = tsr_bf16_rne(pi);                                               \
+        if (consume)                                                                    \
+            g[i] = 0.0f;                                                                \
     }
-    for (size_t i = 0; i < n; i++) {
-        float pi = adam_one(g[i], &p[i], &m[i], &v[i], lr, beta1, beta2, eps, weight_decay,
-                            grad_scale, rbc1, rbc2);
-        p[i] = pi;
-        p_bf16[i] = tsr_bf16_rne(pi);
-    }
+    if (!p_bf16 && !zero_g)
+        ADAM_LOOP(0, 0)
+    else if (!p_bf16)
+        ADAM_LOOP(0, 1)
+    else if (!zero_g)
+        ADAM_LOOP(1, 0)
+    else
+        ADAM_LOOP(1, 1)
+#undef ADAM_LOOP
 }
 
 /* x: (n), acc: (1) */

@@ -27,10 +27,10 @@ __device__ __forceinline__ uint16_t adam_bf16(float f)
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : rounded);
 }
 
-/* g, p, m, v: (n); pb: (n) or NULL.  vec: the four fp32 arrays are 16-byte
- * aligned and pb (if any) 8-byte aligned. */
-__global__ void k_adamw(size_t n, adam_args a, const float *g, float *p, float *m, float *v,
-                        uint16_t *pb, int vec)
+/* g, p, m, v: (n); pb: (n) or NULL; g zeroed when zero_g.  vec: the four
+ * fp32 arrays are 16-byte aligned and pb (if any) 8-byte aligned. */
+__global__ void k_adamw(size_t n, adam_args a, float *g, float *p, float *m, float *v,
+                        uint16_t *pb, int zero_g, int vec)
 {
     size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     size_t n4 = vec ? n / 4 : 0;
@@ -46,6 +46,8 @@ __global__ void k_adamw(size_t n, adam_args a, const float *g, float *p, float *
         reinterpret_cast<float4 *>(p)[i] = p4;
         reinterpret_cast<float4 *>(m)[i] = m4;
         reinterpret_cast<float4 *>(v)[i] = v4;
+        if (zero_g)
+            reinterpret_cast<float4 *>(g)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (pb) {
             uint2 b;
             b.x = (uint32_t)adam_bf16(p4.x) | ((uint32_t)adam_bf16(p4.y) << 16);
@@ -57,6 +59,8 @@ __global__ void k_adamw(size_t n, adam_args a, const float *g, float *p, float *
         adam_one(a, g[i], p[i], m[i], v[i]);
         if (pb)
             pb[i] = adam_bf16(p[i]);
+        if (zero_g)
+            g[i] = 0.0f;
     }
 }
 
@@ -78,8 +82,8 @@ __global__ void k_sumsq(size_t n, const float *x, float *acc, int vec)
 }
 
 int tsr_cuda_adamw(void *stream, size_t n, int step, float lr, float beta1, float beta2, float eps,
-                   float weight_decay, float grad_scale, const float *g, float *p, float *m,
-                   float *v, uint16_t *p_bf16)
+                   float weight_decay, float grad_scale, float *g, float *p, float *m,
+                   float *v, uint16_t *p_bf16, int zero_g)
 {
     if (n == 0)
         return 0;
@@ -90,7 +94,7 @@ int tsr_cuda_adamw(void *stream, size_t n, int step, float lr, float beta1, floa
     int vec = tsr_aligned16(g) && tsr_aligned16(p) && tsr_aligned16(m) && tsr_aligned16(v) &&
               (!p_bf16 || ((uintptr_t)p_bf16 & 7u) == 0);
     TSR_LAUNCH(k_adamw, tsr_blocks(n / 4 + 1, 256), 256, 0, TSR_STREAM(stream), n, a, g, p, m, v,
-               p_bf16, vec);
+               p_bf16, zero_g, vec);
     return tsr_cuda_launched("k_adamw");
 }
 

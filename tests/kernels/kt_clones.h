@@ -30,8 +30,8 @@ typedef struct {
                           float *, float *);
     void (*layernorm_bwd)(int, int, const float *, const float *, const float *, const float *,
                           const float *, float *, float *, float *);
-    void (*adamw)(size_t, int, float, float, float, float, float, float, const float *, float *,
-                  float *, float *, uint16_t *);
+    void (*adamw)(size_t, int, float, float, float, float, float, float, float *, float *,
+                  float *, float *, uint16_t *, int);
     void (*sumsq)(size_t, const float *, float *);
 } kt_clone_set;
 

@@ -67,9 +67,17 @@ Test(adamw, several_steps_match_double)
             /* the bf16 copy on even steps; its pattern poisoned before */
             int with_bf16 = step % 2 == 0;
             memset(pb, 0xff, sizeof(uint16_t) * n);
-            tsr_cpu_adamw(n, step, lr, b1, b2, eps, wd, gs, g, p, m, v, with_bf16 ? pb : NULL);
+            /* the gradient consumed (zeroed) on steps 1 and 4, kept on the others */
+            int consume = step % 3 == 1;
+            float *g0 = kt_dup(g, n);
+            tsr_cpu_adamw(n, step, lr, b1, b2, eps, wd, gs, g, p, m, v, with_bf16 ? pb : NULL,
+                          consume);
+            for (size_t i = 0; i < n; i++)
+                cr_assert(consume ? g[i] == 0.0f && !signbit(g[i]) : g[i] == g0[i],
+                          "g[%zu] = %g after a step that %s it (was %g)", i, (double)g[i],
+                          consume ? "consumes" : "keeps", (double)g0[i]);
             for (size_t i = 0; i < n; i++) {
-                double gi = (double)gs * g[i];
+                double gi = (double)gs * g0[i];
                 md[i] = (double)b1 * md[i] + (1 - (double)b1) * gi;
                 vd[i] = (double)b2 * vd[i] + (1 - (double)b2) * gi * gi;
                 double mh = md[i] / (1 - pow(b1, step)), vh = vd[i] / (1 - pow(b2, step));
@@ -80,7 +88,7 @@ Test(adamw, several_steps_match_double)
             else
                 for (size_t i = 0; i < n; i++)
                     cr_assert_eq(pb[i], 0xffff, "p_bf16 written with p_bf16 = NULL");
-            free(g);
+            free(g), free(g0);
         }
         free(pb);
         kt_assert_close("adamw p", p, pd, n, 1e-6, 1e-5);
@@ -98,12 +106,13 @@ Test(adamw, zero_gradient_and_state)
     double want[5];
     for (int i = 0; i < 5; i++)
         want[i] = p[i] - 1e-2 * 0.1 * p[i];
-    tsr_cpu_adamw(5, 1, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f, g, p, m, v, NULL);
+    tsr_cpu_adamw(5, 1, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1.0f, g, p, m, v, NULL, 0);
     kt_assert_close("adamw p, zero gradient", p, want, 5, 1e-7, 1e-6);
 }
 
 /* The bf16 and fp32 outputs of the same step agree with a step without the
- * bf16 copy: the same fp32 values (the copy changes nothing else). */
+ * bf16 copy and without consuming the gradient: the same fp32 values (the
+ * copy and the zeroing change nothing else). */
 Test(adamw, bf16_copy_changes_nothing_else)
 {
     kt_rng r = kt_seed(73);
@@ -113,8 +122,10 @@ Test(adamw, bf16_copy_changes_nothing_else)
     float *p2 = kt_dup(p, n), *m2 = kt_dup(m, n), *v2 = kt_dup(v, n);
     uint16_t *pb = malloc(sizeof(uint16_t) * n);
     cr_assert_not_null(pb);
-    tsr_cpu_adamw(n, 3, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, g, p, m, v, pb);
-    tsr_cpu_adamw(n, 3, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, g, p2, m2, v2, NULL);
+    float *g2 = kt_dup(g, n);
+    tsr_cpu_adamw(n, 3, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, g2, p, m, v, pb, 1);
+    tsr_cpu_adamw(n, 3, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, g, p2, m2, v2, NULL, 0);
+    free(g2);
     cr_assert_eq(memcmp(p, p2, n * 4), 0, "p differs with the bf16 copy");
     cr_assert_eq(memcmp(m, m2, n * 4), 0, "m differs with the bf16 copy");
     cr_assert_eq(memcmp(v, v2, n * 4), 0, "v differs with the bf16 copy");
@@ -140,7 +151,7 @@ Test(adamw, bf16_rounding_of_chosen_patterns)
     uint16_t pb[N];
     for (int i = 0; i < N; i++)
         p[i] = f_of(pat[i]), m[i] = 0, v[i] = 0, g[i] = 0.5f;
-    tsr_cpu_adamw(N, 1, 0.0f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f, g, p, m, v, pb);
+    tsr_cpu_adamw(N, 1, 0.0f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f, g, p, m, v, pb, 0);
     for (int i = 0; i < N; i++) {
         uint32_t u;
         memcpy(&u, &p[i], 4);

@@ -105,11 +105,11 @@ Test(clones, elementwise_and_reductions_bit_identical)
     uint16_t *rb = malloc(2 * n), *bb = malloc(2 * n);
     cr_assert(rb && bb);
     float rss = 1.0f;
-    sets[0]->adamw(n, 4, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.8f, x, rp, rm, rv, rb);
+    sets[0]->adamw(n, 4, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.8f, x, rp, rm, rv, rb, 0);
     sets[0]->sumsq(n, x, &rss);
     for (int s = 1; s < ns; s++) {
         float *pp = kt_dup(p0, n), *mm = kt_dup(m0, n), *vv = kt_dup(v0, n), ss = 1.0f;
-        sets[s]->adamw(n, 4, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.8f, x, pp, mm, vv, bb);
+        sets[s]->adamw(n, 4, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.8f, x, pp, mm, vv, bb, 0);
         sets[s]->sumsq(n, x, &ss);
         same_bits("adamw p", sets[s]->name, pp, rp, n * 4);
         same_bits("adamw m", sets[s]->name, mm, rm, n * 4);

@@ -292,9 +292,17 @@ Test(cuda_adamw, step_and_sumsq)
             cr_assert_eq(cudaMalloc((void **)&bpb, sizeof(uint16_t) * (n + 1)), cudaSuccess);
             dpb = bpb + off;
         }
+        /* the gradient consumed (zeroed) on odd s, on both alignment paths */
+        int consume = s % 2;
         KT_CUDA_OK(tsr_cuda_adamw(st, n, 7, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, dg, dp, dm, dv,
-                                  dpb));
-        tsr_cpu_adamw(n, 7, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, g, p, m, v, NULL);
+                                  dpb, consume));
+        tsr_cpu_adamw(n, 7, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, g, p, m, v, NULL, 0);
+        float *hg = kt_from_dev(dg, n);
+        for (size_t i = 0; i < n; i++)
+            cr_assert(consume ? hg[i] == 0.0f : hg[i] == g[i],
+                      "cuda adamw g[%zu] = %g after a step that %s it", i, (double)hg[i],
+                      consume ? "consumes" : "keeps");
+        free(hg);
         float *hp = kt_from_dev(dp, n), *hm = kt_from_dev(dm, n), *hv = kt_from_dev(dv, n);
         kt_assert_close_f("cuda adamw p", hp, p, n, 1e-7, 1e-6);
         if (dpb) {

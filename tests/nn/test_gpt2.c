@@ -123,6 +123,65 @@ Test(gpt2, micro_batches_accumulate_to_the_full_batch_gradient)
     rt_stop();
 }
 
+/* tsr_gpt2_step consumes the gradients (each AdamW task zeroes its tile):
+ * they read as zero after it, and a next step without tsr_gpt2_zero_grad
+ * trains exactly like one with it (the reference: a second model, the
+ * same steps, with tsr_gpt2_set writing zeros before each backward). */
+Test(gpt2, the_step_consumes_the_gradients)
+{
+    rt_start();
+    /* one token tile: each order-free gradient sum gets at most two terms
+     * onto zero, which commute exactly, so the two models agree bitwise */
+    tsr_gpt2_config_t c = tiny(B * T, 128, 0);
+    tsr_gpt2_t *a, *b;
+    OK(tsr_gpt2_create(&a, &c, B, T));
+    OK(tsr_gpt2_create(&b, &c, B, T));
+    OK(tsr_gpt2_init_weights(a, 5));
+    OK(tsr_gpt2_init_weights(b, 5));
+    int32_t tok[B * T], tgt[B * T];
+    batch(tok, tgt, B * T, 23);
+    int np = tsr_gpt2_param_count(a);
+    for (int step = 0; step < 3; step++) {
+        /* b: every gradient set to zero by hand, as a user would */
+        for (int i = 0; i < np; i++) {
+            size_t n;
+            OK(tsr_gpt2_get(b, tsr_gpt2_param_name(b, i), TSR_GPT2_GRAD, NULL, &n));
+            float *z = calloc(n, sizeof *z);
+            cr_assert_not_null(z);
+            OK(tsr_gpt2_set(b, tsr_gpt2_param_name(b, i), TSR_GPT2_GRAD, z, n));
+            free(z);
+        }
+        /* a: zero_grad only on the first step (a new model's are zero too) */
+        if (step == 0)
+            OK(tsr_gpt2_zero_grad(a));
+        float la, lb;
+        OK(tsr_gpt2_forward(a, tok, tgt, &la));
+        OK(tsr_gpt2_forward(b, tok, tgt, &lb));
+        cr_assert_eq(la, lb, "step %d: loss %.9g without zero_grad, %.9g with zeros set", step,
+                     la, lb);
+        OK(tsr_gpt2_backward(a, 1.0f));
+        OK(tsr_gpt2_backward(b, 1.0f));
+        cr_assert(grad_rel_diff(a, b) == 0.0, "step %d: gradients differ", step);
+        OK(tsr_gpt2_step(a, NULL, 1e-3f, NULL));
+        OK(tsr_gpt2_step(b, NULL, 1e-3f, NULL));
+        for (int i = 0; i < np; i++) {
+            size_t n;
+            const char *name = tsr_gpt2_param_name(a, i);
+            OK(tsr_gpt2_get(a, name, TSR_GPT2_GRAD, NULL, &n));
+            float *g = malloc(n * sizeof *g);
+            cr_assert_not_null(g);
+            OK(tsr_gpt2_get(a, name, TSR_GPT2_GRAD, g, &n));
+            for (size_t k = 0; k < n; k++)
+                cr_assert_eq(g[k], 0.0f, "step %d: %s gradient [%zu] = %g after the step", step,
+                             name, k, (double)g[k]);
+            free(g);
+        }
+    }
+    tsr_gpt2_free(a);
+    tsr_gpt2_free(b);
+    rt_stop();
+}
+
 Test(gpt2, bad_input_gives_clear_errors)
 {
     rt_start();
