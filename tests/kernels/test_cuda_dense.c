@@ -329,6 +329,7 @@ Test(cuda_adamw, step_and_sumsq)
         kt_assert_close_f("cuda adamw m", hm, m, n, 1e-8, 1e-6);
         kt_assert_close_f("cuda adamw v", hv, v, n, 1e-9, 1e-6);
         float acc = 1.0f, *dacc = kt_to_dev(&acc, 1);
+        kt_upload(dg, g, n); /* again: a consuming step zeroed it */
         KT_CUDA_OK(tsr_cuda_sumsq(st, n, dg, dacc));
         tsr_cpu_sumsq(n, g, &acc);
         float *hacc = kt_from_dev(dacc, 1);
