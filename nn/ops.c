@@ -199,13 +199,8 @@ int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
                          tsr__tensor_is_bf16(c) ? "bf16" : "fp32");
     int kk, kt, kgrid;
     op_tiling(a, transa, 1, &kk, &kt, &kgrid);
-    /* Rows of C outermost: the products of one row of C tiles, which share
-     * op(A)'s tiles (a weight tile in every Linear layer), are submitted
-     * side by side, so that they become ready together and run close in
-     * time — on two workers at once, or one after the other — and the
-     * second reads the weight tile from cache instead of memory. */
-    for (int i = 0; i < c->grid_rows; i++)
-        for (int j = 0; j < c->grid_cols; j++)
+    for (int j = 0; j < c->grid_cols; j++)
+        for (int i = 0; i < c->grid_rows; i++)
             for (int p = 0; p < kgrid; p++) {
                 gemm_args_t g = {transa, transb, tsr__tile_m(c, i), tsr__tile_n(c, j),
                                  p < kgrid - 1 ? kt : kk - p * kt, alpha,
