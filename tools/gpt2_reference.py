@@ -28,6 +28,24 @@ with the tanh approximation. Three modes:
       prefixed; lm_head and attn.bias/masked_bias entries ignored) and writes
       the "logits" of a forward over the "inputs" of the given file.
 
+  gpt2_reference.py --generate CKPT.safetensors --out GEN.safetensors
+        [--prompt-lens 5,11,1 --new 16 --seed 1234 --temperature 0
+         --top-k 0 --top-p 1 --sample-seed 1 --scale 1]
+      Generation with a KV cache (past keys and values per layer), one prompt
+      at a time: prompts of the given lengths from the LCG of tokens() (row
+      i: the first len_i ids of row i), then --new tokens each, greedy at
+      temperature 0 (else sampled with torch's generator: not Tessera's
+      draws). --scale multiplies the matrices (wte, wpe, the Linear
+      weights) by a factor after loading, in float32: an init's small
+      weights make greedy decoding repeat the last token. Writes "prompts" [B, max len] I32 (padded with -1),
+      "prompt_lens" [B] I32 and "generated" [B, new] I32.
+
+  gpt2_reference.py --time-generate CKPT.safetensors [--batch 1
+        --prompt-len 64 --new 256 --threads 2 --seed 1234]
+      Times greedy generation with a KV cache for a batch of prompts of one
+      length: the prefill, then the decode steps; prints a line and a JSON
+      object with the decode throughput in tokens/s (batch x new / time).
+
 A missing, unexpected or mis-shaped tensor ends the script with exit status 2
 and a message naming it. The model class (GPT2) and the initialisation are
 also imported by bench/gpt2/torch_step.py.
@@ -197,6 +215,77 @@ class GPT2(torch.nn.Module):
         no_decay = [p for n, p in self.named() if not is_decayed(n)]
         return [{"params": decay, "weight_decay": weight_decay},
                 {"params": no_decay, "weight_decay": 0.0}]
+
+
+# ---- generation with a KV cache ---------------------------------------------
+
+@torch.no_grad()
+def forward_kv(model, idx, past):
+    """idx [B, n] new ids at positions len(past)..; past: per layer (k, v)
+    [B, H, t, D] or None. Returns (logits [B, n, V], the grown past)."""
+    cfg = model.cfg
+    B, n = idx.shape
+    C, H = cfg.n_embd, cfg.n_head
+    D = C // H
+    t0 = 0 if past is None else past[0][0].shape[2]
+    if t0 + n > cfg.n_ctx:
+        raise RefError("position %d exceeds n_ctx %d" % (t0 + n, cfg.n_ctx))
+    x = F.embedding(idx, model.p("wte.weight")) + model.p("wpe.weight")[t0:t0 + n].unsqueeze(0)
+    # query i (position t0 + i) sees keys 0 .. t0 + i
+    mask = torch.ones(n, t0 + n, dtype=torch.bool).tril(diagonal=t0)
+    new_past = []
+    for i in range(cfg.n_layer):
+        h = "h.%d." % i
+        a = F.layer_norm(x, (C,), model.p(h + "ln_1.weight"), model.p(h + "ln_1.bias"), LN_EPS)
+        qkv = torch.addmm(model.p(h + "attn.c_attn.bias"), a.reshape(B * n, C),
+                          model.p(h + "attn.c_attn.weight")).view(B, n, 3 * C)
+        q, k, v = (z.reshape(B, n, H, D).transpose(1, 2) for z in qkv.split(C, dim=2))
+        if past is not None:
+            k = torch.cat([past[i][0], k], dim=2)
+            v = torch.cat([past[i][1], v], dim=2)
+        new_past.append((k, v))
+        att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+        att = torch.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+        y = torch.matmul(att, v).transpose(1, 2).reshape(B * n, C)
+        x = x + torch.addmm(model.p(h + "attn.c_proj.bias"), y,
+                            model.p(h + "attn.c_proj.weight")).view(B, n, C)
+        a = F.layer_norm(x, (C,), model.p(h + "ln_2.weight"), model.p(h + "ln_2.bias"), LN_EPS)
+        x = x + model._mlp(a, i)
+    x = F.layer_norm(x, (C,), model.p("ln_f.weight"), model.p("ln_f.bias"), LN_EPS)
+    return torch.matmul(x, model.p("wte.weight").t()), new_past
+
+
+def pick(logits, temperature, top_k, top_p, gen):
+    """Next ids [B] from the last logits [B, V]: greedy at temperature 0."""
+    if temperature <= 0:
+        return torch.argmax(logits, dim=-1)
+    z = logits / temperature
+    if top_k > 0:
+        kth = torch.topk(z, min(top_k, z.shape[-1]), dim=-1).values[:, -1:]
+        z = z.masked_fill(z < kth, float("-inf"))
+    if top_p < 1.0:
+        srt, order = torch.sort(z, dim=-1, descending=True)
+        cum = torch.softmax(srt, dim=-1).cumsum(dim=-1)
+        drop = (cum - torch.softmax(srt, dim=-1)) >= top_p  # mass before it already enough
+        srt = srt.masked_fill(drop, float("-inf"))
+        z = torch.full_like(z, float("-inf")).scatter(-1, order, srt)
+    return torch.multinomial(torch.softmax(z, dim=-1), 1, generator=gen)[:, 0]
+
+
+@torch.no_grad()
+def generate_kv(model, prompt, new, temperature=0.0, top_k=0, top_p=1.0, gen=None):
+    """prompt [B, P] int64 -> the new ids [B, new] (prefill, then one
+    position per step on the cached keys and values)."""
+    logits, past = forward_kv(model, prompt, None)
+    out = []
+    nxt = pick(logits[:, -1], temperature, top_k, top_p, gen)
+    for step in range(new):
+        out.append(nxt)
+        if step + 1 == new:
+            break
+        logits, past = forward_kv(model, nxt.view(-1, 1), past)
+        nxt = pick(logits[:, -1], temperature, top_k, top_p, gen)
+    return torch.stack(out, dim=1)
 
 
 # ---- checkpoints -----------------------------------------------------------
@@ -420,6 +509,77 @@ def logits_of(args):
     print("wrote %s: logits %s of %r" % (args.out, list(logits.shape), model.cfg))
 
 
+def parse_lens(text):
+    try:
+        lens = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise RefError("--prompt-lens %r: expected comma-separated integers" % text) from None
+    if not lens or min(lens) <= 0:
+        raise RefError("--prompt-lens %r: every length must be positive" % text)
+    return lens
+
+
+def generate(args):
+    model = load_model(args.generate)
+    cfg = model.cfg
+    if args.scale != 1.0:
+        with torch.no_grad():
+            for n, p in model.named():
+                if is_decayed(n):
+                    p.mul_(torch.tensor(args.scale, dtype=torch.float32))
+    lens = parse_lens(args.prompt_lens)
+    if args.new <= 0 or max(lens) + args.new > cfg.n_ctx:
+        raise RefError("--new %d: prompts of up to %d tokens plus the new ones must fit n_ctx %d"
+                       % (args.new, max(lens), cfg.n_ctx))
+    rows = tokens(len(lens), max(lens) - 1, cfg.vocab_size, args.seed)
+    prompts = np.full((len(lens), max(lens)), -1, dtype=np.int32)
+    gen = torch.Generator().manual_seed(args.sample_seed)
+    out = np.zeros((len(lens), args.new), dtype=np.int32)
+    for i, n in enumerate(lens):
+        prompts[i, :n] = rows[i][:n]
+        p = torch.tensor([rows[i][:n]], dtype=torch.int64)
+        out[i] = generate_kv(model, p, args.new, args.temperature, args.top_k, args.top_p,
+                             gen)[0].numpy()
+    md = cfg.metadata()
+    md.update({"mode": "generate", "checkpoint": os.path.basename(args.generate),
+               "seed": str(args.seed), "token_generator": TOKEN_GENERATOR,
+               "prompt_lens": ",".join(str(n) for n in lens), "new": str(args.new),
+               "temperature": repr(args.temperature), "top_k": str(args.top_k),
+               "top_p": repr(args.top_p), "scale": repr(args.scale),
+               "scaled": "wte, wpe, attn.c_attn/c_proj, mlp.c_fc/c_proj weights", "torch": torch.__version__,
+               "writer": "tools/gpt2_reference.py --generate"})
+    st.save(args.out, {"prompts": prompts, "prompt_lens": np.array(lens, dtype=np.int32),
+                       "generated": out}, md)
+    print("wrote %s: %d prompts (lengths %s), %d new tokens each" % (args.out, len(lens),
+                                                                    args.prompt_lens, args.new))
+
+
+def time_generate(args):
+    import time
+    model = load_model(args.time_generate)
+    cfg = model.cfg
+    B, P, new = args.batch, args.prompt_len, args.new
+    if B <= 0 or P <= 0 or new <= 0 or P + new > cfg.n_ctx:
+        raise RefError("--batch, --prompt-len, --new must be positive and fit n_ctx %d" % cfg.n_ctx)
+    prompt = torch.tensor(tokens(B, P - 1, cfg.vocab_size, args.seed), dtype=torch.int64)
+    forward_kv(model, prompt[:, :8], None)  # warm up the allocator and the kernels
+    t0 = time.perf_counter()
+    logits, past = forward_kv(model, prompt, None)
+    nxt = torch.argmax(logits[:, -1], dim=-1)
+    t1 = time.perf_counter()
+    for _ in range(new):
+        logits, past = forward_kv(model, nxt.view(-1, 1), past)
+        nxt = torch.argmax(logits[:, -1], dim=-1)
+    t2 = time.perf_counter()
+    tps = B * new / (t2 - t1)
+    print("torch %s, %d threads: batch %d, prompt %d, %d new: prefill %.3f s, decode %.3f s, "
+          "%.2f tokens/s" % (torch.__version__, torch.get_num_threads(), B, P, new, t1 - t0,
+                              t2 - t1, tps))
+    print(json.dumps({"bench": "gpt2-generate-torch", "batch": B, "prompt": P, "new": new,
+                      "threads": torch.get_num_threads(), "prefill_s": t1 - t0,
+                      "decode_s": t2 - t1, "tokens_per_s": tps}))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -427,6 +587,16 @@ def main(argv=None):
     mode.add_argument("--make-init", metavar="OUT", help="write a GPT-2-initialised checkpoint")
     mode.add_argument("--init", metavar="INIT", help="reference run from this checkpoint")
     mode.add_argument("--logits", metavar="CKPT", help="logits of this checkpoint on --inputs")
+    mode.add_argument("--generate", metavar="CKPT", help="generation with a KV cache")
+    mode.add_argument("--time-generate", metavar="CKPT", help="time greedy generation")
+    ap.add_argument("--prompt-lens", default="5,11,1", help="prompt lengths (--generate)")
+    ap.add_argument("--prompt-len", type=int, default=64, help="prompt length (--time-generate)")
+    ap.add_argument("--new", type=int, default=16, help="tokens to generate")
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--sample-seed", type=int, default=1)
+    ap.add_argument("--scale", type=float, default=1.0, help="weight matrices factor (--generate)")
     ap.add_argument("--out", help="output safetensors file (--init, --logits)")
     ap.add_argument("--inputs", help="a file with an 'inputs' [B,T] tensor (--logits)")
     ap.add_argument("--vocab", type=int, default=300)
@@ -451,8 +621,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("-v", "--verbose", action="store_true", help="print every step")
     args = ap.parse_args(argv)
-    if (args.init or args.logits) and not args.out:
-        ap.error("--out is required with --init and --logits")
+    if (args.init or args.logits or args.generate) and not args.out:
+        ap.error("--out is required with --init, --logits and --generate")
     if args.logits and not args.inputs:
         ap.error("--inputs is required with --logits")
     if args.seed is None:
@@ -463,6 +633,10 @@ def main(argv=None):
             make_init(args)
         elif args.init:
             reference(args)
+        elif args.generate:
+            generate(args)
+        elif args.time_generate:
+            time_generate(args)
         else:
             logits_of(args)
     except RefError as e:

@@ -1,0 +1,52 @@
+/* kernels/decode.h — attention of new tokens over a KV cache, for
+ * generation: each new token (a query column) first stores its key and
+ * value at its position in its sequence's cache, then attends over every
+ * cached position up to and including its own. One call serves one head;
+ * the columns may belong to different sequences (slots) at different
+ * positions (a decode step of a batch) or to one sequence at consecutive
+ * positions (a prefill, causal within the call).
+ *
+ * Must never: allocate, know about tasks, or read cache positions past a
+ * column's own (they may hold another, older sequence).
+ *
+ * Memory order (column-major):
+ *   q, k, v: (d, n) with leading dimension ld — one head's rows inside the
+ *            (C, n) tiles of the q, k and v projections (ld = C)
+ *   cols:    (2, n) int32: column j is slot cols[2j] at position cols[2j+1]
+ *   kc, vc:  (d, nslots * maxlen): slot s, position t at column s*maxlen + t
+ *   y:       (d, n), ld d
+ *   emb:     columns of C features
+ * Scores are scale * q.k; the softmax runs in fp32 with the running max
+ * subtracted (online, chunk by chunk).
+ */
+#ifndef TSR_KERNELS_DECODE_H
+#define TSR_KERNELS_DECODE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* kc(:, s*maxlen + p) = k(:, j), vc(…) = v(:, j) for every column j = (s, p);
+ * then y(:, j) = sum_{t <= p} softmax_t(scale q_j . kc_t) vc_t over slot s. */
+void tsr_cpu_decode_attn(int d, int n, int maxlen, float scale, const int32_t *cols,
+                         const float *q, const float *k, const float *v, int ld, float *kc,
+                         float *vc, float *y);
+
+/* out = a + b: one embedding column (a token's wte column plus its
+ * position's wpe column), C features. */
+void tsr_cpu_decode_embed(int C, const float *a, const float *b, float *out);
+
+/* CUDA versions, device pointers (cols too), asynchronous on `stream`;
+ * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure), TSR_EINVAL
+ * for a head wider than 256. */
+int tsr_cuda_decode_attn(void *stream, int d, int n, int maxlen, float scale,
+                         const int32_t *cols, const float *q, const float *k, const float *v,
+                         int ld, float *kc, float *vc, float *y);
+int tsr_cuda_decode_embed(void *stream, int C, const float *a, const float *b, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,183 @@
+/* nn/gen_ops.c — codelets and submission loops of generation's own tile
+ * operations (nn/gen_ops.h), on the conventions of nn/ops.c: CPU and CUDA
+ * implementations that call kernels/, flops and bytes estimates. */
+#include "nn/gen_ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/decode.h"
+#include "nn/ops.h"
+#include "runtime/error.h"
+
+#ifdef TSR_HAVE_CUDA
+#define CUDA_IMPL(f) f
+#else
+#define CUDA_IMPL(f) NULL
+#endif
+
+/* Flops: what the CPU kernel performs (exp counted as one); bytes: what it
+ * reads plus what it writes, each buffer once (nn/ops.c's convention). */
+
+typedef tsr__decode_args_t decode_args_t;
+typedef tsr__decode_embed_args_t embed_args_t;
+
+/* Per attended key: q.k (2d), p v into the accumulator (2d), scale, max,
+ * subtraction, exp, sum (5). */
+static double decode_flops(const void *args, const size_t *sizes)
+{
+    const decode_args_t *a = args;
+    (void)sizes;
+    return a->keys * (4.0 * a->d + 5.0);
+}
+/* q, k, v of the columns read, their keys and values written to the
+ * cache, every attended key and value read, y written; the columns' table. */
+static double decode_bytes(const void *args, const size_t *sizes)
+{
+    const decode_args_t *a = args;
+    (void)sizes;
+    return 4.0 * ((double)a->d * a->n * 6.0 + 2.0 * a->d * a->keys) + 8.0 * a->n;
+}
+
+/* cols (2, n), q, k, v tiles (C, n), kc, vc (d, slots*maxlen) → y (d, n) */
+static int decode_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const decode_args_t *a = args;
+    (void)e;
+    tsr_cpu_decode_attn(a->d, a->n, a->maxlen, a->scale, buf[0], (const float *)buf[1] + a->off,
+                        (const float *)buf[2] + a->off, (const float *)buf[3] + a->off, a->ld,
+                        buf[4], buf[5], buf[6]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int decode_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const decode_args_t *a = args;
+    return tsr_cuda_decode_attn(e->cuda_stream, a->d, a->n, a->maxlen, a->scale, buf[0],
+                                (const float *)buf[1] + a->off, (const float *)buf[2] + a->off,
+                                (const float *)buf[3] + a->off, a->ld, buf[4], buf[5], buf[6]);
+}
+#endif
+static const tsr_codelet_t cl_decode = {.name = "decode_attn",
+                                        .impl = {decode_cpu, CUDA_IMPL(decode_cuda)},
+                                        .nbuffers = 7,
+                                        .flops = decode_flops,
+                                        .bytes = decode_bytes};
+
+/* one addition per feature; two columns read, one written */
+static double embed_flops(const void *args, const size_t *sizes)
+{
+    (void)sizes;
+    return (double)((const embed_args_t *)args)->C;
+}
+static double embed_bytes(const void *args, const size_t *sizes)
+{
+    (void)sizes;
+    return 12.0 * ((const embed_args_t *)args)->C;
+}
+
+/* wte tile, wpe tile → one column of out */
+static int embed_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const embed_args_t *a = args;
+    (void)e;
+    tsr_cpu_decode_embed(a->C, (const float *)buf[0] + a->a_off, (const float *)buf[1] + a->b_off,
+                         (float *)buf[2] + a->out_off);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int embed_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const embed_args_t *a = args;
+    return tsr_cuda_decode_embed(e->cuda_stream, a->C, (const float *)buf[0] + a->a_off,
+                                 (const float *)buf[1] + a->b_off, (float *)buf[2] + a->out_off);
+}
+#endif
+static const tsr_codelet_t cl_embed = {.name = "decode_embed",
+                                       .impl = {embed_cpu, CUDA_IMPL(embed_cuda)},
+                                       .nbuffers = 3,
+                                       .flops = embed_flops,
+                                       .bytes = embed_bytes};
+
+static int submit(const tsr_codelet_t *cl, const void *args, size_t args_size, int n,
+                  const tsr_access_t *acc)
+{
+    tsr_task_desc_t d = {.codelet = cl, .nbuffers = n, .buffers = acc,
+                         .args = args, .args_size = args_size};
+    return tsr_submit(&d, NULL);
+}
+
+int tsr__op_decode_embed(const tsr_tensor_t *wte, const tsr_tensor_t *wpe,
+                         const int32_t *tokens, const int32_t *pos, tsr_tensor_t *out)
+{
+    if (out->grid_rows != 1 || wte->rows != out->rows || wpe->rows != out->rows ||
+        wte->grid_rows != 1 || wpe->grid_rows != 1)
+        return tsr__fail(TSR_EINVAL, "decode_embed: tables (%d, %d), (%d, %d) and columns (%d, "
+                                     "%d) do not agree", wte->rows, wte->cols, wpe->rows,
+                         wpe->cols, out->rows, out->cols);
+    size_t C = (size_t)out->rows;
+    for (int j = 0; j < out->cols; j++) {
+        int ta = tokens[j] / wte->tile_cols, tb = pos[j] / wpe->tile_cols;
+        int tj = j / out->tile_cols;
+        embed_args_t a = {out->rows, C * (size_t)(tokens[j] % wte->tile_cols),
+                          C * (size_t)(pos[j] % wpe->tile_cols), C * (size_t)(j % out->tile_cols)};
+        /* a column of the tile at a time: RW, in order; the first writes */
+        tsr_access_t acc[] = {{tsr__tile(wte, 0, ta), TSR_R},
+                              {tsr__tile(wpe, 0, tb), TSR_R},
+                              {tsr__tile(out, 0, tj), j % out->tile_cols ? TSR_RW : TSR_W}};
+        int rc = submit(&cl_embed, &a, sizeof a, 3, acc);
+        if (rc)
+            return rc;
+    }
+    return TSR_OK;
+}
+
+int tsr__op_decode_attn(const tsr_tensor_t *qkv, const tsr_tensor_t *cols, int heads,
+                        int maxlen, double keys, tsr_tensor_t *kc, tsr_tensor_t *vc,
+                        tsr_tensor_t *y)
+{
+    int C = y->rows, d = y->tile_rows, n = y->cols;
+    if (heads <= 0 || C % heads || d != C / heads || d > 256 || qkv->rows != 3 * C ||
+        qkv->tile_rows != C || qkv->cols != n || qkv->grid_cols != 1 || y->grid_cols != 1 ||
+        cols->rows != 2 || cols->cols != n || cols->grid_cols != 1 || kc->rows != C ||
+        kc->tile_rows != d || kc->grid_cols != 1 || kc->cols % maxlen || vc->rows != C ||
+        vc->tile_rows != d || vc->cols != kc->cols || vc->grid_cols != 1)
+        return tsr__fail(TSR_EINVAL, "decode_attn: qkv (%d, %d) in tiles (%d, %d), y (%d, %d) in "
+                                     "(%d, %d) and a cache (%d, %d) in (%d, %d) do not fit %d "
+                                     "heads", qkv->rows, qkv->cols, qkv->tile_rows,
+                         qkv->tile_cols, C, n, d, y->tile_cols, kc->rows, kc->cols,
+                         kc->tile_rows, kc->tile_cols, heads);
+    for (int h = 0; h < heads; h++) {
+        decode_args_t a = {d, n, maxlen, h * d, C, 1.0f / sqrtf((float)d), keys / heads};
+        tsr_access_t acc[] = {{cols->tiles[0], TSR_R},         {tsr__tile(qkv, 0, 0), TSR_R},
+                              {tsr__tile(qkv, 1, 0), TSR_R},   {tsr__tile(qkv, 2, 0), TSR_R},
+                              {tsr__tile(kc, h, 0), TSR_RW},   {tsr__tile(vc, h, 0), TSR_RW},
+                              {tsr__tile(y, h, 0), TSR_W}};
+        int rc = submit(&cl_decode, &a, sizeof a, 7, acc);
+        if (rc)
+            return rc;
+    }
+    return TSR_OK;
+}
+
+int tsr__op_take_column(const tsr_tensor_t *src, int j, tsr_tensor_t *dst)
+{
+    if (src->grid_rows != 1 || src->grid_cols != 1 || dst->grid_rows != 1 ||
+        dst->grid_cols != 1 || dst->rows != src->rows || dst->cols != 1 || j < 0 ||
+        j >= src->cols)
+        return tsr__fail(TSR_EINVAL, "take_column: column %d of (%d, %d) into (%d, %d)", j,
+                         src->rows, src->cols, dst->rows, dst->cols);
+    /* nn/ops.c's copy_rows: nrows rows of one column, starting j columns in */
+    tsr__rows_args_t r = {src->rows, dst->rows, j * src->rows, 0, src->rows, 1};
+    tsr_access_t acc[] = {{src->tiles[0], TSR_R}, {dst->tiles[0], TSR_W}};
+    return submit(tsr__op_codelet("copy_rows"), &r, sizeof r, 2, acc);
+}
+
+const tsr_codelet_t *tsr__gen_op_codelet(const char *name)
+{
+    const tsr_codelet_t *all[] = {&cl_decode, &cl_embed};
+    for (size_t i = 0; name && i < sizeof all / sizeof *all; i++)
+        if (!strcmp(all[i]->name, name))
+            return all[i];
+    return NULL;
+}

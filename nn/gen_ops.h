@@ -1,0 +1,51 @@
+/* nn/gen_ops.h — the tile operations of generation with a KV cache
+ * (nn/generate.c) that nn/ops.h lacks: the embedding of a few token
+ * columns at arbitrary positions, attention of new columns over the cache,
+ * and the copy of one column (the last prompt position) into its own
+ * tensor.
+ *
+ * Like nn/ops.h, every function only submits tasks in program order and
+ * returns the first submission error; none waits or touches tile memory.
+ */
+#ifndef TSR_NN_GEN_OPS_H
+#define TSR_NN_GEN_OPS_H
+
+#include <stdint.h>
+
+#include "nn/tensor.h"
+
+/* out(:, j) = wte(:, tokens[j]) + wpe(:, pos[j]) for the n columns of out
+ * (C, n), one tile row; tokens and positions are host arrays (checked by
+ * the caller). wte (C, V) and wpe (C, ctx) in any column tiling. */
+int tsr__op_decode_embed(const tsr_tensor_t *wte, const tsr_tensor_t *wpe,
+                         const int32_t *tokens, const int32_t *pos, tsr_tensor_t *out);
+
+/* Attention of n new columns over the cache, one task per head:
+ *   qkv (3C, n) tiled (C, n): q, k, v of all heads (the c_attn output)
+ *   cols (2, n) int32, one tile: (slot, position) per column
+ *   kc, vc (C, nslots * maxlen) tiled (d, nslots * maxlen): one tile per head
+ *   y (C, n) tiled (d, n): the heads' outputs
+ * keys: the cached positions the columns attend over in all (the sum of
+ * position + 1), for the cost estimates. */
+int tsr__op_decode_attn(const tsr_tensor_t *qkv, const tsr_tensor_t *cols, int heads,
+                        int maxlen, double keys, tsr_tensor_t *kc, tsr_tensor_t *vc,
+                        tsr_tensor_t *y);
+
+/* dst(:, 0) = src(:, j): src (C, n) and dst (C, 1), each one tile. */
+int tsr__op_take_column(const tsr_tensor_t *src, int j, tsr_tensor_t *dst);
+
+/* argument blocks (for tests) */
+typedef struct tsr__decode_args {
+    int d, n, maxlen, off, ld;
+    float scale;
+    double keys;
+} tsr__decode_args_t;
+typedef struct tsr__decode_embed_args {
+    int C;
+    size_t a_off, b_off, out_off; /* elements into the three tiles */
+} tsr__decode_embed_args_t;
+
+/* The codelet of that name among these (NULL if none). */
+const tsr_codelet_t *tsr__gen_op_codelet(const char *name);
+
+#endif
