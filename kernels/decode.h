@@ -38,6 +38,16 @@ void tsr_cpu_decode_attn(int d, int n, int maxlen, float scale, const int32_t *c
  * position's wpe column), C features. */
 void tsr_cpu_decode_embed(int C, const float *a, const float *b, float *out);
 
+/* The matrix products of a decode step from bf16 weights (half the bytes
+ * of a step that is bound by reading them), fp32 activations and sums.
+ * w holds bf16 values (the high halves of fp32), column-major.
+ *   N: y (m, n) = beta y + W x,   W (m, k) ld m, x (k, n) ld k, y ld m;
+ *      beta 0 (y not read) or 1.
+ *   T: y (m, n) = W^T x,          W (k, m) ld k, x (k, n) ld k, y ld m. */
+void tsr_cpu_decode_gemv_bf16(int m, int n, int k, const uint16_t *w, const float *x, float beta,
+                              float *y);
+void tsr_cpu_decode_gemv_bf16_t(int m, int n, int k, const uint16_t *w, const float *x, float *y);
+
 /* CUDA versions, device pointers (cols too), asynchronous on `stream`;
  * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure), TSR_EINVAL
  * for a head wider than 256. */
@@ -45,6 +55,10 @@ int tsr_cuda_decode_attn(void *stream, int d, int n, int maxlen, float scale,
                          const int32_t *cols, const float *q, const float *k, const float *v,
                          int ld, float *kc, float *vc, float *y);
 int tsr_cuda_decode_embed(void *stream, int C, const float *a, const float *b, float *out);
+int tsr_cuda_decode_gemv_bf16(void *stream, int m, int n, int k, const uint16_t *w,
+                              const float *x, float beta, float *y);
+int tsr_cuda_decode_gemv_bf16_t(void *stream, int m, int n, int k, const uint16_t *w,
+                                const float *x, float *y);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/convert.h"
 #include "kernels/decode.h"
 #include "nn/ops.h"
 #include "runtime/error.h"
@@ -99,6 +100,76 @@ static const tsr_codelet_t cl_embed = {.name = "decode_embed",
                                        .flops = embed_flops,
                                        .bytes = embed_bytes};
 
+typedef tsr__gemv_args_t gemv_args_t;
+
+/* 2 m n k; W read as bf16 (2 bytes), x read, y written (and read when
+ * accumulating) */
+static double gemv_flops(const void *args, const size_t *sizes)
+{
+    const gemv_args_t *a = args;
+    (void)sizes;
+    return 2.0 * a->m * a->n * a->k;
+}
+static double gemv_bytes(const void *args, const size_t *sizes)
+{
+    const gemv_args_t *a = args;
+    (void)sizes;
+    return 2.0 * a->m * a->k + 4.0 * a->k * a->n + (a->beta != 0.0f ? 8.0 : 4.0) * a->m * a->n;
+}
+
+/* wb (bf16), x, y */
+static int gemv_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const gemv_args_t *a = args;
+    (void)e;
+    if (a->trans)
+        tsr_cpu_decode_gemv_bf16_t(a->m, a->n, a->k, buf[0], buf[1], buf[2]);
+    else
+        tsr_cpu_decode_gemv_bf16(a->m, a->n, a->k, buf[0], buf[1], a->beta, buf[2]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int gemv_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const gemv_args_t *a = args;
+    return a->trans ? tsr_cuda_decode_gemv_bf16_t(e->cuda_stream, a->m, a->n, a->k, buf[0],
+                                                  buf[1], buf[2])
+                    : tsr_cuda_decode_gemv_bf16(e->cuda_stream, a->m, a->n, a->k, buf[0],
+                                                buf[1], a->beta, buf[2]);
+}
+#endif
+static const tsr_codelet_t cl_gemv = {.name = "decode_gemv_bf16",
+                                      .impl = {gemv_cpu, CUDA_IMPL(gemv_cuda)},
+                                      .nbuffers = 3,
+                                      .flops = gemv_flops,
+                                      .bytes = gemv_bytes};
+
+/* fp32 tile read (4 bytes an element), bf16 written (2); no arithmetic
+ * worth counting beyond the rounding (a few integer operations) */
+static double to_bf16_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return 1.5 * (double)sizes[0];
+}
+static int to_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    tsr_cpu_f32_to_bf16(e->sizes[0] / 4, buf[0], buf[1]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int to_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    return tsr_cuda_f32_to_bf16(e->cuda_stream, e->sizes[0] / 4, buf[0], buf[1]);
+}
+#endif
+static const tsr_codelet_t cl_to_bf16 = {.name = "decode_to_bf16",
+                                         .impl = {to_bf16_cpu, CUDA_IMPL(to_bf16_cuda)},
+                                         .nbuffers = 2,
+                                         .flops = NULL,
+                                         .bytes = to_bf16_bytes};
+
 static int submit(const tsr_codelet_t *cl, const void *args, size_t args_size, int n,
                   const tsr_access_t *acc)
 {
@@ -173,9 +244,101 @@ int tsr__op_take_column(const tsr_tensor_t *src, int j, tsr_tensor_t *dst)
     return submit(tsr__op_codelet("copy_rows"), &r, sizeof r, 2, acc);
 }
 
+int tsr__packed_init(tsr_tensor_t *packed, const tsr_tensor_t *w)
+{
+    if (w->rows % 2 || w->tile_rows % 2)
+        return tsr__fail(TSR_EINVAL, "bf16 weights: (%d, %d) in tiles of %d rows: the rows must "
+                                     "be even", w->rows, w->cols, w->tile_rows);
+    return tsr__tensor_init(packed, w->rows / 2, w->cols, w->tile_rows / 2, w->tile_cols);
+}
+
+static int check_packed(const tsr_tensor_t *w, const tsr_tensor_t *wb, const char *op)
+{
+    if (wb->rows * 2 != w->rows || wb->cols != w->cols || wb->tile_rows * 2 != w->tile_rows ||
+        wb->tile_cols != w->tile_cols)
+        return tsr__fail(TSR_EINVAL, "%s: the bf16 copy (%d, %d) in (%d, %d) is not of (%d, %d) "
+                                     "in (%d, %d)", op, wb->rows, wb->cols, wb->tile_rows,
+                         wb->tile_cols, w->rows, w->cols, w->tile_rows, w->tile_cols);
+    return TSR_OK;
+}
+
+int tsr__op_to_bf16(const tsr_tensor_t *w, tsr_tensor_t *packed)
+{
+    int rc = check_packed(w, packed, "to_bf16");
+    size_t ntiles = (size_t)w->grid_rows * w->grid_cols;
+    for (size_t i = 0; !rc && i < ntiles; i++) {
+        tsr_access_t acc[] = {{w->tiles[i], TSR_R}, {packed->tiles[i], TSR_W}};
+        rc = submit(&cl_to_bf16, NULL, 0, 2, acc);
+    }
+    return rc;
+}
+
+/* y (tile rows of w) = W x over w's column tiles: one task per tile of w,
+ * accumulating in order into its row's y tile. */
+static int gemv_n(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr_tensor_t *x,
+                  float beta, tsr_tensor_t *y)
+{
+    if (x->rows != w->cols || x->tile_rows != w->tile_cols || x->grid_cols != 1 ||
+        y->rows != w->rows || y->tile_rows != w->tile_rows || y->cols != x->cols ||
+        y->grid_cols != 1)
+        return tsr__fail(TSR_EINVAL, "linear_bf16: W (%d, %d) in (%d, %d), x (%d, %d) in (%d, "
+                                     "%d), y (%d, %d) in (%d, %d) do not agree", w->rows,
+                         w->cols, w->tile_rows, w->tile_cols, x->rows, x->cols, x->tile_rows,
+                         x->tile_cols, y->rows, y->cols, y->tile_rows, y->tile_cols);
+    for (int i = 0; i < w->grid_rows; i++)
+        for (int p = 0; p < w->grid_cols; p++) {
+            gemv_args_t a = {tsr__tile_m(w, i), x->cols, tsr__tile_n(w, p), 0,
+                             p == 0 ? beta : 1.0f};
+            tsr_access_t acc[] = {{tsr__tile(wb, i, p), TSR_R},
+                                  {tsr__tile(x, p, 0), TSR_R},
+                                  {tsr__tile(y, i, 0), a.beta == 0.0f ? TSR_W : TSR_RW}};
+            int rc = submit(&cl_gemv, &a, sizeof a, 3, acc);
+            if (rc)
+                return rc;
+        }
+    return TSR_OK;
+}
+
+int tsr__op_linear_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr_tensor_t *b,
+                        const tsr_tensor_t *x, float beta, tsr_tensor_t *y)
+{
+    int rc;
+    if (beta != 0.0f && beta != 1.0f)
+        return tsr__fail(TSR_EINVAL, "linear_bf16: beta %g is neither 0 nor 1", (double)beta);
+    if ((rc = check_packed(w, wb, "linear_bf16")))
+        return rc;
+    if (beta == 0.0f) /* overwrite, then the bias */
+        return (rc = gemv_n(w, wb, x, 0.0f, y)) ? rc : tsr__op_bias_add(b, y);
+    return (rc = tsr__op_bias_add(b, y)) ? rc : gemv_n(w, wb, x, 1.0f, y);
+}
+
+int tsr__op_gemv_t_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr_tensor_t *x,
+                        tsr_tensor_t *y)
+{
+    int rc = check_packed(w, wb, "gemv_t_bf16");
+    if (rc)
+        return rc;
+    if (w->grid_rows != 1 || x->rows != w->rows || x->grid_rows != 1 || x->grid_cols != 1 ||
+        y->rows != w->cols || y->tile_rows != w->tile_cols || y->cols != x->cols ||
+        y->grid_cols != 1)
+        return tsr__fail(TSR_EINVAL, "gemv_t_bf16: W (%d, %d) in (%d, %d), x (%d, %d), y (%d, "
+                                     "%d) in (%d, %d) do not agree", w->rows, w->cols,
+                         w->tile_rows, w->tile_cols, x->rows, x->cols, y->rows, y->cols,
+                         y->tile_rows, y->tile_cols);
+    for (int v = 0; v < w->grid_cols; v++) {
+        gemv_args_t a = {tsr__tile_n(w, v), x->cols, w->rows, 1, 0.0f};
+        tsr_access_t acc[] = {{tsr__tile(wb, 0, v), TSR_R},
+                              {x->tiles[0], TSR_R},
+                              {tsr__tile(y, v, 0), TSR_W}};
+        if ((rc = submit(&cl_gemv, &a, sizeof a, 3, acc)))
+            return rc;
+    }
+    return TSR_OK;
+}
+
 const tsr_codelet_t *tsr__gen_op_codelet(const char *name)
 {
-    const tsr_codelet_t *all[] = {&cl_decode, &cl_embed};
+    const tsr_codelet_t *all[] = {&cl_decode, &cl_embed, &cl_gemv, &cl_to_bf16};
     for (size_t i = 0; name && i < sizeof all / sizeof *all; i++)
         if (!strcmp(all[i]->name, name))
             return all[i];

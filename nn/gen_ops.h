@@ -34,7 +34,27 @@ int tsr__op_decode_attn(const tsr_tensor_t *qkv, const tsr_tensor_t *cols, int h
 /* dst(:, 0) = src(:, j): src (C, n) and dst (C, 1), each one tile. */
 int tsr__op_take_column(const tsr_tensor_t *src, int j, tsr_tensor_t *dst);
 
+/* bf16 copies of weights, for decoding from half the bytes. A packed
+ * tensor holds bf16 values two per 4-byte element: the copy of w (rows,
+ * cols) in tiles (tr, tc), rows and tr even, is (rows/2, cols) in tiles
+ * (tr/2, tc), tile for tile. */
+int tsr__packed_init(tsr_tensor_t *packed, const tsr_tensor_t *w);
+/* packed = bf16(w), rounded to nearest even, one task per tile */
+int tsr__op_to_bf16(const tsr_tensor_t *w, tsr_tensor_t *packed);
+/* The Linear layer of nn/ops.h (y = W x + b, or y += W x + b with beta 1)
+ * from W's bf16 copy wb; w gives the fp32 tiling it was made from. */
+int tsr__op_linear_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr_tensor_t *b,
+                        const tsr_tensor_t *x, float beta, tsr_tensor_t *y);
+/* y (V, n) = W^T x from the bf16 copy of W (C, V) (the tied head's logits):
+ *   x (C, n) one tile, y tiled like W's columns. */
+int tsr__op_gemv_t_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr_tensor_t *x,
+                        tsr_tensor_t *y);
+
 /* argument blocks (for tests) */
+typedef struct tsr__gemv_args {
+    int m, n, k, trans;
+    float beta;
+} tsr__gemv_args_t;
 typedef struct tsr__decode_args {
     int d, n, maxlen, off, ld;
     float scale;

@@ -16,6 +16,9 @@
  *                                  only the last position's logits matter)
  *   kc, vc per layer (C, B maxlen) tiles (d, B maxlen): one tile per head,
  *                                  slot s, position t at column s maxlen + t
+ *   bf16 copies (TSR_GPT2_BF16)    c_attn, attn.c_proj, c_fc, mlp.c_proj per
+ *                                  layer and wte, packed two per element
+ *                                  (nn/gen_ops.h), tiled as the model's
  * The attention task of a head first stores the columns' keys and values,
  * then attends (kernels/decode.h); the cache never leaves its tiles.
  */
@@ -55,6 +58,8 @@ struct tsr_gpt2_gen {
     int *len;            /* cached positions per slot */
     tsr_tensor_t *kc, *vc; /* per layer */
     colset_t **steps;    /* decode sets by column count (1..B), made when first needed */
+    int bf16;            /* decode from the bf16 copies */
+    tsr_tensor_t *wb;    /* the copies: 4 per layer (attn, proj, fc, fcproj), then wte */
     float *scratch;      /* (V, B) host logits of a step */
     int32_t *col_tok, *col_pos, *col_slot, *col_tab;
 };
@@ -185,6 +190,9 @@ static void destroy(tsr_gpt2_gen_t *g)
         }
     for (int i = 0; g->steps && i < g->B; i++)
         colset_free(g->steps[i], same);
+    for (int i = 0; g->wb && i < 4 * g->layers + 1; i++)
+        fn(&g->wb[i]);
+    free(g->wb);
     free(g->steps);
     free(g->kc);
     free(g->vc);
@@ -284,6 +292,70 @@ int tsr_gpt2_gen_reset(tsr_gpt2_gen_t *g, int slot)
 
 /* ---- the pass over columns ------------------------------------------------------ */
 
+/* Linear layer `which` (0 c_attn, 1 attn.c_proj, 2 c_fc, 3 mlp.c_proj) of
+ * layer l, from the model's weights or their bf16 copy. */
+static int linear(tsr_gpt2_gen_t *g, int l, int which, const tsr_tensor_t *w,
+                  const tsr_tensor_t *b, const tsr_tensor_t *x, float beta, tsr_tensor_t *y)
+{
+    if (g->bf16)
+        return tsr__op_linear_bf16(w, &g->wb[4 * l + which], b, x, beta, y);
+    return tsr__op_linear_fwd(w, b, x, beta, y);
+}
+
+/* The weight of bf16 copy i: 4 per layer (c_attn, attn.c_proj, c_fc,
+ * mlp.c_proj), then wte. */
+static const tsr_tensor_t *copied(const tsr_gpt2_t *m, int i)
+{
+    if (i == 4 * m->cfg.layers)
+        return &m->wte->p;
+    const layer_params_t *p = &m->lp[i / 4];
+    const param_t *w[4] = {p->attn_w, p->proj_w, p->fc_w, p->fcproj_w};
+    return &w[i % 4]->p;
+}
+
+int tsr_gpt2_gen_precision(tsr_gpt2_gen_t *g, int precision)
+{
+    TRY(gen_check(g, "gpt2_gen_precision"));
+    if (precision != TSR_GPT2_FP32 && precision != TSR_GPT2_BF16)
+        return tsr__fail(TSR_EINVAL, "gpt2_gen_precision: %d is neither TSR_GPT2_FP32 (%d) nor "
+                                     "TSR_GPT2_BF16 (%d)", precision, TSR_GPT2_FP32,
+                         TSR_GPT2_BF16);
+    tsr_gpt2_t *m = g->m;
+    int L = m->cfg.layers, n = 4 * L + 1;
+    if (precision == TSR_GPT2_FP32) {
+        for (int i = 0; g->wb && i < n; i++)
+            tsr__tensor_free(&g->wb[i]);
+        free(g->wb);
+        g->wb = NULL;
+        g->bf16 = 0;
+        return TSR_OK;
+    }
+    if (m->cfg.channels % 2 || m->cfg.tile_hidden % 2)
+        return tsr__fail(TSR_EINVAL, "gpt2_gen_precision: bf16 copies need an even channel "
+                                     "count and MLP tile (%d, %d)", m->cfg.channels,
+                         m->cfg.tile_hidden);
+    if (!g->wb) {
+        g->wb = calloc((size_t)n, sizeof *g->wb);
+        if (!g->wb)
+            return tsr__fail(TSR_ENOMEM, "gpt2_gen_precision: out of memory");
+        for (int i = 0; i < n; i++) {
+            int rc = tsr__packed_init(&g->wb[i], copied(m, i));
+            if (rc) {
+                for (int j = 0; j < i; j++)
+                    tsr__tensor_free(&g->wb[j]);
+                free(g->wb);
+                g->wb = NULL;
+                return rc;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        TRY(tsr__op_to_bf16(copied(m, i), &g->wb[i]));
+    }
+    g->bf16 = 1;
+    return TSR_OK;
+}
+
 /* The model over the columns of s (g->col_tok, col_pos, col_slot), the
  * logits of the last column (s->k == 1) or of all (s->k == n). */
 static int run(tsr_gpt2_gen_t *g, colset_t *s)
@@ -303,18 +375,18 @@ static int run(tsr_gpt2_gen_t *g, colset_t *s)
         const layer_params_t *p = &m->lp[l];
         TRY(tsr__op_layernorm_fwd(&s->x, &p->ln1_w->p, &p->ln1_b->p, &s->ln, &s->mean,
                                   &s->rstd));
-        TRY(tsr__op_linear_fwd(&p->attn_w->p, &p->attn_b->p, &s->ln, 0.0f, &s->qkv));
+        TRY(linear(g, l, 0, &p->attn_w->p, &p->attn_b->p, &s->ln, 0.0f, &s->qkv));
         TRY(tsr__op_decode_attn(&s->qkv, &s->cols, c->heads, g->maxlen, keys, &g->kc[l],
                                 &g->vc[l], &s->yh));
         TRY(tsr__op_regroup(&s->yh, &s->yb));
         TRY(tsr__op_copy(&s->x, &s->res));                                   /* res = x */
-        TRY(tsr__op_linear_fwd(&p->proj_w->p, &p->proj_b->p, &s->yb, 1.0f, &s->res));
+        TRY(linear(g, l, 1, &p->proj_w->p, &p->proj_b->p, &s->yb, 1.0f, &s->res));
         TRY(tsr__op_layernorm_fwd(&s->res, &p->ln2_w->p, &p->ln2_b->p, &s->ln, &s->mean,
                                   &s->rstd));
-        TRY(tsr__op_linear_fwd(&p->fc_w->p, &p->fc_b->p, &s->ln, 0.0f, &s->fch));
+        TRY(linear(g, l, 2, &p->fc_w->p, &p->fc_b->p, &s->ln, 0.0f, &s->fch));
         TRY(tsr__op_gelu_fwd(&s->fch, &s->fcg));
         TRY(tsr__op_copy(&s->res, &s->x));                                   /* x = res */
-        TRY(tsr__op_linear_fwd(&p->fcproj_w->p, &p->fcproj_b->p, &s->fcg, 1.0f, &s->x));
+        TRY(linear(g, l, 3, &p->fcproj_w->p, &p->fcproj_b->p, &s->fcg, 1.0f, &s->x));
     }
     const tsr_tensor_t *xl = &s->x;
     if (s->k != n) {
@@ -324,6 +396,8 @@ static int run(tsr_gpt2_gen_t *g, colset_t *s)
     TRY(tsr__op_layernorm_fwd(xl, &m->lnf_w->p, &m->lnf_b->p, &s->lnf, &s->lnf_mean,
                               &s->lnf_rstd));
     /* the head is tied to the token embedding: logits = wte^T lnf */
+    if (g->bf16)
+        return tsr__op_gemv_t_bf16(&m->wte->p, &g->wb[4 * c->layers], &s->lnf, &s->logits);
     return tsr__op_gemm(OP_T, OP_N, 1.0f, &m->wte->p, &s->lnf, 0.0f, &s->logits, TSR_RW);
 }
 

@@ -203,6 +203,15 @@ TSR_API int tsr_gpt2_gen_prefill(tsr_gpt2_gen_t *g, int slot, const int32_t *tok
  * per call, for the logits. */
 TSR_API int tsr_gpt2_gen_step(tsr_gpt2_gen_t *g, const int32_t *tokens, float *logits);
 
+/* The weights a state decodes from: TSR_GPT2_FP32 (default) reads the
+ * model's own; TSR_GPT2_BF16 makes bf16 copies of the matrices (the Linear
+ * weights and wte, rounded to nearest even) now, from the model's current
+ * weights, and reads those: half the bytes of a step that is bound by
+ * reading the weights; activations, sums, LayerNorm, softmax and the cache
+ * stay fp32. Call it again after the model's weights change. TSR_EINVAL
+ * for another value or an odd channel count. */
+TSR_API int tsr_gpt2_gen_precision(tsr_gpt2_gen_t *g, int precision);
+
 /* Positions cached in a slot (-1 for no state or a slot out of range). */
 TSR_API int tsr_gpt2_gen_length(const tsr_gpt2_gen_t *g, int slot);
 /* Empty a slot (its cached positions are forgotten). */

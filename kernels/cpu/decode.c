@@ -73,3 +73,81 @@ void tsr_cpu_decode_embed(int C, const float *a, const float *b, float *out)
     for (int c = 0; c < C; c++)
         out[c] = a[c] + b[c];
 }
+
+/* bf16 (the high half of an fp32) to fp32: exact; a shift the compiler
+ * vectorizes (vpmovzxwd + vpslld) */
+static inline float bf16f(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Columns of W four at a time: y(:, j) += W(:, p..p+3) x(p..p+3, j). W is
+ * read once for all n columns (n is a decode step's few tokens); the y
+ * columns stay in L1. */
+TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16(int m, int n, int k, const uint16_t *w,
+                                             const float *x, float beta, float *y)
+{
+    if (beta == 0.0f)
+        for (int j = 0; j < n; j++)
+            memset(y + (size_t)j * m, 0, (size_t)m * sizeof *y);
+    int p = 0;
+    for (; p + 4 <= k; p += 4) {
+        const uint16_t *w0 = w + (size_t)p * m, *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
+        for (int j = 0; j < n; j++) {
+            const float *xj = x + (size_t)j * k + p;
+            float x0 = xj[0], x1 = xj[1], x2 = xj[2], x3 = xj[3];
+            float *yj = y + (size_t)j * m;
+            for (int i = 0; i < m; i++)
+                yj[i] += bf16f(w0[i]) * x0 + bf16f(w1[i]) * x1 + bf16f(w2[i]) * x2 +
+                         bf16f(w3[i]) * x3;
+        }
+    }
+    for (; p < k; p++) {
+        const uint16_t *w0 = w + (size_t)p * m;
+        for (int j = 0; j < n; j++) {
+            float x0 = x[(size_t)j * k + p], *yj = y + (size_t)j * m;
+            for (int i = 0; i < m; i++)
+                yj[i] += bf16f(w0[i]) * x0;
+        }
+    }
+}
+
+/* Dot products of W's columns with the x columns, 16 lanes of partial sums
+ * (a fixed lane order: vectorized without reassociating), up to 8 x
+ * columns per pass over a W column. */
+TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16_t(int m, int n, int k, const uint16_t *w,
+                                               const float *x, float *y)
+{
+    enum { L = 16, NJ = 8 };
+    for (int j0 = 0; j0 < n; j0 += NJ) {
+        int nj = n - j0 < NJ ? n - j0 : NJ;
+        for (int i = 0; i < m; i++) {
+            const uint16_t *wi = w + (size_t)i * k;
+            float acc[NJ][L];
+            memset(acc, 0, sizeof acc);
+            int c = 0;
+            for (; c + L <= k; c += L) {
+                float wv[L];
+                for (int l = 0; l < L; l++)
+                    wv[l] = bf16f(wi[c + l]);
+                for (int j = 0; j < nj; j++) {
+                    const float *xj = x + (size_t)(j0 + j) * k + c;
+                    for (int l = 0; l < L; l++)
+                        acc[j][l] += wv[l] * xj[l];
+                }
+            }
+            for (int j = 0; j < nj; j++) {
+                float s = 0.0f;
+                for (int l = 0; l < L; l++)
+                    s += acc[j][l];
+                const float *xj = x + (size_t)(j0 + j) * k;
+                for (int cc = c; cc < k; cc++)
+                    s += bf16f(wi[cc]) * xj[cc];
+                y[(size_t)(j0 + j) * m + i] = s;
+            }
+        }
+    }
+}

@@ -103,3 +103,61 @@ int tsr_cuda_decode_embed(void *stream, int C, const float *a, const float *b, f
                out);
     return tsr_cuda_launched("k_decode_embed");
 }
+
+__device__ __forceinline__ float bf16f(uint16_t h)
+{
+    return __uint_as_float((unsigned)h << 16);
+}
+
+/* one thread per y element, consecutive threads on consecutive rows
+ * (coalesced reads of W's columns) */
+__global__ void k_gemv_bf16(int m, int n, int k, const uint16_t *w, const float *x, float beta,
+                            float *y)
+{
+    size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (e >= (size_t)m * n)
+        return;
+    int i = (int)(e % m), j = (int)(e / m);
+    float s = 0.0f;
+    for (int p = 0; p < k; p++)
+        s += bf16f(w[(size_t)p * m + i]) * x[(size_t)j * k + p];
+    y[e] = beta == 0.0f ? s : y[e] + s;
+}
+
+/* one warp per y element: a dot product of a W column with an x column */
+__global__ void k_gemv_bf16_t(int m, int n, int k, const uint16_t *w, const float *x, float *y)
+{
+    size_t e = blockIdx.x * (size_t)(blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (e >= (size_t)m * n)
+        return;
+    int i = (int)(e % m), j = (int)(e / m);
+    float s = 0.0f;
+    for (int c = lane; c < k; c += 32)
+        s += bf16f(w[(size_t)i * k + c]) * x[(size_t)j * k + c];
+    s = tsr_warp_sum(s);
+    if (lane == 0)
+        y[e] = s;
+}
+
+int tsr_cuda_decode_gemv_bf16(void *stream, int m, int n, int k, const uint16_t *w,
+                              const float *x, float beta, float *y)
+{
+    if (m <= 0 || n <= 0)
+        return 0;
+    unsigned blocks = (unsigned)(((size_t)m * n + 255) / 256);
+    TSR_LAUNCH(k_gemv_bf16, blocks, 256, 0, TSR_STREAM(stream), m, n,
+               k, w, x, beta, y);
+    return tsr_cuda_launched("k_gemv_bf16");
+}
+
+int tsr_cuda_decode_gemv_bf16_t(void *stream, int m, int n, int k, const uint16_t *w,
+                                const float *x, float *y)
+{
+    if (m <= 0 || n <= 0)
+        return 0;
+    size_t warps = (size_t)m * n;
+    unsigned blocks = (unsigned)((warps + 7) / 8);
+    TSR_LAUNCH(k_gemv_bf16_t, blocks, 256, 0, TSR_STREAM(stream), m, n, k, w, x, y);
+    return tsr_cuda_launched("k_gemv_bf16_t");
+}
