@@ -10,17 +10,21 @@
  * reported beside the tokens/s.
  *
  *   tessera-bench-generate [--weights FILE] [--batch 1,8] [--prompt 64]
- *        [--new 256] [--threads N] [--sched NAME] [--no-peer] [--seed S]
+ *        [--new 256] [--precision fp32,bf16] [--threads N] [--sched NAME]
+ *        [--no-peer] [--seed S]
  *        [--layers 12 --heads 12 --channels 768 --vocab 50257 --ctx 1024]
  *
  * The weights: FILE if it exists (its shape wins), else GPT-2's random
  * initialisation for the shape and seed, saved to FILE for the peer (speed
  * does not depend on trained values). Per batch size: B prompts of --prompt
  * LCG tokens prefilled, then --new greedy steps of all B slots; the figure
- * is decode tokens/s = B x new / the steps' time. Prints a table, then one
+ * is decode tokens/s = B x new / the steps' time. fp32 reads the model's
+ * weights, bf16 the state's bf16 copies (tsr_gpt2_gen_precision). The peer
+ * runs in float32 (the figure compared with, for both) and, when bf16 is
+ * measured, in bfloat16 too (peer_bf16_value). Prints a table, then one
  * JSON line per figure:
- *   {"bench":"gpt2-generate","case":"124M-b1","metric":"tok_per_s",
- *    "value":T,"peer":"torch","peer_value":P,"ratio":T/P, …}
+ *   {"bench":"gpt2-generate","case":"124M-b1-fp32","metric":"tok_per_s",
+ *    "value":T,"peer":"torch-fp32","peer_value":P,"ratio":T/P, …}
  *   {"bench":"gpt2-generate","case":"read-bandwidth","metric":"GB_per_s",…}
  */
 #include <pthread.h>
@@ -36,7 +40,7 @@
 #include "bench/bench_util.h"
 
 typedef struct options {
-    const char *weights, *sched, *batches;
+    const char *weights, *sched, *batches, *precisions;
     int prompt, nnew, threads, peer;
     uint64_t seed;
     tsr_gpt2_config_t cfg;
@@ -51,6 +55,7 @@ static void usage(void)
             "  --batch LIST     batch sizes, comma-separated (default 1,8)\n"
             "  --prompt N       prompt tokens per sequence (default 64)\n"
             "  --new N          tokens generated per sequence (default 256)\n"
+            "  --precision LIST fp32, bf16 or both (default fp32,bf16)\n"
             "  --threads N      CPU workers, and the peer's torch threads (default nproc)\n"
             "  --sched NAME     scheduling policy\n"
             "  --no-peer        do not run the PyTorch peer\n"
@@ -124,15 +129,16 @@ static double read_bandwidth(int threads)
 
 /* ---- the peer --------------------------------------------------------------- */
 
-/* PyTorch's decode tokens/s for batch b (the reference's timing mode), or -1. */
-static double peer_tps(const options_t *o, int b)
+/* PyTorch's decode tokens/s for batch b (the reference's timing mode) in
+ * dtype "float32" or "bfloat16", or -1. */
+static double peer_tps(const options_t *o, int b, const char *dtype)
 {
     const char *root = getenv("TESSERA_SOURCE_ROOT");
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 '%s/tools/gpt2_reference.py' --time-generate '%s' --batch %d "
-             "--prompt-len %d --new %d --threads %d 2>&1",
-             root && *root ? root : ".", o->weights, b, o->prompt, o->nnew, o->threads);
+             "--prompt-len %d --new %d --threads %d --time-dtype %s 2>&1",
+             root && *root ? root : ".", o->weights, b, o->prompt, o->nnew, o->threads, dtype);
     FILE *f = popen(cmd, "r");
     if (!f)
         return -1;
@@ -177,7 +183,7 @@ typedef struct result {
     double prefill_s, decode_s, tps;
 } result_t;
 
-static int run_batch(tsr_gpt2_t *m, const options_t *o, int B, result_t *r)
+static int run_batch(tsr_gpt2_t *m, const options_t *o, int B, int precision, result_t *r)
 {
     int V = tsr_gpt2_config(m)->vocab_size;
     tsr_gpt2_gen_t *g = NULL;
@@ -188,7 +194,8 @@ static int run_batch(tsr_gpt2_t *m, const options_t *o, int B, result_t *r)
     if (!prompts || !tok || !logits)
         goto out;
     lcg_tokens(B, o->prompt, V, 1234, prompts);
-    if (failed(tsr_gpt2_gen_create(&g, m, B, o->prompt + o->nnew + 1), "gen_create"))
+    if (failed(tsr_gpt2_gen_create(&g, m, B, o->prompt + o->nnew + 1), "gen_create") ||
+        failed(tsr_gpt2_gen_precision(g, precision), "gen_precision"))
         goto out;
     /* warm-up: a short prefill and a step (first-touch of the tiles) */
     if (failed(tsr_gpt2_gen_prefill(g, 0, prompts, 8, logits), "prefill"))
@@ -229,6 +236,7 @@ static int parse(int argc, char **argv, options_t *o)
 {
     tsr_gpt2_config_default(&o->cfg);
     o->batches = "1,8";
+    o->precisions = "fp32,bf16";
     o->prompt = 64;
     o->nnew = 256;
     o->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -275,6 +283,8 @@ static int parse(int argc, char **argv, options_t *o)
             o->weights = v;
         else if (!strcmp(a, "--batch"))
             o->batches = v;
+        else if (!strcmp(a, "--precision"))
+            o->precisions = v;
         else if (!strcmp(a, "--sched"))
             o->sched = v;
         else if (!strcmp(a, "--seed") && num)
@@ -349,42 +359,64 @@ int main(int argc, char **argv)
     printf("read bandwidth (%d threads, 512 MiB): %.2f GB/s\n", o.threads, bw);
     fflush(stdout);
 
-    result_t res[16];
-    double peer[16];
-    for (int i = 0; i < nb; i++) {
-        if (run_batch(m, &o, batches[i], &res[i]))
-            goto done;
-        printf("tessera batch %d: prefill %.3f s, decode %.3f s, %.2f tokens/s\n", batches[i],
-               res[i].prefill_s, res[i].decode_s, res[i].tps);
-        fflush(stdout);
-        peer[i] = o.peer ? peer_tps(&o, batches[i]) : -1;
+    int want_fp32 = strstr(o.precisions, "fp32") != NULL;
+    int want_bf16 = strstr(o.precisions, "bf16") != NULL;
+    if (!want_fp32 && !want_bf16) {
+        fprintf(stderr, "tessera-bench-generate: --precision %s: expected fp32, bf16 or both\n",
+                o.precisions);
+        goto done;
     }
-    /* bytes a decode step reads: every weight once (fp32), plus the cache
-     * of every slot, on average half-way through the new tokens */
-    double wbytes = 4.0 * (double)params;
-    printf("\n%-10s %12s %12s %8s %14s %12s\n", "case", "tessera t/s", "torch t/s", "ratio",
-           "GB/s read", "of ceiling");
+    /* per batch: [0] fp32, [1] bf16 */
+    result_t res[16][2];
+    double peer[16], peer_bf16[16];
     for (int i = 0; i < nb; i++) {
-        int B = batches[i];
-        double cache = 2.0 * 4.0 * o.cfg.layers * o.cfg.channels * B * (o.prompt + o.nnew / 2.0);
-        double steps_s = res[i].tps / B, gbs = steps_s * (wbytes + cache) / 1e9;
-        double ratio = peer[i] > 0 ? res[i].tps / peer[i] : -1;
-        char tag[96];
-        snprintf(tag, sizeof tag, "%s-b%d", shape, B);
-        printf("%-10s %12.2f %12.2f %8.2f %14.2f %11.0f%%\n", tag, res[i].tps, peer[i], ratio,
-               gbs, bw > 0 ? 100.0 * gbs / bw : -1);
-        char v[32], pv[32], r[32], g[32], f[32];
-        bench_json_num(v, sizeof v, 1, res[i].tps);
-        bench_json_num(pv, sizeof pv, peer[i] > 0, peer[i]);
-        bench_json_num(r, sizeof r, ratio > 0, ratio);
-        bench_json_num(g, sizeof g, 1, gbs);
-        bench_json_num(f, sizeof f, bw > 0, gbs / bw);
-        printf("{\"bench\":\"gpt2-generate\",\"case\":\"%s\",\"metric\":\"tok_per_s\","
-               "\"value\":%s,\"peer\":\"torch\",\"peer_value\":%s,\"ratio\":%s,\"batch\":%d,"
-               "\"prompt\":%d,\"new\":%d,\"workers\":%d,\"read_GB_per_s\":%s,"
-               "\"bandwidth_fraction\":%s}\n",
-               tag, v, pv, r, B, o.prompt, o.nnew, o.threads, g, f);
+        for (int p = 0; p < 2; p++) {
+            if (!(p ? want_bf16 : want_fp32))
+                continue;
+            if (run_batch(m, &o, batches[i], p ? TSR_GPT2_BF16 : TSR_GPT2_FP32, &res[i][p]))
+                goto done;
+            printf("tessera %s batch %d: prefill %.3f s, decode %.3f s, %.2f tokens/s\n",
+                   p ? "bf16" : "fp32", batches[i], res[i][p].prefill_s, res[i][p].decode_s,
+                   res[i][p].tps);
+            fflush(stdout);
+        }
+        peer[i] = o.peer ? peer_tps(&o, batches[i], "float32") : -1;
+        peer_bf16[i] = o.peer && want_bf16 ? peer_tps(&o, batches[i], "bfloat16") : -1;
     }
+    /* bytes a decode step reads: every weight once (4 bytes, or 2 for the
+     * bf16 copies of the matrices: all but wpe, biases and gains), plus the
+     * cache of every slot, on average half-way through the new tokens */
+    double small = (double)o.cfg.context * o.cfg.channels +
+                   (double)o.cfg.layers * 13.0 * o.cfg.channels + 2.0 * o.cfg.channels;
+    printf("\n%-15s %12s %12s %8s %12s %10s %11s\n", "case", "tessera t/s", "torch f32",
+           "ratio", "torch bf16", "GB/s read", "of ceiling");
+    for (int i = 0; i < nb; i++)
+        for (int p = 0; p < 2; p++) {
+            if (!(p ? want_bf16 : want_fp32))
+                continue;
+            int B = batches[i];
+            double wbytes = p ? 2.0 * ((double)params - small) + 4.0 * small : 4.0 * params;
+            double cache = 2.0 * 4.0 * o.cfg.layers * o.cfg.channels * B *
+                           (o.prompt + o.nnew / 2.0);
+            double tps = res[i][p].tps, gbs = tps / B * (wbytes + cache) / 1e9;
+            double ratio = peer[i] > 0 ? tps / peer[i] : -1;
+            char tag[96];
+            snprintf(tag, sizeof tag, "%s-b%d-%s", shape, B, p ? "bf16" : "fp32");
+            printf("%-15s %12.2f %12.2f %8.2f %12.2f %10.2f %10.0f%%\n", tag, tps, peer[i],
+                   ratio, peer_bf16[i], gbs, bw > 0 ? 100.0 * gbs / bw : -1);
+            char v[32], pv[32], pb[32], r[32], g[32], f[32];
+            bench_json_num(v, sizeof v, 1, tps);
+            bench_json_num(pv, sizeof pv, peer[i] > 0, peer[i]);
+            bench_json_num(pb, sizeof pb, peer_bf16[i] > 0, peer_bf16[i]);
+            bench_json_num(r, sizeof r, ratio > 0, ratio);
+            bench_json_num(g, sizeof g, 1, gbs);
+            bench_json_num(f, sizeof f, bw > 0, gbs / bw);
+            printf("{\"bench\":\"gpt2-generate\",\"case\":\"%s\",\"metric\":\"tok_per_s\","
+                   "\"value\":%s,\"peer\":\"torch-fp32\",\"peer_value\":%s,\"ratio\":%s,"
+                   "\"peer_bf16_value\":%s,\"batch\":%d,\"precision\":\"%s\",\"prompt\":%d,"
+                   "\"new\":%d,\"workers\":%d,\"read_GB_per_s\":%s,\"bandwidth_fraction\":%s}\n",
+                   tag, v, pv, r, pb, B, p ? "bf16" : "fp32", o.prompt, o.nnew, o.threads, g, f);
+        }
     char b[32];
     bench_json_num(b, sizeof b, bw > 0, bw);
     printf("{\"bench\":\"gpt2-generate\",\"case\":\"read-bandwidth\",\"metric\":\"GB_per_s\","
