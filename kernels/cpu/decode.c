@@ -6,6 +6,12 @@
 
 #include "kernels/cpu/vecmath.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define DEC_HAVE_AVX512 1
+#define DEC_AVX512 __attribute__((target("avx512f,avx512bw")))
+#endif
+
 /* keys scored at a time: the scores of a chunk stay on the stack */
 enum { CHUNK = 128, DMAX = 256 };
 
@@ -87,8 +93,8 @@ static inline float bf16f(uint16_t h)
 /* Columns of W four at a time: y(:, j) += W(:, p..p+3) x(p..p+3, j). W is
  * read once for all n columns (n is a decode step's few tokens); the y
  * columns stay in L1. */
-TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16(int m, int n, int k, const uint16_t *w,
-                                             const float *x, float beta, float *y)
+TSR_CPU_CLONES static void gemv_n_c(int m, int n, int k, const uint16_t *w, const float *x,
+                                     float beta, float *y)
 {
     if (beta == 0.0f)
         for (int j = 0; j < n; j++)
@@ -118,8 +124,8 @@ TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16(int m, int n, int k, const uint16_t
 /* Dot products of W's columns with the x columns, 16 lanes of partial sums
  * (a fixed lane order: vectorized without reassociating), up to 8 x
  * columns per pass over a W column. */
-TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16_t(int m, int n, int k, const uint16_t *w,
-                                               const float *x, float *y)
+TSR_CPU_CLONES static void gemv_t_c(int m, int n, int k, const uint16_t *w, const float *x,
+                                     float *y)
 {
     enum { L = 16, NJ = 8 };
     for (int j0 = 0; j0 < n; j0 += NJ) {
@@ -150,4 +156,115 @@ TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16_t(int m, int n, int k, const uint16
             }
         }
     }
+}
+
+#ifdef DEC_HAVE_AVX512
+/* 16 bf16 at p widened to fp32 (zero-extend, shift into the high half) */
+DEC_AVX512 static inline __m512 bf16x16(const uint16_t *p)
+{
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* gemv_n_c with 16-lane vectors: four W columns per pass over y */
+DEC_AVX512 static void gemv_n_512(int m, int n, int k, const uint16_t *w, const float *x,
+                                  float beta, float *y)
+{
+    if (beta == 0.0f)
+        for (int j = 0; j < n; j++)
+            memset(y + (size_t)j * m, 0, (size_t)m * sizeof *y);
+    int m16 = m / 16 * 16, p = 0;
+    for (; p + 4 <= k; p += 4) {
+        const uint16_t *w0 = w + (size_t)p * m, *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
+        for (int j = 0; j < n; j++) {
+            const float *xj = x + (size_t)j * k + p;
+            __m512 x0 = _mm512_set1_ps(xj[0]), x1 = _mm512_set1_ps(xj[1]);
+            __m512 x2 = _mm512_set1_ps(xj[2]), x3 = _mm512_set1_ps(xj[3]);
+            float *yj = y + (size_t)j * m;
+            for (int i = 0; i < m16; i += 16) {
+                __m512 a = _mm512_loadu_ps(yj + i);
+                a = _mm512_fmadd_ps(bf16x16(w0 + i), x0, a);
+                a = _mm512_fmadd_ps(bf16x16(w1 + i), x1, a);
+                a = _mm512_fmadd_ps(bf16x16(w2 + i), x2, a);
+                a = _mm512_fmadd_ps(bf16x16(w3 + i), x3, a);
+                _mm512_storeu_ps(yj + i, a);
+            }
+            for (int i = m16; i < m; i++)
+                yj[i] += bf16f(w0[i]) * xj[0] + bf16f(w1[i]) * xj[1] + bf16f(w2[i]) * xj[2] +
+                         bf16f(w3[i]) * xj[3];
+        }
+    }
+    for (; p < k; p++) {
+        const uint16_t *w0 = w + (size_t)p * m;
+        for (int j = 0; j < n; j++) {
+            float x0 = x[(size_t)j * k + p], *yj = y + (size_t)j * m;
+            for (int i = 0; i < m; i++)
+                yj[i] += bf16f(w0[i]) * x0;
+        }
+    }
+}
+
+/* gemv_t_c with 16-lane vectors: each W column converted once for up to 4
+ * x columns (4 accumulators in flight) */
+DEC_AVX512 static void gemv_t_512(int m, int n, int k, const uint16_t *w, const float *x,
+                                  float *y)
+{
+    enum { NJ = 4 };
+    int k16 = k / 16 * 16;
+    for (int j0 = 0; j0 < n; j0 += NJ) {
+        int nj = n - j0 < NJ ? n - j0 : NJ;
+        const float *xj[NJ];
+        for (int j = 0; j < NJ; j++)
+            xj[j] = x + (size_t)(j0 + (j < nj ? j : 0)) * k;
+        for (int i = 0; i < m; i++) {
+            const uint16_t *wi = w + (size_t)i * k;
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int c = 0; c < k16; c += 16) {
+                __m512 wv = bf16x16(wi + c);
+                a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xj[0] + c), a0);
+                if (nj > 1)
+                    a1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xj[1] + c), a1);
+                if (nj > 2)
+                    a2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xj[2] + c), a2);
+                if (nj > 3)
+                    a3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xj[3] + c), a3);
+            }
+            float s[NJ] = {_mm512_reduce_add_ps(a0), _mm512_reduce_add_ps(a1),
+                           _mm512_reduce_add_ps(a2), _mm512_reduce_add_ps(a3)};
+            for (int j = 0; j < nj; j++) {
+                for (int c = k16; c < k; c++)
+                    s[j] += bf16f(wi[c]) * xj[j][c];
+                y[(size_t)(j0 + j) * m + i] = s[j];
+            }
+        }
+    }
+}
+
+static int use_avx512(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
+#endif
+
+void tsr_cpu_decode_gemv_bf16(int m, int n, int k, const uint16_t *w, const float *x, float beta,
+                              float *y)
+{
+#ifdef DEC_HAVE_AVX512
+    if (use_avx512()) {
+        gemv_n_512(m, n, k, w, x, beta, y);
+        return;
+    }
+#endif
+    gemv_n_c(m, n, k, w, x, beta, y);
+}
+
+void tsr_cpu_decode_gemv_bf16_t(int m, int n, int k, const uint16_t *w, const float *x, float *y)
+{
+#ifdef DEC_HAVE_AVX512
+    if (use_avx512()) {
+        gemv_t_512(m, n, k, w, x, y);
+        return;
+    }
+#endif
+    gemv_t_c(m, n, k, w, x, y);
 }
