@@ -166,7 +166,8 @@ DEC_AVX512 static inline __m512 bf16x16(const uint16_t *p)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* gemv_n_c with 16-lane vectors: four W columns per pass over y */
+/* gemv_n_c with 16-lane vectors: 16 rows of four W columns widened once,
+ * then applied to every x column (the y columns stay in L1) */
 DEC_AVX512 static void gemv_n_512(int m, int n, int k, const uint16_t *w, const float *x,
                                   float beta, float *y)
 {
@@ -176,19 +177,23 @@ DEC_AVX512 static void gemv_n_512(int m, int n, int k, const uint16_t *w, const 
     int m16 = m / 16 * 16, p = 0;
     for (; p + 4 <= k; p += 4) {
         const uint16_t *w0 = w + (size_t)p * m, *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
+        for (int i = 0; i < m16; i += 16) {
+            __m512 v0 = bf16x16(w0 + i), v1 = bf16x16(w1 + i);
+            __m512 v2 = bf16x16(w2 + i), v3 = bf16x16(w3 + i);
+            for (int j = 0; j < n; j++) {
+                const float *xj = x + (size_t)j * k + p;
+                float *yj = y + (size_t)j * m + i;
+                __m512 a = _mm512_loadu_ps(yj);
+                a = _mm512_fmadd_ps(v0, _mm512_set1_ps(xj[0]), a);
+                a = _mm512_fmadd_ps(v1, _mm512_set1_ps(xj[1]), a);
+                a = _mm512_fmadd_ps(v2, _mm512_set1_ps(xj[2]), a);
+                a = _mm512_fmadd_ps(v3, _mm512_set1_ps(xj[3]), a);
+                _mm512_storeu_ps(yj, a);
+            }
+        }
         for (int j = 0; j < n; j++) {
             const float *xj = x + (size_t)j * k + p;
-            __m512 x0 = _mm512_set1_ps(xj[0]), x1 = _mm512_set1_ps(xj[1]);
-            __m512 x2 = _mm512_set1_ps(xj[2]), x3 = _mm512_set1_ps(xj[3]);
             float *yj = y + (size_t)j * m;
-            for (int i = 0; i < m16; i += 16) {
-                __m512 a = _mm512_loadu_ps(yj + i);
-                a = _mm512_fmadd_ps(bf16x16(w0 + i), x0, a);
-                a = _mm512_fmadd_ps(bf16x16(w1 + i), x1, a);
-                a = _mm512_fmadd_ps(bf16x16(w2 + i), x2, a);
-                a = _mm512_fmadd_ps(bf16x16(w3 + i), x3, a);
-                _mm512_storeu_ps(yj + i, a);
-            }
             for (int i = m16; i < m; i++)
                 yj[i] += bf16f(w0[i]) * xj[0] + bf16f(w1[i]) * xj[1] + bf16f(w2[i]) * xj[2] +
                          bf16f(w3[i]) * xj[3];
@@ -204,12 +209,12 @@ DEC_AVX512 static void gemv_n_512(int m, int n, int k, const uint16_t *w, const 
     }
 }
 
-/* gemv_t_c with 16-lane vectors: each W column converted once for up to 4
- * x columns (4 accumulators in flight) */
+/* gemv_t_c with 16-lane vectors: each 16 values of a W column widened once
+ * for up to 8 x columns (8 accumulators in flight) */
 DEC_AVX512 static void gemv_t_512(int m, int n, int k, const uint16_t *w, const float *x,
                                   float *y)
 {
-    enum { NJ = 4 };
+    enum { NJ = 8 };
     int k16 = k / 16 * 16;
     for (int j0 = 0; j0 < n; j0 += NJ) {
         int nj = n - j0 < NJ ? n - j0 : NJ;
@@ -218,23 +223,32 @@ DEC_AVX512 static void gemv_t_512(int m, int n, int k, const uint16_t *w, const 
             xj[j] = x + (size_t)(j0 + (j < nj ? j : 0)) * k;
         for (int i = 0; i < m; i++) {
             const uint16_t *wi = w + (size_t)i * k;
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int c = 0; c < k16; c += 16) {
-                __m512 wv = bf16x16(wi + c);
-                a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xj[0] + c), a0);
-                if (nj > 1)
-                    a1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xj[1] + c), a1);
-                if (nj > 2)
-                    a2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xj[2] + c), a2);
-                if (nj > 3)
-                    a3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xj[3] + c), a3);
+            __m512 a[NJ];
+            for (int j = 0; j < NJ; j++)
+                a[j] = _mm512_setzero_ps();
+            if (nj == 1) {
+                __m512 b = _mm512_setzero_ps();
+                int c = 0;
+                for (; c + 32 <= k16; c += 32) {
+                    a[0] = _mm512_fmadd_ps(bf16x16(wi + c), _mm512_loadu_ps(xj[0] + c), a[0]);
+                    b = _mm512_fmadd_ps(bf16x16(wi + c + 16), _mm512_loadu_ps(xj[0] + c + 16), b);
+                }
+                for (; c < k16; c += 16)
+                    a[0] = _mm512_fmadd_ps(bf16x16(wi + c), _mm512_loadu_ps(xj[0] + c), a[0]);
+                a[0] = _mm512_add_ps(a[0], b);
+            } else {
+                for (int c = 0; c < k16; c += 16) {
+                    __m512 wv = bf16x16(wi + c);
+                    for (int j = 0; j < NJ; j++)
+                        if (j < nj)
+                            a[j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(xj[j] + c), a[j]);
+                }
             }
-            float s[NJ] = {_mm512_reduce_add_ps(a0), _mm512_reduce_add_ps(a1),
-                           _mm512_reduce_add_ps(a2), _mm512_reduce_add_ps(a3)};
             for (int j = 0; j < nj; j++) {
+                float sj = _mm512_reduce_add_ps(a[j]);
                 for (int c = k16; c < k; c++)
-                    s[j] += bf16f(wi[c]) * xj[j][c];
-                y[(size_t)(j0 + j) * m + i] = s[j];
+                    sj += bf16f(wi[c]) * xj[j][c];
+                y[(size_t)(j0 + j) * m + i] = sj;
             }
         }
     }
