@@ -11,7 +11,7 @@
  *
  *   tessera-bench-generate [--weights FILE] [--batch 1,8] [--prompt 64]
  *        [--new 256] [--precision fp32,bf16] [--threads N] [--sched NAME]
- *        [--no-peer] [--seed S]
+ *        [--no-peer] [--peer-bf16] [--seed S]
  *        [--layers 12 --heads 12 --channels 768 --vocab 50257 --ctx 1024]
  *
  * The weights: FILE if it exists (its shape wins), else GPT-2's random
@@ -20,8 +20,8 @@
  * LCG tokens prefilled, then --new greedy steps of all B slots; the figure
  * is decode tokens/s = B x new / the steps' time. fp32 reads the model's
  * weights, bf16 the state's bf16 copies (tsr_gpt2_gen_precision). The peer
- * runs in float32 (the figure compared with, for both) and, when bf16 is
- * measured, in bfloat16 too (peer_bf16_value). Prints a table, then one
+ * runs in float32 (the figure compared with, for both) and, with
+ * --peer-bf16, in bfloat16 too (peer_bf16_value). Prints a table, then one
  * JSON line per figure:
  *   {"bench":"gpt2-generate","case":"124M-b1-fp32","metric":"tok_per_s",
  *    "value":T,"peer":"torch-fp32","peer_value":P,"ratio":T/P, …}
@@ -41,7 +41,7 @@
 
 typedef struct options {
     const char *weights, *sched, *batches, *precisions;
-    int prompt, nnew, threads, peer;
+    int prompt, nnew, threads, peer, peer_bf16;
     uint64_t seed;
     tsr_gpt2_config_t cfg;
 } options_t;
@@ -59,6 +59,7 @@ static void usage(void)
             "  --threads N      CPU workers, and the peer's torch threads (default nproc)\n"
             "  --sched NAME     scheduling policy\n"
             "  --no-peer        do not run the PyTorch peer\n"
+            "  --peer-bf16      run the peer in bfloat16 too (slow with a generic BLAS)\n"
             "  --seed S         initialisation seed (default 1)\n"
             "  --layers/--heads/--channels/--vocab/--ctx  the shape (default 124M)\n");
 }
@@ -150,6 +151,7 @@ static double peer_tps(const options_t *o, int b, const char *dtype)
             tps = strtod(k + 16, NULL);
         else if (!strstr(line, "\"bench\""))
             fputs(line, stdout);
+        fflush(stdout);
     }
     if (pclose(f) != 0)
         return -1;
@@ -246,6 +248,10 @@ static int parse(int argc, char **argv, options_t *o)
         const char *a = argv[i];
         if (!strcmp(a, "--no-peer")) {
             o->peer = 0;
+            continue;
+        }
+        if (!strcmp(a, "--peer-bf16")) {
+            o->peer_bf16 = 1;
             continue;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -381,7 +387,7 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
         peer[i] = o.peer ? peer_tps(&o, batches[i], "float32") : -1;
-        peer_bf16[i] = o.peer && want_bf16 ? peer_tps(&o, batches[i], "bfloat16") : -1;
+        peer_bf16[i] = o.peer && o.peer_bf16 ? peer_tps(&o, batches[i], "bfloat16") : -1;
     }
     /* bytes a decode step reads: every weight once (4 bytes, or 2 for the
      * bf16 copies of the matrices: all but wpe, biases and gains), plus the
