@@ -47,6 +47,12 @@ void tsr_cpu_decode_embed(int C, const float *a, const float *b, float *out);
 void tsr_cpu_decode_gemv_bf16(int m, int n, int k, const uint16_t *w, const float *x, float beta,
                               float *y);
 void tsr_cpu_decode_gemv_bf16_t(int m, int n, int k, const uint16_t *w, const float *x, float *y);
+/* The same in portable C (vectorized by the compiler): what the two above
+ * run on a CPU without AVX-512 (they use it where present); for tests. */
+void tsr_cpu_decode_gemv_bf16_c(int m, int n, int k, const uint16_t *w, const float *x,
+                                float beta, float *y);
+void tsr_cpu_decode_gemv_bf16_t_c(int m, int n, int k, const uint16_t *w, const float *x,
+                                  float *y);
 
 /* CUDA versions, device pointers (cols too), asynchronous on `stream`;
  * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure), TSR_EINVAL

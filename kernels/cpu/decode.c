@@ -93,8 +93,8 @@ static inline float bf16f(uint16_t h)
 /* Columns of W four at a time: y(:, j) += W(:, p..p+3) x(p..p+3, j). W is
  * read once for all n columns (n is a decode step's few tokens); the y
  * columns stay in L1. */
-TSR_CPU_CLONES static void gemv_n_c(int m, int n, int k, const uint16_t *w, const float *x,
-                                     float beta, float *y)
+TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16_c(int m, int n, int k, const uint16_t *w,
+                                               const float *x, float beta, float *y)
 {
     if (beta == 0.0f)
         for (int j = 0; j < n; j++)
@@ -124,8 +124,8 @@ TSR_CPU_CLONES static void gemv_n_c(int m, int n, int k, const uint16_t *w, cons
 /* Dot products of W's columns with the x columns, 16 lanes of partial sums
  * (a fixed lane order: vectorized without reassociating), up to 8 x
  * columns per pass over a W column. */
-TSR_CPU_CLONES static void gemv_t_c(int m, int n, int k, const uint16_t *w, const float *x,
-                                     float *y)
+TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16_t_c(int m, int n, int k, const uint16_t *w,
+                                                 const float *x, float *y)
 {
     enum { L = 16, NJ = 8 };
     for (int j0 = 0; j0 < n; j0 += NJ) {
@@ -166,7 +166,7 @@ DEC_AVX512 static inline __m512 bf16x16(const uint16_t *p)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* gemv_n_c with 16-lane vectors: 16 rows of four W columns widened once,
+/* tsr_cpu_decode_gemv_bf16_c with 16-lane vectors: 16 rows of four W columns widened once,
  * then applied to every x column (the y columns stay in L1) */
 DEC_AVX512 static void gemv_n_512(int m, int n, int k, const uint16_t *w, const float *x,
                                   float beta, float *y)
@@ -209,7 +209,7 @@ DEC_AVX512 static void gemv_n_512(int m, int n, int k, const uint16_t *w, const 
     }
 }
 
-/* gemv_t_c with 16-lane vectors: each 16 values of a W column widened once
+/* tsr_cpu_decode_gemv_bf16_t_c with 16-lane vectors: each 16 values of a W column widened once
  * for up to 8 x columns (8 accumulators in flight) */
 DEC_AVX512 static void gemv_t_512(int m, int n, int k, const uint16_t *w, const float *x,
                                   float *y)
@@ -269,7 +269,7 @@ void tsr_cpu_decode_gemv_bf16(int m, int n, int k, const uint16_t *w, const floa
         return;
     }
 #endif
-    gemv_n_c(m, n, k, w, x, beta, y);
+    tsr_cpu_decode_gemv_bf16_c(m, n, k, w, x, beta, y);
 }
 
 void tsr_cpu_decode_gemv_bf16_t(int m, int n, int k, const uint16_t *w, const float *x, float *y)
@@ -280,5 +280,5 @@ void tsr_cpu_decode_gemv_bf16_t(int m, int n, int k, const uint16_t *w, const fl
         return;
     }
 #endif
-    gemv_t_c(m, n, k, w, x, y);
+    tsr_cpu_decode_gemv_bf16_t_c(m, n, k, w, x, y);
 }

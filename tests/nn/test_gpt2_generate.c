@@ -153,8 +153,9 @@ static float from_bf16(uint16_t h)
 
 /* The bf16 products of a decode step against double loops over the same
  * bf16 values (their products are exact: only the order of the fp32 sums
- * differs): the N form with beta 0 and 1, k not a multiple of 4, and the T
- * form with n past 8 columns and k not a multiple of 16. */
+ * differs), both the dispatcher (AVX-512 where present) and the portable
+ * C: the N form with beta 0 and 1, m and k not multiples of 16 and 4, and
+ * the T form with n past 8 columns and k not a multiple of 16. */
 Test(gpt2_generate, bf16_products_match_naive_loops)
 {
     kt_rng r = kt_seed(3);
@@ -167,30 +168,33 @@ Test(gpt2_generate, bf16_products_match_naive_loops)
             w[e] = to_bf16(wf[e]);
         float *y0 = kt_rand(&r, (size_t)m * n, -1, 1), *y = kt_dup(y0, (size_t)m * n);
         double *want = kt_dalloc((size_t)m * n);
-        for (int beta = 0; beta <= 1; beta++) {
-            memcpy(y, y0, (size_t)m * n * sizeof *y);
-            tsr_cpu_decode_gemv_bf16(m, n, k, w, x, (float)beta, y);
+        for (int impl = 0; impl < 2; impl++) { /* the dispatcher, the portable C */
+            for (int beta = 0; beta <= 1; beta++) {
+                memcpy(y, y0, (size_t)m * n * sizeof *y);
+                (impl ? tsr_cpu_decode_gemv_bf16_c : tsr_cpu_decode_gemv_bf16)(m, n, k, w, x,
+                                                                              (float)beta, y);
+                for (int j = 0; j < n; j++)
+                    for (int i = 0; i < m; i++) {
+                        double acc = beta ? y0[(size_t)j * m + i] : 0;
+                        for (int p = 0; p < k; p++)
+                            acc += (double)from_bf16(w[(size_t)p * m + i]) * x[(size_t)j * k + p];
+                        want[(size_t)j * m + i] = acc;
+                    }
+                cr_assert_eq(kt_count_bad("gemv_bf16", y, want, (size_t)m * n, 1e-5, 1e-5), 0,
+                             "N form %d x %d x %d, beta %d, impl %d", m, n, k, beta, impl);
+            }
+            /* T: W is (k, m): the same values read as m columns of k */
+            (impl ? tsr_cpu_decode_gemv_bf16_t_c : tsr_cpu_decode_gemv_bf16_t)(m, n, k, w, x, y);
             for (int j = 0; j < n; j++)
                 for (int i = 0; i < m; i++) {
-                    double acc = beta ? y0[(size_t)j * m + i] : 0;
-                    for (int p = 0; p < k; p++)
-                        acc += (double)from_bf16(w[(size_t)p * m + i]) * x[(size_t)j * k + p];
+                    double acc = 0;
+                    for (int c = 0; c < k; c++)
+                        acc += (double)from_bf16(w[(size_t)i * k + c]) * x[(size_t)j * k + c];
                     want[(size_t)j * m + i] = acc;
                 }
-            cr_assert_eq(kt_count_bad("gemv_bf16", y, want, (size_t)m * n, 1e-5, 1e-5), 0,
-                         "N form %d x %d x %d, beta %d", m, n, k, beta);
+            cr_assert_eq(kt_count_bad("gemv_bf16_t", y, want, (size_t)m * n, 1e-5, 1e-5), 0,
+                         "T form %d x %d x %d, impl %d", m, n, k, impl);
         }
-        /* T: W is (k, m): the same values read as m columns of k */
-        tsr_cpu_decode_gemv_bf16_t(m, n, k, w, x, y);
-        for (int j = 0; j < n; j++)
-            for (int i = 0; i < m; i++) {
-                double acc = 0;
-                for (int c = 0; c < k; c++)
-                    acc += (double)from_bf16(w[(size_t)i * k + c]) * x[(size_t)j * k + c];
-                want[(size_t)j * m + i] = acc;
-            }
-        cr_assert_eq(kt_count_bad("gemv_bf16_t", y, want, (size_t)m * n, 1e-5, 1e-5), 0,
-                     "T form %d x %d x %d", m, n, k);
         free(wf), free(x), free(w), free(y0), free(y), free(want);
     }
 }
