@@ -4,7 +4,7 @@
 
 GPT-2 in plain torch (no HF transformers), float32, HF parameter names and
 layouts (Conv1D weights [in, out]), tied lm head, LayerNorm eps 1e-5, GELU
-with the tanh approximation. Three modes:
+with the tanh approximation. Five modes:
 
   gpt2_reference.py --make-init OUT.safetensors [--vocab 300 --ctx 64
         --layers 2 --heads 4 --channels 64 --seed 1]
