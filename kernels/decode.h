@@ -41,16 +41,21 @@ void tsr_cpu_decode_embed(int C, const float *a, const float *b, float *out);
 /* The matrix products of a decode step from bf16 weights (half the bytes
  * of a step that is bound by reading them), fp32 activations and sums.
  * w holds bf16 values (the high halves of fp32), column-major.
- *   N: y (m, n) = beta y + W x,   W (m, k) ld m, x (k, n) ld k, y ld m;
- *      beta 0 (y not read) or 1.
+ *   N: y (m, n) = beta y + W x,   W (m, k) ld m, x (k, n) ld ldx >= k (rows
+ *      of a taller tile), y ld m; beta 0 (y not read) or 1.
  *   T: y (m, n) = W^T x,          W (k, m) ld k, x (k, n) ld k, y ld m. */
-void tsr_cpu_decode_gemv_bf16(int m, int n, int k, const uint16_t *w, const float *x, float beta,
-                              float *y);
+void tsr_cpu_decode_gemv_bf16(int m, int n, int k, const uint16_t *w, const float *x, int ldx,
+                              float beta, float *y);
 void tsr_cpu_decode_gemv_bf16_t(int m, int n, int k, const uint16_t *w, const float *x, float *y);
 /* The same in portable C (vectorized by the compiler): what the two above
  * run on a CPU without AVX-512 (they use it where present); for tests. */
 void tsr_cpu_decode_gemv_bf16_c(int m, int n, int k, const uint16_t *w, const float *x,
-                                float beta, float *y);
+                                int ldx, float beta, float *y);
+/* y (m, n) = beta y + b + p0 + p1, b (m): the two partial products of a
+ * Linear layer whose columns were split over two tasks, its bias, and
+ * (beta 1) the residual. */
+void tsr_cpu_decode_sum2(int m, int n, float beta, const float *b, const float *p0,
+                         const float *p1, float *y);
 void tsr_cpu_decode_gemv_bf16_t_c(int m, int n, int k, const uint16_t *w, const float *x,
                                   float *y);
 
@@ -62,7 +67,9 @@ int tsr_cuda_decode_attn(void *stream, int d, int n, int maxlen, float scale,
                          int ld, float *kc, float *vc, float *y);
 int tsr_cuda_decode_embed(void *stream, int C, const float *a, const float *b, float *out);
 int tsr_cuda_decode_gemv_bf16(void *stream, int m, int n, int k, const uint16_t *w,
-                              const float *x, float beta, float *y);
+                              const float *x, int ldx, float beta, float *y);
+int tsr_cuda_decode_sum2(void *stream, int m, int n, float beta, const float *b, const float *p0,
+                         const float *p1, float *y);
 int tsr_cuda_decode_gemv_bf16_t(void *stream, int m, int n, int k, const uint16_t *w,
                                 const float *x, float *y);
 

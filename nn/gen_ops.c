@@ -125,7 +125,8 @@ static int gemv_cpu(void **buf, const void *args, const tsr_exec_t *e)
     if (a->trans)
         tsr_cpu_decode_gemv_bf16_t(a->m, a->n, a->k, buf[0], buf[1], buf[2]);
     else
-        tsr_cpu_decode_gemv_bf16(a->m, a->n, a->k, buf[0], buf[1], a->beta, buf[2]);
+        tsr_cpu_decode_gemv_bf16(a->m, a->n, a->k, (const uint16_t *)buf[0] + a->woff,
+                                 (const float *)buf[1] + a->xoff, a->ldx, a->beta, buf[2]);
     return 0;
 }
 #ifdef TSR_HAVE_CUDA
@@ -134,8 +135,10 @@ static int gemv_cuda(void **buf, const void *args, const tsr_exec_t *e)
     const gemv_args_t *a = args;
     return a->trans ? tsr_cuda_decode_gemv_bf16_t(e->cuda_stream, a->m, a->n, a->k, buf[0],
                                                   buf[1], buf[2])
-                    : tsr_cuda_decode_gemv_bf16(e->cuda_stream, a->m, a->n, a->k, buf[0],
-                                                buf[1], a->beta, buf[2]);
+                    : tsr_cuda_decode_gemv_bf16(e->cuda_stream, a->m, a->n, a->k,
+                                                (const uint16_t *)buf[0] + a->woff,
+                                                (const float *)buf[1] + a->xoff, a->ldx,
+                                                a->beta, buf[2]);
 }
 #endif
 static const tsr_codelet_t cl_gemv = {.name = "decode_gemv_bf16",
@@ -143,6 +146,44 @@ static const tsr_codelet_t cl_gemv = {.name = "decode_gemv_bf16",
                                       .nbuffers = 3,
                                       .flops = gemv_flops,
                                       .bytes = gemv_bytes};
+
+typedef tsr__sum2_args_t sum2_args_t;
+
+/* three additions per element; y (read when beta 1), p0, p1 read, b read,
+ * y written */
+static double sum2_flops(const void *args, const size_t *sizes)
+{
+    const sum2_args_t *a = args;
+    (void)sizes;
+    return 3.0 * a->m * a->n;
+}
+static double sum2_bytes(const void *args, const size_t *sizes)
+{
+    const sum2_args_t *a = args;
+    (void)sizes;
+    return 4.0 * ((a->beta != 0.0f ? 4.0 : 3.0) * a->m * a->n + a->m);
+}
+/* y, b, p0, p1 */
+static int sum2_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const sum2_args_t *a = args;
+    (void)e;
+    tsr_cpu_decode_sum2(a->m, a->n, a->beta, buf[1], buf[2], buf[3], buf[0]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int sum2_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const sum2_args_t *a = args;
+    return tsr_cuda_decode_sum2(e->cuda_stream, a->m, a->n, a->beta, buf[1], buf[2], buf[3],
+                                buf[0]);
+}
+#endif
+static const tsr_codelet_t cl_sum2 = {.name = "decode_sum2",
+                                      .impl = {sum2_cpu, CUDA_IMPL(sum2_cuda)},
+                                      .nbuffers = 4,
+                                      .flops = sum2_flops,
+                                      .bytes = sum2_bytes};
 
 /* fp32 tile read (4 bytes an element), bf16 written (2); no arithmetic
  * worth counting beyond the rounding (a few integer operations) */
@@ -288,7 +329,7 @@ static int gemv_n(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr_tenso
     for (int i = 0; i < w->grid_rows; i++)
         for (int p = 0; p < w->grid_cols; p++) {
             gemv_args_t a = {tsr__tile_m(w, i), x->cols, tsr__tile_n(w, p), 0,
-                             p == 0 ? beta : 1.0f};
+                             p == 0 ? beta : 1.0f, tsr__tile_m(x, p), 0, 0};
             tsr_access_t acc[] = {{tsr__tile(wb, i, p), TSR_R},
                                   {tsr__tile(x, p, 0), TSR_R},
                                   {tsr__tile(y, i, 0), a.beta == 0.0f ? TSR_W : TSR_RW}};
@@ -312,6 +353,52 @@ int tsr__op_linear_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr
     return (rc = tsr__op_bias_add(b, y)) ? rc : gemv_n(w, wb, x, 1.0f, y);
 }
 
+int tsr__op_linear_bf16_split(const tsr_tensor_t *w, const tsr_tensor_t *wb,
+                              const tsr_tensor_t *b, const tsr_tensor_t *x, float beta,
+                              tsr_tensor_t *y, tsr_tensor_t *p0, tsr_tensor_t *p1)
+{
+    int rc = check_packed(w, wb, "linear_bf16_split");
+    if (rc)
+        return rc;
+    int m = w->rows, n = x->cols, K = w->cols;
+    if (w->grid_rows != 1 || K < 2 || x->rows != K || x->tile_rows != w->tile_cols ||
+        x->grid_cols != 1 || y->rows != m || y->grid_rows != 1 || y->cols != n ||
+        y->grid_cols != 1 || b->rows != m || b->grid_rows != 1 || p0->rows != m ||
+        p0->cols != n || p0->grid_rows != 1 || p0->grid_cols != 1 || p1->rows != m ||
+        p1->cols != n || p1->grid_rows != 1 || p1->grid_cols != 1 ||
+        (beta != 0.0f && beta != 1.0f))
+        return tsr__fail(TSR_EINVAL, "linear_bf16_split: W (%d, %d) in (%d, %d), x (%d, %d), y "
+                                     "(%d, %d) and the partials do not agree (beta %g)", m, K,
+                         w->tile_rows, w->tile_cols, x->rows, x->cols, y->rows, y->cols,
+                         (double)beta);
+    /* the halves split at a multiple of 4 columns (the kernel's step) */
+    int mid = (K / 2 + 3) / 4 * 4 < K ? (K / 2 + 3) / 4 * 4 : K / 2;
+    tsr_tensor_t *part[2] = {p0, p1};
+    for (int h = 0; h < 2; h++) {
+        int c0 = h ? mid : 0, c1 = h ? K : mid, first = 1;
+        for (int p = 0; p < w->grid_cols; p++) {
+            int t0 = p * w->tile_cols, tn = tsr__tile_n(w, p);
+            int lo = c0 > t0 ? c0 : t0, hi = c1 < t0 + tn ? c1 : t0 + tn;
+            if (lo >= hi)
+                continue;
+            gemv_args_t a = {m, n, hi - lo, 0, first ? 0.0f : 1.0f, tn,
+                             (size_t)(lo - t0) * (size_t)m, (size_t)(lo - t0)};
+            tsr_access_t acc[] = {{tsr__tile(wb, 0, p), TSR_R},
+                                  {tsr__tile(x, p, 0), TSR_R},
+                                  {part[h]->tiles[0], first ? TSR_W : TSR_RW}};
+            if ((rc = submit(&cl_gemv, &a, sizeof a, 3, acc)))
+                return rc;
+            first = 0;
+        }
+    }
+    sum2_args_t a = {m, n, beta};
+    tsr_access_t acc[] = {{y->tiles[0], beta != 0.0f ? TSR_RW : TSR_W},
+                          {b->tiles[0], TSR_R},
+                          {p0->tiles[0], TSR_R},
+                          {p1->tiles[0], TSR_R}};
+    return submit(&cl_sum2, &a, sizeof a, 4, acc);
+}
+
 int tsr__op_gemv_t_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr_tensor_t *x,
                         tsr_tensor_t *y)
 {
@@ -326,7 +413,7 @@ int tsr__op_gemv_t_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr
                          w->tile_rows, w->tile_cols, x->rows, x->cols, y->rows, y->cols,
                          y->tile_rows, y->tile_cols);
     for (int v = 0; v < w->grid_cols; v++) {
-        gemv_args_t a = {tsr__tile_n(w, v), x->cols, w->rows, 1, 0.0f};
+        gemv_args_t a = {tsr__tile_n(w, v), x->cols, w->rows, 1, 0.0f, w->rows, 0, 0};
         tsr_access_t acc[] = {{tsr__tile(wb, 0, v), TSR_R},
                               {x->tiles[0], TSR_R},
                               {tsr__tile(y, v, 0), TSR_W}};
@@ -338,7 +425,7 @@ int tsr__op_gemv_t_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr
 
 const tsr_codelet_t *tsr__gen_op_codelet(const char *name)
 {
-    const tsr_codelet_t *all[] = {&cl_decode, &cl_embed, &cl_gemv, &cl_to_bf16};
+    const tsr_codelet_t *all[] = {&cl_decode, &cl_embed, &cl_gemv, &cl_sum2, &cl_to_bf16};
     for (size_t i = 0; name && i < sizeof all / sizeof *all; i++)
         if (!strcmp(all[i]->name, name))
             return all[i];

@@ -49,6 +49,7 @@ typedef struct colset {
     int n, k;
     tsr_tensor_t x, res, ln, mean, rstd, qkv, yh, yb, fch, fcg, cols;
     tsr_tensor_t last, lnf, lnf_mean, lnf_rstd, logits;
+    tsr_tensor_t p0, p1; /* bf16: the partial products of a split Linear */
 } colset_t;
 
 struct tsr_gpt2_gen {
@@ -131,7 +132,7 @@ static void colset_each(colset_t *s, void (*fn)(tsr_tensor_t *))
     tsr_tensor_t *all[] = {&s->x,    &s->res,  &s->ln,   &s->mean,     &s->rstd,
                            &s->qkv,  &s->yh,   &s->yb,   &s->fch,      &s->fcg,
                            &s->cols, &s->last, &s->lnf,  &s->lnf_mean, &s->lnf_rstd,
-                           &s->logits};
+                           &s->logits, &s->p0, &s->p1};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         fn(all[i]);
 }
@@ -168,7 +169,8 @@ static int colset_make(const tsr_gpt2_t *m, int n, int k, colset_t **out)
         (rc = tsr__tensor_init(&s->lnf, C, k, C, k)) ||
         (rc = tsr__tensor_init(&s->lnf_mean, 1, k, 1, k)) ||
         (rc = tsr__tensor_init(&s->lnf_rstd, 1, k, 1, k)) ||
-        (rc = tsr__tensor_init(&s->logits, V, k, c->tile_vocab, k))) {
+        (rc = tsr__tensor_init(&s->logits, V, k, c->tile_vocab, k)) ||
+        (rc = tsr__tensor_init(&s->p0, C, n, C, n)) || (rc = tsr__tensor_init(&s->p1, C, n, C, n))) {
         colset_free(s, 1);
         return rc;
     }
@@ -294,9 +296,14 @@ int tsr_gpt2_gen_reset(tsr_gpt2_gen_t *g, int slot)
 
 /* Linear layer `which` (0 c_attn, 1 attn.c_proj, 2 c_fc, 3 mlp.c_proj) of
  * layer l, from the model's weights or their bf16 copy. */
-static int linear(tsr_gpt2_gen_t *g, int l, int which, const tsr_tensor_t *w,
+static int linear(tsr_gpt2_gen_t *g, colset_t *s, int l, int which, const tsr_tensor_t *w,
                   const tsr_tensor_t *b, const tsr_tensor_t *x, float beta, tsr_tensor_t *y)
 {
+    /* the output projections (one tile row of W) in two halves side by
+     * side, the others one task per W tile */
+    if (g->bf16 && w->grid_rows == 1 && w->cols >= 8)
+        return tsr__op_linear_bf16_split(w, &g->wb[4 * l + which], b, x, beta, y, &s->p0,
+                                         &s->p1);
     if (g->bf16)
         return tsr__op_linear_bf16(w, &g->wb[4 * l + which], b, x, beta, y);
     return tsr__op_linear_fwd(w, b, x, beta, y);
@@ -375,18 +382,18 @@ static int run(tsr_gpt2_gen_t *g, colset_t *s)
         const layer_params_t *p = &m->lp[l];
         TRY(tsr__op_layernorm_fwd(&s->x, &p->ln1_w->p, &p->ln1_b->p, &s->ln, &s->mean,
                                   &s->rstd));
-        TRY(linear(g, l, 0, &p->attn_w->p, &p->attn_b->p, &s->ln, 0.0f, &s->qkv));
+        TRY(linear(g, s, l, 0, &p->attn_w->p, &p->attn_b->p, &s->ln, 0.0f, &s->qkv));
         TRY(tsr__op_decode_attn(&s->qkv, &s->cols, c->heads, g->maxlen, keys, &g->kc[l],
                                 &g->vc[l], &s->yh));
         TRY(tsr__op_regroup(&s->yh, &s->yb));
         TRY(tsr__op_copy(&s->x, &s->res));                                   /* res = x */
-        TRY(linear(g, l, 1, &p->proj_w->p, &p->proj_b->p, &s->yb, 1.0f, &s->res));
+        TRY(linear(g, s, l, 1, &p->proj_w->p, &p->proj_b->p, &s->yb, 1.0f, &s->res));
         TRY(tsr__op_layernorm_fwd(&s->res, &p->ln2_w->p, &p->ln2_b->p, &s->ln, &s->mean,
                                   &s->rstd));
-        TRY(linear(g, l, 2, &p->fc_w->p, &p->fc_b->p, &s->ln, 0.0f, &s->fch));
+        TRY(linear(g, s, l, 2, &p->fc_w->p, &p->fc_b->p, &s->ln, 0.0f, &s->fch));
         TRY(tsr__op_gelu_fwd(&s->fch, &s->fcg));
         TRY(tsr__op_copy(&s->res, &s->x));                                   /* x = res */
-        TRY(linear(g, l, 3, &p->fcproj_w->p, &p->fcproj_b->p, &s->fcg, 1.0f, &s->x));
+        TRY(linear(g, s, l, 3, &p->fcproj_w->p, &p->fcproj_b->p, &s->fcg, 1.0f, &s->x));
     }
     const tsr_tensor_t *xl = &s->x;
     if (s->k != n) {

@@ -94,7 +94,7 @@ static inline float bf16f(uint16_t h)
  * read once for all n columns (n is a decode step's few tokens); the y
  * columns stay in L1. */
 TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16_c(int m, int n, int k, const uint16_t *w,
-                                               const float *x, float beta, float *y)
+                                               const float *x, int ldx, float beta, float *y)
 {
     if (beta == 0.0f)
         for (int j = 0; j < n; j++)
@@ -103,7 +103,7 @@ TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16_c(int m, int n, int k, const uint16
     for (; p + 4 <= k; p += 4) {
         const uint16_t *w0 = w + (size_t)p * m, *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
         for (int j = 0; j < n; j++) {
-            const float *xj = x + (size_t)j * k + p;
+            const float *xj = x + (size_t)j * ldx + p;
             float x0 = xj[0], x1 = xj[1], x2 = xj[2], x3 = xj[3];
             float *yj = y + (size_t)j * m;
             for (int i = 0; i < m; i++)
@@ -114,7 +114,7 @@ TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16_c(int m, int n, int k, const uint16
     for (; p < k; p++) {
         const uint16_t *w0 = w + (size_t)p * m;
         for (int j = 0; j < n; j++) {
-            float x0 = x[(size_t)j * k + p], *yj = y + (size_t)j * m;
+            float x0 = x[(size_t)j * ldx + p], *yj = y + (size_t)j * m;
             for (int i = 0; i < m; i++)
                 yj[i] += bf16f(w0[i]) * x0;
         }
@@ -169,7 +169,7 @@ DEC_AVX512 static inline __m512 bf16x16(const uint16_t *p)
 /* tsr_cpu_decode_gemv_bf16_c with 16-lane vectors: 16 rows of four W columns widened once,
  * then applied to every x column (the y columns stay in L1) */
 DEC_AVX512 static void gemv_n_512(int m, int n, int k, const uint16_t *w, const float *x,
-                                  float beta, float *y)
+                                  int ldx, float beta, float *y)
 {
     if (beta == 0.0f)
         for (int j = 0; j < n; j++)
@@ -181,7 +181,7 @@ DEC_AVX512 static void gemv_n_512(int m, int n, int k, const uint16_t *w, const 
             __m512 v0 = bf16x16(w0 + i), v1 = bf16x16(w1 + i);
             __m512 v2 = bf16x16(w2 + i), v3 = bf16x16(w3 + i);
             for (int j = 0; j < n; j++) {
-                const float *xj = x + (size_t)j * k + p;
+                const float *xj = x + (size_t)j * ldx + p;
                 float *yj = y + (size_t)j * m + i;
                 __m512 a = _mm512_loadu_ps(yj);
                 a = _mm512_fmadd_ps(v0, _mm512_set1_ps(xj[0]), a);
@@ -192,7 +192,7 @@ DEC_AVX512 static void gemv_n_512(int m, int n, int k, const uint16_t *w, const 
             }
         }
         for (int j = 0; j < n; j++) {
-            const float *xj = x + (size_t)j * k + p;
+            const float *xj = x + (size_t)j * ldx + p;
             float *yj = y + (size_t)j * m;
             for (int i = m16; i < m; i++)
                 yj[i] += bf16f(w0[i]) * xj[0] + bf16f(w1[i]) * xj[1] + bf16f(w2[i]) * xj[2] +
@@ -202,7 +202,7 @@ DEC_AVX512 static void gemv_n_512(int m, int n, int k, const uint16_t *w, const 
     for (; p < k; p++) {
         const uint16_t *w0 = w + (size_t)p * m;
         for (int j = 0; j < n; j++) {
-            float x0 = x[(size_t)j * k + p], *yj = y + (size_t)j * m;
+            float x0 = x[(size_t)j * ldx + p], *yj = y + (size_t)j * m;
             for (int i = 0; i < m; i++)
                 yj[i] += bf16f(w0[i]) * x0;
         }
@@ -260,16 +260,27 @@ static int use_avx512(void)
 }
 #endif
 
-void tsr_cpu_decode_gemv_bf16(int m, int n, int k, const uint16_t *w, const float *x, float beta,
-                              float *y)
+void tsr_cpu_decode_gemv_bf16(int m, int n, int k, const uint16_t *w, const float *x, int ldx,
+                              float beta, float *y)
 {
 #ifdef DEC_HAVE_AVX512
     if (use_avx512()) {
-        gemv_n_512(m, n, k, w, x, beta, y);
+        gemv_n_512(m, n, k, w, x, ldx, beta, y);
         return;
     }
 #endif
-    tsr_cpu_decode_gemv_bf16_c(m, n, k, w, x, beta, y);
+    tsr_cpu_decode_gemv_bf16_c(m, n, k, w, x, ldx, beta, y);
+}
+
+TSR_CPU_CLONES void tsr_cpu_decode_sum2(int m, int n, float beta, const float *b,
+                                        const float *p0, const float *p1, float *y)
+{
+    for (int j = 0; j < n; j++) {
+        float *yj = y + (size_t)j * m;
+        const float *q0 = p0 + (size_t)j * m, *q1 = p1 + (size_t)j * m;
+        for (int i = 0; i < m; i++)
+            yj[i] = (beta != 0.0f ? yj[i] : 0.0f) + b[i] + q0[i] + q1[i];
+    }
 }
 
 void tsr_cpu_decode_gemv_bf16_t(int m, int n, int k, const uint16_t *w, const float *x, float *y)

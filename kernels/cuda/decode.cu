@@ -111,8 +111,8 @@ __device__ __forceinline__ float bf16f(uint16_t h)
 
 /* one thread per y element, consecutive threads on consecutive rows
  * (coalesced reads of W's columns) */
-__global__ void k_gemv_bf16(int m, int n, int k, const uint16_t *w, const float *x, float beta,
-                            float *y)
+__global__ void k_gemv_bf16(int m, int n, int k, const uint16_t *w, const float *x, int ldx,
+                            float beta, float *y)
 {
     size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (e >= (size_t)m * n)
@@ -120,7 +120,7 @@ __global__ void k_gemv_bf16(int m, int n, int k, const uint16_t *w, const float 
     int i = (int)(e % m), j = (int)(e / m);
     float s = 0.0f;
     for (int p = 0; p < k; p++)
-        s += bf16f(w[(size_t)p * m + i]) * x[(size_t)j * k + p];
+        s += bf16f(w[(size_t)p * m + i]) * x[(size_t)j * ldx + p];
     y[e] = beta == 0.0f ? s : y[e] + s;
 }
 
@@ -141,13 +141,13 @@ __global__ void k_gemv_bf16_t(int m, int n, int k, const uint16_t *w, const floa
 }
 
 int tsr_cuda_decode_gemv_bf16(void *stream, int m, int n, int k, const uint16_t *w,
-                              const float *x, float beta, float *y)
+                              const float *x, int ldx, float beta, float *y)
 {
     if (m <= 0 || n <= 0)
         return 0;
     unsigned blocks = (unsigned)(((size_t)m * n + 255) / 256);
     TSR_LAUNCH(k_gemv_bf16, blocks, 256, 0, TSR_STREAM(stream), m, n,
-               k, w, x, beta, y);
+               k, w, x, ldx, beta, y);
     return tsr_cuda_launched("k_gemv_bf16");
 }
 
@@ -160,4 +160,23 @@ int tsr_cuda_decode_gemv_bf16_t(void *stream, int m, int n, int k, const uint16_
     unsigned blocks = (unsigned)((warps + 7) / 8);
     TSR_LAUNCH(k_gemv_bf16_t, blocks, 256, 0, TSR_STREAM(stream), m, n, k, w, x, y);
     return tsr_cuda_launched("k_gemv_bf16_t");
+}
+
+__global__ void k_sum2(int m, int n, float beta, const float *b, const float *p0, const float *p1,
+                       float *y)
+{
+    size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (e >= (size_t)m * n)
+        return;
+    y[e] = (beta != 0.0f ? y[e] : 0.0f) + b[e % m] + p0[e] + p1[e];
+}
+
+int tsr_cuda_decode_sum2(void *stream, int m, int n, float beta, const float *b, const float *p0,
+                         const float *p1, float *y)
+{
+    if (m <= 0 || n <= 0)
+        return 0;
+    unsigned blocks = (unsigned)(((size_t)m * n + 255) / 256);
+    TSR_LAUNCH(k_sum2, blocks, 256, 0, TSR_STREAM(stream), m, n, beta, b, p0, p1, y);
+    return tsr_cuda_launched("k_sum2");
 }

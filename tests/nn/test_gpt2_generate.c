@@ -171,7 +171,7 @@ Test(gpt2_generate, bf16_products_match_naive_loops)
         for (int impl = 0; impl < 2; impl++) { /* the dispatcher, the portable C */
             for (int beta = 0; beta <= 1; beta++) {
                 memcpy(y, y0, (size_t)m * n * sizeof *y);
-                (impl ? tsr_cpu_decode_gemv_bf16_c : tsr_cpu_decode_gemv_bf16)(m, n, k, w, x,
+                (impl ? tsr_cpu_decode_gemv_bf16_c : tsr_cpu_decode_gemv_bf16)(m, n, k, w, x, k,
                                                                               (float)beta, y);
                 for (int j = 0; j < n; j++)
                     for (int i = 0; i < m; i++) {
@@ -195,6 +195,28 @@ Test(gpt2_generate, bf16_products_match_naive_loops)
             cr_assert_eq(kt_count_bad("gemv_bf16_t", y, want, (size_t)m * n, 1e-5, 1e-5), 0,
                          "T form %d x %d x %d, impl %d", m, n, k, impl);
         }
+        /* x rows [3, 3 + k) of a taller tile (ld k + 5): a column range of W's tile */
+        float *xt = kt_rand(&r, (size_t)(k + 5) * n, -1, 1);
+        tsr_cpu_decode_gemv_bf16(m, n, k, w, xt + 3, k + 5, 0.0f, y);
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double acc = 0;
+                for (int p = 0; p < k; p++)
+                    acc += (double)from_bf16(w[(size_t)p * m + i]) * xt[(size_t)j * (k + 5) + 3 + p];
+                want[(size_t)j * m + i] = acc;
+            }
+        cr_assert_eq(kt_count_bad("gemv_bf16 ldx", y, want, (size_t)m * n, 1e-5, 1e-5), 0);
+        /* the sum of two partials, a bias and (beta 1) y */
+        float *b = kt_rand(&r, (size_t)m, -1, 1), *p0 = kt_rand(&r, (size_t)m * n, -1, 1);
+        float *p1 = kt_rand(&r, (size_t)m * n, -1, 1);
+        for (int beta = 0; beta <= 1; beta++) {
+            memcpy(y, y0, (size_t)m * n * sizeof *y);
+            tsr_cpu_decode_sum2(m, n, (float)beta, b, p0, p1, y);
+            for (size_t e = 0; e < (size_t)m * n; e++)
+                want[e] = (beta ? (double)y0[e] : 0.0) + b[e % m] + p0[e] + p1[e];
+            cr_assert_eq(kt_count_bad("sum2", y, want, (size_t)m * n, 1e-6, 1e-6), 0);
+        }
+        free(xt), free(b), free(p0), free(p1);
         free(wf), free(x), free(w), free(y0), free(y), free(want);
     }
 }
