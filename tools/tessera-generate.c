@@ -4,7 +4,7 @@
  *   tessera-generate --checkpoint MODEL.safetensors|RUN_DIR [--vocab DIR]
  *                    [--prompt TEXT]... [--prompts FILE] [--tokens N]
  *                    [--temperature T] [--top-k K] [--top-p P] [--seed S]
- *                    [--stop STRING]...
+ *                    [--stop STRING]... [--bf16]
  *
  * Every prompt is a sequence of one batch: each is prefilled once (its
  * keys and values cached), then all sequences step together, one token
@@ -42,6 +42,8 @@ static const char usage[] =
     "                       from its own generator (seed + its index)\n"
     "  --stop STRING        stop a sequence when its text ends with STRING\n"
     "                       (repeatable; the string stays in the output)\n"
+    "  --bf16               decode from bf16 copies of the weights (half the bytes\n"
+    "                       read per token; fp32 sums)\n"
     "  --seq N              positions per sequence, prompt included (default:\n"
     "                       the longest prompt + tokens, at most the context)\n"
     "  --threads N          CPU workers (default: one per core)\n"
@@ -146,7 +148,7 @@ static void print_done(const seq_t *s, int i, int batch)
 int main(int argc, char **argv)
 {
     const char *ckpt_arg = NULL, *vocab_dir = NULL, *prompts_file = NULL, *sched = NULL;
-    int ntokens = 256, top_k = 40, seqlen = 0, threads = 0;
+    int ntokens = 256, top_k = 40, seqlen = 0, threads = 0, bf16 = 0;
     double temperature = 1.0, top_p = 1.0;
     uint64_t seed = 1337;
     multi_t prompts = {0}, stops = {0};
@@ -174,6 +176,7 @@ int main(int argc, char **argv)
         {"top-p", 0, CLI_FLOAT, &top_p, 1e-6, 1.0, 0},
         {"seed", 0, CLI_U64, &seed, 0, 0, 0},
         {"seq", 0, CLI_INT, &seqlen, 1, 1e6, 0},
+        {"bf16", 0, CLI_BOOL, &bf16, 0, 0, 0},
         {"threads", 0, CLI_INT, &threads, 0, 4096, 0},
         {"sched", 0, CLI_STR, &sched, 0, 0, 0},
     };
@@ -316,6 +319,8 @@ int main(int argc, char **argv)
         goto out;
     }
     rc = tsr_gpt2_gen_create(&g, m, nseq, seqlen);
+    if (rc == TSR_OK && bf16)
+        rc = tsr_gpt2_gen_precision(g, TSR_GPT2_BF16);
     if (rc != TSR_OK) {
         status = cli_lib_fail(rc, "cannot make a KV cache of %d x %d positions", nseq, seqlen);
         goto out;

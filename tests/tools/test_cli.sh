@@ -82,6 +82,8 @@ batch_prints_each() {
         printf '%s\n' "$out" | grep -q '^the quick' && printf '%s\n' "$out" | grep -q '^line 3'
 }
 check generate_batch_prints_every_sequence batch_prints_each
+check generate_bf16_samples bash -c "'$BIN/tessera-generate' --checkpoint '$TMP/a' --threads 1 \
+    --bf16 --prompt 'line ' --tokens 10 --temperature 0 | grep -q '^line '"
 check generate_prompt_without_value_is_a_usage_error exits 2 "${GEN[@]}" --prompt
 check unknown_flag_is_a_usage_error exits 2 "$BIN/tessera-train" --data x --no-such-flag
 check missing_data_file_fails exits 1 "$BIN/tessera-train" --data "$TMP/none.bin" "${MODEL[@]}"
