@@ -2,7 +2,7 @@
  * with a KV cache (tessera/gpt2.h, "generation"), timed, against PyTorch's
  * (tools/gpt2_reference.py --time-generate: the same weights, read from the
  * safetensors file this program writes) and against the machine's memory
- * read bandwidth, measured here.
+ * read bandwidth, measured here (before and after the runs: the better).
  *
  * A decode step at batch 1 reads every weight once (the 124M model: about
  * 0.5 GB in fp32) for one token: the step is bound by memory bandwidth, and
