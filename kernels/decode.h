@@ -51,6 +51,13 @@ void tsr_cpu_decode_gemv_bf16_t(int m, int n, int k, const uint16_t *w, const fl
  * run on a CPU without AVX-512 (they use it where present); for tests. */
 void tsr_cpu_decode_gemv_bf16_c(int m, int n, int k, const uint16_t *w, const float *x,
                                 int ldx, float beta, float *y);
+/* The N form from fp32 W (ld m): for the output projections split in two
+ * column halves (an SGEMM call per half would do the same; this keeps a
+ * column range of a W tile addressable with x's leading dimension). */
+void tsr_cpu_decode_gemv_f32(int m, int n, int k, const float *w, const float *x, int ldx,
+                             float beta, float *y);
+void tsr_cpu_decode_gemv_f32_c(int m, int n, int k, const float *w, const float *x, int ldx,
+                               float beta, float *y);
 /* y (m, n) = beta y + b + p0 + p1, b (m): the two partial products of a
  * Linear layer whose columns were split over two tasks, its bias, and
  * (beta 1) the residual. */
@@ -68,6 +75,8 @@ int tsr_cuda_decode_attn(void *stream, int d, int n, int maxlen, float scale,
 int tsr_cuda_decode_embed(void *stream, int C, const float *a, const float *b, float *out);
 int tsr_cuda_decode_gemv_bf16(void *stream, int m, int n, int k, const uint16_t *w,
                               const float *x, int ldx, float beta, float *y);
+int tsr_cuda_decode_gemv_f32(void *stream, int m, int n, int k, const float *w, const float *x,
+                             int ldx, float beta, float *y);
 int tsr_cuda_decode_sum2(void *stream, int m, int n, float beta, const float *b, const float *p0,
                          const float *p1, float *y);
 int tsr_cuda_decode_gemv_bf16_t(void *stream, int m, int n, int k, const uint16_t *w,

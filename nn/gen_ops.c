@@ -102,8 +102,8 @@ static const tsr_codelet_t cl_embed = {.name = "decode_embed",
 
 typedef tsr__gemv_args_t gemv_args_t;
 
-/* 2 m n k; W read as bf16 (2 bytes), x read, y written (and read when
- * accumulating) */
+/* 2 m n k; W read (2 bytes an element in bf16, 4 in fp32), x read, y
+ * written (and read when accumulating) */
 static double gemv_flops(const void *args, const size_t *sizes)
 {
     const gemv_args_t *a = args;
@@ -114,15 +114,19 @@ static double gemv_bytes(const void *args, const size_t *sizes)
 {
     const gemv_args_t *a = args;
     (void)sizes;
-    return 2.0 * a->m * a->k + 4.0 * a->k * a->n + (a->beta != 0.0f ? 8.0 : 4.0) * a->m * a->n;
+    return (a->f32 ? 4.0 : 2.0) * a->m * a->k + 4.0 * a->k * a->n +
+           (a->beta != 0.0f ? 8.0 : 4.0) * a->m * a->n;
 }
 
-/* wb (bf16), x, y */
+/* w (bf16, or fp32), x, y */
 static int gemv_cpu(void **buf, const void *args, const tsr_exec_t *e)
 {
     const gemv_args_t *a = args;
     (void)e;
-    if (a->trans)
+    if (a->f32)
+        tsr_cpu_decode_gemv_f32(a->m, a->n, a->k, (const float *)buf[0] + a->woff,
+                                (const float *)buf[1] + a->xoff, a->ldx, a->beta, buf[2]);
+    else if (a->trans)
         tsr_cpu_decode_gemv_bf16_t(a->m, a->n, a->k, buf[0], buf[1], buf[2]);
     else
         tsr_cpu_decode_gemv_bf16(a->m, a->n, a->k, (const uint16_t *)buf[0] + a->woff,
@@ -133,6 +137,10 @@ static int gemv_cpu(void **buf, const void *args, const tsr_exec_t *e)
 static int gemv_cuda(void **buf, const void *args, const tsr_exec_t *e)
 {
     const gemv_args_t *a = args;
+    if (a->f32)
+        return tsr_cuda_decode_gemv_f32(e->cuda_stream, a->m, a->n, a->k,
+                                        (const float *)buf[0] + a->woff,
+                                        (const float *)buf[1] + a->xoff, a->ldx, a->beta, buf[2]);
     return a->trans ? tsr_cuda_decode_gemv_bf16_t(e->cuda_stream, a->m, a->n, a->k, buf[0],
                                                   buf[1], buf[2])
                     : tsr_cuda_decode_gemv_bf16(e->cuda_stream, a->m, a->n, a->k,
@@ -141,7 +149,7 @@ static int gemv_cuda(void **buf, const void *args, const tsr_exec_t *e)
                                                 a->beta, buf[2]);
 }
 #endif
-static const tsr_codelet_t cl_gemv = {.name = "decode_gemv_bf16",
+static const tsr_codelet_t cl_gemv = {.name = "decode_gemv",
                                       .impl = {gemv_cpu, CUDA_IMPL(gemv_cuda)},
                                       .nbuffers = 3,
                                       .flops = gemv_flops,
@@ -329,7 +337,7 @@ static int gemv_n(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr_tenso
     for (int i = 0; i < w->grid_rows; i++)
         for (int p = 0; p < w->grid_cols; p++) {
             gemv_args_t a = {tsr__tile_m(w, i), x->cols, tsr__tile_n(w, p), 0,
-                             p == 0 ? beta : 1.0f, tsr__tile_m(x, p), 0, 0};
+                             p == 0 ? beta : 1.0f, tsr__tile_m(x, p), 0, 0, 0};
             tsr_access_t acc[] = {{tsr__tile(wb, i, p), TSR_R},
                                   {tsr__tile(x, p, 0), TSR_R},
                                   {tsr__tile(y, i, 0), a.beta == 0.0f ? TSR_W : TSR_RW}};
@@ -353,13 +361,14 @@ int tsr__op_linear_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr
     return (rc = tsr__op_bias_add(b, y)) ? rc : gemv_n(w, wb, x, 1.0f, y);
 }
 
-int tsr__op_linear_bf16_split(const tsr_tensor_t *w, const tsr_tensor_t *wb,
-                              const tsr_tensor_t *b, const tsr_tensor_t *x, float beta,
-                              tsr_tensor_t *y, tsr_tensor_t *p0, tsr_tensor_t *p1)
+int tsr__op_linear_split(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr_tensor_t *b,
+                         const tsr_tensor_t *x, float beta, tsr_tensor_t *y, tsr_tensor_t *p0,
+                         tsr_tensor_t *p1)
 {
-    int rc = check_packed(w, wb, "linear_bf16_split");
+    int rc = wb ? check_packed(w, wb, "linear_split") : TSR_OK;
     if (rc)
         return rc;
+    const tsr_tensor_t *src = wb ? wb : w;
     int m = w->rows, n = x->cols, K = w->cols;
     if (w->grid_rows != 1 || K < 2 || x->rows != K || x->tile_rows != w->tile_cols ||
         x->grid_cols != 1 || y->rows != m || y->grid_rows != 1 || y->cols != n ||
@@ -367,7 +376,7 @@ int tsr__op_linear_bf16_split(const tsr_tensor_t *w, const tsr_tensor_t *wb,
         p0->cols != n || p0->grid_rows != 1 || p0->grid_cols != 1 || p1->rows != m ||
         p1->cols != n || p1->grid_rows != 1 || p1->grid_cols != 1 ||
         (beta != 0.0f && beta != 1.0f))
-        return tsr__fail(TSR_EINVAL, "linear_bf16_split: W (%d, %d) in (%d, %d), x (%d, %d), y "
+        return tsr__fail(TSR_EINVAL, "linear_split: W (%d, %d) in (%d, %d), x (%d, %d), y "
                                      "(%d, %d) and the partials do not agree (beta %g)", m, K,
                          w->tile_rows, w->tile_cols, x->rows, x->cols, y->rows, y->cols,
                          (double)beta);
@@ -381,9 +390,9 @@ int tsr__op_linear_bf16_split(const tsr_tensor_t *w, const tsr_tensor_t *wb,
             int lo = c0 > t0 ? c0 : t0, hi = c1 < t0 + tn ? c1 : t0 + tn;
             if (lo >= hi)
                 continue;
-            gemv_args_t a = {m, n, hi - lo, 0, first ? 0.0f : 1.0f, tn,
+            gemv_args_t a = {m, n, hi - lo, 0, first ? 0.0f : 1.0f, tn, wb == NULL,
                              (size_t)(lo - t0) * (size_t)m, (size_t)(lo - t0)};
-            tsr_access_t acc[] = {{tsr__tile(wb, 0, p), TSR_R},
+            tsr_access_t acc[] = {{tsr__tile(src, 0, p), TSR_R},
                                   {tsr__tile(x, p, 0), TSR_R},
                                   {part[h]->tiles[0], first ? TSR_W : TSR_RW}};
             if ((rc = submit(&cl_gemv, &a, sizeof a, 3, acc)))
@@ -413,7 +422,7 @@ int tsr__op_gemv_t_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr
                          w->tile_rows, w->tile_cols, x->rows, x->cols, y->rows, y->cols,
                          y->tile_rows, y->tile_cols);
     for (int v = 0; v < w->grid_cols; v++) {
-        gemv_args_t a = {tsr__tile_n(w, v), x->cols, w->rows, 1, 0.0f, w->rows, 0, 0};
+        gemv_args_t a = {tsr__tile_n(w, v), x->cols, w->rows, 1, 0.0f, w->rows, 0, 0, 0};
         tsr_access_t acc[] = {{tsr__tile(wb, 0, v), TSR_R},
                               {x->tiles[0], TSR_R},
                               {tsr__tile(y, v, 0), TSR_W}};

@@ -45,14 +45,15 @@ int tsr__op_to_bf16(const tsr_tensor_t *w, tsr_tensor_t *packed);
  * from W's bf16 copy wb; w gives the fp32 tiling it was made from. */
 int tsr__op_linear_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr_tensor_t *b,
                         const tsr_tensor_t *x, float beta, tsr_tensor_t *y);
-/* The same for a W of one tile row (the attention's and the MLP's output
- * projections, which would otherwise accumulate tile after tile into one y
- * tile: one worker): W's columns in two halves, each a chain of tasks into
- * its own partial p0, p1 ((rows, n), one tile each), run side by side,
- * then one task y = beta y + b + p0 + p1. */
-int tsr__op_linear_bf16_split(const tsr_tensor_t *w, const tsr_tensor_t *wb,
-                              const tsr_tensor_t *b, const tsr_tensor_t *x, float beta,
-                              tsr_tensor_t *y, tsr_tensor_t *p0, tsr_tensor_t *p1);
+/* A Linear layer (as tsr__op_linear_fwd) whose W has one tile row (the
+ * attention's and the MLP's output projections, which would otherwise
+ * accumulate tile after tile into one y tile: one worker): W's columns in
+ * two halves, each a chain of tasks into its own partial p0, p1 ((rows, n),
+ * one tile each), run side by side, then one task y = beta y + b + p0 + p1.
+ * From W's bf16 copy wb, or from w itself (fp32) when wb is NULL. */
+int tsr__op_linear_split(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr_tensor_t *b,
+                         const tsr_tensor_t *x, float beta, tsr_tensor_t *y, tsr_tensor_t *p0,
+                         tsr_tensor_t *p1);
 /* y (V, n) = W^T x from the bf16 copy of W (C, V) (the tied head's logits):
  *   x (C, n) one tile, y tiled like W's columns. */
 int tsr__op_gemv_t_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr_tensor_t *x,
@@ -63,6 +64,7 @@ typedef struct tsr__gemv_args {
     int m, n, k, trans;
     float beta;
     int ldx;                /* N form: x's leading dimension */
+    int f32;                /* N form: W is fp32 (not a bf16 copy) */
     size_t woff, xoff;      /* elements into the W (bf16) and x tiles */
 } tsr__gemv_args_t;
 typedef struct tsr__sum2_args {

@@ -300,10 +300,11 @@ static int linear(tsr_gpt2_gen_t *g, colset_t *s, int l, int which, const tsr_te
                   const tsr_tensor_t *b, const tsr_tensor_t *x, float beta, tsr_tensor_t *y)
 {
     /* the output projections (one tile row of W) in two halves side by
-     * side, the others one task per W tile */
-    if (g->bf16 && w->grid_rows == 1 && w->cols >= 8)
-        return tsr__op_linear_bf16_split(w, &g->wb[4 * l + which], b, x, beta, y, &s->p0,
-                                         &s->p1);
+     * side (fp32 too: nn/ops.h's Linear would chain their tiles), the
+     * others one task per W tile */
+    if (w->grid_rows == 1 && w->cols >= 8)
+        return tsr__op_linear_split(w, g->bf16 ? &g->wb[4 * l + which] : NULL, b, x, beta, y,
+                                    &s->p0, &s->p1);
     if (g->bf16)
         return tsr__op_linear_bf16(w, &g->wb[4 * l + which], b, x, beta, y);
     return tsr__op_linear_fwd(w, b, x, beta, y);

@@ -121,6 +121,34 @@ TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16_c(int m, int n, int k, const uint16
     }
 }
 
+/* tsr_cpu_decode_gemv_bf16_c on fp32 W */
+TSR_CPU_CLONES void tsr_cpu_decode_gemv_f32_c(int m, int n, int k, const float *w, const float *x,
+                                              int ldx, float beta, float *y)
+{
+    if (beta == 0.0f)
+        for (int j = 0; j < n; j++)
+            memset(y + (size_t)j * m, 0, (size_t)m * sizeof *y);
+    int p = 0;
+    for (; p + 4 <= k; p += 4) {
+        const float *w0 = w + (size_t)p * m, *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
+        for (int j = 0; j < n; j++) {
+            const float *xj = x + (size_t)j * ldx + p;
+            float x0 = xj[0], x1 = xj[1], x2 = xj[2], x3 = xj[3];
+            float *yj = y + (size_t)j * m;
+            for (int i = 0; i < m; i++)
+                yj[i] += w0[i] * x0 + w1[i] * x1 + w2[i] * x2 + w3[i] * x3;
+        }
+    }
+    for (; p < k; p++) {
+        const float *w0 = w + (size_t)p * m;
+        for (int j = 0; j < n; j++) {
+            float x0 = x[(size_t)j * ldx + p], *yj = y + (size_t)j * m;
+            for (int i = 0; i < m; i++)
+                yj[i] += w0[i] * x0;
+        }
+    }
+}
+
 /* Dot products of W's columns with the x columns, 16 lanes of partial sums
  * (a fixed lane order: vectorized without reassociating), up to 8 x
  * columns per pass over a W column. */
@@ -254,6 +282,47 @@ DEC_AVX512 static void gemv_t_512(int m, int n, int k, const uint16_t *w, const 
     }
 }
 
+/* gemv_n_512 on fp32 W */
+DEC_AVX512 static void gemv_f32_512(int m, int n, int k, const float *w, const float *x, int ldx,
+                                    float beta, float *y)
+{
+    if (beta == 0.0f)
+        for (int j = 0; j < n; j++)
+            memset(y + (size_t)j * m, 0, (size_t)m * sizeof *y);
+    int m16 = m / 16 * 16, p = 0;
+    for (; p + 4 <= k; p += 4) {
+        const float *w0 = w + (size_t)p * m, *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
+        for (int i = 0; i < m16; i += 16) {
+            __m512 v0 = _mm512_loadu_ps(w0 + i), v1 = _mm512_loadu_ps(w1 + i);
+            __m512 v2 = _mm512_loadu_ps(w2 + i), v3 = _mm512_loadu_ps(w3 + i);
+            for (int j = 0; j < n; j++) {
+                const float *xj = x + (size_t)j * ldx + p;
+                float *yj = y + (size_t)j * m + i;
+                __m512 a = _mm512_loadu_ps(yj);
+                a = _mm512_fmadd_ps(v0, _mm512_set1_ps(xj[0]), a);
+                a = _mm512_fmadd_ps(v1, _mm512_set1_ps(xj[1]), a);
+                a = _mm512_fmadd_ps(v2, _mm512_set1_ps(xj[2]), a);
+                a = _mm512_fmadd_ps(v3, _mm512_set1_ps(xj[3]), a);
+                _mm512_storeu_ps(yj, a);
+            }
+        }
+        for (int j = 0; j < n; j++) {
+            const float *xj = x + (size_t)j * ldx + p;
+            float *yj = y + (size_t)j * m;
+            for (int i = m16; i < m; i++)
+                yj[i] += w0[i] * xj[0] + w1[i] * xj[1] + w2[i] * xj[2] + w3[i] * xj[3];
+        }
+    }
+    for (; p < k; p++) {
+        const float *w0 = w + (size_t)p * m;
+        for (int j = 0; j < n; j++) {
+            float x0 = x[(size_t)j * ldx + p], *yj = y + (size_t)j * m;
+            for (int i = 0; i < m; i++)
+                yj[i] += w0[i] * x0;
+        }
+    }
+}
+
 static int use_avx512(void)
 {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
@@ -270,6 +339,18 @@ void tsr_cpu_decode_gemv_bf16(int m, int n, int k, const uint16_t *w, const floa
     }
 #endif
     tsr_cpu_decode_gemv_bf16_c(m, n, k, w, x, ldx, beta, y);
+}
+
+void tsr_cpu_decode_gemv_f32(int m, int n, int k, const float *w, const float *x, int ldx,
+                             float beta, float *y)
+{
+#ifdef DEC_HAVE_AVX512
+    if (use_avx512()) {
+        gemv_f32_512(m, n, k, w, x, ldx, beta, y);
+        return;
+    }
+#endif
+    tsr_cpu_decode_gemv_f32_c(m, n, k, w, x, ldx, beta, y);
 }
 
 TSR_CPU_CLONES void tsr_cpu_decode_sum2(int m, int n, float beta, const float *b,

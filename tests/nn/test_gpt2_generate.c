@@ -155,8 +155,9 @@ static float from_bf16(uint16_t h)
 /* The bf16 products of a decode step against double loops over the same
  * bf16 values (their products are exact: only the order of the fp32 sums
  * differs), both the dispatcher (AVX-512 where present) and the portable
- * C: the N form with beta 0 and 1, m and k not multiples of 16 and 4, and
- * the T form with n past 8 columns and k not a multiple of 16. */
+ * C: the N form with beta 0 and 1, m and k not multiples of 16 and 4, on a
+ * column range (x rows of a taller tile), the T form with n past 8 columns
+ * and k not a multiple of 16; the fp32 N form and the sum of two partials. */
 Test(gpt2_generate, bf16_products_match_naive_loops)
 {
     kt_rng r = kt_seed(3);
@@ -207,6 +208,23 @@ Test(gpt2_generate, bf16_products_match_naive_loops)
                 want[(size_t)j * m + i] = acc;
             }
         cr_assert_eq(kt_count_bad("gemv_bf16 ldx", y, want, (size_t)m * n, 1e-5, 1e-5), 0);
+        /* the fp32 form on the same column range, both implementations */
+        for (int impl = 0; impl < 2; impl++) {
+            for (int beta = 0; beta <= 1; beta++) {
+                memcpy(y, y0, (size_t)m * n * sizeof *y);
+                (impl ? tsr_cpu_decode_gemv_f32_c : tsr_cpu_decode_gemv_f32)(m, n, k, wf, xt + 3,
+                                                                            k + 5, (float)beta, y);
+                for (int j = 0; j < n; j++)
+                    for (int i = 0; i < m; i++) {
+                        double acc = beta ? y0[(size_t)j * m + i] : 0;
+                        for (int p = 0; p < k; p++)
+                            acc += (double)wf[(size_t)p * m + i] * xt[(size_t)j * (k + 5) + 3 + p];
+                        want[(size_t)j * m + i] = acc;
+                    }
+                cr_assert_eq(kt_count_bad("gemv_f32", y, want, (size_t)m * n, 1e-5, 1e-5), 0,
+                             "fp32 %d x %d x %d, beta %d, impl %d", m, n, k, beta, impl);
+            }
+        }
         /* the sum of two partials, a bias and (beta 1) y */
         float *b = kt_rand(&r, (size_t)m, -1, 1), *p0 = kt_rand(&r, (size_t)m * n, -1, 1);
         float *p1 = kt_rand(&r, (size_t)m * n, -1, 1);
