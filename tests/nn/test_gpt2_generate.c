@@ -516,8 +516,8 @@ static void greedy_ids(float scale, int bf16, int32_t out[3][16], float *gap)
 /* Decoding from bf16 copies picks the fp32 ids on the fixture model (its
  * init weights). On the weights x 10 of the reference test they may differ
  * (bf16 rounding moves logits by about 2^-8 of their size, more than some
- * margins: the reference test's second prompt from its 9th new token on):
- * logged, not asserted. */
+ * margins; the reference test's prompts parted after a few tokens while
+ * this was written): logged, not asserted. */
 Test(gpt2_generate, bf16_greedy_ids_equal_fp32_on_the_fixture_model)
 {
     rt_start();
