@@ -70,6 +70,9 @@ fixture: build
 	$(BUILD)/tests/nn/gen-gpt2-fixture tests/nn/fixtures/gpt2_tiny_init.safetensors
 	/usr/bin/python3 tools/gpt2_reference.py --init tests/nn/fixtures/gpt2_tiny_init.safetensors \
 	  --out tests/nn/fixtures/gpt2_tiny_expected.safetensors --threads 2
+	/usr/bin/python3 tools/gpt2_reference.py --generate tests/nn/fixtures/gpt2_tiny_init.safetensors \
+	  --out tests/nn/fixtures/gpt2_tiny_generate.safetensors --prompt-lens 5,11,1 --new 16 \
+	  --scale 10 --threads 2
 
 # Sanitizer builds of the suite (nvcc does not take -fsanitize: ASan runs the
 # CUDA emulation where no GPU is present, TSan keeps CUDA off). TSan builds

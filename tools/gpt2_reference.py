@@ -4,7 +4,7 @@
 
 GPT-2 in plain torch (no HF transformers), float32, HF parameter names and
 layouts (Conv1D weights [in, out]), tied lm head, LayerNorm eps 1e-5, GELU
-with the tanh approximation. Three modes:
+with the tanh approximation. Five modes:
 
   gpt2_reference.py --make-init OUT.safetensors [--vocab 300 --ctx 64
         --layers 2 --heads 4 --channels 64 --seed 1]
@@ -27,6 +27,26 @@ with the tanh approximation. Three modes:
       Loads a checkpoint written by Tessera (HF names, maybe "transformer."
       prefixed; lm_head and attn.bias/masked_bias entries ignored) and writes
       the "logits" of a forward over the "inputs" of the given file.
+
+  gpt2_reference.py --generate CKPT.safetensors --out GEN.safetensors
+        [--prompt-lens 5,11,1 --new 16 --seed 1234 --temperature 0
+         --top-k 0 --top-p 1 --sample-seed 1 --scale 1]
+      Generation with a KV cache (past keys and values per layer), one prompt
+      at a time: prompts of the given lengths from the LCG of tokens() (row
+      i: the first len_i ids of row i), then --new tokens each, greedy at
+      temperature 0 (else sampled with torch's generator: not Tessera's
+      draws). --scale multiplies the matrices (wte, wpe, the Linear
+      weights) by a factor after loading, in float32: an init's small
+      weights make greedy decoding repeat the last token. Writes "prompts" [B, max len] I32 (padded with -1),
+      "prompt_lens" [B] I32 and "generated" [B, new] I32.
+
+  gpt2_reference.py --time-generate CKPT.safetensors [--batch 1
+        --prompt-len 64 --new 256 --threads 2 --seed 1234]
+      Times greedy generation with a KV cache for a batch of prompts of one
+      length: the prefill, then the decode steps; prints a line and a JSON
+      object with the decode throughput in tokens/s (batch x new / time).
+      The same arithmetic on the weight layouts torch multiplies fastest
+      (FastDecoder), in --time-dtype float32 (default) or bfloat16.
 
 A missing, unexpected or mis-shaped tensor ends the script with exit status 2
 and a message naming it. The model class (GPT2) and the initialisation are
@@ -197,6 +217,77 @@ class GPT2(torch.nn.Module):
         no_decay = [p for n, p in self.named() if not is_decayed(n)]
         return [{"params": decay, "weight_decay": weight_decay},
                 {"params": no_decay, "weight_decay": 0.0}]
+
+
+# ---- generation with a KV cache ---------------------------------------------
+
+@torch.no_grad()
+def forward_kv(model, idx, past):
+    """idx [B, n] new ids at positions len(past)..; past: per layer (k, v)
+    [B, H, t, D] or None. Returns (logits [B, n, V], the grown past)."""
+    cfg = model.cfg
+    B, n = idx.shape
+    C, H = cfg.n_embd, cfg.n_head
+    D = C // H
+    t0 = 0 if past is None else past[0][0].shape[2]
+    if t0 + n > cfg.n_ctx:
+        raise RefError("position %d exceeds n_ctx %d" % (t0 + n, cfg.n_ctx))
+    x = F.embedding(idx, model.p("wte.weight")) + model.p("wpe.weight")[t0:t0 + n].unsqueeze(0)
+    # query i (position t0 + i) sees keys 0 .. t0 + i
+    mask = torch.ones(n, t0 + n, dtype=torch.bool).tril(diagonal=t0)
+    new_past = []
+    for i in range(cfg.n_layer):
+        h = "h.%d." % i
+        a = F.layer_norm(x, (C,), model.p(h + "ln_1.weight"), model.p(h + "ln_1.bias"), LN_EPS)
+        qkv = torch.addmm(model.p(h + "attn.c_attn.bias"), a.reshape(B * n, C),
+                          model.p(h + "attn.c_attn.weight")).view(B, n, 3 * C)
+        q, k, v = (z.reshape(B, n, H, D).transpose(1, 2) for z in qkv.split(C, dim=2))
+        if past is not None:
+            k = torch.cat([past[i][0], k], dim=2)
+            v = torch.cat([past[i][1], v], dim=2)
+        new_past.append((k, v))
+        att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+        att = torch.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+        y = torch.matmul(att, v).transpose(1, 2).reshape(B * n, C)
+        x = x + torch.addmm(model.p(h + "attn.c_proj.bias"), y,
+                            model.p(h + "attn.c_proj.weight")).view(B, n, C)
+        a = F.layer_norm(x, (C,), model.p(h + "ln_2.weight"), model.p(h + "ln_2.bias"), LN_EPS)
+        x = x + model._mlp(a, i)
+    x = F.layer_norm(x, (C,), model.p("ln_f.weight"), model.p("ln_f.bias"), LN_EPS)
+    return torch.matmul(x, model.p("wte.weight").t()), new_past
+
+
+def pick(logits, temperature, top_k, top_p, gen):
+    """Next ids [B] from the last logits [B, V]: greedy at temperature 0."""
+    if temperature <= 0:
+        return torch.argmax(logits, dim=-1)
+    z = logits / temperature
+    if top_k > 0:
+        kth = torch.topk(z, min(top_k, z.shape[-1]), dim=-1).values[:, -1:]
+        z = z.masked_fill(z < kth, float("-inf"))
+    if top_p < 1.0:
+        srt, order = torch.sort(z, dim=-1, descending=True)
+        cum = torch.softmax(srt, dim=-1).cumsum(dim=-1)
+        drop = (cum - torch.softmax(srt, dim=-1)) >= top_p  # mass before it already enough
+        srt = srt.masked_fill(drop, float("-inf"))
+        z = torch.full_like(z, float("-inf")).scatter(-1, order, srt)
+    return torch.multinomial(torch.softmax(z, dim=-1), 1, generator=gen)[:, 0]
+
+
+@torch.no_grad()
+def generate_kv(model, prompt, new, temperature=0.0, top_k=0, top_p=1.0, gen=None):
+    """prompt [B, P] int64 -> the new ids [B, new] (prefill, then one
+    position per step on the cached keys and values)."""
+    logits, past = forward_kv(model, prompt, None)
+    out = []
+    nxt = pick(logits[:, -1], temperature, top_k, top_p, gen)
+    for step in range(new):
+        out.append(nxt)
+        if step + 1 == new:
+            break
+        logits, past = forward_kv(model, nxt.view(-1, 1), past)
+        nxt = pick(logits[:, -1], temperature, top_k, top_p, gen)
+    return torch.stack(out, dim=1)
 
 
 # ---- checkpoints -----------------------------------------------------------
@@ -420,6 +511,147 @@ def logits_of(args):
     print("wrote %s: logits %s of %r" % (args.out, list(logits.shape), model.cfg))
 
 
+def parse_lens(text):
+    try:
+        lens = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise RefError("--prompt-lens %r: expected comma-separated integers" % text) from None
+    if not lens or min(lens) <= 0:
+        raise RefError("--prompt-lens %r: every length must be positive" % text)
+    return lens
+
+
+def generate(args):
+    model = load_model(args.generate)
+    cfg = model.cfg
+    if args.scale != 1.0:
+        with torch.no_grad():
+            for n, p in model.named():
+                if is_decayed(n):
+                    p.mul_(torch.tensor(args.scale, dtype=torch.float32))
+    lens = parse_lens(args.prompt_lens)
+    if args.new <= 0 or max(lens) + args.new > cfg.n_ctx:
+        raise RefError("--new %d: prompts of up to %d tokens plus the new ones must fit n_ctx %d"
+                       % (args.new, max(lens), cfg.n_ctx))
+    rows = tokens(len(lens), max(lens) - 1, cfg.vocab_size, args.seed)
+    prompts = np.full((len(lens), max(lens)), -1, dtype=np.int32)
+    gen = torch.Generator().manual_seed(args.sample_seed)
+    out = np.zeros((len(lens), args.new), dtype=np.int32)
+    for i, n in enumerate(lens):
+        prompts[i, :n] = rows[i][:n]
+        p = torch.tensor([rows[i][:n]], dtype=torch.int64)
+        out[i] = generate_kv(model, p, args.new, args.temperature, args.top_k, args.top_p,
+                             gen)[0].numpy()
+    md = cfg.metadata()
+    md.update({"mode": "generate", "checkpoint": os.path.basename(args.generate),
+               "seed": str(args.seed), "token_generator": TOKEN_GENERATOR,
+               "prompt_lens": ",".join(str(n) for n in lens), "new": str(args.new),
+               "temperature": repr(args.temperature), "top_k": str(args.top_k),
+               "top_p": repr(args.top_p), "scale": repr(args.scale),
+               "scaled": "wte, wpe, attn.c_attn/c_proj, mlp.c_fc/c_proj weights", "torch": torch.__version__,
+               "writer": "tools/gpt2_reference.py --generate"})
+    st.save(args.out, {"prompts": prompts, "prompt_lens": np.array(lens, dtype=np.int32),
+                       "generated": out}, md)
+    print("wrote %s: %d prompts (lengths %s), %d new tokens each" % (args.out, len(lens),
+                                                                    args.prompt_lens, args.new))
+
+
+class FastDecoder:
+    """The timing mode's model: the same arithmetic as forward_kv, on the
+    weight layouts this torch multiplies fastest (measured: F.linear on
+    [out, in] weights, the head as x @ wte^T from a contiguous [C, V] copy,
+    several times faster than addmm on HF's [in, out] Conv1D layout with
+    the generic BLAS of a distribution build), in `dtype`; LayerNorm,
+    softmax and the cache follow dtype too."""
+
+    def __init__(self, model, dtype=torch.float32):
+        self.cfg = model.cfg
+        self.dtype = dtype
+        with torch.no_grad():
+            def lin(name):
+                return model.p(name).t().contiguous().to(dtype)
+
+            def vec(name):
+                return model.p(name).detach().clone().to(dtype)
+            self.wte = vec("wte.weight")
+            self.head = model.p("wte.weight").t().contiguous().to(dtype)
+            self.wpe = vec("wpe.weight")
+            self.layers = []
+            for i in range(self.cfg.n_layer):
+                h = "h.%d." % i
+                self.layers.append({k: (lin(h + n) if n.endswith("weight") and ".c_" in n else vec(h + n))
+                                    for k, n in (("ln1w", "ln_1.weight"), ("ln1b", "ln_1.bias"),
+                                                 ("aw", "attn.c_attn.weight"), ("ab", "attn.c_attn.bias"),
+                                                 ("pw", "attn.c_proj.weight"), ("pb", "attn.c_proj.bias"),
+                                                 ("ln2w", "ln_2.weight"), ("ln2b", "ln_2.bias"),
+                                                 ("fw", "mlp.c_fc.weight"), ("fb", "mlp.c_fc.bias"),
+                                                 ("mw", "mlp.c_proj.weight"), ("mb", "mlp.c_proj.bias"))})
+            self.lnfw, self.lnfb = vec("ln_f.weight"), vec("ln_f.bias")
+
+    @torch.no_grad()
+    def __call__(self, idx, past):
+        """past: None (a prefill), or (per layer (K, V) [B, H, ctx, D]
+        buffers, cached length); the new keys and values are written in
+        place (torch.cat of the whole past every step costs more than the
+        step's matrix products here)."""
+        cfg = self.cfg
+        B, n = idx.shape
+        C, H = cfg.n_embd, cfg.n_head
+        D = C // H
+        if past is None:
+            past = ([(torch.empty(B, H, cfg.n_ctx, D, dtype=self.dtype),
+                      torch.empty(B, H, cfg.n_ctx, D, dtype=self.dtype))
+                     for _ in range(cfg.n_layer)], 0)
+        bufs, t0 = past
+        x = F.embedding(idx, self.wte) + self.wpe[t0:t0 + n].unsqueeze(0)
+        mask = None if n == 1 else torch.ones(n, t0 + n, dtype=torch.bool).tril(diagonal=t0)
+        for i, w in enumerate(self.layers):
+            a = F.layer_norm(x, (C,), w["ln1w"], w["ln1b"], LN_EPS)
+            q, k, v = (z.reshape(B, n, H, D).transpose(1, 2)
+                       for z in F.linear(a, w["aw"], w["ab"]).split(C, dim=2))
+            bufs[i][0][:, :, t0:t0 + n] = k
+            bufs[i][1][:, :, t0:t0 + n] = v
+            k, v = bufs[i][0][:, :, :t0 + n], bufs[i][1][:, :, :t0 + n]
+            att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+            if mask is not None:
+                att = att.masked_fill(~mask, float("-inf"))
+            y = torch.matmul(torch.softmax(att, dim=-1), v).transpose(1, 2).reshape(B, n, C)
+            x = x + F.linear(y, w["pw"], w["pb"])
+            a = F.layer_norm(x, (C,), w["ln2w"], w["ln2b"], LN_EPS)
+            x = x + F.linear(F.gelu(F.linear(a, w["fw"], w["fb"]), approximate="tanh"),
+                             w["mw"], w["mb"])
+        x = F.layer_norm(x[:, -1:], (C,), self.lnfw, self.lnfb, LN_EPS)
+        return torch.matmul(x, self.head), (bufs, t0 + n)
+
+
+def time_generate(args):
+    import time
+    model = load_model(args.time_generate)
+    cfg = model.cfg
+    B, P, new = args.batch, args.prompt_len, args.new
+    if B <= 0 or P <= 0 or new <= 0 or P + new > cfg.n_ctx:
+        raise RefError("--batch, --prompt-len, --new must be positive and fit n_ctx %d" % cfg.n_ctx)
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.time_dtype]
+    run = FastDecoder(model, dtype)
+    prompt = torch.tensor(tokens(B, P - 1, cfg.vocab_size, args.seed), dtype=torch.int64)
+    run(prompt[:, :8], None)  # warm up the allocator and the kernels
+    t0 = time.perf_counter()
+    logits, past = run(prompt, None)
+    nxt = torch.argmax(logits[:, -1], dim=-1)
+    t1 = time.perf_counter()
+    for _ in range(new):
+        logits, past = run(nxt.view(-1, 1), past)
+        nxt = torch.argmax(logits[:, -1], dim=-1)
+    t2 = time.perf_counter()
+    tps = B * new / (t2 - t1)
+    print("torch %s, %s, %d threads: batch %d, prompt %d, %d new: prefill %.3f s, decode %.3f s, "
+          "%.2f tokens/s" % (torch.__version__, args.time_dtype, torch.get_num_threads(), B, P,
+                             new, t1 - t0, t2 - t1, tps))
+    print(json.dumps({"bench": "gpt2-generate-torch", "batch": B, "prompt": P, "new": new,
+                      "dtype": args.time_dtype, "threads": torch.get_num_threads(),
+                      "prefill_s": t1 - t0, "decode_s": t2 - t1, "tokens_per_s": tps}))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -427,6 +659,18 @@ def main(argv=None):
     mode.add_argument("--make-init", metavar="OUT", help="write a GPT-2-initialised checkpoint")
     mode.add_argument("--init", metavar="INIT", help="reference run from this checkpoint")
     mode.add_argument("--logits", metavar="CKPT", help="logits of this checkpoint on --inputs")
+    mode.add_argument("--generate", metavar="CKPT", help="generation with a KV cache")
+    mode.add_argument("--time-generate", metavar="CKPT", help="time greedy generation")
+    ap.add_argument("--prompt-lens", default="5,11,1", help="prompt lengths (--generate)")
+    ap.add_argument("--prompt-len", type=int, default=64, help="prompt length (--time-generate)")
+    ap.add_argument("--new", type=int, default=16, help="tokens to generate")
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--top-k", type=int, default=0)
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--sample-seed", type=int, default=1)
+    ap.add_argument("--time-dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="weights and activations of --time-generate")
+    ap.add_argument("--scale", type=float, default=1.0, help="weight matrices factor (--generate)")
     ap.add_argument("--out", help="output safetensors file (--init, --logits)")
     ap.add_argument("--inputs", help="a file with an 'inputs' [B,T] tensor (--logits)")
     ap.add_argument("--vocab", type=int, default=300)
@@ -451,8 +695,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("-v", "--verbose", action="store_true", help="print every step")
     args = ap.parse_args(argv)
-    if (args.init or args.logits) and not args.out:
-        ap.error("--out is required with --init and --logits")
+    if (args.init or args.logits or args.generate) and not args.out:
+        ap.error("--out is required with --init, --logits and --generate")
     if args.logits and not args.inputs:
         ap.error("--inputs is required with --logits")
     if args.seed is None:
@@ -463,6 +707,10 @@ def main(argv=None):
             make_init(args)
         elif args.init:
             reference(args)
+        elif args.generate:
+            generate(args)
+        elif args.time_generate:
+            time_generate(args)
         else:
             logits_of(args)
     except RefError as e:

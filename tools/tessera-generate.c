@@ -1,14 +1,17 @@
-/* tools/tessera-generate.c — sample text from a GPT-2 checkpoint.
+/* tools/tessera-generate.c — sample text from a GPT-2 checkpoint, with a KV
+ * cache (tessera/gpt2.h, "generation").
  *
  *   tessera-generate --checkpoint MODEL.safetensors|RUN_DIR [--vocab DIR]
- *                    [--prompt TEXT] [--tokens N] [--temperature T]
- *                    [--top-k K] [--seed S]
+ *                    [--prompt TEXT]... [--prompts FILE] [--tokens N]
+ *                    [--temperature T] [--top-k K] [--top-p P] [--seed S]
+ *                    [--stop STRING]... [--bf16]
  *
- * The model runs on one sequence of a fixed length; positions past the
- * current text hold id 0, which changes nothing before them (attention is
- * causal), so each new token is a forward pass and a look at the logits of
- * the last real position. The text is printed as it grows. Stops at the
- * end-of-text token, after N tokens, or when the sequence is full.
+ * Every prompt is a sequence of one batch: each is prefilled once (its
+ * keys and values cached), then all sequences step together, one token
+ * each per step. A sequence stops at the end-of-text token, when its text
+ * ends with a --stop string (kept in the output), after N tokens, or when
+ * the cache is full. One prompt: its text is printed as it grows; several:
+ * each sequence is printed when it is done, under a "[i]" header line.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,244 +22,410 @@
 #include "cli.h"
 
 static const char usage[] =
-    "usage: tessera-generate --checkpoint FILE [--vocab DIR] [--prompt TEXT] [flags]\n"
-    "Sample text from a GPT-2 checkpoint.\n"
+    "usage: tessera-generate --checkpoint FILE [--vocab DIR] [--prompt TEXT]... [flags]\n"
+    "Sample text from a GPT-2 checkpoint (a KV cache: one pass per new token).\n"
     "  --checkpoint FILE    HF GPT-2 safetensors checkpoint (required); or a run\n"
     "                       folder of tessera-train (its latest checkpoint), or\n"
     "                       one of its checkpoint folders (DIR/step-N)\n"
     "  --vocab DIR          GPT-2 BPE from DIR/encoder.json and DIR/vocab.bpe\n"
     "                       (default: byte-level tokenizer, for a vocabulary of 257)\n"
-    "  --prompt TEXT        text to continue (default: start after an end-of-text)\n"
-    "  --tokens N           tokens to generate at most (default 256)\n"
+    "  --prompt TEXT        text to continue; repeat for a batch of sequences\n"
+    "                       (default: one sequence started after an end-of-text)\n"
+    "  --prompts FILE       one prompt per line (added after the --prompt ones;\n"
+    "                       an empty line starts after an end-of-text)\n"
+    "  --tokens N           tokens to generate per sequence at most (default 256)\n"
     "  --temperature T      softmax temperature; 0: always the likeliest (default 1.0)\n"
     "  --top-k K            sample among the K likeliest tokens; 0: all (default 40)\n"
-    "  --seed S             sampling seed (default 1337)\n"
-    "  --seq N              sequence length of the model (default: prompt + tokens\n"
-    "                       rounded up to 64, at most the context)\n"
+    "  --top-p P            sample among the likeliest whose probabilities sum\n"
+    "                       to P (nucleus); 1: all (default 1.0)\n"
+    "  --seed S             sampling seed (default 1337); each sequence draws\n"
+    "                       from its own generator (seed + its index)\n"
+    "  --stop STRING        stop a sequence when its text ends with STRING\n"
+    "                       (repeatable; the string stays in the output)\n"
+    "  --bf16               decode from bf16 copies of the weights (half the bytes\n"
+    "                       read per token; fp32 sums)\n"
+    "  --seq N              positions per sequence, prompt included (default:\n"
+    "                       the longest prompt + tokens, at most the context)\n"
     "  --threads N          CPU workers (default: one per core)\n"
     "  --sched NAME         scheduling policy (default: eager)\n";
 
-static int cmp_desc(const void *a, const void *b)
+/* The repeatable flags, taken out of argv before the table parser sees it. */
+typedef struct multi {
+    const char **v;
+    int n;
+} multi_t;
+
+static int multi_add(multi_t *m, const char *s)
 {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x < y) - (x > y);
+    const char **grown = realloc(m->v, (size_t)(m->n + 1) * sizeof *grown);
+    if (!grown)
+        return 1;
+    m->v = grown;
+    m->v[m->n++] = s;
+    return 0;
 }
 
-/* Pick the next id from the first n logits (temperature 0: the likeliest). */
-static int sample(float *logits, int n, double temperature, int top_k, float *scratch,
-                  cli_rng_t *rng)
+/* Move "--NAME VALUE" and "--NAME=VALUE" of `name` out of argv (up to a
+ * "--"), into m. Returns the new argc, or -1 (usage error, reported). */
+static int take_multi(int argc, char **argv, const char *name, multi_t *m)
 {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    if (temperature <= 0.0)
-        return best;
-    float threshold = -INFINITY;
-    if (top_k > 0 && top_k < n) {
-        memcpy(scratch, logits, (size_t)n * sizeof *scratch);
-        qsort(scratch, (size_t)n, sizeof *scratch, cmp_desc);
-        threshold = scratch[top_k - 1];
+    size_t len = strlen(name);
+    int out = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            while (i < argc)
+                argv[out++] = argv[i++];
+            break;
+        }
+        if (!strncmp(a, "--", 2) && !strncmp(a + 2, name, len) &&
+            (a[2 + len] == 0 || a[2 + len] == '=')) {
+            const char *v = a[2 + len] == '=' ? a + 3 + len : NULL;
+            if (!v) {
+                if (i + 1 >= argc) {
+                    cli_usage_error("--%s needs a value", name);
+                    return -1;
+                }
+                v = argv[++i];
+            }
+            if (multi_add(m, v)) {
+                cli_fail("out of memory");
+                return -1;
+            }
+            continue;
+        }
+        argv[out++] = argv[i];
     }
-    double max = logits[best], sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        double p = logits[i] >= threshold ? exp((logits[i] - max) / temperature) : 0.0;
-        scratch[i] = (float)p;
-        sum += p;
+    return out;
+}
+
+/* One sequence of the batch. */
+typedef struct seq {
+    const char *prompt; /* NULL: started after an end-of-text */
+    int32_t *ids;
+    size_t nprompt;
+    char *text; /* what it generated, decoded */
+    size_t len, cap;
+    int made, done;
+    const char *why;
+    uint64_t rng;
+} seq_t;
+
+static int seq_append(seq_t *s, const char *t, size_t n)
+{
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = (s->len + n + 1) * 2;
+        char *g = realloc(s->text, cap);
+        if (!g)
+            return 1;
+        s->text = g;
+        s->cap = cap;
     }
-    double u = cli_rng_uniform(rng) * sum, acc = 0.0;
-    for (int i = 0; i < n; i++) {
-        acc += scratch[i];
-        if (scratch[i] > 0.0f && u < acc)
-            return i;
+    memcpy(s->text + s->len, t, n);
+    s->len += n;
+    s->text[s->len] = 0;
+    return 0;
+}
+
+static const char *ends_with_stop(const seq_t *s, const multi_t *stops)
+{
+    for (int i = 0; i < stops->n; i++) {
+        size_t n = strlen(stops->v[i]);
+        if (n > 0 && s->len >= n && !memcmp(s->text + s->len - n, stops->v[i], n))
+            return stops->v[i];
     }
-    return best;
+    return NULL;
+}
+
+static void print_done(const seq_t *s, int i, int batch)
+{
+    if (batch == 1)
+        return; /* streamed already */
+    printf("[%d]\n%s%s\n", i, s->prompt ? s->prompt : "", s->text ? s->text : "");
+    fflush(stdout);
 }
 
 int main(int argc, char **argv)
 {
-    const char *ckpt_arg = NULL, *vocab_dir = NULL, *prompt = NULL, *sched = NULL;
-    int ntokens = 256, top_k = 40, seq = 0, threads = 0;
-    double temperature = 1.0;
+    const char *ckpt_arg = NULL, *vocab_dir = NULL, *prompts_file = NULL, *sched = NULL;
+    int ntokens = 256, top_k = 40, seqlen = 0, threads = 0, bf16 = 0;
+    double temperature = 1.0, top_p = 1.0;
     uint64_t seed = 1337;
+    multi_t prompts = {0}, stops = {0};
+    cli_prog = "tessera-generate";
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+    argc = take_multi(argc, argv, "prompt", &prompts);
+    if (argc > 0)
+        argc = take_multi(argc, argv, "stop", &stops);
+    if (argc < 0) {
+        free(prompts.v);
+        free(stops.v);
+        return 2;
+    }
     cli_opt_t opts[] = {
         {"checkpoint", 0, CLI_STR, &ckpt_arg, 0, 0, 0},
         {"vocab", 0, CLI_STR, &vocab_dir, 0, 0, 0},
-        {"prompt", 0, CLI_STR, &prompt, 0, 0, 0},
+        {"prompts", 0, CLI_STR, &prompts_file, 0, 0, 0},
         {"tokens", 0, CLI_INT, &ntokens, 1, 1e7, 0},
         {"temperature", 0, CLI_FLOAT, &temperature, 0.0, 100.0, 0},
         {"top-k", 0, CLI_INT, &top_k, 0, 1e7, 0},
+        {"top-p", 0, CLI_FLOAT, &top_p, 1e-6, 1.0, 0},
         {"seed", 0, CLI_U64, &seed, 0, 0, 0},
-        {"seq", 0, CLI_INT, &seq, 1, 1e6, 0},
+        {"seq", 0, CLI_INT, &seqlen, 1, 1e6, 0},
+        {"bf16", 0, CLI_BOOL, &bf16, 0, 0, 0},
         {"threads", 0, CLI_INT, &threads, 0, 4096, 0},
         {"sched", 0, CLI_STR, &sched, 0, 0, 0},
     };
     const int nopts = (int)(sizeof opts / sizeof *opts);
-    int npos = 0;
+    int npos = 0, status = 0;
     int rc = cli_parse("tessera-generate", usage, opts, nopts, argc, argv, NULL, 0, &npos);
-    if (rc >= 0)
-        return rc;
-    if (ckpt_arg == NULL)
-        return cli_usage_error("missing --checkpoint FILE");
+    char *file_text = NULL;
+    seq_t *seqs = NULL;
+    int nseq = 0, eot = 0, nsample = 0;
+    tsr_tokenizer_t *tok = NULL;
+    tsr_gpt2_t *m = NULL;
+    tsr_gpt2_gen_t *g = NULL;
+    float *logits = NULL;
+    int32_t *next = NULL;
+    int runtime = 0;
+    if (rc >= 0) {
+        status = rc;
+        goto out;
+    }
+    if (ckpt_arg == NULL) {
+        status = cli_usage_error("missing --checkpoint FILE");
+        goto out;
+    }
+    if (prompts_file) {
+        size_t flen;
+        if (cli_read_file(prompts_file, &file_text, &flen) != 0) {
+            status = 1;
+            goto out;
+        }
+        for (char *line = file_text; line && *line;) {
+            char *nl = strchr(line, '\n');
+            if (nl)
+                *nl = 0;
+            if (multi_add(&prompts, line)) {
+                status = cli_fail("out of memory");
+                goto out;
+            }
+            line = nl ? nl + 1 : NULL;
+        }
+    }
 
     /* a file, a checkpoint folder or a run folder of tessera-train */
     char ckpt[4096];
-    if (ckpt_model_path(ckpt_arg, ckpt, sizeof ckpt) != 0)
-        return 1;
     tsr_gpt2_config_t cfg;
-    if (cli_read_config(ckpt, &cfg) != 0)
-        return 1;
-    tsr_tokenizer_t *tok = NULL;
-    if (cli_tokenizer_open(vocab_dir, &tok) != 0)
-        return 1;
+    if (ckpt_model_path(ckpt_arg, ckpt, sizeof ckpt) != 0 || cli_read_config(ckpt, &cfg) != 0 ||
+        cli_tokenizer_open(vocab_dir, &tok) != 0) {
+        status = 1;
+        goto out;
+    }
     int tok_vocab = tsr_tokenizer_vocab_size(tok);
-    int eot = tsr_tokenizer_eot(tok);
+    eot = tsr_tokenizer_eot(tok);
     /* A BPE model's vocabulary may be padded past the tokenizer's (llm.c
      * pads 50257 to 50304); a byte-level one has exactly 257 ids. */
     if (vocab_dir == NULL && cfg.vocab_size != tok_vocab) {
-        tsr_tokenizer_free(tok);
-        return cli_fail("the checkpoint's vocabulary has %d ids, not the %d of the byte-level "
-                        "tokenizer: pass --vocab DIR with the model's encoder.json and vocab.bpe",
-                        cfg.vocab_size, tok_vocab);
+        status = cli_fail("the checkpoint's vocabulary has %d ids, not the %d of the byte-level "
+                          "tokenizer: pass --vocab DIR with the model's encoder.json and "
+                          "vocab.bpe", cfg.vocab_size, tok_vocab);
+        goto out;
     }
     if (tok_vocab > cfg.vocab_size) {
-        tsr_tokenizer_free(tok);
-        return cli_fail("the checkpoint's vocabulary has %d ids but the tokenizer in '%s' has "
-                        "%d: a checkpoint for another tokenizer?",
-                        cfg.vocab_size, vocab_dir, tok_vocab);
+        status = cli_fail("the checkpoint's vocabulary has %d ids but the tokenizer in '%s' has "
+                          "%d: a checkpoint for another tokenizer?",
+                          cfg.vocab_size, vocab_dir, tok_vocab);
+        goto out;
     }
+    /* Sample only ids the tokenizer can print (a padded vocabulary has more). */
+    nsample = tok_vocab < cfg.vocab_size ? tok_vocab : cfg.vocab_size;
 
-    /* The prompt's tokens, or an end-of-text to start from nothing. */
-    int32_t *ids = NULL;
-    size_t nprompt = 0;
-    if (prompt != NULL) {
-        rc = tsr_tokenizer_encode(tok, prompt, strlen(prompt), &ids, &nprompt);
-        if (rc != TSR_OK) {
-            tsr_tokenizer_free(tok);
-            return cli_lib_fail(rc, "cannot tokenize the prompt");
-        }
-    }
-    if (nprompt == 0) {
-        free(ids);
-        ids = malloc(sizeof *ids);
-        if (ids == NULL) {
-            tsr_tokenizer_free(tok);
-            return cli_fail("out of memory");
-        }
-        ids[0] = eot;
-        nprompt = 1;
-    }
-    if (seq == 0) {
-        /* Only as long as needed, in steps of 64 tokens (the token tiles
-         * divide the sequence: a length with large divisors keeps them big). */
-        size_t want = (nprompt + (size_t)ntokens + 63) / 64 * 64;
-        seq = want < (size_t)cfg.context ? (int)want : cfg.context;
-    }
-    int status = 0;
-    if (seq > cfg.context)
-        status = cli_usage_error("--seq %d exceeds the checkpoint's context of %d", seq,
-                                 cfg.context);
-    else if (nprompt >= (size_t)seq)
-        status = cli_fail("the prompt's %zu tokens leave no room in a sequence of %d", nprompt,
-                          seq);
-    int32_t *tokens = status ? NULL : calloc((size_t)seq, sizeof *tokens);
-    float *logits = status ? NULL : malloc((size_t)cfg.vocab_size * sizeof *logits);
-    float *scratch = status ? NULL : malloc((size_t)cfg.vocab_size * sizeof *scratch);
-    if (status == 0 && (tokens == NULL || logits == NULL || scratch == NULL))
+    /* The prompts' tokens (an end-of-text for an empty or absent prompt). */
+    nseq = prompts.n > 0 ? prompts.n : 1;
+    seqs = calloc((size_t)nseq, sizeof *seqs);
+    if (!seqs) {
         status = cli_fail("out of memory");
-    if (status != 0) {
-        free(ids);
-        free(tokens);
-        free(logits);
-        free(scratch);
-        tsr_tokenizer_free(tok);
-        return status;
+        goto out;
     }
-    for (size_t i = 0; i < nprompt; i++) {
-        if (ids[i] < 0 || ids[i] >= cfg.vocab_size) {
-            status = cli_fail("prompt token %d is outside the checkpoint's vocabulary of %d",
-                              (int)ids[i], cfg.vocab_size);
-            break;
+    size_t longest = 0;
+    for (int i = 0; i < nseq; i++) {
+        seq_t *s = &seqs[i];
+        s->prompt = prompts.n > 0 && prompts.v[i][0] ? prompts.v[i] : NULL;
+        s->rng = seed + (uint64_t)i;
+        if (s->prompt) {
+            rc = tsr_tokenizer_encode(tok, s->prompt, strlen(s->prompt), &s->ids, &s->nprompt);
+            if (rc != TSR_OK) {
+                status = cli_lib_fail(rc, "cannot tokenize prompt %d", i);
+                goto out;
+            }
         }
-        tokens[i] = ids[i];
+        if (s->nprompt == 0) {
+            free(s->ids);
+            s->ids = malloc(sizeof *s->ids);
+            if (!s->ids) {
+                status = cli_fail("out of memory");
+                goto out;
+            }
+            s->ids[0] = eot;
+            s->nprompt = 1;
+        }
+        for (size_t t = 0; t < s->nprompt; t++)
+            if (s->ids[t] < 0 || s->ids[t] >= cfg.vocab_size) {
+                status = cli_fail("prompt %d: token %d is outside the checkpoint's vocabulary of "
+                                  "%d", i, (int)s->ids[t], cfg.vocab_size);
+                goto out;
+            }
+        longest = s->nprompt > longest ? s->nprompt : longest;
     }
-    free(ids);
-    if (status != 0 || cli_runtime_init(threads, sched) != 0) {
-        free(tokens);
-        free(logits);
-        free(scratch);
-        tsr_tokenizer_free(tok);
-        return 1;
+    if (seqlen == 0) {
+        size_t want = longest + (size_t)ntokens;
+        seqlen = want < (size_t)cfg.context ? (int)want : cfg.context;
+    }
+    if (seqlen > cfg.context) {
+        status = cli_usage_error("--seq %d exceeds the checkpoint's context of %d", seqlen,
+                                 cfg.context);
+        goto out;
+    }
+    if (longest >= (size_t)seqlen) {
+        status = cli_fail("a prompt of %zu tokens leaves no room in a sequence of %d", longest,
+                          seqlen);
+        goto out;
+    }
+    logits = malloc((size_t)nseq * (size_t)cfg.vocab_size * sizeof *logits);
+    next = malloc((size_t)nseq * sizeof *next);
+    if (!logits || !next) {
+        status = cli_fail("out of memory");
+        goto out;
     }
 
-    tsr_gpt2_t *m = NULL;
+    if (cli_runtime_init(threads, sched) != 0) {
+        status = 1;
+        goto out;
+    }
+    runtime = 1;
     char desc[256];
     cli_config_describe(&cfg, desc, sizeof desc);
-    rc = tsr_gpt2_create(&m, &cfg, 1, seq);
+    /* the model's own activations are not used: the smallest shape */
+    rc = tsr_gpt2_create(&m, &cfg, 1, 1);
+    if (rc == TSR_OK)
+        rc = tsr_gpt2_load(m, ckpt);
     if (rc != TSR_OK) {
-        status = cli_lib_fail(rc, "cannot create a model of %s for %d tokens", desc, seq);
-        goto done;
+        status = cli_lib_fail(rc, "cannot load '%s' (%s)", ckpt, desc);
+        goto out;
     }
-    rc = tsr_gpt2_load(m, ckpt);
+    rc = tsr_gpt2_gen_create(&g, m, nseq, seqlen);
+    if (rc == TSR_OK && bf16)
+        rc = tsr_gpt2_gen_precision(g, TSR_GPT2_BF16);
     if (rc != TSR_OK) {
-        status = cli_lib_fail(rc, "cannot load '%s'", ckpt);
-        goto done;
+        status = cli_lib_fail(rc, "cannot make a KV cache of %d x %d positions", nseq, seqlen);
+        goto out;
     }
-    cli_rng_t rng;
-    cli_rng_seed(&rng, seed);
-    /* Sample only ids the tokenizer can print (a padded vocabulary has more). */
-    int nsample = tok_vocab < cfg.vocab_size ? tok_vocab : cfg.vocab_size;
+    tsr_sampler_t sampler = {(float)temperature, top_k, (float)top_p};
 
-    if (prompt != NULL)
-        fputs(prompt, stdout);
+    if (nseq == 1 && seqs[0].prompt)
+        fputs(seqs[0].prompt, stdout);
     fflush(stdout);
     double t0 = cli_now();
-    int len = (int)nprompt, made = 0;
-    const char *why = "token limit";
-    while (made < ntokens) {
-        if (len >= seq) {
-            why = "sequence full";
-            break;
-        }
-        rc = tsr_gpt2_forward(m, tokens, NULL, NULL);
-        if (rc == TSR_OK)
-            rc = tsr_gpt2_logits(m, 0, len - 1, logits);
+    for (int i = 0; i < nseq; i++) {
+        rc = tsr_gpt2_gen_prefill(g, i, seqs[i].ids, (int)seqs[i].nprompt,
+                                  logits + (size_t)i * cfg.vocab_size);
         if (rc != TSR_OK) {
-            status = cli_lib_fail(rc, "forward pass failed after %d tokens", made);
-            goto done;
+            status = cli_lib_fail(rc, "prefill of prompt %d failed", i);
+            goto out;
         }
-        int next = sample(logits, nsample, temperature, top_k, scratch, &rng);
-        if (next == eot) {
-            why = "end of text";
+    }
+    int live = nseq, made = 0;
+    while (live > 0) {
+        /* pick each live sequence's next token from its last logits */
+        for (int i = 0; i < nseq; i++) {
+            seq_t *s = &seqs[i];
+            next[i] = -1;
+            if (s->done)
+                continue;
+            int32_t id;
+            rc = tsr_gpt2_sample(logits + (size_t)i * cfg.vocab_size, nsample, &sampler,
+                                 &s->rng, &id);
+            if (rc != TSR_OK) {
+                status = cli_lib_fail(rc, "sampling failed");
+                goto out;
+            }
+            const char *stop = NULL;
+            if (id == eot) {
+                s->why = "end of text";
+            } else {
+                char *text = NULL;
+                size_t tlen = 0;
+                rc = tsr_tokenizer_decode(tok, &id, 1, &text, &tlen);
+                if (rc != TSR_OK || seq_append(s, text, tlen)) {
+                    free(text);
+                    status = cli_lib_fail(rc, "cannot decode token %d", (int)id);
+                    goto out;
+                }
+                if (nseq == 1) {
+                    fwrite(text, 1, tlen, stdout);
+                    fflush(stdout);
+                }
+                free(text);
+                s->made++;
+                made++;
+                stop = ends_with_stop(s, &stops);
+                if (stop)
+                    s->why = "stop string";
+                else if (s->made >= ntokens)
+                    s->why = "token limit";
+                else if (tsr_gpt2_gen_length(g, i) >= seqlen)
+                    s->why = "sequence full";
+                else
+                    next[i] = id;
+            }
+            if (next[i] < 0) {
+                s->done = 1;
+                live--;
+                print_done(s, i, nseq);
+            }
+        }
+        if (live == 0)
             break;
-        }
-        made++;
-        tokens[len++] = next;
-        char *text = NULL;
-        size_t tlen = 0;
-        rc = tsr_tokenizer_decode(tok, &tokens[len - 1], 1, &text, &tlen);
+        rc = tsr_gpt2_gen_step(g, next, logits);
         if (rc != TSR_OK) {
-            status = cli_lib_fail(rc, "cannot decode token %d", next);
-            goto done;
+            status = cli_lib_fail(rc, "decode step failed after %d tokens", made);
+            goto out;
         }
-        fwrite(text, 1, tlen, stdout);
-        fflush(stdout);
-        free(text);
     }
     double dt = cli_now() - t0;
-    printf("\n");
+    if (nseq == 1)
+        printf("\n");
     fflush(stdout);
-    fprintf(stderr, "%s: %d tokens in %.1f s (%.1f tok/s), stopped: %s\n", cli_prog, made, dt,
-            dt > 0 ? made / dt : 0.0, why);
+    if (nseq == 1)
+        fprintf(stderr, "%s: %d tokens in %.1f s (%.1f tok/s), stopped: %s\n", cli_prog, made,
+                dt, dt > 0 ? made / dt : 0.0, seqs[0].why);
+    else
+        fprintf(stderr, "%s: %d sequences, %d tokens in %.1f s (%.1f tok/s)\n", cli_prog, nseq,
+                made, dt, dt > 0 ? made / dt : 0.0);
 
-done:
+out:
+    tsr_gpt2_gen_free(g);
     tsr_gpt2_free(m);
-    free(tokens);
+    for (int i = 0; seqs && i < nseq; i++) {
+        free(seqs[i].ids);
+        free(seqs[i].text);
+    }
+    free(seqs);
     free(logits);
-    free(scratch);
+    free(next);
+    free(file_text);
+    free(prompts.v);
+    free(stops.v);
     tsr_tokenizer_free(tok);
-    rc = tsr_shutdown();
-    if (rc != TSR_OK && status == 0)
-        status = cli_lib_fail(rc, "runtime shutdown");
+    if (runtime) {
+        rc = tsr_shutdown();
+        if (rc != TSR_OK && status == 0)
+            status = cli_lib_fail(rc, "runtime shutdown");
+    }
     return status;
 }

@@ -166,6 +166,84 @@ TSR_API int tsr_gpt2_set(tsr_gpt2_t *m, const char *name, int which, const float
 TSR_API int tsr_gpt2_param_count(const tsr_gpt2_t *m);
 TSR_API const char *tsr_gpt2_param_name(const tsr_gpt2_t *m, int i);
 
+/* ---- generation with a KV cache ---------------------------------------- */
+
+/* A generation state: `batch` slots, each a sequence of up to max_len
+ * positions with its own length, and per layer the keys and values of every
+ * cached position (one tile per head). It runs on a model's weights (a
+ * model made for training, of any batch and seq_len) and reads them at each
+ * call: load or train the model first; the model must outlive the state.
+ *
+ * A slot is filled by a prefill (its prompt, one pass with causal
+ * attention) and grows by one position per decode step; slots of different
+ * lengths step together, one token column each.
+ *
+ * Contract: as the model's. NULL, a freed state, or a state whose model was
+ * freed is TSR_EINVAL; after tsr_shutdown, TSR_ESTATE. One thread at a time
+ * per state and model. */
+typedef struct tsr_gpt2_gen tsr_gpt2_gen_t;
+
+/* A state of `batch` slots (1 <= batch <= 4096) of up to max_len positions
+ * (1 <= max_len <= the model's context), every slot empty. The cache holds
+ * 2 x layers x channels x batch x max_len floats. */
+TSR_API int tsr_gpt2_gen_create(tsr_gpt2_gen_t **out, tsr_gpt2_t *model, int batch,
+                                int max_len);
+/* Wait for its tasks and free it. NULL is TSR_OK; anything else that is not
+ * a live state is TSR_EINVAL. */
+TSR_API int tsr_gpt2_gen_free(tsr_gpt2_gen_t *g);
+
+/* Empty slot `slot` and run its prompt (n >= 1 ids in [0, vocab), n <=
+ * max_len) through the model, caching every position's keys and values.
+ * logits (may be NULL) receives the vocab logits of the last position,
+ * which pick the first generated token. */
+TSR_API int tsr_gpt2_gen_prefill(tsr_gpt2_gen_t *g, int slot, const int32_t *tokens, int n,
+                                 float *logits);
+
+/* One decode step for all slots at once: tokens[b] (batch entries) is slot
+ * b's next token, appended at position length(b), or negative to leave the
+ * slot out (finished, or empty). logits (may be NULL) is (batch, vocab)
+ * row-major: row b receives the logits after slot b's new token; rows of
+ * slots left out are not written. TSR_EINVAL (nothing done) for an id out
+ * of range, a slot already at max_len, or no slot stepping. One host wait
+ * per call, for the logits. */
+TSR_API int tsr_gpt2_gen_step(tsr_gpt2_gen_t *g, const int32_t *tokens, float *logits);
+
+/* The weights a state decodes from: TSR_GPT2_FP32 (default) reads the
+ * model's own; TSR_GPT2_BF16 makes bf16 copies of the matrices (the Linear
+ * weights and wte, rounded to nearest even) now, from the model's current
+ * weights, and reads those: half the bytes of a step that is bound by
+ * reading the weights; activations, sums, LayerNorm, softmax and the cache
+ * stay fp32. Call it again after the model's weights change. TSR_EINVAL
+ * for another value or an odd channel count. */
+TSR_API int tsr_gpt2_gen_precision(tsr_gpt2_gen_t *g, int precision);
+
+/* Positions cached in a slot (-1 for no state or a slot out of range). */
+TSR_API int tsr_gpt2_gen_length(const tsr_gpt2_gen_t *g, int slot);
+/* Empty a slot (its cached positions are forgotten). */
+TSR_API int tsr_gpt2_gen_reset(tsr_gpt2_gen_t *g, int slot);
+
+/* How the next token is picked from logits, in this order: temperature
+ * (<= 0: greedy, the likeliest id, the lowest on ties; the rest is then
+ * ignored), top_k (keep the k likeliest; 0: all), top_p (keep the smallest
+ * set of the likeliest whose probabilities sum to at least top_p, in
+ * (0, 1]; 1: all), then a draw from what is left. */
+typedef struct tsr_sampler {
+    float temperature; /* 1.0 */
+    int top_k;         /* 0 */
+    float top_p;       /* 1.0 */
+} tsr_sampler_t;
+
+/* Defaults: temperature 1, top_k 0, top_p 1 (plain sampling). NULL: nothing. */
+TSR_API void tsr_sampler_default(tsr_sampler_t *s);
+
+/* Pick an id in [0, n) from n logits. *rng is the generator's state (any
+ * value to start; a seed), advanced by one draw per sampled token (none
+ * when greedy): a run with the same seed and logits picks the same ids.
+ * TSR_EINVAL for NULL, n <= 0, a NaN logit, a negative or non-finite
+ * temperature, top_k < 0, top_p outside (0, 1]. */
+TSR_API int tsr_gpt2_sample(const float *logits, int n, const tsr_sampler_t *s, uint64_t *rng,
+                            int32_t *out);
+
 /* ---- checkpoints (HF GPT-2 safetensors) -------------------------------- */
 
 /* Save the parameters as an HF GPT-2 safetensors file (fp32; no lm_head,

@@ -5,7 +5,8 @@
 # to the same model as one that keeps them (the same validation loss to 4
 # decimals: gradient sums in COMMUTE groups run in completion order, so the
 # bytes may differ in the last place), eval and generate on the checkpoint
-# (a run folder, a step folder, a file), and clear failures (exit 2 for
+# (a run folder, a step folder, a file; generation reproducible for a seed,
+# stop strings, a batch of prompts), and clear failures (exit 2 for
 # usage, 1 otherwise) on bad input, folders and FIFOs among them.
 # Prints a Criterion-style synthesis line for tests/run-suite.sh.
 set -u
@@ -54,6 +55,36 @@ check eval_prints_the_loss bash -c "'$BIN/tessera-eval' --checkpoint '$TMP/a/ste
     --data '$TMP/c_val.bin' --batch 2 --seq 32 --threads 1 | grep -q '^loss [0-9.]* over'"
 check generate_samples bash -c "'$BIN/tessera-generate' --checkpoint '$TMP/a/step-00000008/model.safetensors' \
     --prompt 'line ' --tokens 20 --top-k 5 --seed 3 --threads 1 | grep -q 'line '"
+GEN=("$BIN/tessera-generate" --checkpoint "$TMP/a" --threads 1)
+same_samples() {
+    local a b
+    a=$("${GEN[@]}" --prompt 'line ' --tokens 24 --top-p 0.9 --seed 5 2>/dev/null) &&
+        b=$("${GEN[@]}" --prompt 'line ' --tokens 24 --top-p 0.9 --seed 5 2>/dev/null) || return 1
+    echo "$a"
+    [ -n "$a" ] && [ "$a" = "$b" ]
+}
+check generate_is_reproducible_for_a_seed same_samples
+stops_at_string() {
+    local out
+    out=$("${GEN[@]}" --prompt 'line ' --tokens 30 --temperature 0 --stop ' ' 2>&1) || return 1
+    echo "$out"
+    printf '%s\n' "$out" | grep -q "stopped: stop string" &&
+        printf '%s\n' "$out" | head -1 | grep -q '^line [^ ]* $'
+}
+check generate_stops_at_a_stop_string stops_at_string
+batch_prints_each() {
+    printf 'the quick\nline 3' >"$TMP/prompts.txt"
+    local out
+    out=$("${GEN[@]}" --prompt 'line ' --prompts "$TMP/prompts.txt" --tokens 6 \
+        --temperature 0) || return 1
+    echo "$out"
+    [ "$(printf '%s\n' "$out" | grep -c '^\[[0-2]\]$')" = 3 ] &&
+        printf '%s\n' "$out" | grep -q '^the quick' && printf '%s\n' "$out" | grep -q '^line 3'
+}
+check generate_batch_prints_every_sequence batch_prints_each
+check generate_bf16_samples bash -c "'$BIN/tessera-generate' --checkpoint '$TMP/a' --threads 1 \
+    --bf16 --prompt 'line ' --tokens 10 --temperature 0 | grep -q '^line '"
+check generate_prompt_without_value_is_a_usage_error exits 2 "${GEN[@]}" --prompt
 check unknown_flag_is_a_usage_error exits 2 "$BIN/tessera-train" --data x --no-such-flag
 check missing_data_file_fails exits 1 "$BIN/tessera-train" --data "$TMP/none.bin" "${MODEL[@]}"
 printf 'not a checkpoint' >"$TMP/junk.safetensors"
