@@ -131,7 +131,10 @@ Test(gpt2, the_step_consumes_the_gradients)
 {
     rt_start();
     /* one token tile: each order-free gradient sum gets at most two terms
-     * onto zero, which commute exactly, so the two models agree bitwise */
+     * onto zero, which commute exactly, so on CPU workers the two models
+     * agree bitwise; an (emulated) GPU's GEMM folds the gradient already
+     * there into its sums, so where the tasks ran decides the last bits:
+     * 1e-6 relative (a gradient not consumed would double: a difference of 1) */
     tsr_gpt2_config_t c = tiny(B * T, 128, 0);
     tsr_gpt2_t *a, *b;
     OK(tsr_gpt2_create(&a, &c, B, T));
@@ -157,11 +160,12 @@ Test(gpt2, the_step_consumes_the_gradients)
         float la, lb;
         OK(tsr_gpt2_forward(a, tok, tgt, &la));
         OK(tsr_gpt2_forward(b, tok, tgt, &lb));
-        cr_assert_eq(la, lb, "step %d: loss %.9g without zero_grad, %.9g with zeros set", step,
-                     la, lb);
+        cr_assert(fabsf(la - lb) <= 1e-6f * fabsf(lb),
+                  "step %d: loss %.9g without zero_grad, %.9g with zeros set", step, la, lb);
         OK(tsr_gpt2_backward(a, 1.0f));
         OK(tsr_gpt2_backward(b, 1.0f));
-        cr_assert(grad_rel_diff(a, b) == 0.0, "step %d: gradients differ", step);
+        double d = grad_rel_diff(a, b);
+        cr_assert(d <= 1e-6, "step %d: gradients differ by %g", step, d);
         OK(tsr_gpt2_step(a, NULL, 1e-3f, NULL));
         OK(tsr_gpt2_step(b, NULL, 1e-3f, NULL));
         for (int i = 0; i < np; i++) {
