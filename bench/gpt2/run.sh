@@ -29,8 +29,11 @@
 #
 # Environment: GPT2_BENCH_RUNS (3), GPT2_BENCH_THREADS (nproc),
 # GPT2_BENCH_CONFIGS (names among 124M 124M-256 30M tiny; default all),
-# GPT2_BENCH_PRECISIONS (default "fp32 bf16").
-# About 15 minutes on a 2-core machine.
+# GPT2_BENCH_PRECISIONS (default "fp32 bf16"), GPT2_BENCH_GENERATE (1; 0
+# skips the generation part: BUILD_DIR/bench/gpt2/tessera-bench-generate, the
+# 124M model decoding 256 tokens after a 64-token prompt at batch 1 and 8,
+# against PyTorch with a KV cache; its own table and JSON lines).
+# About 25 minutes on a 2-core machine.
 set -u
 
 if [ $# -ne 1 ] || [ ! -d "$1" ]; then
@@ -43,6 +46,7 @@ BIN=$BUILD/bench/gpt2/bench-gpt2-step
 PY=/usr/bin/python3
 PEER=$HERE/torch_step.py
 CEIL=$BUILD/bench/gpt2/bench-gemm-ceiling
+GEN=$BUILD/bench/gpt2/tessera-bench-generate
 RUNS=${GPT2_BENCH_RUNS:-3}
 THREADS=${GPT2_BENCH_THREADS:-$(nproc)}
 WANT=${GPT2_BENCH_CONFIGS:-"124M 124M-256 30M tiny"}
@@ -245,4 +249,16 @@ END {
         }
     }
 }'
+
+# Generation with a KV cache: the 124M shape, prompt 64, 256 new tokens,
+# batch 1 and 8, fp32 and bf16 weights, against PyTorch's KV-cache decoder
+# and the machine's read bandwidth (bench/gpt2/gpt2_generate.c prints its
+# own table and JSON lines). GPT2_BENCH_GENERATE=0 skips it.
+if [ "${GPT2_BENCH_GENERATE:-1}" != 0 ] && [ $have_tessera -eq 1 ]; then
+    echo
+    echo "GPT-2 generation: tessera vs torch, $THREADS threads"
+    peer=()
+    [ $have_torch -eq 1 ] || peer=(--no-peer)
+    timeout 1800 "$GEN" --threads "$THREADS" "${peer[@]+"${peer[@]}"}" || status=1
+fi
 exit $status
