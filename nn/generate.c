@@ -25,13 +25,13 @@
 #include <tessera/gpt2.h>
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/gen_ops.h"
 #include "nn/gpt2_model.h"
 #include "nn/ops.h"
+#include "nn/registry.h"
 #include "nn/tensor.h"
 #include "runtime/error.h"
 #include "runtime/instance.h"
@@ -67,47 +67,18 @@ struct tsr_gpt2_gen {
 
 /* ---- live states (as the models' registry in nn/gpt2.c) -------------------- */
 
-static pthread_mutex_t live_m = PTHREAD_MUTEX_INITIALIZER;
-static const tsr_gpt2_gen_t **live;
-static size_t nlive, live_cap;
+static tsr__registry_t live = TSR__REGISTRY_INIT;
 
 static int live_add(const tsr_gpt2_gen_t *g)
 {
-    int rc = TSR_OK;
-    pthread_mutex_lock(&live_m);
-    if (nlive == live_cap) {
-        size_t cap = live_cap ? 2 * live_cap : 8;
-        const tsr_gpt2_gen_t **grown = realloc(live, cap * sizeof *live);
-        if (grown) {
-            live = grown;
-            live_cap = cap;
-        } else {
-            rc = tsr__fail(TSR_ENOMEM, "gpt2_gen_create: no memory for the registry");
-        }
-    }
-    if (!rc)
-        live[nlive++] = g;
-    pthread_mutex_unlock(&live_m);
-    return rc;
+    return tsr__registry_add(&live, g)
+               ? tsr__fail(TSR_ENOMEM, "gpt2_gen_create: no memory for the registry")
+               : TSR_OK;
 }
 
 static int live_find(const tsr_gpt2_gen_t *g, int remove)
 {
-    int found = 0;
-    pthread_mutex_lock(&live_m);
-    for (size_t i = 0; i < nlive && !found; i++)
-        if (live[i] == g) {
-            found = 1;
-            if (remove)
-                live[i] = live[--nlive];
-        }
-    if (remove && found && nlive == 0) {
-        free(live);
-        live = NULL;
-        live_cap = 0;
-    }
-    pthread_mutex_unlock(&live_m);
-    return found;
+    return tsr__registry_find(&live, g, remove);
 }
 
 /* A state argument of a call that submits tasks: live, its model live and

@@ -22,7 +22,6 @@
 
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +29,7 @@
 #include "nn/gpt2_model.h"
 #include "nn/io/checkpoint.h"
 #include "nn/ops.h"
+#include "nn/registry.h"
 #include "nn/tensor.h"
 #include "runtime/error.h"
 #include "runtime/instance.h"
@@ -162,53 +162,20 @@ static int check_config(const tsr_gpt2_config_t *c, int batch, int seq_len)
 
 /* ---- live models ---------------------------------------------------------- */
 
-/* Every model between tsr_gpt2_create and tsr_gpt2_free, so that a pointer
- * that is none (freed already, never created) is refused instead of being
- * used after free. A later model may reuse a freed one's memory: such a
- * stale pointer is then that model, which no registry can tell apart. */
-static pthread_mutex_t live_m = PTHREAD_MUTEX_INITIALIZER;
-static const tsr_gpt2_t **live;
-static size_t nlive, live_cap;
+/* Every model between tsr_gpt2_create and tsr_gpt2_free (nn/registry.h). */
+static tsr__registry_t live = TSR__REGISTRY_INIT;
 
 static int live_add(const tsr_gpt2_t *m)
 {
-    int rc = TSR_OK;
-    pthread_mutex_lock(&live_m);
-    if (nlive == live_cap) {
-        size_t cap = live_cap ? 2 * live_cap : 16;
-        const tsr_gpt2_t **grown = realloc(live, cap * sizeof *live);
-        if (grown) {
-            live = grown;
-            live_cap = cap;
-        } else {
-            rc = tsr__fail(TSR_ENOMEM, "gpt2_create: no memory for the model registry");
-        }
-    }
-    if (!rc)
-        live[nlive++] = m;
-    pthread_mutex_unlock(&live_m);
-    return rc;
+    return tsr__registry_add(&live, m)
+               ? tsr__fail(TSR_ENOMEM, "gpt2_create: no memory for the model registry")
+               : TSR_OK;
 }
 
-/* Whether m is live; `remove` also takes it out (the registry is freed when
- * it empties, so that nothing outlives the last model). */
+/* Whether m is live; `remove` also takes it out. */
 static int live_find(const tsr_gpt2_t *m, int remove)
 {
-    int found = 0;
-    pthread_mutex_lock(&live_m);
-    for (size_t i = 0; i < nlive && !found; i++)
-        if (live[i] == m) {
-            found = 1;
-            if (remove)
-                live[i] = live[--nlive];
-        }
-    if (remove && found && nlive == 0) {
-        free(live);
-        live = NULL;
-        live_cap = 0;
-    }
-    pthread_mutex_unlock(&live_m);
-    return found;
+    return tsr__registry_find(&live, m, remove);
 }
 
 /* A model argument of a call that uses its tiles: NULL or not a live model
