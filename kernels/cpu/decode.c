@@ -194,48 +194,56 @@ DEC_AVX512 static inline __m512 bf16x16(const uint16_t *p)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* tsr_cpu_decode_gemv_bf16_c with 16-lane vectors: 16 rows of four W columns widened once,
- * then applied to every x column (the y columns stay in L1) */
-DEC_AVX512 static void gemv_n_512(int m, int n, int k, const uint16_t *w, const float *x,
-                                  int ldx, float beta, float *y)
-{
-    if (beta == 0.0f)
-        for (int j = 0; j < n; j++)
-            memset(y + (size_t)j * m, 0, (size_t)m * sizeof *y);
-    int m16 = m / 16 * 16, p = 0;
-    for (; p + 4 <= k; p += 4) {
-        const uint16_t *w0 = w + (size_t)p * m, *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
-        for (int i = 0; i < m16; i += 16) {
-            __m512 v0 = bf16x16(w0 + i), v1 = bf16x16(w1 + i);
-            __m512 v2 = bf16x16(w2 + i), v3 = bf16x16(w3 + i);
-            for (int j = 0; j < n; j++) {
-                const float *xj = x + (size_t)j * ldx + p;
-                float *yj = y + (size_t)j * m + i;
-                __m512 a = _mm512_loadu_ps(yj);
-                a = _mm512_fmadd_ps(v0, _mm512_set1_ps(xj[0]), a);
-                a = _mm512_fmadd_ps(v1, _mm512_set1_ps(xj[1]), a);
-                a = _mm512_fmadd_ps(v2, _mm512_set1_ps(xj[2]), a);
-                a = _mm512_fmadd_ps(v3, _mm512_set1_ps(xj[3]), a);
-                _mm512_storeu_ps(yj, a);
-            }
-        }
-        for (int j = 0; j < n; j++) {
-            const float *xj = x + (size_t)j * ldx + p;
-            float *yj = y + (size_t)j * m;
-            for (int i = m16; i < m; i++)
-                yj[i] += bf16f(w0[i]) * xj[0] + bf16f(w1[i]) * xj[1] + bf16f(w2[i]) * xj[2] +
-                         bf16f(w3[i]) * xj[3];
-        }
+/* y (m, n) = W (m, k) x (k, n) [+ y] with 16-lane vectors: 16 rows of four W
+ * columns loaded (and widened) once, then applied to every x column (the y
+ * columns stay in L1). One body for both weight types: LOAD16 gives 16 of
+ * them as fp32, TOF one. */
+#define GEMV_N_512(name, wtype, LOAD16, TOF)                                            \
+    DEC_AVX512 static void name(int m, int n, int k, const wtype *w, const float *x, int ldx, \
+                                float beta, float *y)                                   \
+    {                                                                                   \
+        if (beta == 0.0f)                                                               \
+            for (int j = 0; j < n; j++)                                                 \
+                memset(y + (size_t)j * m, 0, (size_t)m * sizeof *y);                    \
+        int m16 = m / 16 * 16, p = 0;                                                   \
+        for (; p + 4 <= k; p += 4) {                                                    \
+            const wtype *w0 = w + (size_t)p * m, *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m; \
+            for (int i = 0; i < m16; i += 16) {                                         \
+                __m512 v0 = LOAD16(w0 + i), v1 = LOAD16(w1 + i);                        \
+                __m512 v2 = LOAD16(w2 + i), v3 = LOAD16(w3 + i);                        \
+                for (int j = 0; j < n; j++) {                                           \
+                    const float *xj = x + (size_t)j * ldx + p;                          \
+                    float *yj = y + (size_t)j * m + i;                                  \
+                    __m512 a = _mm512_loadu_ps(yj);                                     \
+                    a = _mm512_fmadd_ps(v0, _mm512_set1_ps(xj[0]), a);                  \
+                    a = _mm512_fmadd_ps(v1, _mm512_set1_ps(xj[1]), a);                  \
+                    a = _mm512_fmadd_ps(v2, _mm512_set1_ps(xj[2]), a);                  \
+                    a = _mm512_fmadd_ps(v3, _mm512_set1_ps(xj[3]), a);                  \
+                    _mm512_storeu_ps(yj, a);                                            \
+                }                                                                       \
+            }                                                                           \
+            for (int j = 0; j < n; j++) {                                               \
+                const float *xj = x + (size_t)j * ldx + p;                              \
+                float *yj = y + (size_t)j * m;                                          \
+                for (int i = m16; i < m; i++)                                           \
+                    yj[i] += TOF(w0[i]) * xj[0] + TOF(w1[i]) * xj[1] +                  \
+                             TOF(w2[i]) * xj[2] + TOF(w3[i]) * xj[3];                   \
+            }                                                                           \
+        }                                                                               \
+        for (; p < k; p++) {                                                            \
+            const wtype *w0 = w + (size_t)p * m;                                        \
+            for (int j = 0; j < n; j++) {                                               \
+                float x0 = x[(size_t)j * ldx + p], *yj = y + (size_t)j * m;             \
+                for (int i = 0; i < m; i++)                                             \
+                    yj[i] += TOF(w0[i]) * x0;                                           \
+            }                                                                           \
+        }                                                                               \
     }
-    for (; p < k; p++) {
-        const uint16_t *w0 = w + (size_t)p * m;
-        for (int j = 0; j < n; j++) {
-            float x0 = x[(size_t)j * ldx + p], *yj = y + (size_t)j * m;
-            for (int i = 0; i < m; i++)
-                yj[i] += bf16f(w0[i]) * x0;
-        }
-    }
-}
+#define F32_AS_IS(v) (v)
+GEMV_N_512(gemv_n_512, uint16_t, bf16x16, bf16f)
+GEMV_N_512(gemv_f32_512, float, _mm512_loadu_ps, F32_AS_IS)
+#undef F32_AS_IS
+#undef GEMV_N_512
 
 /* tsr_cpu_decode_gemv_bf16_t_c with 16-lane vectors: each 16 values of a W column widened once
  * for up to 8 x columns (8 accumulators in flight) */
@@ -278,47 +286,6 @@ DEC_AVX512 static void gemv_t_512(int m, int n, int k, const uint16_t *w, const 
                     sj += bf16f(wi[c]) * xj[j][c];
                 y[(size_t)(j0 + j) * m + i] = sj;
             }
-        }
-    }
-}
-
-/* gemv_n_512 on fp32 W */
-DEC_AVX512 static void gemv_f32_512(int m, int n, int k, const float *w, const float *x, int ldx,
-                                    float beta, float *y)
-{
-    if (beta == 0.0f)
-        for (int j = 0; j < n; j++)
-            memset(y + (size_t)j * m, 0, (size_t)m * sizeof *y);
-    int m16 = m / 16 * 16, p = 0;
-    for (; p + 4 <= k; p += 4) {
-        const float *w0 = w + (size_t)p * m, *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
-        for (int i = 0; i < m16; i += 16) {
-            __m512 v0 = _mm512_loadu_ps(w0 + i), v1 = _mm512_loadu_ps(w1 + i);
-            __m512 v2 = _mm512_loadu_ps(w2 + i), v3 = _mm512_loadu_ps(w3 + i);
-            for (int j = 0; j < n; j++) {
-                const float *xj = x + (size_t)j * ldx + p;
-                float *yj = y + (size_t)j * m + i;
-                __m512 a = _mm512_loadu_ps(yj);
-                a = _mm512_fmadd_ps(v0, _mm512_set1_ps(xj[0]), a);
-                a = _mm512_fmadd_ps(v1, _mm512_set1_ps(xj[1]), a);
-                a = _mm512_fmadd_ps(v2, _mm512_set1_ps(xj[2]), a);
-                a = _mm512_fmadd_ps(v3, _mm512_set1_ps(xj[3]), a);
-                _mm512_storeu_ps(yj, a);
-            }
-        }
-        for (int j = 0; j < n; j++) {
-            const float *xj = x + (size_t)j * ldx + p;
-            float *yj = y + (size_t)j * m;
-            for (int i = m16; i < m; i++)
-                yj[i] += w0[i] * xj[0] + w1[i] * xj[1] + w2[i] * xj[2] + w3[i] * xj[3];
-        }
-    }
-    for (; p < k; p++) {
-        const float *w0 = w + (size_t)p * m;
-        for (int j = 0; j < n; j++) {
-            float x0 = x[(size_t)j * ldx + p], *yj = y + (size_t)j * m;
-            for (int i = 0; i < m; i++)
-                yj[i] += w0[i] * x0;
         }
     }
 }
