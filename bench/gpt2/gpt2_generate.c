@@ -396,33 +396,49 @@ int main(int argc, char **argv)
                    (double)o.cfg.layers * 13.0 * o.cfg.channels + 2.0 * o.cfg.channels;
     printf("\n%-15s %12s %12s %8s %12s %10s %11s\n", "case", "tessera t/s", "torch f32",
            "ratio", "torch bf16", "GB/s read", "of ceiling");
-    for (int i = 0; i < nb; i++)
-        for (int p = 0; p < 2; p++) {
-            if (!(p ? want_bf16 : want_fp32))
-                continue;
-            int B = batches[i];
-            double wbytes = p ? 2.0 * ((double)params - small) + 4.0 * small : 4.0 * params;
-            double cache = 2.0 * 4.0 * o.cfg.layers * o.cfg.channels * B *
-                           (o.prompt + o.nnew / 2.0);
-            double tps = res[i][p].tps, gbs = tps / B * (wbytes + cache) / 1e9;
-            double ratio = peer[i] > 0 ? tps / peer[i] : -1;
-            char tag[96];
-            snprintf(tag, sizeof tag, "%s-b%d-%s", shape, B, p ? "bf16" : "fp32");
-            printf("%-15s %12.2f %12.2f %8.2f %12.2f %10.2f %10.0f%%\n", tag, tps, peer[i],
-                   ratio, peer_bf16[i], gbs, bw > 0 ? 100.0 * gbs / bw : -1);
-            char v[32], pv[32], pb[32], r[32], g[32], f[32];
-            bench_json_num(v, sizeof v, 1, tps);
-            bench_json_num(pv, sizeof pv, peer[i] > 0, peer[i]);
-            bench_json_num(pb, sizeof pb, peer_bf16[i] > 0, peer_bf16[i]);
-            bench_json_num(r, sizeof r, ratio > 0, ratio);
-            bench_json_num(g, sizeof g, 1, gbs);
-            bench_json_num(f, sizeof f, bw > 0, gbs / bw);
-            printf("{\"bench\":\"gpt2-generate\",\"case\":\"%s\",\"metric\":\"tok_per_s\","
-                   "\"value\":%s,\"peer\":\"torch-fp32\",\"peer_value\":%s,\"ratio\":%s,"
-                   "\"peer_bf16_value\":%s,\"batch\":%d,\"precision\":\"%s\",\"prompt\":%d,"
-                   "\"new\":%d,\"workers\":%d,\"read_GB_per_s\":%s,\"bandwidth_fraction\":%s}\n",
-                   tag, v, pv, r, pb, B, p ? "bf16" : "fp32", o.prompt, o.nnew, o.threads, g, f);
-        }
+    /* pass 0 the table, pass 1 the JSON lines */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < nb; i++)
+            for (int p = 0; p < 2; p++) {
+                if (!(p ? want_bf16 : want_fp32))
+                    continue;
+                int B = batches[i];
+                double wbytes = p ? 2.0 * ((double)params - small) + 4.0 * small : 4.0 * params;
+                double cache = 2.0 * 4.0 * o.cfg.layers * o.cfg.channels * B *
+                               (o.prompt + o.nnew / 2.0);
+                double tps = res[i][p].tps, gbs = tps / B * (wbytes + cache) / 1e9;
+                double ratio = peer[i] > 0 ? tps / peer[i] : -1;
+                char tag[96];
+                snprintf(tag, sizeof tag, "%s-b%d-%s", shape, B, p ? "bf16" : "fp32");
+                char v[32], pv[32], pb[32], r[32], g[32], f[32];
+                bench_json_num(v, sizeof v, 1, tps);
+                bench_json_num(pv, sizeof pv, peer[i] > 0, peer[i]);
+                bench_json_num(pb, sizeof pb, peer_bf16[i] > 0, peer_bf16[i]);
+                bench_json_num(r, sizeof r, ratio > 0, ratio);
+                bench_json_num(g, sizeof g, 1, gbs);
+                bench_json_num(f, sizeof f, bw > 0, gbs / bw);
+                if (pass == 0) {
+                    char cp[32] = "-", cr[32] = "-", cb[32] = "-", cf[32] = "-";
+                    if (peer[i] > 0)
+                        snprintf(cp, sizeof cp, "%.2f", peer[i]);
+                    if (ratio > 0)
+                        snprintf(cr, sizeof cr, "%.2f", ratio);
+                    if (peer_bf16[i] > 0)
+                        snprintf(cb, sizeof cb, "%.2f", peer_bf16[i]);
+                    if (bw > 0)
+                        snprintf(cf, sizeof cf, "%.0f%%", 100.0 * gbs / bw);
+                    printf("%-15s %12.2f %12s %8s %12s %10.2f %11s\n", tag, tps, cp, cr, cb,
+                           gbs, cf);
+                    continue;
+                }
+                printf("{\"bench\":\"gpt2-generate\",\"case\":\"%s\",\"metric\":\"tok_per_s\","
+                       "\"value\":%s,\"peer\":\"torch-fp32\",\"peer_value\":%s,\"ratio\":%s,"
+                       "\"peer_bf16_value\":%s,\"batch\":%d,\"precision\":\"%s\",\"prompt\":%d,"
+                       "\"new\":%d,\"workers\":%d,\"read_GB_per_s\":%s,"
+                       "\"bandwidth_fraction\":%s}\n",
+                       tag, v, pv, r, pb, B, p ? "bf16" : "fp32", o.prompt, o.nnew, o.threads,
+                       g, f);
+            }
     char b[32];
     bench_json_num(b, sizeof b, bw > 0, bw);
     printf("{\"bench\":\"gpt2-generate\",\"case\":\"read-bandwidth\",\"metric\":\"GB_per_s\","
