@@ -132,9 +132,12 @@ Test(gpt2, the_step_consumes_the_gradients)
     rt_start();
     /* one token tile: each order-free gradient sum gets at most two terms
      * onto zero, which commute exactly, so on CPU workers the two models
-     * agree bitwise; an (emulated) GPU's GEMM folds the gradient already
-     * there into its sums, so where the tasks ran decides the last bits:
-     * 1e-6 relative (a gradient not consumed would double: a difference of 1) */
+     * agree bitwise. An (emulated) GPU's GEMM folds the gradient already
+     * there into its sums, so where the tasks ran decides the last bits,
+     * and AdamW's m / sqrt(v) turns last-bit differences of near-zero
+     * gradients into updates of up to lr: 1e-3 relative for the gradients
+     * and 1e-4 for the loss after the first step. A gradient not consumed
+     * would be the sum of two steps' gradients: a difference near 1. */
     tsr_gpt2_config_t c = tiny(B * T, 128, 0);
     tsr_gpt2_t *a, *b;
     OK(tsr_gpt2_create(&a, &c, B, T));
@@ -160,12 +163,12 @@ Test(gpt2, the_step_consumes_the_gradients)
         float la, lb;
         OK(tsr_gpt2_forward(a, tok, tgt, &la));
         OK(tsr_gpt2_forward(b, tok, tgt, &lb));
-        cr_assert(fabsf(la - lb) <= 1e-6f * fabsf(lb),
+        cr_assert(fabsf(la - lb) <= (step ? 1e-4f : 1e-6f) * fabsf(lb),
                   "step %d: loss %.9g without zero_grad, %.9g with zeros set", step, la, lb);
         OK(tsr_gpt2_backward(a, 1.0f));
         OK(tsr_gpt2_backward(b, 1.0f));
         double d = grad_rel_diff(a, b);
-        cr_assert(d <= 1e-6, "step %d: gradients differ by %g", step, d);
+        cr_assert(d <= (step ? 1e-3 : 1e-6), "step %d: gradients differ by %g", step, d);
         OK(tsr_gpt2_step(a, NULL, 1e-3f, NULL));
         OK(tsr_gpt2_step(b, NULL, 1e-3f, NULL));
         for (int i = 0; i < np; i++) {
