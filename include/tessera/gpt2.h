@@ -45,6 +45,20 @@ typedef struct tsr_gpt2_config {
      * fp32; master weights, gradients, AdamW moments and the statistics of
      * LayerNorm, softmax and the loss stay fp32 (docs/gpt2.md). */
     int precision;
+    /* Data parallelism over the ranks of an MPI job (tessera/mpi.h,
+     * docs/data-parallel.md): 1 makes every rank's model one replica that
+     * runs forward and backward on its own micro-batch; tsr_gpt2_step
+     * all-reduces the gradients, so that every rank applies the gradient of
+     * the mean loss over the combined batch, and tsr_gpt2_loss returns that
+     * mean. Every rank must then make the same calls in the same order (they
+     * submit collectives). With one rank (or a build without MPI) it changes
+     * nothing. 0 (default): the model is this process's alone. */
+    int data_parallel;
+    /* ZeRO stage 1 (needs data_parallel = 1): each rank keeps the AdamW
+     * moments of its share of the parameter tiles only (balanced by bytes),
+     * updates those tiles and broadcasts them; the others' moment tiles are
+     * never touched, so they never get memory. Same results as 0. */
+    int zero;
 } tsr_gpt2_config_t;
 
 /* tsr_gpt2_config_t.precision */
