@@ -665,6 +665,25 @@ static tsr_tensor_t *param_part(param_t *p, int which)
     }
 }
 
+/* A moment under ZeRO: this rank's tiles only. Reading gives zeros for the
+ * others' tiles and writing skips them, without touching them (they would
+ * get memory), so each rank saves and loads its own share. */
+static int zero_share_access(tsr_gpt2_t *m, param_t *p, tsr_tensor_t *t, float *ptr, int write)
+{
+    size_t ld = (size_t)t->rows, n = (size_t)t->grid_rows * t->grid_cols;
+    for (size_t i = 0; i < n; i++) {
+        tsr_tensor_t v = tile_view(t, i);
+        size_t a = i % (size_t)t->grid_rows, b = i / (size_t)t->grid_rows;
+        float *at = ptr + a * (size_t)t->tile_rows + b * (size_t)t->tile_cols * ld;
+        if (dp_owns(m, p, i))
+            TRY(write ? tsr__tensor_write(&v, at, ld) : tsr__tensor_read(&v, at, ld));
+        else if (!write)
+            for (int c = 0; c < v.cols; c++)
+                memset(at + (size_t)c * ld, 0, (size_t)v.rows * sizeof *at);
+    }
+    return TSR_OK;
+}
+
 /* Both directions: the tensor's column-major (out, in) bytes are the HF
  * row-major [in, out] bytes, so a dense copy is the whole conversion. */
 static int param_access(tsr_gpt2_t *m, const char *name, int which, float *ptr, size_t *numel,
@@ -688,6 +707,8 @@ static int param_access(tsr_gpt2_t *m, const char *name, int which, float *ptr, 
         m->grads_zero = 0;
     if (write && which == TSR_GPT2_PARAM && p->pb.tiles)
         m->bf16_stale = 1; /* the next forward refreshes the bf16 copies */
+    if (p->owner && (which == TSR_GPT2_ADAM_M || which == TSR_GPT2_ADAM_V))
+        return zero_share_access(m, p, t, ptr, write);
     return write ? tsr__tensor_write(t, ptr, (size_t)t->rows)
                  : tsr__tensor_read(t, ptr, (size_t)t->rows);
 }

@@ -112,7 +112,9 @@ TSR_API int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed);
 TSR_API int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *targets,
                      float *loss);
 
-/* The mean loss of the last forward that had targets (waits for it). A
+/* The mean loss of the last forward that had targets (waits for it); data
+ * parallel: the mean over every replica's targets (every rank must call it:
+ * it is a collective, as is a forward given a loss pointer). A
  * training loop that passes loss = NULL to forward and asks here after
  * submitting backward and the step never stalls the task pipeline. */
 TSR_API int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss);
@@ -171,7 +173,11 @@ TSR_API int tsr_gpt2_steps_done(const tsr_gpt2_t *m);
  * "h.3.attn.c_attn.weight" [in, out] row-major, "ln_f.bias", …).
  * which: 0 parameter, 1 gradient, 2 AdamW m, 3 AdamW v.
  * *numel receives the element count (ptr may be NULL to ask for it).
- * TSR_ENOTFOUND for an unknown name. */
+ * TSR_ENOTFOUND for an unknown name.
+ * Data parallel: a gradient read before tsr_gpt2_step is this replica's own
+ * (the step sums them). With ZeRO a moment is this rank's share: the tiles
+ * of other ranks read as zeros and are not written (so the optimizer state
+ * is saved and loaded per rank, tsr_gpt2_save_state / load_state). */
 enum { TSR_GPT2_PARAM = 0, TSR_GPT2_GRAD = 1, TSR_GPT2_ADAM_M = 2, TSR_GPT2_ADAM_V = 3 };
 TSR_API int tsr_gpt2_get(tsr_gpt2_t *m, const char *name, int which, float *ptr, size_t *numel);
 TSR_API int tsr_gpt2_set(tsr_gpt2_t *m, const char *name, int which, const float *ptr, size_t numel);
