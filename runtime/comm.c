@@ -80,6 +80,8 @@ static struct {
     int ordered;
     atomic_uint_fast64_t coll_seq; /* collectives submitted */
     uint64_t next_coll;      /* the next to post (communication thread) */
+    comm_op_t *abandoned;    /* timed out, never completed: MPI may still
+                                write their staging buffers */
 
     /* the communication thread and its queue (under m) */
     pthread_mutex_t m;
@@ -174,6 +176,15 @@ int tsr_mpi_finalize(void)
     if (tsr__running())
         return tsr__fail(TSR_ESTATE, "mpi_finalize: call it after tsr_shutdown");
     tsr__comm_stop();
+    if (C.abandoned) {
+        /* MPI would progress them inside MPI_Finalize, on buffers and a
+         * communicator in use: leave MPI as it is, the job must end. */
+        C.inited = 0;
+        C.finalized = 1;
+        return tsr__fail(TSR_ETASK, "mpi_finalize: transfers that timed out are still in "
+                                    "flight (a peer died or never joined): MPI is not "
+                                    "finalized; end the job with a non-zero status");
+    }
     MPI_Comm_free(&C.comm);
     C.inited = 0;
     C.finalized = 1;
@@ -547,7 +558,9 @@ static void *comm_thread(void *arg)
 {
     (void)arg;
     comm_op_t *waiting = NULL; /* ready, not yet posted (collectives out of order) */
-    comm_op_t *active = NULL;  /* posted; abandoned ones too */
+    comm_op_t *active = C.abandoned; /* posted; abandoned ones too */
+    uint64_t stop_ns = 0;
+    C.abandoned = NULL;
     for (;;) {
         pthread_mutex_lock(&C.m);
         while (!C.queue && !active && !waiting && !C.stop)
@@ -557,12 +570,17 @@ static void *comm_thread(void *arg)
         bool stop = C.stop;
         pthread_mutex_unlock(&C.m);
         /* Stop once nothing is left but abandoned transfers (a peer that
-         * never answers): those are left to MPI. */
+         * timed out): those get the timeout once more to complete (a late
+         * peer), then stay with MPI, and tsr_mpi_finalize refuses. */
         bool live = waiting != NULL;
         for (comm_op_t *o = active; o && !live; o = o->next)
             live = o->t != NULL;
-        if (stop && !got && !live)
-            break;
+        if (stop && !got && !live) {
+            if (!stop_ns)
+                stop_ns = now_ns();
+            if (!active || C.timeout <= 0 || now_ns() - stop_ns > (uint64_t)(C.timeout * 1e9))
+                break;
+        }
 
         while (got) {
             comm_op_t *o = got;
@@ -633,8 +651,9 @@ static void *comm_thread(void *arg)
             nanosleep(&ts, NULL);
         }
     }
-    /* Abandoned transfers: MPI may still write their staging buffers. */
-    (void)active;
+    /* Abandoned transfers: MPI may still write their staging buffers. A
+     * later runtime's thread polls them again. */
+    C.abandoned = active;
     return NULL;
 }
 
