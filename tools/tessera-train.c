@@ -677,10 +677,6 @@ int main(int argc, char **argv)
         return cli_lib_fail(TSR_ENODEV, "cannot start MPI");
     r.rank = tsr_mpi_rank();
     r.nranks = tsr_mpi_size();
-    /* sums in rank order: a resumed run continues bitwise as the
-     * uninterrupted one would have */
-    if (r.nranks > 1 && tsr_mpi_set_ordered(1) != TSR_OK)
-        return cli_lib_fail(TSR_ENODEV, "cannot ask MPI for ordered sums");
     if (r.rank > 0 && freopen("/dev/null", "w", stdout) == NULL)
         return cli_fail("cannot silence rank %d's output", r.rank);
     int status = parse_options(&r, argc, argv);
