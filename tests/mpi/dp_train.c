@@ -166,6 +166,56 @@ static int equality(int size)
     return bad;
 }
 
+/* bf16 mixed precision: ZeRO's ranks make the bf16 copies of the tiles they
+ * receive themselves, the owners in their AdamW task; zero 1 must train as
+ * zero 0 (both data parallel, so the same bf16 roundings of the same
+ * weights). */
+static int bf16_zero(void)
+{
+    tsr_gpt2_t *ms[2];
+    for (int k = 0; k < 2; k++) {
+        tsr_gpt2_config_t c = tiny(1, k);
+        c.precision = TSR_GPT2_BF16;
+        CHECK(tsr_gpt2_create(&ms[k], &c, B, T));
+        CHECK(tsr_gpt2_init_weights(ms[k], 42));
+    }
+    int size = tsr_mpi_size(), bad = 0;
+    /* no clipping: the norms of zero 0 and 1 are sums in other orders, and
+     * a last-bit difference of the clip scale flips bf16 roundings */
+    tsr_adamw_config_t opt;
+    tsr_adamw_config_default(&opt);
+    opt.grad_clip = 0.0f;
+    int32_t *tok = malloc((size_t)size * B * T * sizeof *tok);
+    int32_t *tgt = malloc((size_t)size * B * T * sizeof *tgt);
+    for (int s = 0; s < STEPS && !bad; s++) {
+        combined(s, size * B, tok, tgt);
+        float loss[2], norm[2];
+        for (int k = 0; k < 2; k++) {
+            size_t off = (size_t)rank_ * B * T;
+            CHECK(tsr_gpt2_forward(ms[k], tok + off, tgt + off, NULL));
+            CHECK(tsr_gpt2_backward(ms[k], 1.0f));
+            CHECK(tsr_gpt2_step(ms[k], &opt, LR, NULL));
+            norm[k] = 0.0f;
+            CHECK(tsr_gpt2_loss(ms[k], &loss[k]));
+        }
+        if (!close_enough(loss[1], loss[0]) || !close_enough(norm[1], norm[0])) {
+            fprintf(stderr, "rank %d: bf16 step %d: zero 1 loss %.9g norm %.9g, zero 0 loss "
+                    "%.9g norm %.9g\n", rank_, s, loss[1], norm[1], loss[0], norm[0]);
+            bad = 1;
+        }
+    }
+    size_t n;
+    float *p0 = params_of(ms[0], &n), *p1 = params_of(ms[1], &n);
+    bad |= compare("bf16: zero 1 against zero 0", p1, p0, n, LR);
+    free(p0);
+    free(p1);
+    free(tok);
+    free(tgt);
+    for (int k = 0; k < 2; k++)
+        CHECK(tsr_gpt2_free(ms[k]));
+    return bad;
+}
+
 /* Host memory peak of two steps of a larger model with ZeRO on or off. */
 static int memory(int size, int zero)
 {
@@ -207,7 +257,7 @@ int main(int argc, char **argv)
     cfg.bind = 0;
     CHECK(tsr_init(&cfg));
     int bad = argc == 3 && !strcmp(argv[1], "--memory") ? memory(size, atoi(argv[2]))
-                                                         : equality(size);
+                                                         : equality(size) | bf16_zero();
     tsr_shutdown();
     CHECK(tsr_mpi_finalize());
     if (!bad && rank_ == 0)
