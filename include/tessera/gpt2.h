@@ -158,7 +158,12 @@ TSR_API void tsr_adamw_config_default(tsr_adamw_config_t *opt);
  * caught here.
  * The update consumes the gradients: once it has run they read as zero,
  * as after tsr_gpt2_zero_grad (each update zeroes its gradient tile in the
- * same pass over memory). Read them before the step to keep them. */
+ * same pass over memory). Read them before the step to keep them.
+ * Data parallel (cfg.data_parallel): the step first sums every gradient
+ * tile over the replicas (one all-reduce task per tile, which runs as soon
+ * as that tile's backward is done), and the norm is the same on every
+ * rank; with cfg.zero each rank updates its own tiles and receives the
+ * others' from their owners. */
 TSR_API int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float *grad_norm);
 
 /* Linear warmup over `warmup` steps to max_lr, then cosine decay to min_lr
