@@ -667,12 +667,23 @@ static int run_free(run_t *r, int status)
     return status;
 }
 
+/* Whether an MPI launcher started this process (Open MPI's mpirun sets
+ * OMPI_COMM_WORLD_SIZE; PMI-based launchers, MPICH's and Slurm's, PMI_SIZE
+ * or PMIX_RANK). */
+static int launched_by_mpi(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
+           getenv("PMIX_RANK") != NULL;
+}
+
 int main(int argc, char **argv)
 {
     static run_t r; /* large (the state's text); zeroed */
     /* under mpirun: one process per rank, each a replica; only rank 0
-     * prints its progress (errors come from every rank) */
-    int mpi = tsr_mpi_available();
+     * prints its progress (errors come from every rank). Started without
+     * a launcher, the program does not start MPI at all and runs as it
+     * does in a build without it. */
+    int mpi = tsr_mpi_available() && launched_by_mpi();
     if (mpi && tsr_mpi_init(&argc, &argv) != TSR_OK)
         return cli_lib_fail(TSR_ENODEV, "cannot start MPI");
     r.rank = tsr_mpi_rank();
