@@ -19,6 +19,7 @@
  *   logits (V, N) tiles (tv, tt).
  */
 #include <tessera/gpt2.h>
+#include <tessera/mpi.h>
 
 #include <limits.h>
 #include <math.h>
@@ -154,6 +155,16 @@ static int check_config(const tsr_gpt2_config_t *c, int batch, int seq_len)
         return tsr__fail(TSR_EINVAL, "gpt2: precision must be TSR_GPT2_FP32 (%d) or "
                                      "TSR_GPT2_BF16 (%d), not %d", TSR_GPT2_FP32, TSR_GPT2_BF16,
                          c->precision);
+    if (c->data_parallel != 0 && c->data_parallel != 1)
+        return tsr__fail(TSR_EINVAL, "gpt2: data_parallel must be 0 (this process's model) or "
+                                     "1 (one replica per MPI rank), not %d", c->data_parallel);
+    if (c->zero != 0 && c->zero != 1)
+        return tsr__fail(TSR_EINVAL, "gpt2: zero must be 0 (every rank keeps every AdamW "
+                                     "moment) or 1 (ZeRO-1: each rank its share), not %d",
+                         c->zero);
+    if (c->zero && !c->data_parallel)
+        return tsr__fail(TSR_EINVAL, "gpt2: zero = 1 shards the optimizer state over the "
+                                     "ranks of a data-parallel model: it needs data_parallel = 1");
     if ((long long)batch * seq_len > (1LL << 30))
         return tsr__fail(TSR_EINVAL, "gpt2: batch %d x seq_len %d tokens per micro-batch is "
                                      "more than 2^30", batch, seq_len);
@@ -410,6 +421,12 @@ static void destroy(tsr_gpt2_t *m)
         tsr_handle_unregister(m->norm);
     if (m->scratch && same_runtime)
         tsr_handle_unregister(m->scratch);
+    if (m->dp_count && same_runtime)
+        tsr_handle_unregister(m->dp_count);
+    if (m->dp_loss && same_runtime)
+        tsr_handle_unregister(m->dp_loss);
+    for (int i = 0; m->params && i < m->nparams; i++)
+        free(m->params[i].owner);
     free(m->params);
     free(m->lp);
     free(m->la);
@@ -427,6 +444,120 @@ int tsr_gpt2_free(tsr_gpt2_t *m)
     return TSR_OK;
 }
 
+/* ---- data parallelism (docs/data-parallel.md) ------------------------------ */
+
+/* Whether the model is one replica of several: every rank runs its own
+ * micro-batch and the gradients, losses and updates are combined by
+ * communication tasks. */
+static int dp_on(const tsr_gpt2_t *m)
+{
+    return m->dp_size > 1;
+}
+
+/* Whether this rank updates tile i of parameter p (every tile without ZeRO). */
+static int dp_owns(const tsr_gpt2_t *m, const param_t *p, size_t i)
+{
+    return !p->owner || p->owner[i] == m->dp_rank;
+}
+
+/* Tile i of t as a tensor of one tile, for the operations of one tile. */
+static tsr_tensor_t tile_view(const tsr_tensor_t *t, size_t i)
+{
+    tsr_tensor_t v = *t;
+    int a = (int)(i % (size_t)t->grid_rows), b = (int)(i / (size_t)t->grid_rows);
+    v.rows = v.tile_rows = tsr__tile_m(t, a);
+    v.cols = v.tile_cols = tsr__tile_n(t, b);
+    v.grid_rows = v.grid_cols = 1;
+    v.tiles = &t->tiles[i];
+    return v;
+}
+
+/* The replica's rank and the job's size; with ZeRO each parameter tile's
+ * owner: tiles in checkpoint order, each to the rank with the fewest bytes
+ * so far (the lowest on ties), so that every rank computes the same owners
+ * and the shares differ by at most one tile (wte's tiles are the largest:
+ * a round-robin by tile would give one rank most of them). */
+static int dp_setup(tsr_gpt2_t *m)
+{
+    m->dp_size = m->cfg.data_parallel ? tsr_mpi_size() : 1;
+    m->dp_rank = m->cfg.data_parallel ? tsr_mpi_rank() : 0;
+    if (!dp_on(m))
+        return TSR_OK;
+    TRY(tsr_handle_alloc(&m->dp_count, sizeof(double)));
+    TRY(tsr_handle_alloc(&m->dp_loss, sizeof(double)));
+    if (!m->cfg.zero)
+        return TSR_OK;
+    size_t *load = calloc((size_t)m->dp_size, sizeof *load);
+    if (!load)
+        return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the ZeRO shares");
+    for (int k = 0; k < m->nparams; k++) {
+        param_t *p = &m->params[k];
+        size_t n = (size_t)p->p.grid_rows * p->p.grid_cols;
+        p->owner = malloc(n * sizeof *p->owner);
+        if (!p->owner) {
+            free(load);
+            return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the ZeRO shares");
+        }
+        for (size_t i = 0; i < n; i++) {
+            int best = 0;
+            for (int r = 1; r < m->dp_size; r++)
+                if (load[r] < load[best])
+                    best = r;
+            tsr_tensor_t v = tile_view(&p->p, i);
+            load[best] += (size_t)v.rows * (size_t)v.cols;
+            p->owner[i] = best;
+        }
+    }
+    free(load);
+    return TSR_OK;
+}
+
+/* Write a double into a small handle (from the host). */
+static int handle_put(tsr_handle_t h, double value)
+{
+    double *x;
+    TRY(tsr_handle_acquire(h, TSR_W, (void **)&x));
+    *x = value;
+    return tsr_handle_release(h);
+}
+
+/* Read a double from a small handle (waits for its tasks). */
+static int handle_get(tsr_handle_t h, double *value)
+{
+    double *x;
+    TRY(tsr_handle_acquire(h, TSR_R, (void **)&x));
+    *value = *x;
+    return tsr_handle_release(h);
+}
+
+/* The non-ignored targets of the last forward over every replica (this
+ * model's alone without data parallelism). */
+static int global_targets(tsr_gpt2_t *m, double *count)
+{
+    if (!dp_on(m)) {
+        *count = m->ntargets;
+        return TSR_OK;
+    }
+    return handle_get(m->dp_count, count);
+}
+
+/* Every gradient tile (RW) = its sum over the replicas. One task per tile:
+ * each runs once that tile's last accumulation of the backward pass is done,
+ * while the rest of the backward pass still computes (the overlap of DDP's
+ * buckets, by tile). Submitted by tsr_gpt2_step, not by backward, so that
+ * micro-batches accumulate locally and the sum is taken once per step. */
+static int dp_allreduce_grads(tsr_gpt2_t *m)
+{
+    /* the last parameter first: backward completes wte and wpe last */
+    for (int k = m->nparams - 1; k >= 0; k--) {
+        tsr_tensor_t *g = &m->params[k].g;
+        size_t n = (size_t)g->grid_rows * g->grid_cols;
+        for (size_t i = 0; i < n; i++)
+            TRY(tsr_mpi_allreduce(g->tiles[i], TSR_MPI_FLOAT, TSR_MPI_SUM));
+    }
+    return TSR_OK;
+}
+
 /* Resolve the tiles, check every tensor (dry run), then make them. */
 static int build(tsr_gpt2_t *m)
 {
@@ -440,6 +571,7 @@ static int build(tsr_gpt2_t *m)
     TRY(make_params(m));
     TRY(make_acts(m));
     m->grads_zero = 1; /* fresh tiles read as zeros */
+    TRY(dp_setup(m));
     return live_add(m);
 }
 
@@ -533,6 +665,25 @@ static tsr_tensor_t *param_part(param_t *p, int which)
     }
 }
 
+/* A moment under ZeRO: this rank's tiles only. Reading gives zeros for the
+ * others' tiles and writing skips them, without touching them (they would
+ * get memory), so each rank saves and loads its own share. */
+static int zero_share_access(tsr_gpt2_t *m, param_t *p, tsr_tensor_t *t, float *ptr, int write)
+{
+    size_t ld = (size_t)t->rows, n = (size_t)t->grid_rows * t->grid_cols;
+    for (size_t i = 0; i < n; i++) {
+        tsr_tensor_t v = tile_view(t, i);
+        size_t a = i % (size_t)t->grid_rows, b = i / (size_t)t->grid_rows;
+        float *at = ptr + a * (size_t)t->tile_rows + b * (size_t)t->tile_cols * ld;
+        if (dp_owns(m, p, i))
+            TRY(write ? tsr__tensor_write(&v, at, ld) : tsr__tensor_read(&v, at, ld));
+        else if (!write)
+            for (int c = 0; c < v.cols; c++)
+                memset(at + (size_t)c * ld, 0, (size_t)v.rows * sizeof *at);
+    }
+    return TSR_OK;
+}
+
 /* Both directions: the tensor's column-major (out, in) bytes are the HF
  * row-major [in, out] bytes, so a dense copy is the whole conversion. */
 static int param_access(tsr_gpt2_t *m, const char *name, int which, float *ptr, size_t *numel,
@@ -556,6 +707,8 @@ static int param_access(tsr_gpt2_t *m, const char *name, int which, float *ptr, 
         m->grads_zero = 0;
     if (write && which == TSR_GPT2_PARAM && p->pb.tiles)
         m->bf16_stale = 1; /* the next forward refreshes the bf16 copies */
+    if (p->owner && (which == TSR_GPT2_ADAM_M || which == TSR_GPT2_ADAM_V))
+        return zero_share_access(m, p, t, ptr, write);
     return write ? tsr__tensor_write(t, ptr, (size_t)t->rows)
                  : tsr__tensor_read(t, ptr, (size_t)t->rows);
 }
@@ -796,6 +949,10 @@ int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *target
     m->have_targets = 1;
     m->have_loss = 1;
     m->ntargets = ntargets;
+    if (dp_on(m)) { /* backward scales by the combined batch's count */
+        TRY(handle_put(m->dp_count, ntargets));
+        TRY(tsr_mpi_allreduce(m->dp_count, TSR_MPI_DOUBLE, TSR_MPI_SUM));
+    }
     return loss ? tsr_gpt2_loss(m, loss) : TSR_OK;
 }
 
@@ -806,9 +963,15 @@ int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss)
         return tsr__fail(TSR_EINVAL, "gpt2_loss: loss is NULL");
     if (!m->have_loss)
         return tsr__fail(TSR_ESTATE, "gpt2_loss: no forward with targets yet");
-    double sum = 0.0;
+    double sum = 0.0, count = 0.0;
     TRY(read_loss(m, &sum));
-    *loss = m->ntargets ? (float)(sum / m->ntargets) : 0.0f;
+    if (dp_on(m)) { /* the mean over the combined batch: a collective */
+        TRY(handle_put(m->dp_loss, sum));
+        TRY(tsr_mpi_allreduce(m->dp_loss, TSR_MPI_DOUBLE, TSR_MPI_SUM));
+        TRY(handle_get(m->dp_loss, &sum));
+    }
+    TRY(global_targets(m, &count));
+    *loss = count > 0.0 ? (float)(sum / count) : 0.0f;
     return TSR_OK;
 }
 
@@ -898,7 +1061,11 @@ int tsr_gpt2_backward(tsr_gpt2_t *m, float scale)
     m->have_targets = 0;
     m->grads_zero = 0;
     m->have_logits = 0; /* the logits tiles become their gradient in place */
-    float dscale = m->ntargets ? scale / (float)m->ntargets : 0.0f;
+    /* the gradient of the mean over every replica's targets: each replica
+     * divides by the combined count, and the all-reduce adds */
+    double count;
+    TRY(global_targets(m, &count));
+    float dscale = count > 0.0 ? scale / (float)count : 0.0f;
     /* loss → logits → ln_f */
     /* fp32: the logits become their gradient in place; bf16: it goes to
      * dlogits16 and the logits are dropped */
@@ -956,10 +1123,29 @@ int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float 
      * without clipping when the caller does not ask for it, and then each
      * tile's update runs as soon as its gradient is complete (see gpt2.h) */
     float scale = 1.0f;
+    if (dp_on(m))
+        TRY(dp_allreduce_grads(m));
     if (opt->grad_clip > 0.0f || grad_norm) {
         TRY(tsr__op_fill_handle(m->norm, 0.0f));
-        for (int i = 0; i < m->nparams; i++)
-            TRY(tsr__op_sumsq(&m->params[i].g, m->norm));
+        for (int i = 0; i < m->nparams; i++) {
+            param_t *p = &m->params[i];
+            size_t n = (size_t)p->g.grid_rows * p->g.grid_cols;
+            if (!p->owner) {
+                TRY(tsr__op_sumsq(&p->g, m->norm));
+                continue;
+            }
+            for (size_t t = 0; t < n; t++) /* ZeRO: the owned tiles only */
+                if (dp_owns(m, p, t)) {
+                    tsr_tensor_t g = tile_view(&p->g, t);
+                    TRY(tsr__op_sumsq(&g, m->norm));
+                }
+        }
+        /* every replica must clip alike: with ZeRO the shares add up; else
+         * every replica holds the same gradients but adds their squares in
+         * its own order, so rank 0's sum is everybody's */
+        if (dp_on(m))
+            TRY(m->cfg.zero ? tsr_mpi_allreduce(m->norm, TSR_MPI_FLOAT, TSR_MPI_SUM)
+                            : tsr_mpi_bcast(m->norm, 0));
         float *sumsq;
         TRY(tsr_handle_acquire(m->norm, TSR_R, (void **)&sumsq));
         double norm = sqrt((double)*sumsq);
@@ -983,7 +1169,27 @@ int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float 
         tsr_adamw_args_t a = {m->steps, lr, opt->beta1, opt->beta2, opt->eps,
                               p->decay ? opt->weight_decay : 0.0f, scale, 1};
         /* the bf16 copy, where there is one, comes out of the same task */
-        TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v, p->pb.tiles ? &p->pb : NULL));
+        if (!p->owner) {
+            TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v, p->pb.tiles ? &p->pb : NULL));
+            continue;
+        }
+        /* ZeRO: update the owned tiles, take the others from their owners;
+         * the moments of the others are never touched (no memory) */
+        size_t n = (size_t)p->p.grid_rows * p->p.grid_cols;
+        for (size_t t = 0; t < n; t++) {
+            tsr_tensor_t g = tile_view(&p->g, t), w = tile_view(&p->p, t);
+            tsr_tensor_t pb = p->pb.tiles ? tile_view(&p->pb, t) : w;
+            if (dp_owns(m, p, t)) {
+                tsr_tensor_t mm = tile_view(&p->m, t), vv = tile_view(&p->v, t);
+                TRY(tsr__op_adamw(&a, &g, &w, &mm, &vv, p->pb.tiles ? &pb : NULL));
+                TRY(tsr_mpi_bcast(p->p.tiles[t], m->dp_rank));
+            } else {
+                TRY(tsr__op_fill(&g, 0.0f)); /* consumed, as the update would */
+                TRY(tsr_mpi_bcast(p->p.tiles[t], p->owner[t]));
+                if (p->pb.tiles)
+                    TRY(tsr__op_convert(&w, &pb));
+            }
+        }
     }
     m->bf16_stale = 0; /* every copy was refreshed from its updated master */
     m->grads_zero = 1;

@@ -28,6 +28,8 @@ typedef struct param {
     tsr_tensor_t p, g, m, v;
     int decay; /* weight decay applies (matrices) */
     tsr_tensor_t pb; /* bf16 copy of p, refreshed after every change of p */
+    int *owner;      /* data parallel with ZeRO: the rank that updates each
+                        tile (tiles[i] of p, g, m, v); NULL otherwise */
 } param_t;
 
 typedef struct layer_params {
@@ -84,6 +86,11 @@ struct tsr_gpt2 {
     int have_targets;                              /* backward may follow */
     int have_loss;                                 /* ce_loss holds a loss */
     int ntargets;                                  /* non-ignored targets of it */
+    /* data parallelism (cfg.data_parallel with more than one rank; else
+     * dp_size 1 and nothing below is used) */
+    int dp_size, dp_rank;
+    tsr_handle_t dp_count;                         /* double: the targets of every rank */
+    tsr_handle_t dp_loss;                          /* double: the loss sum of every rank */
     int steps;
 };
 

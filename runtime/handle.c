@@ -467,7 +467,7 @@ static bool host_is_ready(void *arg)
 
 /* Host access through the directory: pin h's host copy with `mode`,
  * waiting (through the driver) for the copies that make it valid. */
-static int host_access(tsr_data_t *h, tsr_mem_req_t *r, int mode)
+int tsr__handle_host_access(tsr_data_t *h, tsr_mem_req_t *r, int mode)
 {
     memset(r, 0, sizeof *r);
     host_wait_t hw;
@@ -495,7 +495,7 @@ int tsr__handle_flush(tsr_data_t *h)
     if (!h->registered)
         return TSR_OK;
     tsr_mem_req_t r;
-    int rc = host_access(h, &r, TSR_MEM_R);
+    int rc = tsr__handle_host_access(h, &r, TSR_MEM_R);
     if (rc == TSR_OK)
         tsr__mem_release(&r);
     return rc == TSR_OK ? TSR_OK
@@ -598,7 +598,7 @@ int tsr_handle_acquire(tsr_handle_t id, tsr_mode_t mode, void **ptr)
                          "handle_acquire: a task writing the handle failed: %s", why);
     }
     tsr_mem_req_t *req = malloc(sizeof *req);
-    rc = req ? host_access(h, req, mode == TSR_R ? TSR_MEM_R
+    rc = req ? tsr__handle_host_access(h, req, mode == TSR_R ? TSR_MEM_R
                                    : mode == TSR_W ? TSR_MEM_W : TSR_MEM_RW)
              : TSR_ENOMEM;
     if (rc != TSR_OK) {

@@ -46,6 +46,7 @@ enum tsr_task_kind {
     TSR_KIND_BARRIER,     /* completes as soon as it is ready */
     TSR_KIND_WONTUSE,     /* marks the handle's copies for eviction */
     TSR_KIND_REDUCE,      /* combines a handle's REDUX accumulators */
+    TSR_KIND_COMM,        /* an MPI transfer: ready hands it to comm.c */
 };
 
 enum tsr_task_state {
@@ -151,6 +152,10 @@ int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_data_t *dst,
 /* Submit an internal task of `kind` on one handle. */
 int tsr__submit_internal(int kind, tsr_data_t *h, tsr_mode_t mode,
                          tsr_task_t *out);
+/* The same with a name and an argument block (args_size <= TSR_MAX_ARGS),
+ * copied into the task (communication tasks: what to transfer). */
+int tsr__submit_internal_args(int kind, tsr_data_t *h, tsr_mode_t mode, const char *name,
+                              const void *args, size_t args_size, tsr_task_t *out);
 void tsr__tasks_free_pool(void);
 void tsr__tasks_flush_cache(void);
 /* The worker index of the calling thread (-1 elsewhere), and whether the
@@ -226,6 +231,11 @@ int tsr__handle_get(tsr_handle_t id, const char *what, tsr_data_t **out);
  * host buffer, or NULL. */
 tsr_data_t *tsr__handle_new_internal(void *ptr, size_t size);
 void tsr__handle_free(tsr_data_t *h);
+/* Host access to h's bytes, as an acquisition gets it (from any
+ * accelerator or the disk; waits): r->ptr[0] until tsr__mem_release(r).
+ * TSR_OK, or a status with the reason in r->err. The caller's task holds
+ * h in `mode` (TSR_MEM_R/W/RW), so that nothing else writes it meanwhile. */
+int tsr__handle_host_access(tsr_data_t *h, tsr_mem_req_t *r, int mode);
 /* Write a registered buffer's latest data back to it (waits). */
 int tsr__handle_flush(tsr_data_t *h);
 /* At shutdown: end every acquisition; then free every handle as
@@ -357,6 +367,14 @@ int tsr__sched_plugin_load(const char *name, const tsr_sched_policy_t **out,
                            void **dl);
 void tsr__sched_plugin_unload(void *dl);
 void tsr__sched_close(tsr_sched_t *s);
+
+/* ---- communication tasks (comm.c; mpi_none.c without MPI) ------------- */
+
+/* A TSR_KIND_COMM task is ready: the communication thread takes it, gets
+ * host access to its handle, posts non-blocking MPI and completes it. */
+void tsr__comm_ready(tsr_task_t t);
+/* At shutdown, every task complete: stop the communication thread. */
+void tsr__comm_stop(void);
 
 /* ---- tracing (trace.c) ------------------------------------------------- */
 

@@ -3,7 +3,10 @@
  * message (the build option that enables it: -Dmpi=enabled). */
 #include <tessera/mpi.h>
 
+#include <stdio.h>
+
 #include "runtime/error.h"
+#include "runtime/internal.h"
 
 static int none(const char *fn)
 {
@@ -71,4 +74,16 @@ int tsr_mpi_bcast(tsr_handle_t h, int root)
 {
     (void)h, (void)root;
     return none("mpi_bcast");
+}
+
+/* No communication task can be submitted without MPI: nothing to run or
+ * stop. */
+void tsr__comm_ready(tsr_task_t t)
+{
+    snprintf(t->mreq.err, sizeof t->mreq.err, "this build has no MPI");
+    tsr__task_complete(t, TSR_RESULT_FAILED, -1);
+}
+
+void tsr__comm_stop(void)
+{
 }

@@ -426,6 +426,8 @@ int tsr_shutdown(void)
     keep_first(&rc, msg, sizeof msg, tsr__handles_unregister_all());
     /* Unregistering closed open REDUX groups: report their failures. */
     keep_first(&rc, msg, sizeof msg, tsr_wait_all());
+    /* Every communication task is complete: its thread may go. */
+    tsr__comm_stop();
     tsr__handles_fini();
     if (tsr__rt.cfg.stats)
         tsr_stats_print(stderr);

@@ -360,7 +360,7 @@ void tsr__task_cancel(tsr_task_t s, tsr_task_t p)
  * becomes the message that wait returns. `msg`: t's failure described. */
 static void record_failure(tsr_task_t t, int result, const char *msg)
 {
-    if (t->kind != TSR_KIND_USER && t->kind != TSR_KIND_REDUCE)
+    if (t->kind != TSR_KIND_USER && t->kind != TSR_KIND_REDUCE && t->kind != TSR_KIND_COMM)
         return;
     pthread_mutex_lock(&tsr__rt.err_m);
     if (result == TSR_RESULT_FAILED) {
@@ -634,6 +634,12 @@ void tsr__task_ready(tsr_task_t t)
         t->state = TSR_TASK_READY;
         pthread_mutex_unlock(&t->lock);
         wake_waiters();
+        return;
+    }
+    if (t->kind == TSR_KIND_COMM) {
+        /* Even a cancelled one: a collective must still take part, or the
+         * ranks' collectives stop matching (comm.c decides). */
+        tsr__comm_ready(t);
         return;
     }
     if (atomic_load(&t->cancelled)) {
@@ -1000,6 +1006,14 @@ int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
 int tsr__submit_internal(int kind, tsr_data_t *h, tsr_mode_t mode,
                          tsr_task_t *out)
 {
+    return tsr__submit_internal_args(kind, h, mode, NULL, NULL, 0, out);
+}
+
+int tsr__submit_internal_args(int kind, tsr_data_t *h, tsr_mode_t mode, const char *name,
+                              const void *args, size_t args_size, tsr_task_t *out)
+{
+    if (args_size > TSR_MAX_ARGS)
+        return tsr__fail(TSR_EINVAL, "internal task: %zu argument bytes", args_size);
     tsr_task_t t = task_alloc();
     if (!t)
         return tsr__fail(TSR_ENOMEM, "out of memory");
@@ -1007,9 +1021,13 @@ int tsr__submit_internal(int kind, tsr_data_t *h, tsr_mode_t mode,
         [TSR_KIND_USER] = "user",         [TSR_KIND_ACQUIRE] = "acquire",
         [TSR_KIND_INVALIDATE] = "invalidate", [TSR_KIND_BARRIER] = "barrier",
         [TSR_KIND_WONTUSE] = "wont-use",  [TSR_KIND_REDUCE] = "redux",
+        [TSR_KIND_COMM] = "mpi",
     };
-    t->name = names[kind];
+    t->name = name ? name : names[kind];
     t->kind = kind;
+    t->args_size = args_size;
+    if (args_size)
+        memcpy(t->args, args, args_size);
     t->nbuffers = 1;
     t->acc[0].handle = h->id;
     t->data[0] = h;

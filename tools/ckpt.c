@@ -148,6 +148,51 @@ static int write_latest(const char *out, const char *name)
 
 /* The two files into the folder tmp; the state carries extra, then the
  * model's step and checksum. Returns 0 or 1. */
+/* OUT/.shard-STEP.rank-R.state: a shard before rank 0 moves it in. */
+static int shard_tmp_path(char *path, size_t size, const char *out, int step, int rank)
+{
+    char name[96];
+    snprintf(name, sizeof name, ".shard-%08d.rank-%d.state", step, rank);
+    return cli_path(path, size, out, name);
+}
+
+int ckpt_save_shard(const char *out, int step, int rank, tsr_gpt2_t *m)
+{
+    char path[4096], text[96];
+    if (shard_tmp_path(path, sizeof path, out, step, rank) != 0)
+        return 1;
+    snprintf(text, sizeof text, "shard %d\ncheckpoint-step %d\n", rank, step);
+    int rc = tsr_gpt2_save_state(m, path, text);
+    return rc != TSR_OK ? cli_lib_fail(rc, "cannot save '%s'", path) : 0;
+}
+
+int ckpt_shard_path(const ckpt_t *c, int rank, char *path, size_t size)
+{
+    if (rank == 0) {
+        snprintf(path, size, "%s", c->state);
+        return 0;
+    }
+    char name[64];
+    snprintf(name, sizeof name, STATE_FILE ".%d", rank);
+    return cli_path(path, size, c->dir, name);
+}
+
+/* Shards of the other ranks into the temporary checkpoint folder tmp. */
+static int move_shards(const char *out, const char *tmp, int step, int nshards)
+{
+    for (int r = 1; r < nshards; r++) {
+        char from[4096], to[4096], name[64];
+        snprintf(name, sizeof name, STATE_FILE ".%d", r);
+        if (shard_tmp_path(from, sizeof from, out, step, r) != 0 ||
+            cli_path(to, sizeof to, tmp, name) != 0)
+            return 1;
+        if (rename(from, to) != 0)
+            return cli_fail("cannot move rank %d's optimizer state '%s' into '%s': %s", r,
+                            from, to, strerror(errno));
+    }
+    return 0;
+}
+
 static int write_pair(const char *tmp, int step, tsr_gpt2_t *m, const char *extra,
                       ckpt_t *c)
 {
@@ -189,6 +234,12 @@ static int write_pair(const char *tmp, int step, tsr_gpt2_t *m, const char *extr
 
 int ckpt_save(const char *out, int step, tsr_gpt2_t *m, const char *extra, ckpt_t *saved)
 {
+    return ckpt_save_sharded(out, step, 1, m, extra, saved);
+}
+
+int ckpt_save_sharded(const char *out, int step, int nshards, tsr_gpt2_t *m, const char *extra,
+                      ckpt_t *saved)
+{
     char prev[64] = "", name[64], tmp[4096], final[4096];
     if (cli_mkdirs(out) != 0 || ckpt_clean(out) != 0 || read_latest(out, prev) > 0)
         return 1;
@@ -209,6 +260,11 @@ int ckpt_save(const char *out, int step, tsr_gpt2_t *m, const char *extra, ckpt_
         return cli_fail("cannot create folder '%s': %s", tmp, strerror(errno));
     fault_after();
     int published = 0, status = write_pair(tmp, step, m, extra, saved);
+    if (status == 0 && nshards > 1) {
+        status = move_shards(out, tmp, step, nshards);
+        if (status == 0)
+            status = cli_sync_dir(tmp);
+    }
     /* 2. made visible whole by one rename */
     if (status == 0 && rename(tmp, final) != 0)
         status = cli_fail("cannot rename '%s' to '%s': %s", tmp, final, strerror(errno));

@@ -6,6 +6,9 @@
  *   OUT/step-00000050/train.state         AdamW moments, the step, and the
  *                                         tool's text, which names the step
  *                                         and the FNV-1a 64 of model.safetensors
+ *   OUT/step-00000050/train.state.R       with ZeRO over N ranks: rank R's share
+ *                                         of the moments (R = 1 .. N-1; rank 0's
+ *                                         is train.state)
  *   OUT/latest                            "step-00000050\n": the checkpoint
  * A save writes both files into OUT/.step-00000050.tmp.<pid>/, syncs them and
  * the folder, renames the folder into place (one rename: the pair appears
@@ -44,6 +47,19 @@ int ckpt_clean(const char *out);
  * state. *saved receives the checkpoint. On failure (reported; status 1)
  * the previous checkpoint is still the one `latest` names. */
 int ckpt_save(const char *out, int step, tsr_gpt2_t *m, const char *extra, ckpt_t *saved);
+
+/* Data parallel with ZeRO (docs/data-parallel.md): every rank's share of
+ * the optimizer state. Rank r > 0 first writes its share with
+ * ckpt_save_shard (OUT/.shard-STEP.rank-R.state, itself written
+ * atomically); once every rank has, rank 0's ckpt_save_sharded moves the
+ * shards 1 .. nshards-1 into the checkpoint's temporary folder as
+ * train.state.R before the folder's one rename, so that the checkpoint
+ * appears with every shard or not at all. Returns 0, or 1 after reporting. */
+int ckpt_save_shard(const char *out, int step, int rank, tsr_gpt2_t *m);
+int ckpt_save_sharded(const char *out, int step, int nshards, tsr_gpt2_t *m, const char *extra,
+                      ckpt_t *saved);
+/* The state file of rank `rank` in checkpoint c (c->state for rank 0). */
+int ckpt_shard_path(const ckpt_t *c, int rank, char *path, size_t size);
 
 /* The checkpoint `latest` names in `out`, with both files present.
  * Returns 0, or 1 after reporting (no checkpoint, a dangling pointer, a

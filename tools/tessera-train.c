@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tessera/mpi.h>
+
 #include "ckpt.h"
 #include "cli.h"
 
@@ -75,7 +77,13 @@ static const char usage[] =
     "  --log-every N        progress line every N steps (default 1)\n"
     "runtime:\n"
     "  --threads N          CPU workers (default: one per core)\n"
-    "  --sched NAME         scheduling policy (default: eager)\n";
+    "  --sched NAME         scheduling policy (default: eager)\n"
+    "data parallel (under mpirun -np N, in a build with MPI; docs/data-parallel.md):\n"
+    "  every rank trains a replica on its slice of each batch: --batch and\n"
+    "  --micro-batch are per rank, a step trains on N x --batch sequences; rank 0\n"
+    "  logs and writes the model; --resume needs the same N\n"
+    "  --zero 0|1           1: ZeRO-1, each rank keeps and updates its share of\n"
+    "                       the optimizer state (saved per rank); default 0\n";
 
 #define STATE_MAGIC "tessera-train 1"
 
@@ -84,7 +92,7 @@ static const char usage[] =
 static const char *const saved_opts[] = {"steps",        "batch",     "micro-batch",
                                          "seq",          "lr",        "min-lr",
                                          "warmup",       "weight-decay", "grad-clip",
-                                         "eval-every",   "eval-batches"};
+                                         "eval-every",   "eval-batches", "zero"};
 #define NSAVED ((int)(sizeof saved_opts / sizeof *saved_opts))
 
 /* The command line: every flag's value (the option table points here). */
@@ -92,12 +100,12 @@ typedef struct settings {
     tsr_gpt2_config_t flags; /* the model shape flags */
     const char *data, *val, *init, *out, *sched, *precision;
     int threads, steps, batch, micro, seq, warmup;
-    int ckpt_every, stop_at, resume, eval_every, eval_batches, log_every;
+    int ckpt_every, stop_at, resume, eval_every, eval_batches, log_every, zero;
     double lr, min_lr, wd, clip;
     uint64_t seed;
 } settings_t;
 
-enum { NOPTS = CLI_MODEL_NOPTS + 24 };
+enum { NOPTS = CLI_MODEL_NOPTS + 25 };
 
 typedef struct run {
     settings_t s;
@@ -115,6 +123,12 @@ typedef struct run {
     int accum, eval_batches, width;
     int32_t *inputs, *targets;
     int runtime_up;
+    /* data parallel: this rank, the job's size, the combined micro-batch
+     * the loaders read (this rank's slice is copied to inputs, targets) and
+     * the handle of rank_agree */
+    int rank, nranks;
+    int32_t *all_inputs, *all_targets;
+    tsr_handle_t agree;
 } run_t;
 
 /* ---- step 1: the command line ------------------------------------------- */
@@ -154,6 +168,7 @@ static int parse_options(run_t *r, int argc, char **argv)
         {"log-every", 0, CLI_INT, &s->log_every, 1, 1e9, 0},
         {"threads", 0, CLI_INT, &s->threads, 0, 4096, 0},
         {"sched", 0, CLI_STR, &s->sched, 0, 0, 0},
+        {"zero", 0, CLI_INT, &s->zero, 0, 1, 0},
     };
     memcpy(r->opts + CLI_MODEL_NOPTS, run_opts, sizeof run_opts);
     int npos = 0;
@@ -191,7 +206,8 @@ static int prepare(run_t *r)
     }
     /* a folder that cannot be written fails now, not after training; what
      * a killed save left there goes */
-    if (s->out != NULL && (cli_mkdirs(s->out) != 0 || ckpt_clean(s->out) != 0))
+    if (s->out != NULL &&
+        (cli_mkdirs(s->out) != 0 || (r->rank == 0 && ckpt_clean(s->out) != 0)))
         return 1;
     if (cli_runtime_init(s->threads, s->sched) != 0)
         return 1;
@@ -205,15 +221,18 @@ static int prepare(run_t *r)
  * the settings not given again on the command line. */
 static int restore_extra(run_t *r, const char *state_path, char *extra)
 {
-    int have_step = 0, have_pos = 0;
+    int have_step = 0, have_pos = 0, saved_ranks = 1;
     char *save = NULL;
     char *line = strtok_r(extra, "\n", &save);
     if (line == NULL || strcmp(line, STATE_MAGIC) != 0)
         return cli_fail("'%s' was not written by tessera-train", state_path);
     while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
         char name[64], value[4096];
+        int ranks;
         if (sscanf(line, "step %d", &r->start_step) == 1) {
             have_step = r->start_step >= 0;
+        } else if (sscanf(line, "ranks %d", &ranks) == 1) {
+            saved_ranks = ranks;
         } else if (strncmp(line, "position ", 9) == 0) {
             char *end;
             unsigned long long p = strtoull(line + 9, &end, 10);
@@ -248,6 +267,12 @@ static int restore_extra(run_t *r, const char *state_path, char *extra)
     }
     if (!have_step || !have_pos)
         return cli_fail("'%s' lacks the step or the data position (corrupt?)", state_path);
+    /* the batches of a step and the shards of the optimizer state are cut
+     * by the job's size: another size would continue another run */
+    if (saved_ranks != r->nranks)
+        return cli_fail("'%s' was saved by a job of %d rank%s; resume it with %d (mpirun -np "
+                        "%d), not %d", state_path, saved_ranks, saved_ranks > 1 ? "s" : "",
+                        saved_ranks, saved_ranks, r->nranks);
     if (r->start_step != r->resumed.step)
         return cli_fail("'%s' continues step %d, but its folder '%s' is the checkpoint of "
                         "step %d: refusing to resume from a mismatched pair",
@@ -314,7 +339,7 @@ static int check_settings(run_t *r)
 static int check_data(run_t *r)
 {
     const settings_t *s = &r->s;
-    size_t need = (size_t)s->micro * (size_t)s->seq + 1;
+    size_t need = (size_t)s->micro * (size_t)r->nranks * (size_t)s->seq + 1;
     if (cli_check_shard("training data", s->data, r->cfg.vocab_size, need, &r->ntrain,
                         &r->max_id) != 0 ||
         (s->val != NULL && cli_check_shard("validation data", s->val, r->cfg.vocab_size, need,
@@ -336,18 +361,24 @@ static int resume_model(run_t *r)
     int rc = tsr_gpt2_load(r->m, c->model);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "cannot load '%s'", c->model);
-    rc = tsr_gpt2_load_state(r->m, c->state, NULL, 0);
+    /* with ZeRO each rank its own share; else every rank the same state */
+    char state[4096];
+    if (ckpt_shard_path(c, r->s.zero ? r->rank : 0, state, sizeof state) != 0)
+        return 1;
+    rc = tsr_gpt2_load_state(r->m, state, NULL, 0);
     if (rc != TSR_OK)
-        return cli_lib_fail(rc, "cannot load '%s'", c->state);
+        return cli_lib_fail(rc, "cannot load '%s'", state);
     if (tsr_gpt2_steps_done(r->m) != r->start_step)
         return cli_fail("'%s' says step %d but holds the optimizer of step %d (corrupt?)",
-                        c->state, r->start_step, tsr_gpt2_steps_done(r->m));
+                        state, r->start_step, tsr_gpt2_steps_done(r->m));
     return 0;
 }
 
 static int build_model(run_t *r)
 {
     const settings_t *s = &r->s;
+    r->cfg.data_parallel = r->nranks > 1 || s->zero;
+    r->cfg.zero = s->zero;
     int rc = tsr_gpt2_create(&r->m, &r->cfg, s->micro, s->seq);
     if (rc != TSR_OK) {
         char desc[256];
@@ -370,13 +401,15 @@ static int build_model(run_t *r)
 static int open_loaders(run_t *r)
 {
     const settings_t *s = &r->s;
-    int rc = tsr_loader_open(&r->train, s->data, s->micro, s->seq);
+    /* the loaders read the combined micro-batch of every rank */
+    int all = s->micro * r->nranks;
+    int rc = tsr_loader_open(&r->train, s->data, all, s->seq);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "cannot read training data '%s'", s->data);
     if (s->resume && (rc = tsr_loader_seek(r->train, r->position)) != TSR_OK)
         return cli_lib_fail(rc, "cannot go back to position %zu of '%s'", r->position, s->data);
     if (s->val != NULL) {
-        rc = tsr_loader_open(&r->val, s->val, s->micro, s->seq);
+        rc = tsr_loader_open(&r->val, s->val, all, s->seq);
         if (rc != TSR_OK)
             return cli_lib_fail(rc, "cannot read validation data '%s'", s->val);
         size_t nb = tsr_loader_batches(r->val);
@@ -385,9 +418,47 @@ static int open_loaders(run_t *r)
     size_t ntok = (size_t)s->micro * (size_t)s->seq;
     r->inputs = malloc(ntok * sizeof *r->inputs);
     r->targets = malloc(ntok * sizeof *r->targets);
-    if (r->inputs == NULL || r->targets == NULL)
+    r->all_inputs = malloc(ntok * (size_t)r->nranks * sizeof *r->all_inputs);
+    r->all_targets = malloc(ntok * (size_t)r->nranks * sizeof *r->all_targets);
+    if (r->inputs == NULL || r->targets == NULL || r->all_inputs == NULL ||
+        r->all_targets == NULL)
         return cli_fail("out of memory");
     return 0;
+}
+
+/* The next combined micro-batch of l; this rank's slice of it (sequences
+ * rank x micro .. rank x micro + micro - 1, contiguous) into inputs and
+ * targets. With one rank, the micro-batch itself. */
+static int next_batch(run_t *r, tsr_loader_t *l)
+{
+    int rc = tsr_loader_next(l, r->all_inputs, r->all_targets);
+    if (rc != TSR_OK)
+        return rc;
+    size_t ntok = (size_t)r->s.micro * (size_t)r->s.seq, off = ntok * (size_t)r->rank;
+    memcpy(r->inputs, r->all_inputs + off, ntok * sizeof *r->inputs);
+    memcpy(r->targets, r->all_targets + off, ntok * sizeof *r->targets);
+    return TSR_OK;
+}
+
+/* The largest of every rank's `value` (each rank's own without MPI): the
+ * ranks agree on a status, and wait for each other (a barrier). */
+static int rank_agree(run_t *r, int value)
+{
+    if (r->nranks == 1)
+        return value;
+    float *x;
+    int rc = r->agree ? TSR_OK : tsr_handle_alloc(&r->agree, sizeof(float));
+    if (rc == TSR_OK && (rc = tsr_handle_acquire(r->agree, TSR_W, (void **)&x)) == TSR_OK) {
+        *x = (float)value;
+        rc = tsr_handle_release(r->agree);
+    }
+    if (rc == TSR_OK)
+        rc = tsr_mpi_allreduce(r->agree, TSR_MPI_FLOAT, TSR_MPI_MAX);
+    if (rc == TSR_OK && (rc = tsr_handle_acquire(r->agree, TSR_R, (void **)&x)) == TSR_OK) {
+        value = (int)*x;
+        rc = tsr_handle_release(r->agree);
+    }
+    return rc != TSR_OK ? cli_lib_fail(rc, "the ranks cannot agree (a rank failed?)") : value;
 }
 
 static void print_header(const run_t *r)
@@ -408,6 +479,9 @@ static void print_header(const run_t *r)
            "warmup %d, %d workers\n",
            s->steps, s->batch, s->seq, r->accum, r->accum > 1 ? "es" : "", s->micro, s->lr,
            s->min_lr, s->warmup, tsr_worker_count());
+    if (r->nranks > 1)
+        printf("data parallel: %d ranks of %d sequences, %d per step%s\n", r->nranks, s->batch,
+               s->batch * r->nranks, s->zero ? ", optimizer state sharded (ZeRO-1)" : "");
     if (s->resume)
         printf("resuming %s at step %d (%s)\n", s->out, r->start_step, r->resumed.dir);
     fflush(stdout);
@@ -424,7 +498,7 @@ static int validate(run_t *r, int step)
     double sum = 0.0;
     for (int i = 0; i < r->eval_batches; i++) {
         float loss = 0.0f;
-        rc = tsr_loader_next(r->val, r->inputs, r->targets);
+        rc = next_batch(r, r->val);
         if (rc != TSR_OK)
             return cli_lib_fail(rc, "cannot read the validation data");
         rc = tsr_gpt2_forward(r->m, r->inputs, r->targets, &loss);
@@ -447,8 +521,9 @@ static int save_checkpoint(run_t *r, int step, ckpt_t *saved)
     char *extra = malloc(cap);
     if (extra == NULL)
         return cli_fail("out of memory");
-    len += (size_t)snprintf(extra + len, cap - len, "%s\nstep %d\nposition %zu\ndata %s\n",
-                            STATE_MAGIC, step, tsr_loader_position(r->train), r->s.data);
+    len += (size_t)snprintf(extra + len, cap - len,
+                            "%s\nstep %d\nposition %zu\nranks %d\ndata %s\n", STATE_MAGIC, step,
+                            tsr_loader_position(r->train), r->nranks, r->s.data);
     if (r->s.val != NULL && len < cap)
         len += (size_t)snprintf(extra + len, cap - len, "val %s\n", r->s.val);
     for (int i = 0; i < NSAVED && len < cap; i++) {
@@ -456,8 +531,17 @@ static int save_checkpoint(run_t *r, int step, ckpt_t *saved)
         cli_format(cli_find(r->opts, NOPTS, saved_opts[i]), v, sizeof v);
         len += (size_t)snprintf(extra + len, cap - len, "opt %s %s\n", saved_opts[i], v);
     }
-    int status = len < cap ? ckpt_save(r->s.out, step, r->m, extra, saved)
-                           : cli_fail("the run's settings exceed %zu bytes", cap);
+    /* data parallel: with ZeRO every rank writes its share first; once all
+     * have, rank 0 writes the model and its state and moves the shares into
+     * the checkpoint (ckpt.h); then the ranks agree on the outcome */
+    int zero = r->s.zero && r->nranks > 1, status = len < cap ? 0 :
+        cli_fail("the run's settings exceed %zu bytes", cap);
+    if (status == 0 && zero && r->rank > 0)
+        status = ckpt_save_shard(r->s.out, step, r->rank, r->m);
+    status = rank_agree(r, status);
+    if (status == 0 && r->rank == 0)
+        status = ckpt_save_sharded(r->s.out, step, zero ? r->nranks : 1, r->m, extra, saved);
+    status = rank_agree(r, status);
     free(extra);
     if (status == 0) {
         printf("step %*d/%d | checkpoint saved to %s\n", r->width, step, r->s.steps,
@@ -479,7 +563,7 @@ static int train_step(run_t *r, int step, float lr_now, double *loss, float *nor
     double loss_sum = 0.0;
     for (int k = 0; k < r->accum; k++) {
         float l = 0.0f;
-        if ((rc = tsr_loader_next(r->train, r->inputs, r->targets)) != TSR_OK)
+        if ((rc = next_batch(r, r->train)) != TSR_OK)
             return cli_lib_fail(rc, "cannot read the training data");
         if ((rc = tsr_gpt2_forward(r->m, r->inputs, r->targets, NULL)) != TSR_OK)
             return cli_lib_fail(rc, "forward pass failed at step %d", step + 1);
@@ -532,7 +616,8 @@ static int train(run_t *r)
         int done = step + 1;
         if (done % s->log_every == 0 || done == r->last) {
             /* Evaluations and checkpoints do not count in the throughput. */
-            double tps = t_train_log > 0 ? (double)steps_log * s->batch * s->seq / t_train_log
+            double tps = t_train_log > 0 ? (double)steps_log * s->batch * r->nranks * s->seq /
+                                               t_train_log
                                          : 0.0;
             char eta[32];
             cli_duration((double)(r->last - done) * t_train / steps_run, eta, sizeof eta);
@@ -569,7 +654,11 @@ static int run_free(run_t *r, int status)
     tsr_loader_close(r->val);
     free(r->inputs);
     free(r->targets);
+    free(r->all_inputs);
+    free(r->all_targets);
     tsr_gpt2_free(r->m);
+    if (r->agree && r->runtime_up)
+        tsr_handle_unregister(r->agree);
     if (r->runtime_up) {
         int rc = tsr_shutdown();
         if (rc != TSR_OK && status == 0)
@@ -578,12 +667,35 @@ static int run_free(run_t *r, int status)
     return status;
 }
 
+/* Whether an MPI launcher started this process (Open MPI's mpirun sets
+ * OMPI_COMM_WORLD_SIZE; PMI-based launchers, MPICH's and Slurm's, PMI_SIZE
+ * or PMIX_RANK). */
+static int launched_by_mpi(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
+           getenv("PMIX_RANK") != NULL;
+}
+
 int main(int argc, char **argv)
 {
     static run_t r; /* large (the state's text); zeroed */
+    /* under mpirun: one process per rank, each a replica; only rank 0
+     * prints its progress (errors come from every rank). Started without
+     * a launcher, the program does not start MPI at all and runs as it
+     * does in a build without it. */
+    int mpi = tsr_mpi_available() && launched_by_mpi();
+    if (mpi && tsr_mpi_init(&argc, &argv) != TSR_OK)
+        return cli_lib_fail(TSR_ENODEV, "cannot start MPI");
+    r.rank = tsr_mpi_rank();
+    r.nranks = tsr_mpi_size();
+    if (r.rank > 0 && freopen("/dev/null", "w", stdout) == NULL)
+        return cli_fail("cannot silence rank %d's output", r.rank);
     int status = parse_options(&r, argc, argv);
-    if (status >= 0)
+    if (status >= 0) {
+        if (mpi)
+            tsr_mpi_finalize();
         return status;
+    }
     status = prepare(&r);
     if (status == 0 && r.s.resume)
         status = resume_settings(&r);
@@ -597,5 +709,8 @@ int main(int argc, char **argv)
         status = open_loaders(&r);
     if (status == 0)
         status = train(&r);
-    return run_free(&r, status);
+    status = run_free(&r, status);
+    if (mpi)
+        tsr_mpi_finalize();
+    return status;
 }

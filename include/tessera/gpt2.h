@@ -45,6 +45,20 @@ typedef struct tsr_gpt2_config {
      * fp32; master weights, gradients, AdamW moments and the statistics of
      * LayerNorm, softmax and the loss stay fp32 (docs/gpt2.md). */
     int precision;
+    /* Data parallelism over the ranks of an MPI job (tessera/mpi.h,
+     * docs/data-parallel.md): 1 makes every rank's model one replica that
+     * runs forward and backward on its own micro-batch; tsr_gpt2_step
+     * all-reduces the gradients, so that every rank applies the gradient of
+     * the mean loss over the combined batch, and tsr_gpt2_loss returns that
+     * mean. Every rank must then make the same calls in the same order (they
+     * submit collectives). With one rank (or a build without MPI) it changes
+     * nothing. 0 (default): the model is this process's alone. */
+    int data_parallel;
+    /* ZeRO stage 1 (needs data_parallel = 1): each rank keeps the AdamW
+     * moments of its share of the parameter tiles only (balanced by bytes),
+     * updates those tiles and broadcasts them; the others' moment tiles are
+     * never touched, so they never get memory. Same results as 0. */
+    int zero;
 } tsr_gpt2_config_t;
 
 /* tsr_gpt2_config_t.precision */
@@ -98,7 +112,9 @@ TSR_API int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed);
 TSR_API int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *targets,
                      float *loss);
 
-/* The mean loss of the last forward that had targets (waits for it). A
+/* The mean loss of the last forward that had targets (waits for it); data
+ * parallel: the mean over every replica's targets (every rank must call it:
+ * it is a collective, as is a forward given a loss pointer). A
  * training loop that passes loss = NULL to forward and asks here after
  * submitting backward and the step never stalls the task pipeline. */
 TSR_API int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss);
@@ -142,7 +158,12 @@ TSR_API void tsr_adamw_config_default(tsr_adamw_config_t *opt);
  * caught here.
  * The update consumes the gradients: once it has run they read as zero,
  * as after tsr_gpt2_zero_grad (each update zeroes its gradient tile in the
- * same pass over memory). Read them before the step to keep them. */
+ * same pass over memory). Read them before the step to keep them.
+ * Data parallel (cfg.data_parallel): the step first sums every gradient
+ * tile over the replicas (one all-reduce task per tile, which runs as soon
+ * as that tile's backward is done), and the norm is the same on every
+ * rank; with cfg.zero each rank updates its own tiles and receives the
+ * others' from their owners. */
 TSR_API int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float *grad_norm);
 
 /* Linear warmup over `warmup` steps to max_lr, then cosine decay to min_lr
@@ -157,7 +178,11 @@ TSR_API int tsr_gpt2_steps_done(const tsr_gpt2_t *m);
  * "h.3.attn.c_attn.weight" [in, out] row-major, "ln_f.bias", …).
  * which: 0 parameter, 1 gradient, 2 AdamW m, 3 AdamW v.
  * *numel receives the element count (ptr may be NULL to ask for it).
- * TSR_ENOTFOUND for an unknown name. */
+ * TSR_ENOTFOUND for an unknown name.
+ * Data parallel: a gradient read before tsr_gpt2_step is this replica's own
+ * (the step sums them). With ZeRO a moment is this rank's share: the tiles
+ * of other ranks read as zeros and are not written (so the optimizer state
+ * is saved and loaded per rank, tsr_gpt2_save_state / load_state). */
 enum { TSR_GPT2_PARAM = 0, TSR_GPT2_GRAD = 1, TSR_GPT2_ADAM_M = 2, TSR_GPT2_ADAM_V = 3 };
 TSR_API int tsr_gpt2_get(tsr_gpt2_t *m, const char *name, int which, float *ptr, size_t *numel);
 TSR_API int tsr_gpt2_set(tsr_gpt2_t *m, const char *name, int which, const float *ptr, size_t numel);
