@@ -53,6 +53,7 @@ typedef struct comm_args {
     int tag;
     int type, red;   /* TSR_MPI_FLOAT/DOUBLE/BYTE; TSR_MPI_SUM/MAX */
     int ordered;     /* all-reduce in rank order (tsr_mpi_set_ordered) */
+    double timeout;  /* seconds (tsr_mpi_set_timeout at submission); <= 0: none */
     uint64_t seq;    /* collectives: the submission number */
 } comm_args_t;
 
@@ -76,10 +77,13 @@ static struct {
     int inited, finalized, owned;
     int rank, size, level;
     MPI_Comm comm;           /* MPI_COMM_WORLD duplicated: errors return */
-    double timeout;          /* seconds; <= 0: none */
-    int ordered;
+    _Atomic double timeout;  /* seconds; <= 0: none (set by the application) */
+    atomic_int ordered;
     atomic_uint_fast64_t coll_seq; /* collectives submitted */
     uint64_t next_coll;      /* the next to post (communication thread) */
+    /* elements per MPI call: INT_MAX (MPI's count is an int); smaller
+     * under TESSERA_MPI_MAX_COUNT, which tests use to split small buffers */
+    size_t max_count;
     comm_op_t *abandoned;    /* timed out, never completed: MPI may still
                                 write their staging buffers */
 
@@ -89,7 +93,7 @@ static struct {
     pthread_t thread;
     bool running, stop;
     comm_op_t *queue, *queue_tail;
-} C = {.timeout = 300.0, .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} C = {.timeout = 300.0, .max_count = INT_MAX, .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- set-up -------------------------------------------------------------- */
 
@@ -124,7 +128,7 @@ int tsr_mpi_init(int *argc, char ***argv)
     if (tsr__running())
         return tsr__fail(TSR_ESTATE, "mpi_init: call it before tsr_init");
     const char *env = getenv("TESSERA_MPI_TIMEOUT");
-    double timeout = C.timeout;
+    double timeout = atomic_load(&C.timeout);
     if (env && *env) {
         char *end;
         errno = 0;
@@ -164,7 +168,10 @@ int tsr_mpi_init(int *argc, char ***argv)
     C.comm = comm;
     C.level = level;
     C.owned = !already;
-    C.timeout = timeout;
+    atomic_store(&C.timeout, timeout);
+    const char *mc = getenv("TESSERA_MPI_MAX_COUNT");
+    if (mc && atoll(mc) > 0 && atoll(mc) < INT_MAX)
+        C.max_count = (size_t)atoll(mc);
     C.inited = 1;
     return TSR_OK;
 }
@@ -198,13 +205,13 @@ int tsr_mpi_finalize(void)
 
 int tsr_mpi_set_timeout(double seconds)
 {
-    C.timeout = seconds;
+    atomic_store(&C.timeout, seconds);
     return TSR_OK;
 }
 
 int tsr_mpi_set_ordered(int ordered)
 {
-    C.ordered = ordered != 0;
+    atomic_store(&C.ordered, ordered != 0);
     return TSR_OK;
 }
 
@@ -234,7 +241,8 @@ static int submit(const char *fn, const char *name, tsr_handle_t id, tsr_mode_t 
     if (h->size % type_size(a->type))
         return tsr__fail(TSR_EINVAL, "%s: the handle's %zu bytes are not a whole number of "
                                      "%zu-byte elements", fn, h->size, type_size(a->type));
-    a->ordered = C.ordered;
+    a->ordered = atomic_load(&C.ordered);
+    a->timeout = atomic_load(&C.timeout);
     if (a->op == OP_ALLREDUCE || a->op == OP_BCAST)
         a->seq = atomic_fetch_add(&C.coll_seq, 1);
     return tsr__submit_internal_args(TSR_KIND_COMM, h, mode, name, a, sizeof *a, NULL);
@@ -318,7 +326,7 @@ static void describe(const comm_op_t *o, char *buf, size_t len)
 static int npieces(size_t bytes, size_t esize)
 {
     size_t n = bytes / esize;
-    size_t piece = (size_t)INT_MAX;
+    size_t piece = C.max_count;
     return n == 0 ? 1 : (int)((n + piece - 1) / piece);
 }
 
@@ -373,7 +381,7 @@ static int post_ibcast(comm_op_t *o, void *buf, int count, MPI_Datatype dt, int 
 static int post_pieces(comm_op_t *o, post_fn fn, unsigned char *buf, int peer)
 {
     size_t esize = type_size(o->a.type);
-    size_t n = o->bytes / esize, piece = (size_t)INT_MAX;
+    size_t n = o->bytes / esize, piece = C.max_count;
     MPI_Datatype dt = mpi_type(o->a.type);
     size_t done = 0;
     do {
@@ -490,8 +498,8 @@ static bool start(comm_op_t *o)
     }
     if (o->a.op != OP_RECV)
         memcpy(o->stage, o->req.ptr[0], o->bytes);
-    if (C.timeout > 0)
-        o->deadline_ns = now_ns() + (uint64_t)(C.timeout * 1e9);
+    if (o->a.timeout > 0)
+        o->deadline_ns = now_ns() + (uint64_t)(o->a.timeout * 1e9);
     switch (o->a.op) {
     case OP_SEND: rc = post_pieces(o, post_isend, o->stage, o->a.peer); break;
     case OP_RECV: rc = post_pieces(o, post_irecv, o->stage, o->a.peer); break;
@@ -559,7 +567,7 @@ static void *comm_thread(void *arg)
     (void)arg;
     comm_op_t *waiting = NULL; /* ready, not yet posted (collectives out of order) */
     comm_op_t *active = C.abandoned; /* posted; abandoned ones too */
-    uint64_t stop_ns = 0;
+    uint64_t stop_ns = 0, idle_ns = 10000;
     C.abandoned = NULL;
     for (;;) {
         pthread_mutex_lock(&C.m);
@@ -578,7 +586,11 @@ static void *comm_thread(void *arg)
         if (stop && !got && !live) {
             if (!stop_ns)
                 stop_ns = now_ns();
-            if (!active || C.timeout <= 0 || now_ns() - stop_ns > (uint64_t)(C.timeout * 1e9))
+            /* a grace of the timeout, at most 5 s: shutdown must not wait
+             * long for a peer that is gone */
+            double grace = atomic_load(&C.timeout);
+            grace = grace > 5.0 ? 5.0 : grace;
+            if (!active || grace <= 0 || now_ns() - stop_ns > (uint64_t)(grace * 1e9))
                 break;
         }
 
@@ -634,7 +646,7 @@ static void *comm_thread(void *arg)
             } else if (o->t && o->deadline_ns && now > o->deadline_ns) {
                 char why[256];
                 snprintf(why, sizeof why, ": timed out after %g s (TESSERA_MPI_TIMEOUT), a "
-                                          "peer did not take part", C.timeout);
+                                          "peer did not take part", o->a.timeout);
                 finish_task(o, TSR_RESULT_FAILED, why);
                 any = true; /* abandoned: polled until MPI completes it */
             }
@@ -646,9 +658,15 @@ static void *comm_thread(void *arg)
             }
         }
         if (!any && active) {
-            /* Transfers in flight, none finished: poll again shortly. */
-            struct timespec ts = {0, 20000};
+            /* Transfers in flight, none finished: poll again shortly, less
+             * often the longer nothing happens (10 µs up to 1 ms: a
+             * transfer waiting for a slow peer costs the workers little
+             * CPU; MPI progresses only inside our calls). */
+            struct timespec ts = {0, (long)idle_ns};
             nanosleep(&ts, NULL);
+            idle_ns = idle_ns * 2 > 1000000 ? 1000000 : idle_ns * 2;
+        } else {
+            idle_ns = 10000;
         }
     }
     /* Abandoned transfers: MPI may still write their staging buffers. A
