@@ -571,7 +571,9 @@ static void *comm_thread(void *arg)
     C.abandoned = NULL;
     for (;;) {
         pthread_mutex_lock(&C.m);
-        while (!C.queue && !active && !waiting && !C.stop)
+        /* Collectives waiting for an earlier one can start only once it
+         * arrives in the queue: they do not keep the thread awake. */
+        while (!C.queue && !active && !C.stop)
             pthread_cond_wait(&C.cv, &C.m);
         comm_op_t *got = C.queue;
         C.queue = C.queue_tail = NULL;
@@ -604,8 +606,13 @@ static void *comm_thread(void *arg)
                 free(o);
                 continue;
             }
-            o->next = waiting;
-            waiting = o;
+            /* In arrival order: point-to-point transfers between two ranks
+             * on one tag match in the order they are posted. */
+            o->next = NULL;
+            comm_op_t **tail = &waiting;
+            while (*tail)
+                tail = &(*tail)->next;
+            *tail = o;
         }
         bool progress = true;
         while (progress) {
