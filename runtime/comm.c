@@ -567,7 +567,8 @@ static void *comm_thread(void *arg)
     (void)arg;
     comm_op_t *waiting = NULL; /* ready, not yet posted (collectives out of order) */
     comm_op_t *active = C.abandoned; /* posted; abandoned ones too */
-    uint64_t stop_ns = 0, idle_ns = 10000;
+    uint64_t stop_ns = 0;
+    uint64_t idle_since = 0; /* since when polls complete nothing */
     C.abandoned = NULL;
     for (;;) {
         pthread_mutex_lock(&C.m);
@@ -665,15 +666,22 @@ static void *comm_thread(void *arg)
             }
         }
         if (!any && active) {
-            /* Transfers in flight, none finished: poll again shortly, less
-             * often the longer nothing happens (10 µs up to 1 ms: a
-             * transfer waiting for a slow peer costs the workers little
-             * CPU; MPI progresses only inside our calls). */
-            struct timespec ts = {0, (long)idle_ns};
-            nanosleep(&ts, NULL);
-            idle_ns = idle_ns * 2 > 1000000 ? 1000000 : idle_ns * 2;
+            /* Transfers in flight, none finished. MPI progresses only
+             * inside our calls (a non-blocking collective advances a round
+             * per test), so poll at once a few hundred times, yielding the
+             * core to workers; then every 50 µs, so that a transfer waiting
+             * for a slow peer costs the workers little CPU. */
+            uint64_t t = now_ns();
+            if (!idle_since)
+                idle_since = t;
+            if (t - idle_since < 50000000) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, 50000};
+                nanosleep(&ts, NULL);
+            }
         } else {
-            idle_ns = 10000;
+            idle_since = 0;
         }
     }
     /* Abandoned transfers: MPI may still write their staging buffers. A
