@@ -81,6 +81,10 @@ static struct {
     atomic_int ordered;
     atomic_uint_fast64_t coll_seq; /* collectives submitted */
     uint64_t next_coll;      /* the next to post (communication thread) */
+    /* the cores the process may use at tsr_mpi_init: the thread starts from
+     * a worker, bound to that worker's core, and must not stay there */
+    cpu_set_t cpus;
+    bool have_cpus;
     /* elements per MPI call: INT_MAX (MPI's count is an int); smaller
      * under TESSERA_MPI_MAX_COUNT, which tests use to split small buffers */
     size_t max_count;
@@ -169,6 +173,7 @@ int tsr_mpi_init(int *argc, char ***argv)
     C.level = level;
     C.owned = !already;
     atomic_store(&C.timeout, timeout);
+    C.have_cpus = pthread_getaffinity_np(pthread_self(), sizeof C.cpus, &C.cpus) == 0;
     const char *mc = getenv("TESSERA_MPI_MAX_COUNT");
     if (mc && atoll(mc) > 0 && atoll(mc) < INT_MAX)
         C.max_count = (size_t)atoll(mc);
@@ -708,7 +713,12 @@ void tsr__comm_ready(tsr_task_t t)
     int rc = 0;
     if (!C.running) {
         C.stop = false;
-        rc = pthread_create(&C.thread, NULL, comm_thread, NULL);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        if (C.have_cpus)
+            pthread_attr_setaffinity_np(&attr, sizeof C.cpus, &C.cpus);
+        rc = pthread_create(&C.thread, &attr, comm_thread, NULL);
+        pthread_attr_destroy(&attr);
         C.running = rc == 0;
     }
     if (rc == 0) {
