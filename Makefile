@@ -8,7 +8,7 @@ export PATH := /usr/local/cuda/bin:$(PATH)
 
 DEB_PACKAGES = meson ninja-build pkg-config gcc g++ libopenblas-dev liblapacke-dev \
                libhwloc-dev libnuma-dev libjemalloc-dev libcriterion-dev \
-               libstarpu-dev libdnnl-dev
+               libstarpu-dev libdnnl-dev libopenmpi-dev openmpi-bin
 # CUDA: the real one where a GPU is present (nvidia-smi lists one), else the
 # emulation (-Dcuda=emu, docs/cuda-emulation.md), so that every CUDA test
 # runs on any machine. The sanitizer builds cannot use nvcc: ASan runs the
@@ -78,12 +78,14 @@ fixture: build
 # CUDA emulation where no GPU is present, TSan keeps CUDA off). TSan builds
 # without oneDNN (its OpenMP runtime, libgomp, is not instrumented: its
 # barriers look like races to TSan), so the CPU GEMM there is OpenBLAS; ASan
-# runs oneDNN.
+# runs oneDNN. Both build without MPI (-Dmpi=disabled: Open MPI is not
+# TSan-instrumented and leaks at MPI_Finalize under ASan); they test the
+# build without it (runtime_mpi_none), the normal build runs tests/mpi.
 $(ASAN_BUILD)/build.ninja: | deps
-	meson setup $(ASAN_BUILD) -Dcuda=$(ASAN_CUDA) -Dstarpu=disabled -Db_sanitize=address,undefined \
+	meson setup $(ASAN_BUILD) -Dcuda=$(ASAN_CUDA) -Dstarpu=disabled -Dmpi=disabled -Db_sanitize=address,undefined \
 	  -Db_lundef=false -Dbuildtype=debugoptimized
 $(TSAN_BUILD)/build.ninja: | deps
-	meson setup $(TSAN_BUILD) -Dcuda=disabled -Dstarpu=disabled -Ddnnl=disabled -Db_sanitize=thread \
+	meson setup $(TSAN_BUILD) -Dcuda=disabled -Dstarpu=disabled -Ddnnl=disabled -Dmpi=disabled -Db_sanitize=thread \
 	  -Db_lundef=false -Dbuildtype=debugoptimized
 
 asan: deps vocab $(ASAN_BUILD)/build.ninja

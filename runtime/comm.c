@@ -53,6 +53,7 @@ typedef struct comm_args {
     int tag;
     int type, red;   /* TSR_MPI_FLOAT/DOUBLE/BYTE; TSR_MPI_SUM/MAX */
     int ordered;     /* all-reduce in rank order (tsr_mpi_set_ordered) */
+    double timeout;  /* seconds (tsr_mpi_set_timeout at submission); <= 0: none */
     uint64_t seq;    /* collectives: the submission number */
 } comm_args_t;
 
@@ -76,10 +77,17 @@ static struct {
     int inited, finalized, owned;
     int rank, size, level;
     MPI_Comm comm;           /* MPI_COMM_WORLD duplicated: errors return */
-    double timeout;          /* seconds; <= 0: none */
-    int ordered;
+    _Atomic double timeout;  /* seconds; <= 0: none (set by the application) */
+    atomic_int ordered;
     atomic_uint_fast64_t coll_seq; /* collectives submitted */
     uint64_t next_coll;      /* the next to post (communication thread) */
+    /* the cores the process may use at tsr_mpi_init: the thread starts from
+     * a worker, bound to that worker's core, and must not stay there */
+    cpu_set_t cpus;
+    bool have_cpus;
+    /* elements per MPI call: INT_MAX (MPI's count is an int); smaller
+     * under TESSERA_MPI_MAX_COUNT, which tests use to split small buffers */
+    size_t max_count;
     comm_op_t *abandoned;    /* timed out, never completed: MPI may still
                                 write their staging buffers */
 
@@ -89,7 +97,7 @@ static struct {
     pthread_t thread;
     bool running, stop;
     comm_op_t *queue, *queue_tail;
-} C = {.timeout = 300.0, .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} C = {.timeout = 300.0, .max_count = INT_MAX, .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- set-up -------------------------------------------------------------- */
 
@@ -124,7 +132,7 @@ int tsr_mpi_init(int *argc, char ***argv)
     if (tsr__running())
         return tsr__fail(TSR_ESTATE, "mpi_init: call it before tsr_init");
     const char *env = getenv("TESSERA_MPI_TIMEOUT");
-    double timeout = C.timeout;
+    double timeout = atomic_load(&C.timeout);
     if (env && *env) {
         char *end;
         errno = 0;
@@ -164,7 +172,11 @@ int tsr_mpi_init(int *argc, char ***argv)
     C.comm = comm;
     C.level = level;
     C.owned = !already;
-    C.timeout = timeout;
+    atomic_store(&C.timeout, timeout);
+    C.have_cpus = pthread_getaffinity_np(pthread_self(), sizeof C.cpus, &C.cpus) == 0;
+    const char *mc = getenv("TESSERA_MPI_MAX_COUNT");
+    if (mc && atoll(mc) > 0 && atoll(mc) < INT_MAX)
+        C.max_count = (size_t)atoll(mc);
     C.inited = 1;
     return TSR_OK;
 }
@@ -198,13 +210,13 @@ int tsr_mpi_finalize(void)
 
 int tsr_mpi_set_timeout(double seconds)
 {
-    C.timeout = seconds;
+    atomic_store(&C.timeout, seconds);
     return TSR_OK;
 }
 
 int tsr_mpi_set_ordered(int ordered)
 {
-    C.ordered = ordered != 0;
+    atomic_store(&C.ordered, ordered != 0);
     return TSR_OK;
 }
 
@@ -234,7 +246,8 @@ static int submit(const char *fn, const char *name, tsr_handle_t id, tsr_mode_t 
     if (h->size % type_size(a->type))
         return tsr__fail(TSR_EINVAL, "%s: the handle's %zu bytes are not a whole number of "
                                      "%zu-byte elements", fn, h->size, type_size(a->type));
-    a->ordered = C.ordered;
+    a->ordered = atomic_load(&C.ordered);
+    a->timeout = atomic_load(&C.timeout);
     if (a->op == OP_ALLREDUCE || a->op == OP_BCAST)
         a->seq = atomic_fetch_add(&C.coll_seq, 1);
     return tsr__submit_internal_args(TSR_KIND_COMM, h, mode, name, a, sizeof *a, NULL);
@@ -318,7 +331,7 @@ static void describe(const comm_op_t *o, char *buf, size_t len)
 static int npieces(size_t bytes, size_t esize)
 {
     size_t n = bytes / esize;
-    size_t piece = (size_t)INT_MAX;
+    size_t piece = C.max_count;
     return n == 0 ? 1 : (int)((n + piece - 1) / piece);
 }
 
@@ -373,7 +386,7 @@ static int post_ibcast(comm_op_t *o, void *buf, int count, MPI_Datatype dt, int 
 static int post_pieces(comm_op_t *o, post_fn fn, unsigned char *buf, int peer)
 {
     size_t esize = type_size(o->a.type);
-    size_t n = o->bytes / esize, piece = (size_t)INT_MAX;
+    size_t n = o->bytes / esize, piece = C.max_count;
     MPI_Datatype dt = mpi_type(o->a.type);
     size_t done = 0;
     do {
@@ -490,8 +503,8 @@ static bool start(comm_op_t *o)
     }
     if (o->a.op != OP_RECV)
         memcpy(o->stage, o->req.ptr[0], o->bytes);
-    if (C.timeout > 0)
-        o->deadline_ns = now_ns() + (uint64_t)(C.timeout * 1e9);
+    if (o->a.timeout > 0)
+        o->deadline_ns = now_ns() + (uint64_t)(o->a.timeout * 1e9);
     switch (o->a.op) {
     case OP_SEND: rc = post_pieces(o, post_isend, o->stage, o->a.peer); break;
     case OP_RECV: rc = post_pieces(o, post_irecv, o->stage, o->a.peer); break;
@@ -560,10 +573,13 @@ static void *comm_thread(void *arg)
     comm_op_t *waiting = NULL; /* ready, not yet posted (collectives out of order) */
     comm_op_t *active = C.abandoned; /* posted; abandoned ones too */
     uint64_t stop_ns = 0;
+    uint64_t idle_since = 0; /* since when polls complete nothing */
     C.abandoned = NULL;
     for (;;) {
         pthread_mutex_lock(&C.m);
-        while (!C.queue && !active && !waiting && !C.stop)
+        /* Collectives waiting for an earlier one can start only once it
+         * arrives in the queue: they do not keep the thread awake. */
+        while (!C.queue && !active && !C.stop)
             pthread_cond_wait(&C.cv, &C.m);
         comm_op_t *got = C.queue;
         C.queue = C.queue_tail = NULL;
@@ -578,7 +594,11 @@ static void *comm_thread(void *arg)
         if (stop && !got && !live) {
             if (!stop_ns)
                 stop_ns = now_ns();
-            if (!active || C.timeout <= 0 || now_ns() - stop_ns > (uint64_t)(C.timeout * 1e9))
+            /* a grace of the timeout, at most 5 s: shutdown must not wait
+             * long for a peer that is gone */
+            double grace = atomic_load(&C.timeout);
+            grace = grace > 5.0 ? 5.0 : grace;
+            if (!active || grace <= 0 || now_ns() - stop_ns > (uint64_t)(grace * 1e9))
                 break;
         }
 
@@ -592,8 +612,13 @@ static void *comm_thread(void *arg)
                 free(o);
                 continue;
             }
-            o->next = waiting;
-            waiting = o;
+            /* In arrival order: point-to-point transfers between two ranks
+             * on one tag match in the order they are posted. */
+            o->next = NULL;
+            comm_op_t **tail = &waiting;
+            while (*tail)
+                tail = &(*tail)->next;
+            *tail = o;
         }
         bool progress = true;
         while (progress) {
@@ -634,7 +659,7 @@ static void *comm_thread(void *arg)
             } else if (o->t && o->deadline_ns && now > o->deadline_ns) {
                 char why[256];
                 snprintf(why, sizeof why, ": timed out after %g s (TESSERA_MPI_TIMEOUT), a "
-                                          "peer did not take part", C.timeout);
+                                          "peer did not take part", o->a.timeout);
                 finish_task(o, TSR_RESULT_FAILED, why);
                 any = true; /* abandoned: polled until MPI completes it */
             }
@@ -646,9 +671,22 @@ static void *comm_thread(void *arg)
             }
         }
         if (!any && active) {
-            /* Transfers in flight, none finished: poll again shortly. */
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
+            /* Transfers in flight, none finished. MPI progresses only
+             * inside our calls (a non-blocking collective advances a round
+             * per test), so poll at once a few hundred times, yielding the
+             * core to workers; then every 50 µs, so that a transfer waiting
+             * for a slow peer costs the workers little CPU. */
+            uint64_t t = now_ns();
+            if (!idle_since)
+                idle_since = t;
+            if (t - idle_since < 50000000) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, 50000};
+                nanosleep(&ts, NULL);
+            }
+        } else {
+            idle_since = 0;
         }
     }
     /* Abandoned transfers: MPI may still write their staging buffers. A
@@ -675,7 +713,12 @@ void tsr__comm_ready(tsr_task_t t)
     int rc = 0;
     if (!C.running) {
         C.stop = false;
-        rc = pthread_create(&C.thread, NULL, comm_thread, NULL);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        if (C.have_cpus)
+            pthread_attr_setaffinity_np(&attr, sizeof C.cpus, &C.cpus);
+        rc = pthread_create(&C.thread, &attr, comm_thread, NULL);
+        pthread_attr_destroy(&attr);
         C.running = rc == 0;
     }
     if (rc == 0) {

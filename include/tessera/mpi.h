@@ -16,7 +16,10 @@
  *
  * Order of calls: tsr_mpi_init, then tsr_init; tsr_shutdown, then
  * tsr_mpi_finalize. Every rank must submit the same collectives on the
- * same handles in the same order (as in MPI).
+ * same handles in the same order (as in MPI); the runtime posts them in
+ * that order whatever order they become ready in. Under TESSERA_SIMULATE
+ * the transfers return TSR_EINVAL (a simulated run has no peers). See
+ * docs/mpi.md.
  *
  * Built with -Dmpi=auto (Open MPI, libopenmpi-dev). Without it every call
  * returns TSR_ENODEV with a message, tsr_mpi_size() is 1 and
@@ -44,7 +47,7 @@ TSR_API int tsr_mpi_size(void);
 
 /* Seconds a communication task may wait for its peers before it fails
  * (default 300; TESSERA_MPI_TIMEOUT overrides at tsr_mpi_init). <= 0:
- * wait for ever. */
+ * wait for ever. Tasks submitted afterwards get it. */
 TSR_API int tsr_mpi_set_timeout(double seconds);
 
 /* Element types and reductions of the collectives. */
@@ -52,8 +55,10 @@ enum { TSR_MPI_FLOAT = 0, TSR_MPI_DOUBLE = 1, TSR_MPI_BYTE = 2 };
 enum { TSR_MPI_SUM = 0, TSR_MPI_MAX = 1 };
 
 /* Communication tasks, submitted like tsr_submit (asynchronous; they run
- * when the handle's earlier tasks are done). tag >= 0 tells apart several
- * point-to-point transfers between the same two ranks. */
+ * when the handle's earlier tasks are done). tag (0..32766) tells apart
+ * several point-to-point transfers between the same two ranks. The
+ * handle's size must be a whole number of elements (bytes for send, recv
+ * and bcast). */
 TSR_API int tsr_mpi_send(tsr_handle_t h, int dest, int tag);                /* R  */
 TSR_API int tsr_mpi_recv(tsr_handle_t h, int source, int tag);              /* W  */
 /* h (RW) = the elementwise reduction of h over every rank. The sum is in
@@ -64,8 +69,9 @@ TSR_API int tsr_mpi_allreduce(tsr_handle_t h, int type, int op);           /* RW
 TSR_API int tsr_mpi_bcast(tsr_handle_t h, int root);                       /* RW */
 
 /* 1: all-reduces add in rank order, so that results do not depend on MPI's
- * reduction tree (bitwise equal to a fixed-order sum); 0 (default): MPI's
- * own algorithm. */
+ * reduction tree (bitwise equal to a fixed-order sum: rank 0 gathers, adds
+ * in rank order and broadcasts); 0 (default): MPI's own algorithm. Tasks
+ * submitted afterwards get it. */
 TSR_API int tsr_mpi_set_ordered(int ordered);
 
 #ifdef __cplusplus

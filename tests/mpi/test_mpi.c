@@ -7,7 +7,8 @@
  * each checks its result against a sum it computes itself (the reference
  * never comes from the code under test).
  *
- * Cases: allreduce, ordered, bcast, ring, stf, overlap, timeout, kill.
+ * Cases: allreduce, ordered, bcast, ring, stf, overlap, timeout, simulate,
+ * kill.
  */
 #include <tessera/mpi.h>
 #include <tessera/tessera.h>
@@ -338,6 +339,23 @@ static void case_timeout(void)
     tsr_handle_unregister(h);
 }
 
+/* ---- simulation: no peers ---------------------------------------------------- */
+
+static void case_simulate(void)
+{
+    /* Run with TESSERA_SIMULATE set: every communication call refuses. */
+    tsr_handle_t h;
+    OK(tsr_handle_alloc(&h, 64));
+    int rc[4] = {tsr_mpi_allreduce(h, TSR_MPI_FLOAT, TSR_MPI_SUM), tsr_mpi_bcast(h, 0),
+                 tsr_mpi_send(h, (rank + 1) % nranks, 0),
+                 tsr_mpi_recv(h, (rank + 1) % nranks, 0)};
+    for (int i = 0; i < 4; i++)
+        CHECK(rc[i] == TSR_EINVAL, "simulate: call %d returned %d, want TSR_EINVAL", i, rc[i]);
+    CHECK(strstr(tsr_error_message(), "simulation") != NULL, "simulate: message: %s",
+          tsr_error_message());
+    OK(tsr_handle_unregister(h));
+}
+
 /* ---- kill: a rank dies mid-job ------------------------------------------- */
 
 static void case_kill(void)
@@ -406,6 +424,8 @@ int main(int argc, char **argv)
         case_overlap();
     else if (!strcmp(c, "timeout"))
         case_timeout();
+    else if (!strcmp(c, "simulate"))
+        case_simulate();
     else if (!strcmp(c, "kill"))
         case_kill();
     else {
