@@ -544,6 +544,10 @@ static bool advance(comm_op_t *o)
         o->phase = 1;
         o->nreq = 0;
         int rc = post_pieces(o, post_ibcast, o->stage, 0);
+        /* its last collective call is posted: the next collective may go
+         * (posted earlier, it could pass this broadcast on one rank and not
+         * on another, and the ranks would pair different collectives) */
+        C.next_coll++;
         if (rc != MPI_SUCCESS) {
             char why[256];
             mpi_reason(rc, why, sizeof why);
@@ -561,10 +565,26 @@ static bool advance(comm_op_t *o)
 }
 
 /* Whether `o` may be posted now: point-to-point at once, collectives in
- * submission order. */
+ * submission order, each once the one before has posted all its collective
+ * calls (an ordered all-reduce's broadcast comes after its gather). */
 static bool may_start(const comm_op_t *o, uint64_t next_coll)
 {
     return (o->a.op != OP_ALLREDUCE && o->a.op != OP_BCAST) || o->a.seq == next_coll;
+}
+
+/* An ordered all-reduce on more than one rank posts its collective call
+ * (the broadcast) only when its gather is complete (advance). */
+static bool two_phase(const comm_op_t *o)
+{
+    return o->a.op == OP_ALLREDUCE && o->a.ordered && C.size > 1;
+}
+
+static bool any_startable(const comm_op_t *waiting)
+{
+    for (; waiting; waiting = waiting->next)
+        if (may_start(waiting, C.next_coll))
+            return true;
+    return false;
 }
 
 static void *comm_thread(void *arg)
@@ -579,7 +599,7 @@ static void *comm_thread(void *arg)
         pthread_mutex_lock(&C.m);
         /* Collectives waiting for an earlier one can start only once it
          * arrives in the queue: they do not keep the thread awake. */
-        while (!C.queue && !active && !C.stop)
+        while (!C.queue && !active && !C.stop && !any_startable(waiting))
             pthread_cond_wait(&C.cv, &C.m);
         comm_op_t *got = C.queue;
         C.queue = C.queue_tail = NULL;
@@ -631,7 +651,8 @@ static void *comm_thread(void *arg)
                 }
                 *p = o->next;
                 if (o->a.op == OP_ALLREDUCE || o->a.op == OP_BCAST) {
-                    C.next_coll++;
+                    if (!two_phase(o))
+                        C.next_coll++; /* else at its broadcast (advance) */
                     progress = true;
                 }
                 if (start(o)) {
