@@ -22,7 +22,7 @@ ASAN_CUDA ?= $(if $(HAVE_GPU),disabled,emu)
 PLOT_PACKAGES = python3-matplotlib
 
 .PHONY: all deps vocab build build-native test demo fixture sanitize asan tsan bench-runtime bench-kernels \
-        bench-offload bench-sched bench-sim bench-gpt2 bench-beyond-ram install clean
+        bench-offload bench-sched bench-sim bench-gpt2 bench-beyond-ram bench-mpi install clean
 
 all: build
 
@@ -135,6 +135,12 @@ bench-gpt2: build
 BENCH_BEYOND_RAM_FLAGS ?=
 bench-beyond-ram: build
 	bash bench/beyond_ram/project.sh $(BUILD) $(BENCH_BEYOND_RAM_FLAGS)
+
+# Data-parallel GPT-2 (30M) on 1 and 2 MPI ranks of this machine: tokens/s,
+# communication time and its overlap with compute from the traces; then the
+# alpha-beta model of 1-64 nodes (bench/mpi/scaling.py, docs/mpi.md).
+bench-mpi: build
+	bash bench/mpi/run.sh $(BUILD)
 
 # The real CUDA build (nvcc, cuBLAS) compiled and linked even where no GPU
 # runs it: the same .cu sources the emulation runs must always build natively.

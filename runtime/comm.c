@@ -70,6 +70,7 @@ typedef struct comm_op {
     int nreq;
     int phase;               /* ordered all-reduce: 0 gather, 1 broadcast */
     uint64_t deadline_ns;    /* 0: none */
+    uint64_t posted_ns;      /* when its first request was posted (the trace) */
 } comm_op_t;
 
 static struct {
@@ -97,6 +98,12 @@ static struct {
     pthread_t thread;
     bool running, stop;
     comm_op_t *queue, *queue_tail;
+
+    /* the trace's communication track: one event per completed transfer,
+     * from its posting to its completion (written by the thread only, read
+     * by tsr__trace_write after the thread stopped) */
+    struct tsr_trace_event *ev;
+    size_t nev, capev;
 } C = {.timeout = 300.0, .max_count = INT_MAX, .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- set-up -------------------------------------------------------------- */
@@ -421,12 +428,6 @@ static void combine(void *dst, const void *src, size_t bytes, int type, int red)
     }
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* dst = a + b, cut to len (the task's reason has room for 200 bytes). */
 static void join(char *dst, size_t len, const char *a, const char *b)
@@ -441,11 +442,46 @@ static void join(char *dst, size_t len, const char *a, const char *b)
 
 /* Complete o's task with `result` (a message for a failure) and forget the
  * task; the staging buffer stays with o. */
+/* A transfer's span on the trace's communication track (tracing only; a
+ * trace with holes beats a failed run when memory runs out). */
+static void trace_op(const comm_op_t *o)
+{
+    if (!tsr__rt.tracing || !o->posted_ns)
+        return;
+    if (C.nev == C.capev) {
+        size_t cap = C.capev ? 2 * C.capev : 1024;
+        struct tsr_trace_event *ev = realloc(C.ev, cap * sizeof *ev);
+        if (!ev)
+            return;
+        C.ev = ev;
+        C.capev = cap;
+    }
+    struct tsr_trace_event *e = &C.ev[C.nev++];
+    e->start_ns = o->posted_ns - tsr__rt.t0_ns;
+    e->end_ns = tsr__now_ns() - tsr__rt.t0_ns;
+    static const char *const op[] = {"mpi send", "mpi recv", "mpi allreduce", "mpi bcast"};
+    snprintf(e->name, sizeof e->name, "%s %zu B", op[o->a.op], o->bytes);
+}
+
+size_t tsr__comm_trace(const struct tsr_trace_event **ev)
+{
+    *ev = C.ev;
+    return C.nev;
+}
+
+void tsr__comm_trace_free(void)
+{
+    free(C.ev);
+    C.ev = NULL;
+    C.nev = C.capev = 0;
+}
+
 static void finish_task(comm_op_t *o, int result, const char *why)
 {
     tsr_task_t t = o->t;
     if (!t)
         return;
+    trace_op(o);
     tsr__mem_release(&o->req);
     if (result == TSR_RESULT_FAILED) {
         char d[160];
@@ -503,8 +539,9 @@ static bool start(comm_op_t *o)
     }
     if (o->a.op != OP_RECV)
         memcpy(o->stage, o->req.ptr[0], o->bytes);
+    o->posted_ns = tsr__now_ns();
     if (o->a.timeout > 0)
-        o->deadline_ns = now_ns() + (uint64_t)(o->a.timeout * 1e9);
+        o->deadline_ns = o->posted_ns + (uint64_t)(o->a.timeout * 1e9);
     switch (o->a.op) {
     case OP_SEND: rc = post_pieces(o, post_isend, o->stage, o->a.peer); break;
     case OP_RECV: rc = post_pieces(o, post_irecv, o->stage, o->a.peer); break;
@@ -613,12 +650,12 @@ static void *comm_thread(void *arg)
             live = o->t != NULL;
         if (stop && !got && !live) {
             if (!stop_ns)
-                stop_ns = now_ns();
+                stop_ns = tsr__now_ns();
             /* a grace of the timeout, at most 5 s: shutdown must not wait
              * long for a peer that is gone */
             double grace = atomic_load(&C.timeout);
             grace = grace > 5.0 ? 5.0 : grace;
-            if (!active || grace <= 0 || now_ns() - stop_ns > (uint64_t)(grace * 1e9))
+            if (!active || grace <= 0 || tsr__now_ns() - stop_ns > (uint64_t)(grace * 1e9))
                 break;
         }
 
@@ -663,7 +700,7 @@ static void *comm_thread(void *arg)
         }
 
         bool any = false;
-        uint64_t now = now_ns();
+        uint64_t now = tsr__now_ns();
         for (comm_op_t **p = &active; *p;) {
             comm_op_t *o = *p;
             int flag = 0;
@@ -697,7 +734,7 @@ static void *comm_thread(void *arg)
              * per test), so poll at once a few hundred times, yielding the
              * core to workers; then every 50 µs, so that a transfer waiting
              * for a slow peer costs the workers little CPU. */
-            uint64_t t = now_ns();
+            uint64_t t = tsr__now_ns();
             if (!idle_since)
                 idle_since = t;
             if (t - idle_since < 50000000) {

@@ -375,6 +375,11 @@ void tsr__sched_close(tsr_sched_t *s);
 void tsr__comm_ready(tsr_task_t t);
 /* At shutdown, every task complete: stop the communication thread. */
 void tsr__comm_stop(void);
+/* The transfers' spans for the trace's communication track (after
+ * tsr__comm_stop; none without MPI or tracing), and their release. */
+struct tsr_trace_event;
+size_t tsr__comm_trace(const struct tsr_trace_event **ev);
+void tsr__comm_trace_free(void);
 
 /* ---- tracing (trace.c) ------------------------------------------------- */
 

@@ -437,6 +437,7 @@ int tsr_shutdown(void)
     tsr__mem_stop();
     if (tsr__rt.tracing)
         keep_first(&rc, msg, sizeof msg, tsr__trace_write(tsr__rt.trace_path));
+    tsr__comm_trace_free();
     undo_steps(NSTEPS - 1); /* everything but start_workers, undone above */
     tsr__tasks_free_pool();
     free_tags();

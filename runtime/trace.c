@@ -81,6 +81,20 @@ int tsr__trace_write(const char *path)
                     (e->end_ns - e->start_ns) / 1e3, e->bytes);
         }
     }
+    /* The communication thread's transfers (tessera/mpi.h), last. */
+    const struct tsr_trace_event *cev;
+    size_t ncev = tsr__comm_trace(&cev);
+    if (ncev) {
+        int tid = tsr__rt.nworkers + tsr__rt.nnodes;
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                   "\"args\":{\"name\":\"mpi comm\"}}", tid);
+        for (size_t k = 0; k < ncev; k++) {
+            fprintf(f, ",\n{\"name\":");
+            json_string(f, cev[k].name);
+            fprintf(f, ",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}", tid,
+                    cev[k].start_ns / 1e3, (cev[k].end_ns - cev[k].start_ns) / 1e3);
+        }
+    }
     fprintf(f, "\n]}\n");
     if (fclose(f) != 0)
         return tsr__fail(TSR_EIO, "trace: error writing '%s'", path);
