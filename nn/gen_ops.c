@@ -8,6 +8,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/decode.h"
+#include "kernels/gemm.h"
 #include "nn/ops.h"
 #include "runtime/error.h"
 
@@ -137,10 +138,15 @@ static int gemv_cpu(void **buf, const void *args, const tsr_exec_t *e)
 static int gemv_cuda(void **buf, const void *args, const tsr_exec_t *e)
 {
     const gemv_args_t *a = args;
+    /* fp32 W: cuBLAS, in the precision of every other fp32 GEMM (the
+     * forward's products, which a decode step must reproduce) */
     if (a->f32)
-        return tsr_cuda_decode_gemv_f32(e->cuda_stream, a->m, a->n, a->k,
-                                        (const float *)buf[0] + a->woff,
-                                        (const float *)buf[1] + a->xoff, a->ldx, a->beta, buf[2]);
+        return tsr_cuda_gemm(e->cuda_stream, e->cublas_handle,
+                             e->cuda_fp32 == TSR_CUDA_FP32_STRICT ? TSR_GEMM_FP32 : TSR_GEMM_TF32,
+                             TSR_NOTRANS, TSR_NOTRANS, a->m, a->n, a->k, 1.0f,
+                             (const float *)buf[0] + a->woff, a->m, 0,
+                             (const float *)buf[1] + a->xoff, a->ldx, 0, a->beta, buf[2], a->m,
+                             0, 1);
     return a->trans ? tsr_cuda_decode_gemv_bf16_t(e->cuda_stream, a->m, a->n, a->k, buf[0],
                                                   buf[1], buf[2])
                     : tsr_cuda_decode_gemv_bf16(e->cuda_stream, a->m, a->n, a->k,

@@ -124,29 +124,6 @@ __global__ void k_gemv_bf16(int m, int n, int k, const uint16_t *w, const float 
     y[e] = beta == 0.0f ? s : y[e] + s;
 }
 
-__global__ void k_gemv_f32(int m, int n, int k, const float *w, const float *x, int ldx,
-                           float beta, float *y)
-{
-    size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (e >= (size_t)m * n)
-        return;
-    int i = (int)(e % m), j = (int)(e / m);
-    float s = 0.0f;
-    for (int p = 0; p < k; p++)
-        s += w[(size_t)p * m + i] * x[(size_t)j * ldx + p];
-    y[e] = beta == 0.0f ? s : y[e] + s;
-}
-
-int tsr_cuda_decode_gemv_f32(void *stream, int m, int n, int k, const float *w, const float *x,
-                             int ldx, float beta, float *y)
-{
-    if (m <= 0 || n <= 0)
-        return 0;
-    unsigned blocks = (unsigned)(((size_t)m * n + 255) / 256);
-    TSR_LAUNCH(k_gemv_f32, blocks, 256, 0, TSR_STREAM(stream), m, n, k, w, x, ldx, beta, y);
-    return tsr_cuda_launched("k_gemv_f32");
-}
-
 /* one warp per y element: a dot product of a W column with an x column */
 __global__ void k_gemv_bf16_t(int m, int n, int k, const uint16_t *w, const float *x, float *y)
 {
