@@ -92,62 +92,40 @@ static inline float bf16f(uint16_t h)
 
 /* Columns of W four at a time: y(:, j) += W(:, p..p+3) x(p..p+3, j). W is
  * read once for all n columns (n is a decode step's few tokens); the y
- * columns stay in L1. */
-TSR_CPU_CLONES void tsr_cpu_decode_gemv_bf16_c(int m, int n, int k, const uint16_t *w,
-                                               const float *x, int ldx, float beta, float *y)
-{
-    if (beta == 0.0f)
-        for (int j = 0; j < n; j++)
-            memset(y + (size_t)j * m, 0, (size_t)m * sizeof *y);
-    int p = 0;
-    for (; p + 4 <= k; p += 4) {
-        const uint16_t *w0 = w + (size_t)p * m, *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
-        for (int j = 0; j < n; j++) {
-            const float *xj = x + (size_t)j * ldx + p;
-            float x0 = xj[0], x1 = xj[1], x2 = xj[2], x3 = xj[3];
-            float *yj = y + (size_t)j * m;
-            for (int i = 0; i < m; i++)
-                yj[i] += bf16f(w0[i]) * x0 + bf16f(w1[i]) * x1 + bf16f(w2[i]) * x2 +
-                         bf16f(w3[i]) * x3;
-        }
+ * columns stay in L1. One body for bf16 and fp32 W: TOF gives one weight as
+ * fp32. */
+#define GEMV_N_C(name, wtype, TOF)                                                        \
+    TSR_CPU_CLONES void name(int m, int n, int k, const wtype *w, const float *x, int ldx,  \
+                             float beta, float *y)                                        \
+    {                                                                                     \
+        if (beta == 0.0f)                                                                 \
+            for (int j = 0; j < n; j++)                                                   \
+                memset(y + (size_t)j * m, 0, (size_t)m * sizeof *y);                      \
+        int p = 0;                                                                        \
+        for (; p + 4 <= k; p += 4) {                                                      \
+            const wtype *w0 = w + (size_t)p * m, *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m; \
+            for (int j = 0; j < n; j++) {                                                 \
+                const float *xj = x + (size_t)j * ldx + p;                                \
+                float x0 = xj[0], x1 = xj[1], x2 = xj[2], x3 = xj[3];                     \
+                float *yj = y + (size_t)j * m;                                            \
+                for (int i = 0; i < m; i++)                                               \
+                    yj[i] += TOF(w0[i]) * x0 + TOF(w1[i]) * x1 + TOF(w2[i]) * x2 +        \
+                             TOF(w3[i]) * x3;                                             \
+            }                                                                             \
+        }                                                                                 \
+        for (; p < k; p++) {                                                              \
+            const wtype *w0 = w + (size_t)p * m;                                          \
+            for (int j = 0; j < n; j++) {                                                 \
+                float x0 = x[(size_t)j * ldx + p], *yj = y + (size_t)j * m;               \
+                for (int i = 0; i < m; i++)                                               \
+                    yj[i] += TOF(w0[i]) * x0;                                             \
+            }                                                                             \
+        }                                                                                 \
     }
-    for (; p < k; p++) {
-        const uint16_t *w0 = w + (size_t)p * m;
-        for (int j = 0; j < n; j++) {
-            float x0 = x[(size_t)j * ldx + p], *yj = y + (size_t)j * m;
-            for (int i = 0; i < m; i++)
-                yj[i] += bf16f(w0[i]) * x0;
-        }
-    }
-}
-
-/* tsr_cpu_decode_gemv_bf16_c on fp32 W */
-TSR_CPU_CLONES void tsr_cpu_decode_gemv_f32_c(int m, int n, int k, const float *w, const float *x,
-                                              int ldx, float beta, float *y)
-{
-    if (beta == 0.0f)
-        for (int j = 0; j < n; j++)
-            memset(y + (size_t)j * m, 0, (size_t)m * sizeof *y);
-    int p = 0;
-    for (; p + 4 <= k; p += 4) {
-        const float *w0 = w + (size_t)p * m, *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
-        for (int j = 0; j < n; j++) {
-            const float *xj = x + (size_t)j * ldx + p;
-            float x0 = xj[0], x1 = xj[1], x2 = xj[2], x3 = xj[3];
-            float *yj = y + (size_t)j * m;
-            for (int i = 0; i < m; i++)
-                yj[i] += w0[i] * x0 + w1[i] * x1 + w2[i] * x2 + w3[i] * x3;
-        }
-    }
-    for (; p < k; p++) {
-        const float *w0 = w + (size_t)p * m;
-        for (int j = 0; j < n; j++) {
-            float x0 = x[(size_t)j * ldx + p], *yj = y + (size_t)j * m;
-            for (int i = 0; i < m; i++)
-                yj[i] += w0[i] * x0;
-        }
-    }
-}
+#define F32_AS_IS(v) (v)
+GEMV_N_C(tsr_cpu_decode_gemv_bf16_c, uint16_t, bf16f)
+GEMV_N_C(tsr_cpu_decode_gemv_f32_c, float, F32_AS_IS)
+#undef GEMV_N_C
 
 /* Dot products of W's columns with the x columns, 16 lanes of partial sums
  * (a fixed lane order: vectorized without reassociating), up to 8 x
@@ -239,10 +217,8 @@ DEC_AVX512 static inline __m512 bf16x16(const uint16_t *p)
             }                                                                           \
         }                                                                               \
     }
-#define F32_AS_IS(v) (v)
 GEMV_N_512(gemv_n_512, uint16_t, bf16x16, bf16f)
 GEMV_N_512(gemv_f32_512, float, _mm512_loadu_ps, F32_AS_IS)
-#undef F32_AS_IS
 #undef GEMV_N_512
 
 /* tsr_cpu_decode_gemv_bf16_t_c with 16-lane vectors: each 16 values of a W column widened once
