@@ -139,4 +139,41 @@ static inline double kt_dmaxabs(const double *x, size_t n)
     return m;
 }
 
+/* ---- bf16 in the tests, independent of kernels/convert.h ---------------- */
+
+/* The float whose bit pattern is u. */
+static inline float kt_f32_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The value of bf16 pattern h (the high half of an fp32). */
+static inline float kt_bf16_value(uint16_t h)
+{
+    return kt_f32_of((uint32_t)h << 16);
+}
+
+/* f rounded to bf16 by the definition: of truncation and truncation + 1 ulp
+ * (same sign), the nearer in double — rounding past the largest finite value
+ * goes to 2^128, IEEE's overflow threshold — the even pattern on a tie;
+ * infinities stay; any NaN gives 0xffff (tests check NaN apart). */
+static inline uint16_t kt_bf16_round(float f)
+{
+    if (isnan(f))
+        return 0xffff;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
+    if ((lo & 0x7f80) == 0x7f80) /* already inf */
+        return lo;
+    double dl = fabs((double)f - (double)kt_bf16_value(lo));
+    double vh = (hi & 0x7fff) == 0x7f80 ? copysign(ldexp(1.0, 128), f) : kt_bf16_value(hi);
+    double dh = fabs((double)f - vh);
+    if (dl != dh)
+        return dl < dh ? lo : hi;
+    return (lo & 1) ? hi : lo;
+}
+
 #endif

@@ -8,38 +8,14 @@
 #include "kernels/adamw.h"
 #include "kt_util.h"
 
-static float f_of(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* bf16 reference: truncation or truncation + 1 ulp, the nearer in double,
- * the even one on a tie (kernels/convert.h's rounding); NaN: checked apart */
-static uint16_t ref_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
-    if ((lo & 0x7f80) == 0x7f80) /* inf (NaN is not passed here) */
-        return lo;
-    double dl = fabs((double)f - (double)f_of((uint32_t)lo << 16));
-    double vh = (hi & 0x7fff) == 0x7f80 ? copysign(ldexp(1.0, 128), f) : f_of((uint32_t)hi << 16);
-    double dh = fabs((double)f - vh);
-    if (dl != dh)
-        return dl < dh ? lo : hi;
-    return (lo & 1) ? hi : lo;
-}
-
 /* every bf16 value is the rounding of the fp32 value beside it, and within
  * half a bf16 ulp (at most 2^-8 relative) plus the fp32 tolerance of the double one */
 static void check_bf16(const uint16_t *pb, const float *p, const double *pd, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        cr_assert_eq(pb[i], ref_bf16(p[i]), "p_bf16[%zu] = 0x%04x, p = %.9g rounds to 0x%04x", i,
-                     pb[i], (double)p[i], ref_bf16(p[i]));
-        double b = f_of((uint32_t)pb[i] << 16);
+        cr_assert_eq(pb[i], kt_bf16_round(p[i]), "p_bf16[%zu] = 0x%04x, p = %.9g rounds to 0x%04x", i,
+                     pb[i], (double)p[i], kt_bf16_round(p[i]));
+        double b = kt_f32_of((uint32_t)pb[i] << 16);
         cr_assert(fabs(b - pd[i]) <= 0x1p-8 * fabs(pd[i]) + 1e-6 + 1e-5 * fabs(pd[i]),
                   "p_bf16[%zu] = %.9g, double reference %.9g", i, b, pd[i]);
     }
@@ -150,7 +126,7 @@ Test(adamw, bf16_rounding_of_chosen_patterns)
     float p[N], m[N], v[N], g[N];
     uint16_t pb[N];
     for (int i = 0; i < N; i++)
-        p[i] = f_of(pat[i]), m[i] = 0, v[i] = 0, g[i] = 0.5f;
+        p[i] = kt_f32_of(pat[i]), m[i] = 0, v[i] = 0, g[i] = 0.5f;
     tsr_cpu_adamw(N, 1, 0.0f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f, g, p, m, v, pb, 0);
     for (int i = 0; i < N; i++) {
         uint32_t u;
@@ -162,7 +138,7 @@ Test(adamw, bf16_rounding_of_chosen_patterns)
         cr_assert_eq(pb[i], want[i], "bf16 of 0x%08x: 0x%04x, want 0x%04x", pat[i], pb[i],
                      want[i]);
         if (!isnan(p[i]))
-            cr_assert_eq(pb[i], ref_bf16(p[i]), "bf16 of 0x%08x against the reference", pat[i]);
+            cr_assert_eq(pb[i], kt_bf16_round(p[i]), "bf16 of 0x%08x against the reference", pat[i]);
     }
 }
 

@@ -4,34 +4,6 @@
 #include "kernels/convert.h"
 #include "kt_util.h"
 
-static float f_of(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* reference: candidates are truncation and truncation + 1 ulp (same sign) */
-static uint16_t ref_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if (isnan(f))
-        return 0xffff; /* any NaN: checked separately */
-    uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
-    double dl = fabs((double)f - (double)f_of((uint32_t)lo << 16));
-    /* rounding up into the inf pattern means rounding to 2^128 (IEEE overflow) */
-    double vh = (hi & 0x7fff) == 0x7f80 ? copysign(ldexp(1.0, 128), f) : f_of((uint32_t)hi << 16);
-    double dh = fabs((double)f - vh);
-    if ((lo & 0x7f80) == 0x7f80) /* already inf */
-        return lo;
-    if (dl < dh)
-        return lo;
-    if (dh < dl)
-        return hi;
-    return (lo & 1) ? hi : lo;
-}
-
 Test(convert, round_to_nearest_even)
 {
     kt_rng r = kt_seed(81);
@@ -46,12 +18,12 @@ Test(convert, round_to_nearest_even)
         uint32_t u = (uint32_t)kt_next(&r);
         if ((u & 0x7f800000u) == 0x7f800000u)
             u &= 0xbfffffffu; /* keep NaN out of the random part */
-        x[i] = i < ns ? f_of(special[i]) : f_of(u);
+        x[i] = i < ns ? kt_f32_of(special[i]) : kt_f32_of(u);
     }
     memset(y, 0xab, sizeof(uint16_t) * N);
     tsr_cpu_f32_to_bf16(N, x, y);
     for (size_t i = 0; i < N; i++) {
-        uint16_t want = ref_bf16(x[i]);
+        uint16_t want = kt_bf16_round(x[i]);
         uint32_t u;
         memcpy(&u, &x[i], 4);
         cr_assert_eq(y[i], want, "bf16(%a = 0x%08x) = 0x%04x, want 0x%04x", (double)x[i], u,
@@ -62,7 +34,7 @@ Test(convert, round_to_nearest_even)
 
 Test(convert, nan_stays_nan_and_roundtrip)
 {
-    float nans[3] = {f_of(0x7fc00000u), f_of(0x7f800001u), f_of(0xff800100u)};
+    float nans[3] = {kt_f32_of(0x7fc00000u), kt_f32_of(0x7f800001u), kt_f32_of(0xff800100u)};
     uint16_t y[3];
     tsr_cpu_f32_to_bf16(3, nans, y);
     for (int i = 0; i < 3; i++)

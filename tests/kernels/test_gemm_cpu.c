@@ -16,24 +16,6 @@
 #include "kernels/gemm.h"
 #include "kt_util.h"
 
-/* fp32 -> bf16 bits, round to nearest even (finite values only: the test's
- * own conversion, independent of kernels/convert.h) */
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static double from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 enum { BF16_NAN = 0x7fc0 };
 
 /* One GEMM problem with its buffers; A and B hold fp32 values that are
@@ -69,9 +51,9 @@ static void problem_make(problem *p, int bf16, int c_bf16, int ta, int tb, int m
         p->ha = malloc((p->na + 1) * 2), p->hb = malloc((p->nb + 1) * 2);
         cr_assert(p->ha && p->hb);
         for (size_t i = 0; i < p->na; i++)
-            p->ha[i] = to_bf16(p->a[i]), p->a[i] = (float)from_bf16(p->ha[i]);
+            p->ha[i] = kt_bf16_round(p->a[i]), p->a[i] = (float)kt_bf16_value(p->ha[i]);
         for (size_t i = 0; i < p->nb; i++)
-            p->hb[i] = to_bf16(p->b[i]), p->b[i] = (float)from_bf16(p->hb[i]);
+            p->hb[i] = kt_bf16_round(p->b[i]), p->b[i] = (float)kt_bf16_value(p->hb[i]);
     }
     p->c0 = kt_dalloc(p->nc);
     p->want = kt_dalloc(p->nc), p->tol = kt_dalloc(p->nc);
@@ -79,8 +61,8 @@ static void problem_make(problem *p, int bf16, int c_bf16, int ta, int tb, int m
         uint16_t *c = malloc((p->nc + 1) * 2);
         cr_assert_not_null(c);
         for (size_t i = 0; i < p->nc; i++) {
-            c[i] = beta == 0.0f ? BF16_NAN : to_bf16(kt_unif(&r, -1, 1));
-            p->c0[i] = beta == 0.0f ? NAN : from_bf16(c[i]);
+            c[i] = beta == 0.0f ? BF16_NAN : kt_bf16_round(kt_unif(&r, -1, 1));
+            p->c0[i] = beta == 0.0f ? NAN : kt_bf16_value(c[i]);
         }
         p->c = c;
     } else {
@@ -142,7 +124,7 @@ static size_t problem_bad(const problem *p)
     for (size_t o = 0; o < p->nc; o++) {
         size_t in_batch = o % (size_t)p->sc;
         int in_c = in_batch < (size_t)p->ldc * p->n && (int)(in_batch % p->ldc) < p->m;
-        double g = p->c_bf16 ? from_bf16(((uint16_t *)p->c)[o]) : ((float *)p->c)[o];
+        double g = p->c_bf16 ? kt_bf16_value(((uint16_t *)p->c)[o]) : ((float *)p->c)[o];
         double w = p->want[o];
         int ok = in_c ? fabs(g - w) <= p->tol[o]
                       : (isnan(w) ? isnan(g) : g == w); /* untouched */

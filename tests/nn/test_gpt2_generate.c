@@ -136,22 +136,6 @@ Test(gpt2_generate, decode_kernel_matches_naive_loops)
     }
 }
 
-/* bf16 of x, rounded to nearest even (no NaN here), as the high half */
-static uint16_t to_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* The bf16 products of a decode step against double loops over the same
  * bf16 values (their products are exact: only the order of the fp32 sums
  * differs), both the dispatcher (AVX-512 where present) and the portable
@@ -167,7 +151,7 @@ Test(gpt2_generate, bf16_products_match_naive_loops)
         float *wf = kt_rand(&r, (size_t)m * k, -1, 1), *x = kt_rand(&r, (size_t)k * n, -1, 1);
         uint16_t *w = malloc((size_t)m * k * sizeof *w);
         for (size_t e = 0; e < (size_t)m * k; e++)
-            w[e] = to_bf16(wf[e]);
+            w[e] = kt_bf16_round(wf[e]);
         float *y0 = kt_rand(&r, (size_t)m * n, -1, 1), *y = kt_dup(y0, (size_t)m * n);
         double *want = kt_dalloc((size_t)m * n);
         for (int impl = 0; impl < 2; impl++) { /* the dispatcher, the portable C */
@@ -179,7 +163,7 @@ Test(gpt2_generate, bf16_products_match_naive_loops)
                     for (int i = 0; i < m; i++) {
                         double acc = beta ? y0[(size_t)j * m + i] : 0;
                         for (int p = 0; p < k; p++)
-                            acc += (double)from_bf16(w[(size_t)p * m + i]) * x[(size_t)j * k + p];
+                            acc += (double)kt_bf16_value(w[(size_t)p * m + i]) * x[(size_t)j * k + p];
                         want[(size_t)j * m + i] = acc;
                     }
                 cr_assert_eq(kt_count_bad("gemv_bf16", y, want, (size_t)m * n, 1e-5, 1e-5), 0,
@@ -191,7 +175,7 @@ Test(gpt2_generate, bf16_products_match_naive_loops)
                 for (int i = 0; i < m; i++) {
                     double acc = 0;
                     for (int c = 0; c < k; c++)
-                        acc += (double)from_bf16(w[(size_t)i * k + c]) * x[(size_t)j * k + c];
+                        acc += (double)kt_bf16_value(w[(size_t)i * k + c]) * x[(size_t)j * k + c];
                     want[(size_t)j * m + i] = acc;
                 }
             cr_assert_eq(kt_count_bad("gemv_bf16_t", y, want, (size_t)m * n, 1e-5, 1e-5), 0,
@@ -204,7 +188,7 @@ Test(gpt2_generate, bf16_products_match_naive_loops)
             for (int i = 0; i < m; i++) {
                 double acc = 0;
                 for (int p = 0; p < k; p++)
-                    acc += (double)from_bf16(w[(size_t)p * m + i]) * xt[(size_t)j * (k + 5) + 3 + p];
+                    acc += (double)kt_bf16_value(w[(size_t)p * m + i]) * xt[(size_t)j * (k + 5) + 3 + p];
                 want[(size_t)j * m + i] = acc;
             }
         cr_assert_eq(kt_count_bad("gemv_bf16 ldx", y, want, (size_t)m * n, 1e-5, 1e-5), 0);
@@ -265,7 +249,7 @@ static void round_to_bf16(tsr_gpt2_t *m)
         float *w = malloc(n * sizeof *w);
         OK(tsr_gpt2_get(m, name, TSR_GPT2_PARAM, w, &n));
         for (size_t e = 0; e < n; e++)
-            w[e] = from_bf16(to_bf16(w[e]));
+            w[e] = kt_bf16_value(kt_bf16_round(w[e]));
         OK(tsr_gpt2_set(m, name, TSR_GPT2_PARAM, w, n));
         free(w);
     }

@@ -26,27 +26,6 @@ static void rt_start(void)
     OK(tsr_init(&cfg));
 }
 
-/* bf16 value of bit pattern h */
-static double widen(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* x rounded to bf16 on the host, by the definition: of the two bf16 values
- * around x (truncation and the next one up in magnitude), the nearer; ties
- * to the even pattern. Finite x only. */
-static uint16_t round_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
-    double dl = fabs((double)x - widen(lo)), dh = fabs((double)x - widen(hi));
-    return dl < dh ? lo : dh < dl ? hi : (lo & 1) ? hi : lo;
-}
-
 static void f32_tensor(tsr_tensor_t *t, int rows, int cols, int tr, int tc, const void *src)
 {
     OK(tsr__tensor_init(t, rows, cols, tr, tc));
@@ -54,7 +33,7 @@ static void f32_tensor(tsr_tensor_t *t, int rows, int cols, int tr, int tc, cons
         OK(tsr__tensor_write(t, src, (size_t)rows));
 }
 
-/* a bf16 tensor holding round_bf16(src) (src NULL: zeros) */
+/* a bf16 tensor holding kt_bf16_round(src) (src NULL: zeros) */
 static void bf16_tensor(tsr_tensor_t *t, int rows, int cols, int tr, int tc, const float *src)
 {
     OK(tsr__tensor_init_bf16(t, rows, cols, tr, tc));
@@ -64,7 +43,7 @@ static void bf16_tensor(tsr_tensor_t *t, int rows, int cols, int tr, int tc, con
     size_t n = (size_t)rows * cols;
     uint16_t *h = malloc(n * sizeof *h);
     for (size_t i = 0; i < n; i++)
-        h[i] = round_bf16(src[i]);
+        h[i] = kt_bf16_round(src[i]);
     OK(tsr__tensor_write(t, h, (size_t)rows));
     free(h);
 }
@@ -84,7 +63,7 @@ static float *bf16_get(const tsr_tensor_t *t)
     OK(tsr__tensor_read(t, h, (size_t)t->rows));
     float *x = kt_alloc(n);
     for (size_t i = 0; i < n; i++)
-        x[i] = (float)widen(h[i]);
+        x[i] = (float)kt_bf16_value(h[i]);
     free(h);
     return x;
 }
@@ -116,12 +95,12 @@ static void gemm_case(int ta, int tb, int m, int n, int k, int tm, int tn, int t
     float *c = kt_rand(&r, (size_t)m * n, -1, 1);
     /* the reference multiplies the bf16 values the tensors hold */
     for (size_t i = 0; i < (size_t)ar * ac; i++)
-        a[i] = (float)widen(round_bf16(a[i]));
+        a[i] = (float)kt_bf16_value(kt_bf16_round(a[i]));
     for (size_t i = 0; i < (size_t)br * bc; i++)
-        b[i] = (float)widen(round_bf16(b[i]));
+        b[i] = (float)kt_bf16_value(kt_bf16_round(b[i]));
     if (c_bf16)
         for (size_t i = 0; i < (size_t)m * n; i++)
-            c[i] = (float)widen(round_bf16(c[i]));
+            c[i] = (float)kt_bf16_value(kt_bf16_round(c[i]));
     tsr_tensor_t A, Bm, Cm;
     bf16_tensor(&A, ar, ac, ta ? tk : tm, ta ? tm : tk, a);
     bf16_tensor(&Bm, br, bc, tb ? tn : tk, tb ? tk : tn, b);
@@ -195,8 +174,8 @@ Test(nn_ops_bf16, conversions_both_ways)
     OK(tsr__tensor_read(&H, h, (size_t)rows));
     float *y = f32_get(&Y);
     for (int i = 0; i < rows * cols; i++) {
-        cr_assert_eq(h[i], round_bf16(x[i]), "bf16(%.9g) = 0x%04x", (double)x[i], h[i]);
-        cr_assert_eq((double)y[i], widen(h[i]), "widened 0x%04x = %.9g", h[i], (double)y[i]);
+        cr_assert_eq(h[i], kt_bf16_round(x[i]), "bf16(%.9g) = 0x%04x", (double)x[i], h[i]);
+        cr_assert_eq((double)y[i], kt_bf16_value(h[i]), "widened 0x%04x = %.9g", h[i], (double)y[i]);
     }
     cr_assert_eq(tsr__op_convert(&X, &Y), TSR_EINVAL, "fp32 to fp32 is no conversion");
     free(x), free(h), free(y);
@@ -373,7 +352,7 @@ Test(nn_ops_bf16, regroup_merge_into_bf16)
     uint16_t *h = malloc(sizeof(uint16_t) * Cc * Nt);
     OK(tsr__tensor_read(&Dt, h, Cc));
     for (int i = 0; i < Cc * Nt; i++)
-        cr_assert_eq(h[i], round_bf16(x[i]), "element %d: 0x%04x for %.9g", i, h[i],
+        cr_assert_eq(h[i], kt_bf16_round(x[i]), "element %d: 0x%04x for %.9g", i, h[i],
                      (double)x[i]);
     /* a split (coarse into fine) is not a merge */
     cr_assert_eq(tsr__op_regroup_bf16(&Dt, &S, scratch), TSR_EINVAL);
