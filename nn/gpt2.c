@@ -1127,7 +1127,10 @@ int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float 
         TRY(dp_allreduce_grads(m));
     if (opt->grad_clip > 0.0f || grad_norm) {
         TRY(tsr__op_fill_handle(m->norm, 0.0f));
-        for (int i = 0; i < m->nparams; i++) {
+        /* replicas without ZeRO take rank 0's sum (below): theirs would go
+         * unused, so they add nothing */
+        int sums = !dp_on(m) || m->cfg.zero || m->dp_rank == 0;
+        for (int i = 0; sums && i < m->nparams; i++) {
             param_t *p = &m->params[i];
             size_t n = (size_t)p->g.grid_rows * p->g.grid_cols;
             if (!p->owner) {
