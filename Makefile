@@ -21,7 +21,7 @@ ASAN_CUDA ?= $(if $(HAVE_GPU),disabled,emu)
 # Only for the plots of bench-sched (kept out of the test path: CI is faster).
 PLOT_PACKAGES = python3-matplotlib
 
-.PHONY: all deps vocab build build-native test demo fixture sanitize asan tsan bench-runtime bench-kernels \
+.PHONY: all deps vocab build build-native gpu-bundle test demo fixture sanitize asan tsan bench-runtime bench-kernels \
         bench-offload bench-sched bench-sim bench-gpt2 bench-beyond-ram bench-mpi install clean
 
 all: build
@@ -186,3 +186,16 @@ fuzz:
 	  grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec)' \
 	    $(FUZZ_BUILD)/fuzz-$$t.log; \
 	done
+
+# The GPU bundle: the native CUDA build without MPI and oneDNN, its programs
+# and every non-system library they need in one tarball (tools/gpu-bundle.sh),
+# and the check kit that runs it on a GPU machine (tools/gpu-check.sh,
+# docs/gpu-check.md).
+GPU_BUILD  ?= build-gpu
+GPU_BUNDLE ?= $(GPU_BUILD)/tessera-gpu.tar.gz
+$(GPU_BUILD)/build.ninja: | deps
+	meson setup $(GPU_BUILD) -Dcuda=native -Dmpi=disabled -Ddnnl=disabled -Dstarpu=disabled \
+	  -Dbuildtype=release
+gpu-bundle: deps $(GPU_BUILD)/build.ninja
+	ninja -C $(GPU_BUILD)
+	bash tools/gpu-bundle.sh $(GPU_BUILD) $(GPU_BUNDLE)

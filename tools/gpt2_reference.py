@@ -140,6 +140,10 @@ class GPT2(torch.nn.Module):
             self._names.append(name)
         mask = torch.tril(torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool))
         self.register_buffer("causal", mask, persistent=False)
+        # True: attention through F.scaled_dot_product_attention (the fused
+        # kernels PyTorch picks per device), the same function as the
+        # explicit masked softmax below.
+        self.sdpa = False
 
     def names(self):
         return list(self._names)
@@ -162,10 +166,14 @@ class GPT2(torch.nn.Module):
         q = q.reshape(B, T, H, D).transpose(1, 2)
         k = k.reshape(B, T, H, D).transpose(1, 2)
         v = v.reshape(B, T, H, D).transpose(1, 2)
-        att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
-        att = att.masked_fill(~self.causal[:T, :T], float("-inf"))
-        att = torch.softmax(att, dim=-1)
-        y = torch.matmul(att, v).transpose(1, 2).reshape(B * T, C)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+            att = att.masked_fill(~self.causal[:T, :T], float("-inf"))
+            att = torch.softmax(att, dim=-1)
+            y = torch.matmul(att, v)
+        y = y.transpose(1, 2).reshape(B * T, C)
         return torch.addmm(self.p(pre + "c_proj.bias"), y, self.p(pre + "c_proj.weight")).view(B, T, C)
 
     def _mlp(self, x, i):

@@ -11,10 +11,19 @@ people and one JSON line:
   {"bench":"gpt2-step","case":TAG,"impl":"torch","workers":N,...,
    "s_per_step":S,"tok_per_s":R,...,"precision":"fp32"|"bf16"}
 
---precision bf16 runs the forward and the loss under CPU autocast to
-bfloat16 (torch.autocast('cpu', dtype=torch.bfloat16)): the matrix products
-in bf16, fp32 master weights, gradients and optimizer state, the peer of
+--precision bf16 runs the forward and the loss under autocast to bfloat16
+(torch.autocast(device, dtype=torch.bfloat16)): the matrix products in bf16,
+fp32 master weights, gradients and optimizer state, the peer of
 bench-gpt2-step --precision bf16.
+
+--device cuda runs the step on the first GPU (fp32 products in TF32 on the
+tensor cores, as Tessera's default TESSERA_CUDA_FP32=tf32; --strict-fp32
+keeps them in FP32); the clock stops after the loss is read, which waits for
+the GPU. --attention sdpa uses F.scaled_dot_product_attention (PyTorch's
+fused attention) instead of the explicit masked softmax; --fused-adamw
+AdamW's fused implementation. The JSON line then carries "device",
+"attention", "fused_adamw" and "mfu" (6 * params * tokens/s over --peak-tflops,
+null when none is given).
 
 tok_per_s = batch * seq / s_per_step; cpu_others is the share of the
 machine's CPU time other processes took while it was timed (null under half
@@ -60,7 +69,14 @@ def parse(argv=None):
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                    help="bf16: CPU autocast to bfloat16 (mixed precision)")
+                    help="bf16: autocast to bfloat16 (mixed precision)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--attention", choices=("naive", "sdpa"), default="naive")
+    ap.add_argument("--fused-adamw", action="store_true")
+    ap.add_argument("--strict-fp32", action="store_true",
+                    help="cuda: fp32 products in FP32, not TF32")
+    ap.add_argument("--peak-tflops", type=float, default=0.0,
+                    help="the device's peak for the precision, for the MFU figure")
     a = ap.parse_args(argv)
     for k in ("layers", "heads", "channels", "vocab", "ctx", "batch", "seq", "steps", "threads"):
         if getattr(a, k) <= 0:
@@ -87,18 +103,30 @@ def main(argv=None):
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
+    dev = torch.device(a.device)
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            print("torch_step.py: --device cuda but torch sees no GPU", file=sys.stderr)
+            return 1
+        tf32 = not a.strict_fp32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
     tag = a.json_tag or "%dx%dx%d/%d" % (a.layers, a.heads, a.channels, a.vocab)
 
     cfg = ref.Config(a.vocab, a.ctx, a.layers, a.heads, a.channels)
     model = ref.GPT2(cfg)
     model.init_gpt2(a.seed)
+    model.sdpa = a.attention == "sdpa"
+    model.to(dev)
     nparams = sum(p.numel() for p in model.parameters())
     ids = torch.tensor(ref.tokens(a.batch, a.seq, a.vocab, a.seed), dtype=torch.int64)
-    inputs, targets = ids[:, :a.seq].contiguous(), ids[:, 1:].contiguous()
-    opt = torch.optim.AdamW(model.param_groups(0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+    inputs, targets = ids[:, :a.seq].contiguous().to(dev), ids[:, 1:].contiguous().to(dev)
+    extra = {"fused": True} if a.fused_adamw else {}
+    opt = torch.optim.AdamW(model.param_groups(0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
+                            **extra)
 
     import contextlib
-    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) \
+    autocast = (lambda: torch.autocast(a.device, dtype=torch.bfloat16)) \
         if a.precision == "bf16" else contextlib.nullcontext
 
     def step():
@@ -129,6 +157,7 @@ def main(argv=None):
 
     sps = total / a.steps
     tps = a.batch * a.seq / sps
+    mfu = 6.0 * nparams * tps / (a.peak_tflops * 1e12) if a.peak_tflops > 0 else None
     try:
         load = os.getloadavg()[0]
     except OSError:
@@ -145,11 +174,12 @@ def main(argv=None):
           '"layers":%d,"heads":%d,"channels":%d,"vocab":%d,"ctx":%d,"params":%d,'
           '"batch":%d,"seq":%d,"warmup":%d,"steps":%d,"s_per_step":%s,"s_per_step_min":%s,'
           '"tok_per_s":%s,"loss_first":%s,"loss_last":%s,"load":%s,"cpu_others":%s,'
-          '"precision":"%s"}'
+          '"precision":"%s","device":"%s","attention":"%s","fused_adamw":%s,"mfu":%s}'
           % (tag, a.threads, a.layers, a.heads, a.channels, a.vocab, a.ctx, nparams,
              a.batch, a.seq, a.warmup, a.steps, num(sps), num(min(times)), num(tps),
              num(losses[0]), num(losses[-1]), num(load) if load >= 0 else "null",
-             num(others), a.precision))
+             num(others), a.precision, a.device, a.attention,
+             "true" if a.fused_adamw else "false", num(mfu)))
     sys.stdout.flush()
     return 0
 

@@ -1,0 +1,279 @@
+#!/usr/bin/env bash
+# gpu-check.sh — Tessera's GPU validation kit. Runs from an unpacked GPU
+# bundle (make gpu-bundle; tools/gpu-bundle.sh) on a machine with an NVIDIA
+# GPU, its driver, the CUDA 13 runtime and cuBLAS, and python3 with PyTorch
+# 2.x — no Debian dev packages, no network.
+#
+#   tessera-gpu/gpu-check.sh [--out DIR] [--budget SECONDS] [--skip a,b]
+#
+# Steps, each under its own time limit, each logged to DIR/<step>.log:
+#   preflight   the driver, the GPU, every packed program's libraries
+#               resolved (ldd), and tessera-info seeing the device; without
+#               a GPU the kit stops here, exit 3, so that a green run can
+#               never hide a CPU fallback
+#   ceilings    PyTorch's bf16 and TF32 matrix products (8192^3) and a
+#               device-to-device copy: the measured peaks for the MFU figures
+#   step-*      the 124M GPT-2 training step at batch 8 x 1024 on the GPU
+#               alone: Tessera TF32 and bf16, PyTorch TF32 (the same math:
+#               naive attention) and bf16 (SDPA, fused AdamW) on the same card
+#   sim-*       the simulator's prediction of the same steps (platform file
+#               of the card: h100.json or h200.json)
+#   suites      the CUDA suites natively: kernels, memory node, runtime
+#               stress, nn ops and GPT-2 (reference, bf16, generation) with
+#               the GPU alone and its memory capped to 1 MiB so that every
+#               step evicts and writes back
+#   kernels     tessera-bench-kernels --gpu-only against cuBLAS and copies
+#   offload     tessera-bench-offload: GEMM out of core over the real PCIe
+#   sanitizer   compute-sanitizer memcheck and racecheck on the kernel suite
+#               (where the tool runs; skipped, and said, where it does not)
+# Then a summary table (step, status, seconds, figure) and one JSON line per
+# step on stdout and in DIR/summary.jsonl.
+#
+# Must never: report a run on the CPU as a GPU run, or hide a failed step
+# (the exit status is 1 when any step failed, 3 when preflight refused).
+# The whole kit stays under --budget seconds (default 480): a step that
+# would start after the budget is spent is reported as "skipped: budget".
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+OUTDIR=${GPU_CHECK_OUT:-$PWD/gpu-check-out}
+BUDGET=480
+SKIP=""
+while [ $# -gt 0 ]; do
+    case $1 in
+        --out) OUTDIR=$2; shift 2 ;;
+        --budget) BUDGET=$2; shift 2 ;;
+        --skip) SKIP=",$2,"; shift 2 ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+mkdir -p "$OUTDIR"
+SUMMARY=$OUTDIR/summary.jsonl
+: > "$SUMMARY"
+T0=$(date +%s)
+failed=0
+rows=()
+
+# The packed libraries first; then CUDA's runtime and cuBLAS wherever this
+# machine keeps them (the toolkit, or PyTorch's pip packages).
+cuda_dirs=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -e "$d/libcublas.so.13" ] && cuda_dirs="$cuda_dirs:$d"
+done
+if [ -z "$cuda_dirs" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcublas.so.13 '; then
+    for d in $(python3 -c 'import nvidia, os; [print(os.path.join(p, s, "lib")) for p in nvidia.__path__ for s in os.listdir(p)]' 2>/dev/null); do
+        ls "$d"/libcu*.so.13 >/dev/null 2>&1 && cuda_dirs="$cuda_dirs:$d"
+    done
+fi
+export LD_LIBRARY_PATH="$HERE/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TESSERA_SOURCE_ROOT=$HERE/share TESSERA_BIND=0 TESSERA_REFERENCE=committed
+export TESSERA_PERFMODEL_DIR=$OUTDIR/perfmodels
+BIN=$HERE/bin
+
+jstr() { printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | tr -d '\n'; }
+
+# record STEP STATUS SECONDS FIGURE [JSON-EXTRA]
+record() {
+    rows+=("$(printf '%-22s %-8s %6s  %s' "$1" "$2" "$3" "$4")")
+    printf '{"bench":"gpu-check","step":"%s","status":"%s","seconds":%s,"figure":"%s"%s}\n' \
+        "$1" "$2" "$3" "$(jstr "$4")" "${5:+,$5}" >> "$SUMMARY"
+    [ "$2" = fail ] && failed=1
+    return 0
+}
+
+# run STEP LIMIT_S CMD... — the command under a time limit, logged; sets
+# STATUS (pass/fail/timeout/skipped) and SECS.
+run() {
+    local step=$1 limit=$2; shift 2
+    STATUS=skipped; SECS=0
+    if [[ $SKIP == *",$step,"* ]]; then STATUS=skipped; return 1; fi
+    local left=$((BUDGET - ($(date +%s) - T0)))
+    if [ "$left" -lt 15 ]; then STATUS=budget; return 1; fi
+    [ "$limit" -gt "$left" ] && limit=$left
+    local s=$(date +%s.%N)
+    echo "== $step: $* (limit ${limit}s)" >&2
+    timeout -k 5 "$limit" "$@" > "$OUTDIR/$step.log" 2>&1
+    local rc=$?
+    SECS=$(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    case $rc in
+        0) STATUS=pass ;;
+        124|137) STATUS=timeout; echo "(killed after ${limit}s)" >> "$OUTDIR/$step.log" ;;
+        *) STATUS=fail ;;
+    esac
+    [ "$STATUS" != pass ] && tail -5 "$OUTDIR/$step.log" | sed "s/^/   $step: /" >&2
+    return 0
+}
+# A time-out is a failure of the check.
+verdict() { [ "$STATUS" = timeout ] && echo fail || echo "$STATUS"; }
+
+print_summary() {
+    echo
+    echo "== Tessera GPU check: $GPU_NAME, driver $DRIVER, $(nproc) CPUs, $(($(date +%s) - T0)) s"
+    printf '%-22s %-8s %6s  %s\n' step status s figure
+    for r in "${rows[@]}"; do echo "$r"; done
+    echo
+    cat "$SUMMARY"
+}
+
+# ---- preflight ----------------------------------------------------------
+GPU_NAME=none; DRIVER=none
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    record preflight refused 0 "no NVIDIA GPU (nvidia-smi lists none)"
+    print_summary
+    echo "gpu-check: no GPU on this machine: nothing to validate (exit 3)" >&2
+    exit 3
+fi
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+GPU_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+missing=$(for f in "$BIN"/* "$HERE"/tests/*; do ldd "$f" 2>&1 | grep 'not found' | sed "s|^|$(basename "$f"): |"; done | sort -u)
+{ echo "GPU: $GPU_NAME, driver $DRIVER, $GPU_MIB MiB"; cat "$HERE/MANIFEST" 2>/dev/null | head -6
+  echo "glibc: $(ldd --version | head -1)"; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  echo "missing libraries:"; echo "${missing:-  none}"; nvidia-smi; } > "$OUTDIR/preflight.log" 2>&1
+"$BIN/tessera-info" >> "$OUTDIR/preflight.log" 2>&1
+ndev=$(awk '/^cuda devices:/ { print $3 }' "$OUTDIR/preflight.log")
+if [ -n "$missing" ] || [ "${ndev:-0}" -lt 1 ]; then
+    record preflight refused 0 "$( [ -n "$missing" ] && echo "missing: $(echo "$missing" | head -3 | tr '\n' ' ')"; [ "${ndev:-0}" -lt 1 ] && echo "tessera-info sees no CUDA device")"
+    cat "$OUTDIR/preflight.log" >&2
+    print_summary
+    exit 3
+fi
+record preflight pass 0 "$GPU_NAME, driver $DRIVER, $GPU_MIB MiB, tessera-info: $ndev device(s)" \
+    "\"gpu\":\"$(jstr "$GPU_NAME")\",\"driver\":\"$DRIVER\""
+
+# Datasheet peaks (dense) for the MFU figures where the card is known.
+case $GPU_NAME in
+    *H100*|*H200*|*GH200*) PEAK_BF16=989; PEAK_TF32=494.5; PLATFORM=h100.json
+                           [[ $GPU_NAME == *H200* ]] && PLATFORM=h200.json ;;
+    *A100*) PEAK_BF16=312; PEAK_TF32=156; PLATFORM="" ;;
+    *) PEAK_BF16=0; PEAK_TF32=0; PLATFORM="" ;;
+esac
+
+# ---- ceilings -------------------------------------------------------------
+cat > "$OUTDIR/ceilings.py" <<'EOF'
+import torch, time
+def mm(dtype, tf32):
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=dtype); b = torch.randn(n, n, device="cuda", dtype=dtype)
+    for _ in range(3): a @ b
+    torch.cuda.synchronize(); e0 = torch.cuda.Event(True); e1 = torch.cuda.Event(True)
+    e0.record()
+    for _ in range(10): a @ b
+    e1.record(); torch.cuda.synchronize()
+    return 2 * n**3 * 10 / (e0.elapsed_time(e1) / 1e3) / 1e12
+bf16 = mm(torch.bfloat16, False); tf32 = mm(torch.float32, True)
+x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").random_(); y = torch.empty_like(x)
+y.copy_(x); torch.cuda.synchronize(); e0 = torch.cuda.Event(True); e1 = torch.cuda.Event(True)
+e0.record()
+for _ in range(10): y.copy_(x)
+e1.record(); torch.cuda.synchronize()
+bw = 2 * x.numel() * 10 / (e0.elapsed_time(e1) / 1e3) / 1e9
+print("torch %s: bf16 %.0f TFLOP/s, tf32 %.0f TFLOP/s, d2d copy %.0f GB/s" % (torch.__version__, bf16, tf32, bw))
+print('{"bf16_tflops":%.1f,"tf32_tflops":%.1f,"copy_gbs":%.0f}' % (bf16, tf32, bw))
+EOF
+run ceilings 60 python3 "$OUTDIR/ceilings.py"
+CEIL_BF16=0; CEIL_TF32=0
+if [ "$STATUS" = pass ]; then
+    CEIL_BF16=$(grep -o '"bf16_tflops":[0-9.]*' "$OUTDIR/ceilings.log" | cut -d: -f2)
+    CEIL_TF32=$(grep -o '"tf32_tflops":[0-9.]*' "$OUTDIR/ceilings.log" | cut -d: -f2)
+    record ceilings pass "$SECS" "$(head -1 "$OUTDIR/ceilings.log")" "$(tail -1 "$OUTDIR/ceilings.log" | sed 's/^{//; s/}$//')"
+else
+    record ceilings "$(verdict)" "$SECS" "see ceilings.log"
+fi
+
+# ---- the CUDA suites natively ---------------------------------------------
+suite() { # NAME PROGRAM ENV...
+    local name=$1 prog=$2; shift 2
+    run "$name" 150 env "$@" "$HERE/tests/test_$prog" --jobs=4
+    local synth; synth=$(grep -o 'Synthesis: .*' "$OUTDIR/$name.log" | tail -1)
+    record "$name" "$(verdict)" "$SECS" "${synth:-no synthesis: see $name.log}"
+}
+suite suite-kernels_cuda kernels_cuda
+
+# ---- the 124M step at 8 x 1024 ---------------------------------------------
+SHAPE="--layers 12 --heads 12 --channels 768 --vocab 50257 --ctx 1024 --batch 8 --seq 1024"
+# field NAME LOG — a number from the last JSON line of a step's log.
+field() { grep '^{' "$2" | tail -1 | grep -o "\"$1\":[-0-9.e+]*" | head -1 | cut -d: -f2; }
+# mfu TOK_PER_S PEAK_TFLOPS PARAMS — 6 * params * tokens/s over the peak
+# (attention's products not counted, as PyTorch's peer counts).
+mfu() { awk -v t="$1" -v p="$2" -v n="$3" 'BEGIN { if (t > 0 && p > 0 && n > 0) printf "%.1f%%", 100 * 6 * n * t / (p * 1e12); else printf "-" }'; }
+
+tessera_step() { # NAME PRECISION PEAK
+    run "$1" 110 env TESSERA_NCPU=-1 TESSERA_NCUDA=1 TESSERA_STATS=1 "$BIN/bench-gpt2-step" $SHAPE \
+        --warmup 1 --steps 2 --precision "$2" --json-tag "124M-8x1024"
+    if [ "$STATUS" = pass ]; then
+        local tps; tps=$(field tok_per_s "$OUTDIR/$1.log")
+        record "$1" pass "$SECS" "$(field s_per_step "$OUTDIR/$1.log") s/step, $tps tok/s, MFU $(mfu "$tps" "$3" "$(field params "$OUTDIR/$1.log")") of $3 TFLOP/s" \
+            "\"s_per_step\":$(field s_per_step "$OUTDIR/$1.log"),\"tok_per_s\":$tps"
+    else
+        record "$1" "$(verdict)" "$SECS" "see $1.log"
+    fi
+}
+torch_step() { # NAME PRECISION PEAK ARGS...
+    local name=$1 prec=$2 peak=$3; shift 3
+    run "$name" 120 python3 "$HERE/share/bench/gpt2/torch_step.py" $SHAPE --device cuda \
+        --warmup 3 --steps 10 --threads 1 --precision "$prec" --peak-tflops "$peak" "$@"
+    if [ "$STATUS" = pass ]; then
+        local tps; tps=$(field tok_per_s "$OUTDIR/$name.log")
+        record "$name" pass "$SECS" "$(field s_per_step "$OUTDIR/$name.log") s/step, $tps tok/s, MFU $(mfu "$tps" "$peak" "$(field params "$OUTDIR/$name.log")") of $peak TFLOP/s" \
+            "\"s_per_step\":$(field s_per_step "$OUTDIR/$name.log"),\"tok_per_s\":$tps"
+    else
+        record "$name" "$(verdict)" "$SECS" "see $name.log"
+    fi
+}
+tessera_step step-tessera-tf32 fp32 "$PEAK_TF32"
+tessera_step step-tessera-bf16 bf16 "$PEAK_BF16"
+torch_step step-torch-tf32 fp32 "$PEAK_TF32" --attention naive
+torch_step step-torch-bf16-sdpa bf16 "$PEAK_BF16" --attention sdpa --fused-adamw
+
+# ---- the simulator's prediction of the same steps ---------------------------
+if [ -n "$PLATFORM" ]; then
+    for p in fp32 bf16; do
+        run "sim-$p" 120 "$BIN/tessera-sim" --platform "$HERE/share/platforms/$PLATFORM" gpt2 \
+            --layers 12 --channels 768 --heads 12 --vocab 50257 --context 1024 --batch 8 --seq 1024 \
+            --micro 1 --precision "$p"
+        if [ "$STATUS" = pass ]; then
+            record "sim-$p" pass "$SECS" "$PLATFORM: $(field step_s "$OUTDIR/sim-$p.log") s/step, $(field tasks "$OUTDIR/sim-$p.log") tasks (simulated, not measured)"
+        else
+            record "sim-$p" "$(verdict)" "$SECS" "see sim-$p.log"
+        fi
+    done
+fi
+
+GPU_ONLY="TESSERA_NCUDA=1 TESSERA_NCPU=-1 TESSERA_CUDA_FP32=strict"
+suite suite-memory_cuda memory_cuda
+suite suite-memory_cuda_runtime memory_cuda_runtime
+suite suite-runtime_stress runtime_stress
+suite suite-nn_ops-gpu nn_ops $GPU_ONLY
+suite suite-nn_gpt2_ref-gpu nn_gpt2_reference $GPU_ONLY TESSERA_LIMIT_CUDA_MEM=1
+suite suite-nn_gpt2_bf16-gpu nn_gpt2_bf16 $GPU_ONLY TESSERA_LIMIT_CUDA_MEM=1
+suite suite-nn_gpt2-gpu+cpu nn_gpt2 TESSERA_NCUDA=1 TESSERA_LIMIT_CUDA_MEM=1 TESSERA_CUDA_FP32=strict
+suite suite-nn_gpt2_gen-gpu nn_gpt2_generate $GPU_ONLY
+
+# ---- kernels and offload benchmarks ----------------------------------------
+count_json() { local n; n=$(grep -c '^{' "$OUTDIR/$1.log" 2>/dev/null); echo "${n:-0}"; }
+run kernels 90 "$BIN/tessera-bench-kernels" --gpu-only
+record kernels "$(verdict)" "$SECS" "$(count_json kernels) figures (kernels.log)"
+run offload 90 "$BIN/tessera-bench-offload" --quick
+record offload "$(verdict)" "$SECS" "$(count_json offload) figures (offload.log)"
+
+# ---- compute-sanitizer -----------------------------------------------------
+if command -v compute-sanitizer >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
+    CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    for tool in memcheck racecheck; do
+        run "sanitizer-$tool" 90 "$CS" --tool "$tool" --error-exitcode 9 --target-processes all \
+            "$HERE/tests/test_kernels_cuda" --jobs=1
+        if grep -q 'Device not supported\|Target application terminated before first' "$OUTDIR/sanitizer-$tool.log"; then
+            record "sanitizer-$tool" skipped "$SECS" "compute-sanitizer cannot run on this machine (log)"
+        else
+            record "sanitizer-$tool" "$(verdict)" "$SECS" "$(grep -o 'ERROR SUMMARY: [0-9]* error.*\|RACECHECK SUMMARY: .*' "$OUTDIR/sanitizer-$tool.log" | tail -1)"
+        fi
+    done
+else
+    record sanitizer skipped 0 "compute-sanitizer not installed"
+fi
+
+print_summary
+exit $failed
