@@ -144,9 +144,12 @@ bench-mpi: build
 
 # The real CUDA build (nvcc, cuBLAS) compiled and linked even where no GPU
 # runs it: the same .cu sources the emulation runs must always build natively.
+# MPI and oneDNN off: it is also the GPU bundle's build (below), whose
+# machine has neither.
 NATIVE_BUILD ?= build-native
 $(NATIVE_BUILD)/build.ninja: | deps
-	meson setup $(NATIVE_BUILD) -Dcuda=native -Dstarpu=disabled
+	meson setup $(NATIVE_BUILD) -Dcuda=native -Dstarpu=disabled -Dmpi=disabled -Ddnnl=disabled \
+	  -Dbuildtype=release
 build-native: deps $(NATIVE_BUILD)/build.ninja
 	ninja -C $(NATIVE_BUILD)
 
@@ -187,15 +190,11 @@ fuzz:
 	    $(FUZZ_BUILD)/fuzz-$$t.log; \
 	done
 
-# The GPU bundle: the native CUDA build without MPI and oneDNN, its programs
-# and every non-system library they need in one tarball (tools/gpu-bundle.sh),
-# and the check kit that runs it on a GPU machine (tools/gpu-check.sh,
-# docs/gpu-check.md).
-GPU_BUILD  ?= build-gpu
-GPU_BUNDLE ?= $(GPU_BUILD)/tessera-gpu.tar.gz
-$(GPU_BUILD)/build.ninja: | deps
-	meson setup $(GPU_BUILD) -Dcuda=native -Dmpi=disabled -Ddnnl=disabled -Dstarpu=disabled \
-	  -Dbuildtype=release
-gpu-bundle: deps $(GPU_BUILD)/build.ninja
-	ninja -C $(GPU_BUILD)
-	bash tools/gpu-bundle.sh $(GPU_BUILD) $(GPU_BUNDLE)
+# The GPU bundle: the native build's programs and every non-system library
+# they need in one tarball (tools/gpu-bundle.sh), with the check kit that
+# runs it on a GPU machine (tools/gpu-check.sh, docs/gpu-check.md); then the
+# bundle's own test here (tests/tools/gpu_bundle.sh).
+GPU_BUNDLE ?= $(NATIVE_BUILD)/tessera-gpu.tar.gz
+gpu-bundle: build-native
+	bash tools/gpu-bundle.sh $(NATIVE_BUILD) $(GPU_BUNDLE)
+	bash tests/tools/gpu_bundle.sh $(GPU_BUNDLE)

@@ -1409,9 +1409,16 @@ extern "C" int tsr_emu_launch_check(const char *name, dim3 grid, dim3 block, siz
         return 1;
     }
     unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
-    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 ||
-        grid.z > 65535 || threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 ||
-        block.z > 64) {
+    /* A grid beyond the device's limits: an H200 with CUDA 13 (driver 580)
+     * answers cudaErrorInvalidValue, not InvalidConfiguration (seen by the
+     * GPU check kit); a block beyond them stays InvalidConfiguration. */
+    if (grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
+        fail(cudaErrorInvalidValue, "launch of %s: grid (%u,%u,%u) beyond the device's limits",
+             name, grid.x, grid.y, grid.z);
+        return 1;
+    }
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
+        block.x > 1024 || block.y > 1024 || block.z > 64) {
         fail(cudaErrorInvalidConfiguration, "launch of %s: grid (%u,%u,%u), block (%u,%u,%u)",
              name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
         return 1;

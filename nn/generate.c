@@ -272,8 +272,9 @@ static int linear(tsr_gpt2_gen_t *g, colset_t *s, int l, int which, const tsr_te
 {
     /* the output projections (one tile row of W) in two halves side by
      * side (fp32 too: nn/ops.h's Linear would chain their tiles), the
-     * others one task per W tile */
-    if (w->grid_rows == 1 && w->cols >= 8)
+     * others one task per W tile (c_fc too when GPU tiles make it one tile
+     * row: the partials are (C, n)) */
+    if ((which == 1 || which == 3) && w->grid_rows == 1 && w->cols >= 8)
         return tsr__op_linear_split(w, g->bf16 ? &g->wb[4 * l + which] : NULL, b, x, beta, y,
                                     &s->p0, &s->p1);
     if (g->bf16)

@@ -5,6 +5,9 @@
 # 2.x — no Debian dev packages, no network.
 #
 #   tessera-gpu/gpu-check.sh [--out DIR] [--budget SECONDS] [--skip a,b]
+#                            [--only a,b]
+# (--skip and --only take step names or prefixes: --only tiles runs the
+# tile steps after the preflight; the preflight always runs)
 #
 # Steps, each under its own time limit, each logged to DIR/<step>.log:
 #   preflight   the driver, the GPU, every packed program's libraries
@@ -26,6 +29,9 @@
 #   offload     tessera-bench-offload: GEMM out of core over the real PCIe
 #   sanitizer   compute-sanitizer memcheck and racecheck on the kernel suite
 #               (where the tool runs; skipped, and said, where it does not)
+#   tiles-*     the same 124M step under other tile shapes (tokens/vocab/
+#               hidden), one untimed and one timed step each: the measurements
+#               behind the GPU tile rule of docs/gpt2.md
 # Then a summary table (step, status, seconds, figure) and one JSON line per
 # step on stdout and in DIR/summary.jsonl.
 #
@@ -39,12 +45,14 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 OUTDIR=${GPU_CHECK_OUT:-$PWD/gpu-check-out}
 BUDGET=480
 SKIP=""
+ONLY=""
 while [ $# -gt 0 ]; do
     case $1 in
         --out) OUTDIR=$2; shift 2 ;;
         --budget) BUDGET=$2; shift 2 ;;
         --skip) SKIP=",$2,"; shift 2 ;;
-        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        --only) ONLY=",$2,"; shift 2 ;;
+        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
         *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -71,10 +79,21 @@ export TESSERA_SOURCE_ROOT=$HERE/share TESSERA_BIND=0 TESSERA_REFERENCE=committe
 export TESSERA_PERFMODEL_DIR=$OUTDIR/perfmodels
 BIN=$HERE/bin
 
+# selected STEP — not named by --skip, and named by --only if given (a name
+# matches itself and the steps it prefixes: "tiles" matches "tiles-2048").
+selected() {
+    local n
+    for n in ${SKIP//,/ }; do [[ $1 == "$n" || $1 == "$n"-* ]] && return 1; done
+    [ -z "$ONLY" ] && return 0
+    for n in ${ONLY//,/ }; do [[ $1 == "$n" || $1 == "$n"-* ]] && return 0; done
+    return 1
+}
+
 jstr() { printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g' | tr -d '\n'; }
 
 # record STEP STATUS SECONDS FIGURE [JSON-EXTRA]
 record() {
+    [ "$2" = unselected ] && return 0
     rows+=("$(printf '%-22s %-8s %6s  %s' "$1" "$2" "$3" "$4")")
     printf '{"bench":"gpu-check","step":"%s","status":"%s","seconds":%s,"figure":"%s"%s}\n' \
         "$1" "$2" "$3" "$(jstr "$4")" "${5:+,$5}" >> "$SUMMARY"
@@ -87,7 +106,7 @@ record() {
 run() {
     local step=$1 limit=$2; shift 2
     STATUS=skipped; SECS=0
-    if [[ $SKIP == *",$step,"* ]]; then STATUS=skipped; return 1; fi
+    if ! selected "$step"; then STATUS=unselected; return 1; fi
     local left=$((BUDGET - ($(date +%s) - T0)))
     if [ "$left" -lt 15 ]; then STATUS=budget; return 1; fi
     [ "$limit" -gt "$left" ] && limit=$left
@@ -186,7 +205,7 @@ fi
 # ---- the CUDA suites natively ---------------------------------------------
 suite() { # NAME PROGRAM ENV...
     local name=$1 prog=$2; shift 2
-    run "$name" 150 env "$@" "$HERE/tests/test_$prog" --jobs=4
+    run "$name" 150 env "$@" "$HERE/tests/test_$prog" --jobs=4 || { record "$name" "$STATUS" 0 ""; return; }
     local synth; synth=$(grep -o 'Synthesis: .*' "$OUTDIR/$name.log" | tail -1)
     record "$name" "$(verdict)" "$SECS" "${synth:-no synthesis: see $name.log}"
 }
@@ -264,16 +283,40 @@ if command -v compute-sanitizer >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/comp
     CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     for tool in memcheck racecheck; do
         run "sanitizer-$tool" 90 "$CS" --tool "$tool" --error-exitcode 9 --target-processes all \
+            --report-api-errors no \
             "$HERE/tests/test_kernels_cuda" --jobs=1
+        [ "$STATUS" = unselected ] && continue
         if grep -q 'Device not supported\|Target application terminated before first' "$OUTDIR/sanitizer-$tool.log"; then
             record "sanitizer-$tool" skipped "$SECS" "compute-sanitizer cannot run on this machine (log)"
         else
             record "sanitizer-$tool" "$(verdict)" "$SECS" "$(grep -o 'ERROR SUMMARY: [0-9]* error.*\|RACECHECK SUMMARY: .*' "$OUTDIR/sanitizer-$tool.log" | tail -1)"
         fi
     done
-else
+elif selected sanitizer; then
     record sanitizer skipped 0 "compute-sanitizer not installed"
 fi
+
+# ---- tile shapes ------------------------------------------------------------
+# tokens/vocab/hidden; "cpu" adds the machine's CPU workers beside the GPU.
+for spec in 256/1024/768 2048/1024/3072 4096/1024/3072 8192/1024/3072 8192/4096/3072 \
+            8192/8192/3072 8192/4096/3072/bf16 2048/1024/3072/cpu 8192/4096/3072/cpu; do
+    IFS=/ read -r tt tv th extra <<< "$spec"
+    name="tiles-${spec//\//-}"
+    selected "$name" || continue
+    prec=fp32; ncpu=-1
+    [ "$extra" = bf16 ] && prec=bf16
+    [ "$extra" = cpu ] && ncpu=0
+    run "$name" 60 env TESSERA_NCPU=$ncpu TESSERA_NCUDA=1 TESSERA_STATS=1 "$BIN/bench-gpt2-step" $SHAPE \
+        --warmup 1 --steps 1 --precision "$prec" --tile-tokens "$tt" --tile-vocab "$tv" \
+        --tile-hidden "$th" --json-tag "$name"
+    if [ "$STATUS" = pass ]; then
+        tasks=$(awk '$2 == "cuda0" && NF == 5 { print $3 }' "$OUTDIR/$name.log" | tail -1)
+        record "$name" pass "$SECS" "$(field s_per_step "$OUTDIR/$name.log") s/step, $(field tok_per_s "$OUTDIR/$name.log") tok/s, GPU tasks in 2 steps: ${tasks:-?}" \
+            "\"s_per_step\":$(field s_per_step "$OUTDIR/$name.log"),\"gpu_tasks_2_steps\":${tasks:-null}"
+    else
+        record "$name" "$(verdict)" "$SECS" "see $name.log"
+    fi
+done
 
 print_summary
 exit $failed

@@ -585,7 +585,7 @@ static void run_gpu(void)
     double bw = 8.0 * gN / cs / 1e9;
     snprintf(shape, sizeof shape, "%zu", gN);
     report("d2d_copy", shape, "cuda", cs, 8.0 * gN, "GB/s", bw);
-    gGM = quick ? 2048 : 8192; /* fits in the (C, T) buffers */
+    gGM = quick ? 2048 : 4096; /* gGM^2 fits in the (C, T) buffers (8192^2 did not) */
     gGT = quick ? 1024 : 2048;
     if (emulated)
         gGM = 60, gGT = 33;
