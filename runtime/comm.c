@@ -234,15 +234,27 @@ static size_t type_size(int type)
     return type == TSR_MPI_FLOAT ? sizeof(float) : type == TSR_MPI_DOUBLE ? sizeof(double) : 1;
 }
 
+static int submit_on(const char *fn, const char *name, tsr_data_t *h, tsr_mode_t mode,
+                     comm_args_t *a);
+
 static int submit(const char *fn, const char *name, tsr_handle_t id, tsr_mode_t mode,
                   comm_args_t *a)
 {
     if (!C.inited)
         return tsr__fail(TSR_ESTATE, "%s: MPI is not initialized (tsr_mpi_init)", fn);
     tsr_data_t *h;
-    int rc = tsr__handle_get(id, fn, &h);
+    int rc = tsr__handle_pin(id, fn, &h);
     if (rc)
         return rc;
+    rc = submit_on(fn, name, h, mode, a);
+    tsr__handle_unpin(h);
+    return rc;
+}
+
+/* The transfer's task on pinned h. */
+static int submit_on(const char *fn, const char *name, tsr_data_t *h, tsr_mode_t mode,
+                     comm_args_t *a)
+{
     if (tsr__rt.cfg.simulate)
         return tsr__fail(TSR_EINVAL, "%s: not in simulation (TESSERA_SIMULATE): a simulated "
                                      "run has no peers", fn);

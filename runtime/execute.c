@@ -234,3 +234,19 @@ void tsr__worker_finish(tsr_worker_t *w, tsr_task_t t, int rc, uint64_t start)
     tsr__task_complete(t, rc == 0 ? TSR_RESULT_OK : TSR_RESULT_FAILED, w->id);
     tsr__tl_self_slot = false;
 }
+
+/* Depth of codelet calls on this thread: a blocking call made from inside
+ * one would wait for the task that runs it (tsr__in_codelet). */
+static _Thread_local int tl_codelet_depth;
+
+bool tsr__in_codelet(void) { return tl_codelet_depth > 0; }
+
+int tsr__worker_run_impl(tsr_task_t t, tsr_kernel_fn impl, void **bufs, const tsr_exec_t *exec)
+{
+    tl_codelet_depth++;
+    int rc = tsr__redux_init_accumulators(t, bufs, exec);
+    if (rc == 0)
+        rc = impl(bufs, t->args, exec);
+    tl_codelet_depth--;
+    return rc;
+}

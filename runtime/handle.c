@@ -14,9 +14,12 @@
 #include "runtime/driver.h"
 #include "runtime/internal.h"
 
+#include <assert.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- task lists -------------------------------------------------------- */
 
@@ -233,6 +236,17 @@ int tsr__handle_depend(tsr_data_t *h, tsr_task_t t, tsr_mode_t mode, int slot,
  * generation again (a slot freed and reused in between reads as stale).
  * Assigning and freeing slots take the registry lock.
  *
+ * Pins: a public call that uses a handle beyond the lookup (a submission
+ * until its dependencies are recorded, an acquisition until it is granted)
+ * pins it: the slot's word counts the calls in progress next to the
+ * generation, raised by compare-and-swap only while the generation still
+ * matches, so a handle is never freed under a call that found it. Its
+ * unregistration first marks the slot closing (new pins are refused with
+ * TSR_EBUSY, releases excepted), waits for the pins of calls in progress
+ * to drain, and only then decides: an acquired handle stays (TSR_EBUSY),
+ * any other is retired, its tasks waited for and freed. The word is
+ * gen << 25 | closing << 24 | pins.
+ *
  * Every handle has an id, REDUX accumulators too: tasks carry the ids of
  * their buffers for policies (tsr_task_handle, tsr_handle_nodes), and the
  * runtime's pointers beside them. */
@@ -246,9 +260,15 @@ int tsr__handle_depend(tsr_data_t *h, tsr_task_t t, tsr_mode_t mode, int slot,
 _Static_assert(sizeof(uintptr_t) >= 8, "handle ids need 64-bit pointers");
 
 typedef struct slot {
-    _Atomic uint64_t gen;      /* 0: no live handle */
+    _Atomic uint64_t w;        /* gen << 25 | closing << 24 | pins; gen 0: free */
     tsr_data_t *_Atomic h;
 } slot_t;
+
+#define W_GEN_SHIFT 25
+#define W_CLOSING (UINT64_C(1) << 24)
+#define W_PINS (W_CLOSING - 1)
+#define W_GEN(w) ((w) >> W_GEN_SHIFT)
+_Static_assert(64 - IDX_BITS + W_GEN_SHIFT <= 64, "generation and pins share a word");
 
 static struct {
     slot_t *_Atomic chunk[NCHUNKS];
@@ -300,7 +320,7 @@ static int id_assign(tsr_data_t *h)
         gen = atomic_fetch_add(&last_gen, 1) + 1;
     slot_t *s = slot_at(idx);
     atomic_store_explicit(&s->h, h, memory_order_relaxed);
-    atomic_store_explicit(&s->gen, gen, memory_order_release);
+    atomic_store_explicit(&s->w, gen << W_GEN_SHIFT, memory_order_release);
     h->slot = idx;
     h->id = (tsr_handle_t)(uintptr_t)(gen << IDX_BITS | (uint64_t)(idx + 1));
     return TSR_OK;
@@ -308,24 +328,28 @@ static int id_assign(tsr_data_t *h)
 
 static uint64_t id_gen(tsr_handle_t id) { return (uint64_t)(uintptr_t)id >> IDX_BITS; }
 
-/* Retire h's id (later lookups fail); false if it was retired already. */
-static bool id_retire(tsr_data_t *h)
+/* Retire h's id (later lookups and pins fail), keeping the pins count. */
+static void id_retire(tsr_data_t *h)
 {
-    uint64_t gen = id_gen(h->id);
-    return atomic_compare_exchange_strong(&slot_at(h->slot)->gen, &gen, 0);
+    _Atomic uint64_t *w = &slot_at(h->slot)->w;
+    uint64_t v = atomic_load(w);
+    while (!atomic_compare_exchange_weak(w, &v, v & W_PINS))
+        ;
 }
 
-/* Undo id_retire (the unregistration could not go on). */
+/* Undo id_retire (the unregistration could not go on). No pins: the
+ * unregistering call dropped its own. */
 static void id_restore(tsr_data_t *h)
 {
-    atomic_store_explicit(&slot_at(h->slot)->gen, id_gen(h->id), memory_order_release);
+    atomic_store_explicit(&slot_at(h->slot)->w, id_gen(h->id) << W_GEN_SHIFT,
+                          memory_order_release);
 }
 
 /* The slot serves new handles. reg_m held. */
 static void id_free(tsr_data_t *h)
 {
     slot_t *s = slot_at(h->slot);
-    atomic_store_explicit(&s->gen, 0, memory_order_release);
+    atomic_store_explicit(&s->w, 0, memory_order_release);
     atomic_store_explicit(&s->h, NULL, memory_order_release);
     ids.free[ids.nfree++] = h->slot;
     h->id = NULL;
@@ -338,29 +362,60 @@ tsr_data_t *tsr__handle_lookup(tsr_handle_t id)
     uint64_t idx1 = v & ((UINT64_C(1) << IDX_BITS) - 1);
     if (gen == 0 || idx1 == 0)
         return NULL;
+    if (idx1 - 1 >= MAX_SLOTS)
+        return NULL;
     slot_t *s = slot_at((uint32_t)(idx1 - 1));
-    if (!s || atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
+    if (!s || W_GEN(atomic_load_explicit(&s->w, memory_order_acquire)) != gen)
         return NULL;
     tsr_data_t *h = atomic_load_explicit(&s->h, memory_order_acquire);
-    if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
+    if (W_GEN(atomic_load_explicit(&s->w, memory_order_acquire)) != gen)
         return NULL;
     return h;
 }
 
-int tsr__handle_get(tsr_handle_t id, const char *what, tsr_data_t **out)
+/* Pin the handle id names: TSR_OK and *out, or why not (stale: EINVAL;
+ * being unregistered: EBUSY unless `closing_ok`). */
+static int pin(tsr_handle_t id, const char *what, bool closing_ok, tsr_data_t **out)
 {
     *out = NULL;
     if (!tsr__running())
         return tsr__fail(TSR_ESTATE, "%s: runtime not initialized", what);
     if (!id)
         return tsr__fail(TSR_EINVAL, "%s: handle is NULL", what);
-    *out = tsr__handle_lookup(id);
-    if (!*out)
-        return tsr__fail(TSR_EINVAL,
-                         "%s: stale handle %p (unregistered, from before the last "
-                         "tsr_shutdown, or never returned by register/alloc)",
-                         what, (void *)id);
+    uint64_t v = (uint64_t)(uintptr_t)id;
+    uint64_t gen = v >> IDX_BITS, idx1 = v & ((UINT64_C(1) << IDX_BITS) - 1);
+    slot_t *s = gen && idx1 && idx1 - 1 < MAX_SLOTS ? slot_at((uint32_t)(idx1 - 1)) : NULL;
+    uint64_t w = s ? atomic_load_explicit(&s->w, memory_order_acquire) : 0;
+    for (;;) {
+        if (!s || W_GEN(w) != gen)
+            return tsr__fail(TSR_EINVAL,
+                             "%s: stale handle %p (unregistered, from before the last "
+                             "tsr_shutdown, or never returned by register/alloc)",
+                             what, (void *)id);
+        if ((w & W_CLOSING) && !closing_ok)
+            return tsr__fail(TSR_EBUSY, "%s: handle %p is being unregistered", what,
+                             (void *)id);
+        if ((w & W_PINS) == W_PINS)
+            return tsr__fail(TSR_EBUSY, "%s: handle %p is in too many calls at once", what,
+                             (void *)id);
+        if (atomic_compare_exchange_weak_explicit(&s->w, &w, w + 1, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            break;
+    }
+    *out = atomic_load_explicit(&s->h, memory_order_acquire);
     return TSR_OK;
+}
+
+int tsr__handle_pin(tsr_handle_t id, const char *what, tsr_data_t **out)
+{
+    return pin(id, what, false, out);
+}
+
+void tsr__handle_unpin(tsr_data_t *h)
+{
+    uint64_t was = atomic_fetch_sub_explicit(&slot_at(h->slot)->w, 1, memory_order_acq_rel);
+    assert((was & W_PINS) > 0);
+    (void)was;
 }
 
 void tsr__handles_fini(void)
@@ -444,7 +499,11 @@ int tsr_handle_alloc(tsr_handle_t *out, size_t size)
 size_t tsr_handle_size(tsr_handle_t id)
 {
     tsr_data_t *h;
-    return tsr__handle_get(id, "handle_size", &h) == TSR_OK ? h->size : 0;
+    if (tsr__handle_pin(id, "handle_size", &h) != TSR_OK)
+        return 0;
+    size_t size = h->size;
+    tsr__handle_unpin(h);
+    return size;
 }
 
 /* A host access's data is there (or failed): on a copy engine, or on the
@@ -525,30 +584,60 @@ void tsr__handle_free(tsr_data_t *h)
     free(h);
 }
 
+/* Wait until the calls that pinned h before it was closed are done (the
+ * caller holds one pin). They are short, or wait for tasks that progress
+ * without this thread: an acquisition waits for its conflicting tasks. */
+static void drain_pins(tsr_data_t *h)
+{
+    _Atomic uint64_t *w = &slot_at(h->slot)->w;
+    for (int spins = 0; (atomic_load_explicit(w, memory_order_acquire) & W_PINS) > 1; spins++) {
+        if (spins < 100)
+            sched_yield();
+        else
+            nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+}
+
 int tsr_handle_unregister(tsr_handle_t id)
 {
+    if (tsr__in_codelet())
+        return tsr__fail(TSR_ESTATE, "handle_unregister: called from inside a codelet (it "
+                         "would wait for the task that runs it)");
     tsr_data_t *h;
-    int rc = tsr__handle_get(id, "handle_unregister", &h);
+    int rc = tsr__handle_pin(id, "handle_unregister", &h);
     if (rc)
         return rc;
+    /* Close the slot: new calls are refused, and a second unregistration
+     * (or a racing one on another thread) too, instead of freeing h twice. */
+    _Atomic uint64_t *w = &slot_at(h->slot)->w;
+    uint64_t v = atomic_load(w);
+    do {
+        if (v & W_CLOSING) {
+            tsr__handle_unpin(h);
+            return tsr__fail(TSR_EINVAL, "handle_unregister: handle %p is being "
+                             "unregistered already", (void *)id);
+        }
+    } while (!atomic_compare_exchange_weak(w, &v, v | W_CLOSING));
+    drain_pins(h);
     pthread_mutex_lock(&h->lock);
     bool busy = h->acquired != NULL;
     pthread_mutex_unlock(&h->lock);
-    if (busy)
+    if (busy) {
+        atomic_fetch_and(w, ~W_CLOSING);
+        tsr__handle_unpin(h);
         return tsr__fail(TSR_EBUSY,
                          "handle_unregister: handle is acquired; release it first");
-    /* From here the id is dead: a second unregistration (or a racing one
-     * on another thread) is refused instead of freeing h twice. */
-    if (!id_retire(h))
-        return tsr__fail(TSR_EINVAL, "handle_unregister: handle %p is being "
-                         "unregistered already", (void *)id);
+    }
+    /* From here the id is dead. */
+    id_retire(h);
+    tsr__handle_unpin(h);
     tsr_task_t t;
     rc = tsr__submit_internal(TSR_KIND_BARRIER, h, TSR_W, &t);
     if (rc) {
         id_restore(h);
         return rc;
     }
-    tsr_task_wait(t); /* a failure of earlier tasks is reported by wait_all */
+    tsr__task_wait(t); /* a failure of earlier tasks is reported by wait_all */
     rc = tsr__handle_flush(h);
     tsr__handle_free(h);
     return rc;
@@ -563,22 +652,37 @@ static bool acquire_is_ready(void *arg)
     return st != TSR_TASK_SUBMITTED;
 }
 
+static int acquire(tsr_data_t *h, tsr_mode_t mode, void **ptr);
+
 int tsr_handle_acquire(tsr_handle_t id, tsr_mode_t mode, void **ptr)
 {
-    tsr_data_t *h;
-    int rc = tsr__handle_get(id, "handle_acquire", &h);
-    if (rc)
-        return rc;
+    if (tsr__in_codelet())
+        return tsr__fail(TSR_ESTATE, "handle_acquire: called from inside a codelet (it "
+                         "would wait for tasks, the running one among them)");
     if (!ptr)
         return tsr__fail(TSR_EINVAL, "handle_acquire: ptr is NULL");
     if (mode != TSR_R && mode != TSR_W && mode != TSR_RW)
         return tsr__fail(TSR_EINVAL, "handle_acquire: mode must be R, W or RW");
+    tsr_data_t *h;
+    int rc = tsr__handle_pin(id, "handle_acquire", &h);
+    if (rc)
+        return rc;
+    rc = acquire(h, mode, ptr);
+    tsr__handle_unpin(h);
+    return rc;
+}
+
+/* The acquisition of pinned h. Two threads acquiring one handle at once:
+ * the second to record itself gets TSR_EBUSY after its wait. */
+static int acquire(tsr_data_t *h, tsr_mode_t mode, void **ptr)
+{
     pthread_mutex_lock(&h->lock);
     bool busy = h->acquired != NULL;
     pthread_mutex_unlock(&h->lock);
     if (busy)
         return tsr__fail(TSR_EBUSY, "handle_acquire: handle already acquired");
     tsr_task_t t;
+    int rc;
     rc = tsr__submit_internal(TSR_KIND_ACQUIRE, h, mode, &t);
     if (rc)
         return rc;
@@ -610,9 +714,19 @@ int tsr_handle_acquire(tsr_handle_t id, tsr_mode_t mode, void **ptr)
     }
     void *p = req->ptr[0];
     pthread_mutex_lock(&h->lock);
-    h->acquired = t; /* keeps the submission reference */
-    h->acq_req = req;
+    busy = h->acquired != NULL;
+    if (!busy) {
+        h->acquired = t; /* keeps the submission reference */
+        h->acq_req = req;
+    }
     pthread_mutex_unlock(&h->lock);
+    if (busy) { /* another thread's acquisition was granted first */
+        tsr__mem_release(req);
+        free(req);
+        tsr__task_complete(t, TSR_RESULT_OK, -1);
+        tsr__task_unref(t);
+        return tsr__fail(TSR_EBUSY, "handle_acquire: handle already acquired");
+    }
     atomic_fetch_add(&tsr__rt.nacquired, 1);
     *ptr = p;
     return TSR_OK;
@@ -621,7 +735,7 @@ int tsr_handle_acquire(tsr_handle_t id, tsr_mode_t mode, void **ptr)
 int tsr_handle_release(tsr_handle_t id)
 {
     tsr_data_t *h;
-    int rc = tsr__handle_get(id, "handle_release", &h);
+    int rc = pin(id, "handle_release", true, &h);
     if (rc)
         return rc;
     pthread_mutex_lock(&h->lock);
@@ -630,6 +744,7 @@ int tsr_handle_release(tsr_handle_t id)
     h->acquired = NULL;
     h->acq_req = NULL;
     pthread_mutex_unlock(&h->lock);
+    tsr__handle_unpin(h);
     if (!t)
         return tsr__fail(TSR_EINVAL, "handle_release: handle is not acquired");
     tsr__mem_release(req);
@@ -643,19 +758,23 @@ int tsr_handle_release(tsr_handle_t id)
 int tsr_handle_invalidate(tsr_handle_t id)
 {
     tsr_data_t *h;
-    int rc = tsr__handle_get(id, "handle_invalidate", &h);
+    int rc = tsr__handle_pin(id, "handle_invalidate", &h);
     if (rc)
         return rc;
-    return tsr__submit_internal(TSR_KIND_INVALIDATE, h, TSR_W, NULL);
+    rc = tsr__submit_internal(TSR_KIND_INVALIDATE, h, TSR_W, NULL);
+    tsr__handle_unpin(h);
+    return rc;
 }
 
 int tsr_handle_wont_use(tsr_handle_t id)
 {
     tsr_data_t *h;
-    int rc = tsr__handle_get(id, "handle_wont_use", &h);
+    int rc = tsr__handle_pin(id, "handle_wont_use", &h);
     if (rc)
         return rc;
-    return tsr__submit_internal(TSR_KIND_WONTUSE, h, TSR_R, NULL);
+    rc = tsr__submit_internal(TSR_KIND_WONTUSE, h, TSR_R, NULL);
+    tsr__handle_unpin(h);
+    return rc;
 }
 
 void tsr__handles_release_acquired(void)
@@ -697,7 +816,7 @@ int tsr__handles_unregister_all(void)
         pthread_mutex_unlock(&h->lock);
         tsr_task_t t;
         if (open && tsr__submit_internal(TSR_KIND_BARRIER, h, TSR_W, &t) == TSR_OK)
-            tsr_task_wait(t);
+            tsr__task_wait(t);
         int r = tsr__handle_flush(h);
         rc = rc ? rc : r;
         tsr__handle_free(h);

@@ -118,6 +118,10 @@ struct tsr_task {
     uint8_t nuses;
 
     tsr_task_t free_next;  /* free list link */
+    /* while the application holds a reference (taskref.c): its generation
+     * and the hash chain of live references */
+    uint16_t uref_gen;
+    tsr_task_t uref_next;
     size_t args_size;
     _Alignas(16) unsigned char args[TSR_MAX_ARGS];
     /* the buffers whose handles' pending uses this task is at (data[] of
@@ -223,9 +227,12 @@ int tsr__handle_depend(tsr_data_t *h, tsr_task_t t, tsr_mode_t mode, int slot,
 /* The live handle an application id names, or NULL (NULL id, never an
  * id, unregistered, or from an earlier runtime). Takes no lock. */
 tsr_data_t *tsr__handle_lookup(tsr_handle_t id);
-/* The same for a public call: TSR_ESTATE before tsr_init, TSR_EINVAL for a
- * NULL or stale id, each with a message that starts with `what`. */
-int tsr__handle_get(tsr_handle_t id, const char *what, tsr_data_t **out);
+/* The same for a public call, pinned (handle.c, "Pins"): h is not freed
+ * until tsr__handle_unpin. TSR_ESTATE before tsr_init, TSR_EINVAL for a
+ * NULL or stale id, TSR_EBUSY while it is being unregistered, each with a
+ * message that starts with `what`. */
+int tsr__handle_pin(tsr_handle_t id, const char *what, tsr_data_t **out);
+void tsr__handle_unpin(tsr_data_t *h);
 /* A handle with an id but outside the registry (REDUX accumulators, and
  * the body of tsr_handle_register/alloc); NULL without memory. ptr: the
  * host buffer, or NULL. */
@@ -314,7 +321,27 @@ typedef struct tsr_worker {
     char pad[64];
 } tsr_worker_t;
 
+/* The application's task references (taskref.c): issue one for a
+ * submitted task (never fails), take a value back (the record, removed
+ * from the live set, or NULL for a stale, repeated or foreign value), put
+ * a taken one back (its wait did not consume it), strip a value's tag for
+ * the policy-side accessors, and forget every reference at shutdown. */
+tsr_task_t tsr__taskref_issue(tsr_task_t t);
+tsr_task_t tsr__taskref_take(tsr_task_t value);
+void tsr__taskref_put_back(tsr_task_t t);
+tsr_task_t tsr__task_untag(tsr_task_t value);
+void tsr__taskref_fini(void);
+/* tsr_task_wait on a record (internal tasks' references are records). */
+int tsr__task_wait(tsr_task_t t);
+
 /* What every driver's workers do the same way (execute.c). */
+/* Run t's implementation `impl` on bufs (its REDUX accumulators initialized
+ * first), marked as inside a codelet for this thread. */
+int tsr__worker_run_impl(tsr_task_t t, tsr_kernel_fn impl, void **bufs, const tsr_exec_t *exec);
+/* This thread runs a codelet now: the calls that wait for tasks (wait_all,
+ * task_wait, wait_tag, acquire, unregister, shutdown) refuse with
+ * TSR_ESTATE instead of deadlocking on the task that runs them. */
+bool tsr__in_codelet(void);
 /* The worker table: ncpu CPU workers, then one per accelerator node;
  * ncores > 0: workers are bound to cores i % ncores (when binding). */
 int tsr__workers_table(int ncpu, int ncores);

@@ -23,13 +23,24 @@
 
 /* ---- the handle's codelets, and the checks at submission ----------------- */
 
+static int set_reduction(tsr_data_t *h, const tsr_codelet_t *init,
+                         const tsr_codelet_t *reduce);
+
 int tsr_handle_set_reduction(tsr_handle_t id, const tsr_codelet_t *init,
                              const tsr_codelet_t *reduce)
 {
     tsr_data_t *h;
-    int rc = tsr__handle_get(id, "handle_set_reduction", &h);
+    int rc = tsr__handle_pin(id, "handle_set_reduction", &h);
     if (rc)
         return rc;
+    rc = set_reduction(h, init, reduce);
+    tsr__handle_unpin(h);
+    return rc;
+}
+
+static int set_reduction(tsr_data_t *h, const tsr_codelet_t *init,
+                         const tsr_codelet_t *reduce)
+{
     if (!init || !reduce)
         return tsr__fail(TSR_EINVAL, "handle_set_reduction: a codelet is NULL");
     if (init->nbuffers != 1 || reduce->nbuffers != 2)

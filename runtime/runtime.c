@@ -412,6 +412,9 @@ static void keep_first(int *rc, char *msg, size_t len, int r)
 
 int tsr_shutdown(void)
 {
+    if (tsr__in_codelet())
+        return tsr__fail(TSR_ESTATE, "shutdown: called from inside a codelet (it would wait "
+                         "for the task that runs it)");
     pthread_mutex_lock(&init_m);
     if (!tsr__running()) {
         pthread_mutex_unlock(&init_m);
@@ -439,6 +442,7 @@ int tsr_shutdown(void)
         keep_first(&rc, msg, sizeof msg, tsr__trace_write(tsr__rt.trace_path));
     tsr__comm_trace_free();
     undo_steps(NSTEPS - 1); /* everything but start_workers, undone above */
+    tsr__taskref_fini();
     tsr__tasks_free_pool();
     free_tags();
     atomic_store_explicit(&instance, 0, memory_order_relaxed);

@@ -260,15 +260,12 @@ static bool execute(tsr_worker_t *w, tsr_task_t t, int *rc)
         .memory_node = w->node,
         .cuda_fp32 = tsr__rt.cfg.cuda_fp32,
     };
-    *rc = tsr__redux_init_accumulators(t, bufs, &exec);
-    if (*rc == 0) {
-        /* On the application's thread, as on a one-core worker: a GEMM
-         * starts no thread team; the thread's own count comes back after. */
-        int threads = tsr_cpu_gemm_set_thread_count(1);
-        *rc = impl(bufs, t->args, &exec);
-        if (threads > 0)
-            tsr_cpu_gemm_set_thread_count(threads);
-    }
+    /* On the application's thread, as on a one-core worker: a GEMM starts
+     * no thread team; the thread's own count comes back after. */
+    int threads = tsr_cpu_gemm_set_thread_count(1);
+    *rc = tsr__worker_run_impl(t, impl, bufs, &exec);
+    if (threads > 0)
+        tsr_cpu_gemm_set_thread_count(threads);
     return true;
 }
 

@@ -206,6 +206,9 @@ int tsr_wait_all(void)
 {
     if (!tsr__running())
         return tsr__fail(TSR_ESTATE, "wait_all: runtime not initialized");
+    if (tsr__in_codelet())
+        return tsr__fail(TSR_ESTATE, "wait_all: called from inside a codelet (it would wait "
+                         "for the task that runs it)");
     if (atomic_load(&tsr__rt.nacquired) > 0)
         return tsr__fail(TSR_EBUSY,
                          "wait_all: a handle is acquired; tasks after it could "
@@ -216,12 +219,28 @@ int tsr_wait_all(void)
     return take_failures();
 }
 
-int tsr_task_wait(tsr_task_t t)
+int tsr_task_wait(tsr_task_t value)
 {
     if (!tsr__running())
         return tsr__fail(TSR_ESTATE, "task_wait: runtime not initialized");
-    if (!t)
+    if (!value)
         return tsr__fail(TSR_EINVAL, "task_wait: task is NULL");
+    if (tsr__in_codelet())
+        return tsr__fail(TSR_ESTATE, "task_wait: called from inside a codelet (waiting there "
+                         "can deadlock the worker that runs it)");
+    tsr_task_t t = tsr__taskref_take(value);
+    if (!t)
+        return tsr__fail(TSR_EINVAL, "task_wait: %p is not a live task reference (waited for "
+                         "already, from before the last tsr_shutdown, or never returned "
+                         "by tsr_submit)", (void *)value);
+    int rc = tsr__task_wait(t);
+    if (rc != TSR_OK && rc != TSR_ETASK)
+        tsr__taskref_put_back(t); /* not done: the reference stays */
+    return rc;
+}
+
+int tsr__task_wait(tsr_task_t t)
+{
     int rc = wait_until(task_is_done, t, "task_wait");
     if (rc != TSR_OK)
         return rc; /* the task is not done: its reference stays */
@@ -322,6 +341,9 @@ int tsr_wait_tag(uint64_t tag)
         return tsr__fail(TSR_ESTATE, "wait_tag: runtime not initialized");
     if (tag == 0)
         return tsr__fail(TSR_EINVAL, "wait_tag: tag 0 means 'no tag'");
+    if (tsr__in_codelet())
+        return tsr__fail(TSR_ESTATE, "wait_tag: called from inside a codelet (it may wait "
+                         "for the task that runs it)");
     int rc = wait_until(tag_done, &tag, "wait_tag");
     if (rc != TSR_OK)
         return rc;
@@ -924,6 +946,9 @@ static int bad_mode(int m)
            m != TSR_COMMUTE && m != TSR_REDUX;
 }
 
+static int submit_user(const tsr_task_desc_t *d, const tsr_codelet_t *cl, const char *name,
+                       tsr_data_t *const *hs, tsr_task_t *out);
+
 int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
 {
     if (out)
@@ -957,31 +982,40 @@ int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
                          "submit '%s': codelet '%s' has no implementation for "
                          "any worker's device",
                          name, cl->name ? cl->name : "");
-    /* The application's ids become the runtime's handles here: a NULL or
-     * stale id is refused before anything is recorded. */
-    tsr_data_t *hs[TSR_MAX_BUFFERS];
     for (int i = 0; i < d->nbuffers; i++) {
         if (!d->buffers[i].handle)
             return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d is a NULL handle",
                              name, i);
-        hs[i] = tsr__handle_lookup(d->buffers[i].handle);
-        if (!hs[i])
-            return tsr__fail(TSR_EINVAL,
-                             "submit '%s': buffer %d is a stale handle %p (unregistered, "
-                             "from before the last tsr_shutdown, or never returned by "
-                             "register/alloc)", name, i, (void *)d->buffers[i].handle);
         if (bad_mode(d->buffers[i].mode))
             return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d has mode %d",
                              name, i, (int)d->buffers[i].mode);
     }
-    for (int i = 0; i < d->nbuffers; i++) {
-        if (d->buffers[i].mode == TSR_REDUX) {
-            int rc = tsr__redux_check(hs, d->nbuffers, cl, name, i);
-            if (rc)
-                return rc;
-        }
+    /* The application's ids become the runtime's handles here, pinned until
+     * the task is recorded in their dependency state (an unregistration on
+     * another thread waits for that): a stale id, or one being
+     * unregistered, is refused before anything is recorded. */
+    tsr_data_t *hs[TSR_MAX_BUFFERS];
+    int npinned = 0, rc = TSR_OK;
+    char what[96];
+    for (int i = 0; i < d->nbuffers && rc == TSR_OK; i++) {
+        snprintf(what, sizeof what, "submit '%s': buffer %d", name, i);
+        if ((rc = tsr__handle_pin(d->buffers[i].handle, what, &hs[i])) == TSR_OK)
+            npinned++;
     }
+    for (int i = 0; i < d->nbuffers && rc == TSR_OK; i++)
+        if (d->buffers[i].mode == TSR_REDUX)
+            rc = tsr__redux_check(hs, d->nbuffers, cl, name, i);
+    if (rc == TSR_OK)
+        rc = submit_user(d, cl, name, hs, out);
+    for (int i = 0; i < npinned; i++)
+        tsr__handle_unpin(hs[i]);
+    return rc;
+}
 
+/* The task of a checked description on pinned handles. */
+static int submit_user(const tsr_task_desc_t *d, const tsr_codelet_t *cl, const char *name,
+                       tsr_data_t *const *hs, tsr_task_t *out)
+{
     tsr_task_t t = task_alloc();
     if (!t)
         return tsr__fail(TSR_ENOMEM, "submit '%s': out of memory", name);
@@ -1000,7 +1034,10 @@ int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
     t->args_size = d->args_size;
     if (d->args_size)
         memcpy(t->args, d->args, d->args_size);
-    return submit_common(t, out);
+    int rc = submit_common(t, out);
+    if (rc == TSR_OK && out && *out)
+        *out = tsr__taskref_issue(*out);
+    return rc;
 }
 
 int tsr__submit_internal(int kind, tsr_data_t *h, tsr_mode_t mode,
@@ -1039,21 +1076,27 @@ int tsr__submit_internal_args(int kind, tsr_data_t *h, tsr_mode_t mode, const ch
 /* ---- what policies may read -------------------------------------------- */
 
 /* A NULL task reads as an empty one: these answer, they never fail. */
-tsr_sched_fields_t *tsr_task_sched_fields(tsr_task_t t) { return t ? &t->sched : NULL; }
-int tsr_task_priority(tsr_task_t t) { return t ? t->priority : 0; }
-const char *tsr_task_name(tsr_task_t t) { return t ? t->name : NULL; }
-const tsr_codelet_t *tsr_task_codelet(tsr_task_t t) { return t ? t->cl : NULL; }
-int tsr_task_nbuffers(tsr_task_t t) { return t ? t->nbuffers : 0; }
+/* They take the application's references too (tsr__task_untag). */
+tsr_sched_fields_t *tsr_task_sched_fields(tsr_task_t t)
+{
+    return t ? &tsr__task_untag(t)->sched : NULL;
+}
+int tsr_task_priority(tsr_task_t t) { return t ? tsr__task_untag(t)->priority : 0; }
+const char *tsr_task_name(tsr_task_t t) { return t ? tsr__task_untag(t)->name : NULL; }
+const tsr_codelet_t *tsr_task_codelet(tsr_task_t t) { return t ? tsr__task_untag(t)->cl : NULL; }
+int tsr_task_nbuffers(tsr_task_t t) { return t ? tsr__task_untag(t)->nbuffers : 0; }
 
 /* Buffer i's handle id, as the application named it (a REDUX buffer stays
  * the application's handle after a worker took it). */
 tsr_handle_t tsr_task_handle(tsr_task_t t, int i)
 {
+    t = t ? tsr__task_untag(t) : NULL;
     return (t && i >= 0 && i < t->nbuffers) ? t->acc[i].handle : NULL;
 }
 
 tsr_mode_t tsr_task_mode(tsr_task_t t, int i)
 {
+    t = t ? tsr__task_untag(t) : NULL;
     return (t && i >= 0 && i < t->nbuffers) ? t->acc[i].mode : (tsr_mode_t)0;
 }
 

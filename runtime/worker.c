@@ -161,10 +161,8 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
                                            t->mreq.err, sizeof t->mreq.err);
     /* A failed exec_begin (no device made current) is the task's failure:
      * the implementation is not called. */
-    if (rc == 0)
-        rc = tsr__redux_init_accumulators(t, bufs, &exec);
     if (rc == 0) {
-        rc = t->cl->impl[w->device_kind](bufs, t->args, &exec);
+        rc = tsr__worker_run_impl(t, t->cl->impl[w->device_kind], bufs, &exec);
         if (rc != 0)
             describe_impl_failure(w, t, rc, before);
     }
