@@ -265,7 +265,8 @@ static int submit_on(const char *fn, const char *name, tsr_data_t *h, tsr_mode_t
     if (h->size % type_size(a->type))
         return tsr__fail(TSR_EINVAL, "%s: the handle's %zu bytes are not a whole number of "
                                      "%zu-byte elements", fn, h->size, type_size(a->type));
-    a->ordered = atomic_load(&C.ordered);
+    /* deterministic mode: every all-reduce in rank order */
+    a->ordered = atomic_load(&C.ordered) || tsr__rt.cfg.deterministic;
     a->timeout = atomic_load(&C.timeout);
     if (a->op == OP_ALLREDUCE || a->op == OP_BCAST)
         a->seq = atomic_fetch_add(&C.coll_seq, 1);

@@ -92,6 +92,7 @@ static const struct env_var {
     {"TESSERA_LIMIT_HOST_MEM", offsetof(tsr_config_t, host_mem), ENV_MIB, 0},
     {"TESSERA_PIPELINE", offsetof(tsr_config_t, pipeline), ENV_INT, 0},
     {"TESSERA_STATS", offsetof(tsr_config_t, stats), ENV_FLAG, 0},
+    {"TESSERA_DETERMINISTIC", offsetof(tsr_config_t, deterministic), ENV_FLAG, 0},
     {"TESSERA_CALIBRATE", offsetof(tsr_config_t, calibrate), ENV_INT, 0},
     {"TESSERA_SIMULATE_EXEC", offsetof(tsr_config_t, simulate_exec), ENV_FLAG, 0},
     {"TESSERA_LIMIT_DISK_MEM", offsetof(tsr_config_t, disk_mem), ENV_MIB, 0},

@@ -653,7 +653,7 @@ void tsr__task_ready(tsr_task_t t)
     if (t->kind == TSR_KIND_ACQUIRE) {
         /* The acquirer sleeps until it sees READY. */
         pthread_mutex_lock(&t->lock);
-        t->state = TSR_TASK_READY;
+        __atomic_store_n(&t->state, TSR_TASK_READY, __ATOMIC_RELEASE); /* task_done reads it unlocked */
         pthread_mutex_unlock(&t->lock);
         wake_waiters();
         return;
@@ -948,6 +948,8 @@ static int bad_mode(int m)
 
 static int submit_user(const tsr_task_desc_t *d, const tsr_codelet_t *cl, const char *name,
                        tsr_data_t *const *hs, tsr_task_t *out);
+static int submit_pinned(const tsr_task_desc_t *d, const tsr_codelet_t *cl, const char *name,
+                         tsr_task_t *out);
 
 int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
 {
@@ -990,6 +992,28 @@ int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
             return tsr__fail(TSR_EINVAL, "submit '%s': buffer %d has mode %d",
                              name, i, (int)d->buffers[i].mode);
     }
+    /* Deterministic mode: order-free accumulations in submission order.
+     * An accumulating codelet adds into its buffer under REDUX and COMMUTE
+     * as under RW (REDUX's accumulator starts at the identity), so the sum
+     * is the same function, summed in one order. */
+    tsr_access_t ordered[TSR_MAX_BUFFERS];
+    if (tsr__rt.cfg.deterministic && d->nbuffers > 0) {
+        memcpy(ordered, d->buffers, (size_t)d->nbuffers * sizeof *ordered);
+        for (int i = 0; i < d->nbuffers; i++)
+            if (ordered[i].mode == TSR_COMMUTE || ordered[i].mode == TSR_REDUX)
+                ordered[i].mode = TSR_RW;
+        tsr_task_desc_t od = *d;
+        od.buffers = ordered;
+        return submit_pinned(&od, cl, name, out);
+    }
+    return submit_pinned(d, cl, name, out);
+}
+
+/* Submission of a checked description: pin its handles, check REDUX
+ * buffers, make the task. */
+static int submit_pinned(const tsr_task_desc_t *d, const tsr_codelet_t *cl, const char *name,
+                         tsr_task_t *out)
+{
     /* The application's ids become the runtime's handles here, pinned until
      * the task is recorded in their dependency state (an unregistration on
      * another thread waits for that): a stale id, or one being

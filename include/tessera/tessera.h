@@ -97,6 +97,11 @@ typedef struct tsr_config {
                                   (0, default: the one whose next use among
                                   the submitted tasks is furthest) or
                                   TSR_EVICT_LRU (least recently used) */
+    int deterministic;         /* 1: bitwise-reproducible sums: order-free
+                                  accumulations (TSR_COMMUTE, TSR_REDUX) run
+                                  in submission order, as TSR_RW, and MPI
+                                  all-reduces sum in rank order (docs/runtime.md,
+                                  "Deterministic mode") */
 } tsr_config_t;
 
 /* Victim selection (tsr_config_t.evict). */
