@@ -40,11 +40,12 @@ void tsr_cpu_sumsq(size_t n, const float *x, float *acc);
 
 /* CUDA versions, device pointers, asynchronous on `stream`;
  * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure).
- * tsr_cuda_sumsq adds to acc[0] with one atomic per block. */
+ * tsr_cuda_sumsq adds to acc[0] with one atomic per block; deterministic:
+ * one block, so one addition in a fixed order (slower: one multiprocessor). */
 int tsr_cuda_adamw(void *stream, size_t n, int step, float lr, float beta1, float beta2,
                    float eps, float weight_decay, float grad_scale, float *g,
                    float *p, float *m, float *v, uint16_t *p_bf16, int zero_g);
-int tsr_cuda_sumsq(void *stream, size_t n, const float *x, float *acc);
+int tsr_cuda_sumsq(void *stream, size_t n, const float *x, float *acc, int deterministic);
 
 #ifdef __cplusplus
 }

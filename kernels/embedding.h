@@ -31,11 +31,13 @@ void tsr_cpu_embedding_bwd(int C, int T, int nv, int v0, const int32_t *tokens,
 
 /* CUDA versions, device pointers, asynchronous on `stream`;
  * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure).
- * The CUDA backward uses atomics (summation order of repeated tokens varies). */
+ * The CUDA backward uses atomics (summation order of repeated tokens varies),
+ * unless `deterministic`: then each channel of a row sums its tokens in
+ * order (one thread each). */
 int tsr_cuda_embedding_fwd(void *stream, int C, int T, int nv, int v0, const int32_t *tokens,
                            const float *w, float *out);
 int tsr_cuda_embedding_bwd(void *stream, int C, int T, int nv, int v0, const int32_t *tokens,
-                           const float *dout, float *dw);
+                           const float *dout, float *dw, int deterministic);
 
 #ifdef __cplusplus
 }

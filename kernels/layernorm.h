@@ -34,12 +34,14 @@ void tsr_cpu_layernorm_bwd(int C, int T, const float *dout, const float *x,
 
 /* CUDA versions, device pointers, asynchronous on `stream`;
  * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure).
- * The CUDA backward adds dgamma/dbeta with atomics (summation order varies). */
+ * The CUDA backward adds dgamma/dbeta with atomics (summation order varies),
+ * unless `deterministic`: then a second kernel sums them, one thread per
+ * channel, rows in order. */
 int tsr_cuda_layernorm_fwd(void *stream, int C, int T, const float *x, const float *gamma,
                            const float *beta, float eps, float *out, float *mean, float *rstd);
 int tsr_cuda_layernorm_bwd(void *stream, int C, int T, const float *dout, const float *x,
                            const float *gamma, const float *mean, const float *rstd,
-                           float *dx, float *dgamma, float *dbeta);
+                           float *dx, float *dgamma, float *dbeta, int deterministic);
 
 #ifdef __cplusplus
 }

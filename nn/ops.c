@@ -535,7 +535,7 @@ TILE_CODELET(cl_ln_bwd, "layernorm_bwd", 8, mn_args_t, ln_bwd_flops, ln_bwd_byte
              (tsr_cpu_layernorm_bwd(a->m, a->n, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5],
                buf[6], buf[7])),
              (tsr_cuda_layernorm_bwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], buf[3],
-               buf[4], buf[5], buf[6], buf[7])));
+               buf[4], buf[5], buf[6], buf[7], e->deterministic)));
 
 static int check_ln(const tsr_tensor_t *x, const tsr_tensor_t *stat, const char *op)
 {
@@ -656,7 +656,7 @@ TILE_CODELET(cl_embed_fwd, "embedding_fwd", 3, embed_args_t, embed_flops, embed_
 TILE_CODELET(cl_embed_bwd, "embedding_bwd", 3, embed_args_t, embed_flops, embed_bytes,
              (tsr_cpu_embedding_bwd(a->C, a->T, a->nv, a->v0, buf[0], buf[1], buf[2])),
              (tsr_cuda_embedding_bwd(e->cuda_stream, a->C, a->T, a->nv, a->v0, buf[0], buf[1],
-               buf[2])));
+               buf[2], e->deterministic)));
 
 int tsr__tokens_tile_ok(int tt, int seq_len, int nseq)
 {
@@ -1111,7 +1111,7 @@ static double sumsq_bytes(const void *args, const size_t *sizes)
 /* acc[0] += sum x^2                           x: (n) */
 TILE_CODELET(cl_sumsq, "sumsq", 2, void, two_n, sumsq_bytes,
              (tsr_cpu_sumsq(nelem(e, 0), buf[0], buf[1])),
-             (tsr_cuda_sumsq(e->cuda_stream, nelem(e, 0), buf[0], buf[1])));
+             (tsr_cuda_sumsq(e->cuda_stream, nelem(e, 0), buf[0], buf[1], e->deterministic)));
 
 int tsr__op_sumsq(const tsr_tensor_t *x, tsr_handle_t acc)
 {
@@ -1372,7 +1372,7 @@ static int ln_bwd_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
 {
     const mn_args_t *a = args;
     CUDA_THEN(tsr_cuda_layernorm_bwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], buf[3],
-                                     buf[4], buf[5], buf[6], buf[7]),
+                                     buf[4], buf[5], buf[6], buf[7], e->deterministic),
               tsr_cuda_f32_to_bf16(e->cuda_stream, (size_t)a->m * a->n, buf[5], buf[8]));
 }
 #endif

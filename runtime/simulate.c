@@ -259,6 +259,7 @@ static bool execute(tsr_worker_t *w, tsr_task_t t, int *rc)
         .sizes = t->sizes,
         .memory_node = w->node,
         .cuda_fp32 = tsr__rt.cfg.cuda_fp32,
+        .deterministic = tsr__rt.cfg.deterministic,
     };
     /* On the application's thread, as on a one-core worker: a GEMM starts
      * no thread team; the thread's own count comes back after. */

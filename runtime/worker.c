@@ -146,6 +146,7 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
         .sizes = t->sizes,
         .memory_node = w->node,
         .cuda_fp32 = tsr__rt.cfg.cuda_fp32,
+        .deterministic = tsr__rt.cfg.deterministic,
     };
     /* The CUDA kernels' last message before the call, to tell a new
      * failure from an old one. */

@@ -510,7 +510,7 @@ static void g_sum_axis1(void) { GCHECK(tsr_cuda_sum_axis(gs, 1, gC, gT, 1.0f, gA
 static void g_ln_fwd(void) { GCHECK(tsr_cuda_layernorm_fwd(gs, gC, gT, gA, gBv, gBv + gC, 1e-5f, gB, gMs, gMs + gT)); }
 static void g_ln_bwd(void)
 {
-    GCHECK(tsr_cuda_layernorm_bwd(gs, gC, gT, gCb, gA, gBv, gMs, gMs + gT, gB, gBv + 2 * gC, gBv + 3 * gC));
+    GCHECK(tsr_cuda_layernorm_bwd(gs, gC, gT, gCb, gA, gBv, gMs, gMs + gT, gB, gBv + 2 * gC, gBv + 3 * gC, 0));
 }
 static void g_gelu_fwd(void) { GCHECK(tsr_cuda_gelu_fwd(gs, gN, gA, gB)); }
 static void g_gelu_bwd(void) { GCHECK(tsr_cuda_gelu_bwd(gs, gN, gA, gCb, gB)); }
@@ -520,14 +520,14 @@ static void g_ce_bwd(void)
     GCHECK(tsr_cuda_crossentropy_bwd(gs, gNVT, (int)(gN / gNVT), 0, gA, gNVT, gLse, gTok, 1e-3f, gB, gNVT));
 }
 static void g_emb_fwd(void) { GCHECK(tsr_cuda_embedding_fwd(gs, gC, gT, gV, 0, gTok, gD, gB)); }
-static void g_emb_bwd(void) { GCHECK(tsr_cuda_embedding_bwd(gs, gC, gT, gV, 0, gTok, gCb, gD)); }
+static void g_emb_bwd(void) { GCHECK(tsr_cuda_embedding_bwd(gs, gC, gT, gV, 0, gTok, gCb, gD, 0)); }
 static void g_adamw(void) { GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE, NULL, 0)); }
 /* with the bf16 copy (into gH3, the bf16 GEMMs' output) */
 static void g_adamw_bf16(void)
 {
     GCHECK(tsr_cuda_adamw(gs, gN, 10, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, gA, gB, gCb, gE, gH3, 0));
 }
-static void g_sumsq(void) { GCHECK(tsr_cuda_sumsq(gs, gN, gA, gAcc)); }
+static void g_sumsq(void) { GCHECK(tsr_cuda_sumsq(gs, gN, gA, gAcc, 0)); }
 static void g_f2bf(void) { GCHECK(tsr_cuda_f32_to_bf16(gs, gN, gA, gH)); }
 static void g_bf2f(void) { GCHECK(tsr_cuda_bf16_to_f32(gs, gN, gH, gB)); }
 static void g_attn_fwd(void)

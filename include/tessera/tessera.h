@@ -209,6 +209,8 @@ typedef struct tsr_exec {
     void *cublas_handle;    /* cublasHandle_t bound to cuda_stream */
     int memory_node;        /* where the buffers are (0: host) */
     int cuda_fp32;          /* TSR_CUDA_FP32_…: the precision of fp32 GEMMs */
+    int deterministic;      /* tsr_config_t.deterministic: sums in a fixed
+                               order (no float atomics across threads) */
 } tsr_exec_t;
 
 /* An implementation: buffers[i] is the i-th buffer of the task on the

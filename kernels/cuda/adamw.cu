@@ -98,12 +98,14 @@ int tsr_cuda_adamw(void *stream, size_t n, int step, float lr, float beta1, floa
     return tsr_cuda_launched("k_adamw");
 }
 
-int tsr_cuda_sumsq(void *stream, size_t n, const float *x, float *acc)
+int tsr_cuda_sumsq(void *stream, size_t n, const float *x, float *acc, int deterministic)
 {
     if (n == 0)
         return 0;
     size_t blocks = tsr_blocks(n / 4 + 1, 256);
     blocks = blocks > 1024 ? 1024 : blocks;
+    if (deterministic) /* each thread's elements and the block's tree are fixed */
+        blocks = 1;
     TSR_LAUNCH(k_sumsq, (unsigned)blocks, 256, 0, TSR_STREAM(stream), n, x, acc, tsr_aligned16(x));
     return tsr_cuda_launched("k_sumsq");
 }

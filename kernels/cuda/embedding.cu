@@ -49,11 +49,15 @@ int tsr_cuda_embedding_fwd(void *stream, int C, int T, int nv, int v0, const int
 }
 
 int tsr_cuda_embedding_bwd(void *stream, int C, int T, int nv, int v0, const int32_t *tokens,
-                           const float *dout, float *dw)
+                           const float *dout, float *dw, int deterministic)
 {
     if (C <= 0 || T <= 0 || nv <= 0)
         return 0;
-    TSR_LAUNCH(k_emb_bwd, grid_of(C, T), 256, 0, TSR_STREAM(stream), C, T, nv, v0, tokens, dout,
-               dw);
+    /* deterministic: one block row, so each (row, channel) of dw is summed by
+     * one thread, token after token */
+    dim3 g = grid_of(C, T);
+    if (deterministic)
+        g.y = 1;
+    TSR_LAUNCH(k_emb_bwd, g, 256, 0, TSR_STREAM(stream), C, T, nv, v0, tokens, dout, dw);
     return tsr_cuda_launched("k_emb_bwd");
 }

@@ -38,7 +38,7 @@ __global__ void k_ln_fwd(int C, int T, const float *x, const float *gamma, const
  * use_smem: accumulate dgamma/dbeta in 2*C floats of dynamic shared memory. */
 __global__ void k_ln_bwd(int C, int T, const float *dout, const float *x, const float *gamma,
                          const float *mean, const float *rstd, float *dx, float *dgamma,
-                         float *dbeta, int use_smem)
+                         float *dbeta, int use_smem, int params)
 {
     TSR_DYNAMIC_SHARED(float, sh);
     /* without shared memory the block may have none: no offset from it */
@@ -64,22 +64,40 @@ __global__ void k_ln_bwd(int C, int T, const float *dout, const float *x, const 
             float xhat = (xt[c] - mu) * rs;
             float d = dt[c];
             dxt[c] += rs * (gamma[c] * d - ma - xhat * mb);
-            if (use_smem) {
+            if (params && use_smem) {
                 atomicAdd(&sg[c], d * xhat);
                 atomicAdd(&sb[c], d);
-            } else {
+            } else if (params) {
                 atomicAdd(&dgamma[c], d * xhat);
                 atomicAdd(&dbeta[c], d);
             }
         }
     }
-    if (use_smem) {
+    if (use_smem && params) {
         __syncthreads();
         for (int c = threadIdx.x; c < C; c += blockDim.x) {
             atomicAdd(&dgamma[c], sg[c]);
             atomicAdd(&dbeta[c], sb[c]);
         }
     }
+}
+
+/* The deterministic dgamma, dbeta: one thread per channel sums the rows in
+ * order.   dout, x: (C, T), mean, rstd: (T), dgamma, dbeta: (C) */
+__global__ void k_ln_bwd_params(int C, int T, const float *dout, const float *x,
+                                const float *mean, const float *rstd, float *dgamma, float *dbeta)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    float g = 0.0f, b = 0.0f;
+    for (int t = 0; t < T; t++) {
+        float d = dout[(size_t)t * C + c];
+        g += d * (x[(size_t)t * C + c] - mean[t]) * rstd[t];
+        b += d;
+    }
+    dgamma[c] += g;
+    dbeta[c] += b;
 }
 
 int tsr_cuda_layernorm_fwd(void *stream, int C, int T, const float *x, const float *gamma,
@@ -94,7 +112,7 @@ int tsr_cuda_layernorm_fwd(void *stream, int C, int T, const float *x, const flo
 
 int tsr_cuda_layernorm_bwd(void *stream, int C, int T, const float *dout, const float *x,
                            const float *gamma, const float *mean, const float *rstd, float *dx,
-                           float *dgamma, float *dbeta)
+                           float *dgamma, float *dbeta, int deterministic)
 {
     if (C <= 0 || T <= 0)
         return 0;
@@ -103,7 +121,14 @@ int tsr_cuda_layernorm_bwd(void *stream, int C, int T, const float *dout, const 
     /* blocks share the flush of dgamma/dbeta: fewer, fuller blocks for big C */
     int blocks = (T + WARPS - 1) / WARPS;
     blocks = blocks > 512 ? 512 : blocks;
+    if (deterministic)
+        use_smem = 0;
     TSR_LAUNCH(k_ln_bwd, blocks, WARPS * 32, use_smem ? smem : 0, TSR_STREAM(stream), C, T, dout, x,
-               gamma, mean, rstd, dx, dgamma, dbeta, use_smem);
-    return tsr_cuda_launched("k_ln_bwd");
+               gamma, mean, rstd, dx, dgamma, dbeta, use_smem, !deterministic);
+    int rc = tsr_cuda_launched("k_ln_bwd");
+    if (rc || !deterministic)
+        return rc;
+    TSR_LAUNCH(k_ln_bwd_params, (C + 127) / 128, 128, 0, TSR_STREAM(stream), C, T, dout, x, mean,
+               rstd, dgamma, dbeta);
+    return tsr_cuda_launched("k_ln_bwd_params");
 }

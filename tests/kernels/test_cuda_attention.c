@@ -279,7 +279,7 @@ Test(cuda_crossentropy, loss_and_gradient_on_a_vocab_tile)
 }
 
 /* {C, T, nv, v0}: repeated tokens and ids outside [v0, v0 + nv) */
-static void emb_case(void *st, int C, int T, int nv, int v0, uint64_t salt)
+static void emb_case(void *st, int C, int T, int nv, int v0, uint64_t salt, int det)
 {
     kt_rng r = kt_seed(salt);
     int32_t *tok = malloc(sizeof(int32_t) * T);
@@ -291,7 +291,7 @@ static void emb_case(void *st, int C, int T, int nv, int v0, uint64_t salt)
     float *d_dout = kt_to_dev(dout, (size_t)C * T), *d_dw = kt_to_dev(dw, (size_t)C * nv);
     int32_t *d_tok = kt_to_dev_bytes(tok, sizeof(int32_t) * T);
     KT_CUDA_OK(tsr_cuda_embedding_fwd(st, C, T, nv, v0, d_tok, d_w, d_out));
-    KT_CUDA_OK(tsr_cuda_embedding_bwd(st, C, T, nv, v0, d_tok, d_dout, d_dw));
+    KT_CUDA_OK(tsr_cuda_embedding_bwd(st, C, T, nv, v0, d_tok, d_dout, d_dw, det));
     tsr_cpu_embedding_fwd(C, T, nv, v0, tok, w, out);
     tsr_cpu_embedding_bwd(C, T, nv, v0, tok, dout, dw);
     float *g = kt_from_dev(d_out, (size_t)C * T);
@@ -310,6 +310,7 @@ Test(cuda_embedding, gather_and_scatter_add)
     void *st = kt_stream();
     const int cases[][4] = {{300, 50, 20, 10}, {1, 7, 5, 0}, {257, 3, 2, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        emb_case(st, cases[i][0], cases[i][1], cases[i][2], cases[i][3], 450 + i);
+        for (int det = 0; det < 2; det++)
+            emb_case(st, cases[i][0], cases[i][1], cases[i][2], cases[i][3], 450 + i, det);
     cudaStreamDestroy((cudaStream_t)st);
 }

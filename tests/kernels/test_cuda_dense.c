@@ -253,17 +253,34 @@ Test(cuda_layernorm, forward_backward_smem_and_global_paths)
         g = kt_from_dev(d_rstd, T);
         kt_assert_close_f("cuda layernorm rstd", g, rstd, T, 1e-6, 1e-5);
         free(g);
-        KT_CUDA_OK(tsr_cuda_layernorm_bwd(st, C, T, d_dout, d_x, d_ga, d_mean, d_rstd, d_dx, d_dga, d_dbe));
+        float *dx0 = kt_alloc(n), *dga0 = kt_alloc(C), *dbe0 = kt_alloc(C);
+        memcpy(dx0, dx, n * sizeof *dx), memcpy(dga0, dga, C * sizeof *dga);
+        memcpy(dbe0, dbe, C * sizeof *dbe);
         tsr_cpu_layernorm_bwd(C, T, dout, x, ga, mean, rstd, dx, dga, dbe);
-        g = kt_from_dev(d_dx, n);
-        kt_assert_close_f("cuda layernorm dx", g, dx, n, 1e-5, 1e-4);
-        free(g);
-        g = kt_from_dev(d_dga, C);
-        kt_assert_close_f("cuda layernorm dgamma", g, dga, C, 1e-5 * T, 1e-4);
-        free(g);
-        g = kt_from_dev(d_dbe, C);
-        kt_assert_close_f("cuda layernorm dbeta", g, dbe, C, 1e-5 * T, 1e-4);
-        free(g);
+        /* with atomics, then deterministic (twice: the same bits) */
+        float *det_dga = NULL;
+        for (int det = 0; det < 3; det++) {
+            kt_upload(d_dx, dx0, n), kt_upload(d_dga, dga0, C), kt_upload(d_dbe, dbe0, C);
+            KT_CUDA_OK(tsr_cuda_layernorm_bwd(st, C, T, d_dout, d_x, d_ga, d_mean, d_rstd, d_dx,
+                                              d_dga, d_dbe, det > 0));
+            g = kt_from_dev(d_dx, n);
+            kt_assert_close_f("cuda layernorm dx", g, dx, n, 1e-5, 1e-4);
+            free(g);
+            g = kt_from_dev(d_dga, C);
+            kt_assert_close_f("cuda layernorm dgamma", g, dga, C, 1e-5 * T, 1e-4);
+            if (det == 1)
+                det_dga = g;
+            else if (det == 2) {
+                cr_assert_eq(memcmp(g, det_dga, C * sizeof *g), 0,
+                             "deterministic dgamma differs between two runs (C %d, T %d)", C, T);
+                free(g), free(det_dga);
+            } else
+                free(g);
+            g = kt_from_dev(d_dbe, C);
+            kt_assert_close_f("cuda layernorm dbeta", g, dbe, C, 1e-5 * T, 1e-4);
+            free(g);
+        }
+        free(dx0), free(dga0), free(dbe0);
         cudaFree(d_x), cudaFree(d_ga), cudaFree(d_be), cudaFree(d_out), cudaFree(d_mean);
         cudaFree(d_rstd), cudaFree(d_dout), cudaFree(d_dx), cudaFree(d_dga), cudaFree(d_dbe);
         free(x), free(ga), free(be), free(dout), free(dx), free(dga), free(dbe), free(out);
@@ -330,10 +347,17 @@ Test(cuda_adamw, step_and_sumsq)
         kt_assert_close_f("cuda adamw v", hv, v, n, 1e-9, 1e-6);
         float acc = 1.0f, *dacc = kt_to_dev(&acc, 1);
         kt_upload(dg, g, n); /* again: a consuming step zeroed it */
-        KT_CUDA_OK(tsr_cuda_sumsq(st, n, dg, dacc));
         tsr_cpu_sumsq(n, g, &acc);
-        float *hacc = kt_from_dev(dacc, 1);
-        kt_assert_close_f("cuda sumsq", hacc, &acc, 1, 0, 1e-5);
+        float *hacc = NULL;
+        for (int det = 0; det < 2; det++) { /* atomics across blocks, then one block */
+            float one = 1.0f;
+            kt_upload(dacc, &one, 1);
+            KT_CUDA_OK(tsr_cuda_sumsq(st, n, dg, dacc, det));
+            free(hacc);
+            hacc = kt_from_dev(dacc, 1);
+            kt_assert_close_f(det ? "cuda sumsq, deterministic" : "cuda sumsq", hacc, &acc, 1, 0,
+                              1e-5);
+        }
         cudaFree(dp), cudaFree(dm), cudaFree(dv), cudaFree(bg), cudaFree(dacc);
         free(p), free(m), free(v), free(g), free(hp), free(hm), free(hv), free(hacc);
     }
