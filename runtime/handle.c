@@ -387,6 +387,11 @@ static int handle_new(tsr_handle_t *out, void *ptr, size_t size, bool registered
         return tsr__fail(TSR_ESTATE, "handle: runtime not initialized");
     if (size == 0)
         return tsr__fail(TSR_EINVAL, "handle: size is 0");
+    /* Sizes near SIZE_MAX would wrap when rounded to an alignment or summed
+     * over a task's buffers: a tiny buffer that claims to be huge. */
+    if (size > TSR_MAX_HANDLE_SIZE)
+        return tsr__fail(TSR_EINVAL, "handle: size %zu is more than the largest handle "
+                         "(TSR_MAX_HANDLE_SIZE, %zu bytes)", size, (size_t)TSR_MAX_HANDLE_SIZE);
     if (registered && !ptr)
         return tsr__fail(TSR_EINVAL, "handle_register: buffer is NULL");
     tsr_data_t *h = tsr__handle_new_internal(ptr, size);

@@ -274,6 +274,36 @@ Test(misuse, null_arguments)
     stop_runtime();
 }
 
+/* Sizes within 63 of SIZE_MAX wrapped when rounded to the host's 64-byte
+ * alignment: a task given such a handle crashed (RW) or got a tiny buffer
+ * that claimed SIZE_MAX bytes (W). Every size above 2^56 - 1 (the
+ * documented largest handle on 64-bit machines) is refused, naming it. */
+Test(misuse, handle_sizes_near_size_max)
+{
+    start_runtime(1, NULL, 0);
+    const size_t sizes[] = {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 63, SIZE_MAX - 64,
+                            (size_t)1 << 63, (size_t)1 << 56};
+    int x = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "%zu", sizes[i]);
+        tsr_handle_t h = (tsr_handle_t)&x;
+        cr_assert_eq(tsr_handle_alloc(&h, sizes[i]), TSR_EINVAL, "alloc(%s)", want);
+        cr_assert_null(h, "a refused handle is NULL");
+        assert_msg(want);
+        cr_assert_eq(tsr_handle_register(&h, &x, sizes[i]), TSR_EINVAL, "register(%s)", want);
+        assert_msg(want);
+    }
+    cr_assert_eq(TSR_MAX_HANDLE_SIZE, ((size_t)1 << 56) - 1);
+    /* The runtime keeps working. */
+    tsr_handle_t h;
+    cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
+    cr_assert_eq(submit_add(h), TSR_OK);
+    cr_assert_eq(read_int(h), 1);
+    cr_assert_eq(tsr_handle_unregister(h), TSR_OK);
+    stop_runtime();
+}
+
 Test(misuse, acquisition_misuse)
 {
     start_runtime(2, NULL, 0);
