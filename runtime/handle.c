@@ -597,10 +597,11 @@ int tsr_handle_acquire(tsr_handle_t id, tsr_mode_t mode, void **ptr)
          * its worker and memory node, and why. */
         char why[sizeof t->mreq.err];
         snprintf(why, sizeof why, "%s", t->mreq.err);
+        int cause = t->cause;
         tsr__task_complete(t, TSR_RESULT_CANCELLED, -1);
         tsr__task_unref(t);
-        return tsr__fail(TSR_ETASK,
-                         "handle_acquire: a task writing the handle failed: %s", why);
+        return tsr__fail_cause(TSR_ETASK, cause,
+                               "handle_acquire: a task writing the handle failed: %s", why);
     }
     tsr_mem_req_t *req = malloc(sizeof *req);
     rc = req ? tsr__handle_host_access(h, req, mode == TSR_R ? TSR_MEM_R

@@ -86,6 +86,11 @@ struct tsr_task {
     int state;             /* state, result, waited, succ: under lock */
     int result;
     int error_code;        /* what the implementation returned */
+    int cause;             /* the failure's status for tsr_error_cause():
+                              the runtime's code (TSR_ENOMEM, TSR_EIO, …)
+                              when it failed the task, TSR_ETASK when the
+                              implementation did; a cancelled task's is the
+                              failure's that cancelled it */
     /* why it failed: mreq.err below (the directory's or device's reason,
      * then "task 'x' on worker w (node): reason"; for a cancelled task,
      * the reason of the failure that cancelled it) */
@@ -441,6 +446,7 @@ typedef struct tsr_runtime {
     pthread_mutex_t err_m;
     int nfailed, ncancelled;
     char first_error[512];
+    int first_cause; /* its tsr_task.cause */
 
     /* tags: open-addressing table of (tag, pending count), under tag_m */
     pthread_mutex_t tag_m;

@@ -49,6 +49,15 @@ TSR_API const char *tsr_strerror(int status);
  * failures: the failing task's name and status). Never NULL. */
 TSR_API const char *tsr_error_message(void);
 
+/* The status behind the last failing call on this thread. For a TSR_ETASK,
+ * why the first failed task failed: TSR_ENOMEM when its buffers could not
+ * be had on its memory node (more than the node holds, or no room even
+ * after eviction), TSR_EIO or TSR_EDEVICE when a copy or device call
+ * failed, TSR_ETASK when its implementation returned an error. A task
+ * cancelled by a failure has that failure's cause. For every other status,
+ * the status itself. */
+TSR_API int tsr_error_cause(void);
+
 /* ---- initialization ---------------------------------------------------- */
 
 typedef struct tsr_config {
