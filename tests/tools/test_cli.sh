@@ -117,5 +117,11 @@ check missing_checkpoint_does_not_exist says "checkpoint '$TMP/none' does not ex
     "$BIN/tessera-generate" --checkpoint "$TMP/none"
 check folder_as_text_is_a_directory says "'$TMP/folder' is a directory" \
     "$BIN/tessera-tokenize" "$TMP/folder" -o "$TMP/x"
+# A FIFO named as a text input blocked open() for ever when nothing wrote to
+# it: refused at once ('-' reads standard input).
+check fifo_as_prompts_is_refused says "'$TMP/fifo' is not a regular file (a FIFO)" \
+    timeout 20 "$BIN/tessera-generate" --checkpoint "$TMP/a" --prompts "$TMP/fifo"
+check fifo_as_text_is_refused says "'$TMP/fifo' is not a regular file (a FIFO)" \
+    timeout 20 "$BIN/tessera-tokenize" "$TMP/fifo" -o "$TMP/x"
 
 finish
