@@ -385,6 +385,15 @@ void tsr__comm_stop(void);
 struct tsr_trace_event;
 size_t tsr__comm_trace(const struct tsr_trace_event **ev);
 void tsr__comm_trace_free(void);
+/* A communication timeout (comm_timeout.c): seconds >= 0 or inf into *out,
+ * 0 ("none") for 0, inf and anything from TSR__MPI_MAX_TIMEOUT_S on (a
+ * deadline in ns would overflow); nan or negative: TSR_EINVAL, the message
+ * starting with `what`. */
+#define TSR__MPI_MAX_TIMEOUT_S 1e9 /* 31 years */
+int tsr__mpi_timeout(double seconds, const char *what, double *out);
+/* TESSERA_MPI_TIMEOUT checked as above into *out: 1 when set, 0 when unset
+ * or empty (*out untouched), TSR_EINVAL naming the variable otherwise. */
+int tsr__mpi_timeout_env(double *out);
 
 /* ---- tracing (trace.c) ------------------------------------------------- */
 
