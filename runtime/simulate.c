@@ -164,15 +164,15 @@ static void sim_data_ready(tsr_mem_req_t *r)
         queue_turn(w, -1);
 }
 
-/* Start t on w: its completion is an event. */
-/* Start t on w; false when t failed instead (w may take the next one). */
+/* Start t on w: its completion is an event. False when t failed instead
+ * (w may take the next one). */
 static bool run_task(tsr_worker_t *w, tsr_task_t t)
 {
     simw_t *s = &sim.w[w->id];
     uint64_t now = tsr__vclock_now();
     double secs = 0;
     uint64_t ns = task_ns(w, t, &secs);
-    if (ns > MAX_VIRTUAL_NS - now) {
+    if (now > MAX_VIRTUAL_NS || ns > MAX_VIRTUAL_NS - now) {
         tsr__mem_release(&t->mreq);
         snprintf(t->mreq.err, sizeof t->mreq.err,
                  "a simulated duration of %g s %s: the platform's rates (or the models) "
