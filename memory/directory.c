@@ -1199,7 +1199,9 @@ int tsr__mem_acquire(tsr_mem_req_t *r)
     r->t_start = tsr__mem_now_ns();
     size_t total = 0;
     for (int k = 0; k < r->n; k++) {
-        total += r->e[k]->size;
+        /* saturating: a sum past SIZE_MAX fits no node either */
+        size_t sz = r->e[k]->size;
+        total = sz > SIZE_MAX - total ? SIZE_MAX : total + sz;
         r->pinned[k] = false;
         r->ptr[k] = NULL;
     }

@@ -79,6 +79,7 @@ uint64_t tsr__mem_link_bytes(int s, int d)
  * thread's node: the worker that first needs a tile gets it locally. */
 #define NUMA_MIN (2u << 20)
 
+/* n rounded up to 64; n <= SIZE_MAX - 63 (tsr__host_alloc checks). */
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* Pinned memory for host replicas (tsr__host_set_pinned), from the first
@@ -108,6 +109,8 @@ void *tsr__host_alloc(size_t size)
     }
     if (mem.numa && size >= NUMA_MIN)
         return numa_alloc_local(size);
+    if (size > SIZE_MAX - 63)
+        return NULL; /* rounding up would wrap to a tiny buffer */
 #ifdef TSR_HAVE_JEMALLOC
     return mallocx(round64(size), MALLOCX_ALIGN(64));
 #else

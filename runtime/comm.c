@@ -53,7 +53,7 @@ typedef struct comm_args {
     int tag;
     int type, red;   /* TSR_MPI_FLOAT/DOUBLE/BYTE; TSR_MPI_SUM/MAX */
     int ordered;     /* all-reduce in rank order (tsr_mpi_set_ordered) */
-    double timeout;  /* seconds (tsr_mpi_set_timeout at submission); <= 0: none */
+    double timeout;  /* seconds (tsr_mpi_set_timeout at submission); 0: none */
     uint64_t seq;    /* collectives: the submission number */
 } comm_args_t;
 
@@ -78,7 +78,7 @@ static struct {
     int inited, finalized, owned;
     int rank, size, level;
     MPI_Comm comm;           /* MPI_COMM_WORLD duplicated: errors return */
-    _Atomic double timeout;  /* seconds; <= 0: none (set by the application) */
+    _Atomic double timeout;  /* seconds, below TSR__MPI_MAX_TIMEOUT_S; 0: none */
     atomic_int ordered;
     atomic_uint_fast64_t coll_seq; /* collectives submitted */
     uint64_t next_coll;      /* the next to post (communication thread) */
@@ -138,16 +138,10 @@ int tsr_mpi_init(int *argc, char ***argv)
         return tsr__fail(TSR_ESTATE, "mpi_init: called %s", C.inited ? "twice" : "after mpi_finalize");
     if (tsr__running())
         return tsr__fail(TSR_ESTATE, "mpi_init: call it before tsr_init");
-    const char *env = getenv("TESSERA_MPI_TIMEOUT");
     double timeout = atomic_load(&C.timeout);
-    if (env && *env) {
-        char *end;
-        errno = 0;
-        timeout = strtod(env, &end);
-        if (errno || *end)
-            return tsr__fail(TSR_EINVAL, "mpi_init: TESSERA_MPI_TIMEOUT='%s' is not a number of "
-                                         "seconds", env);
-    }
+    int trc = tsr__mpi_timeout_env(&timeout);
+    if (trc < 0)
+        return trc;
     int already = 0, level = MPI_THREAD_SINGLE;
     MPI_Initialized(&already);
     if (already) {
@@ -217,8 +211,11 @@ int tsr_mpi_finalize(void)
 
 int tsr_mpi_set_timeout(double seconds)
 {
-    atomic_store(&C.timeout, seconds);
-    return TSR_OK;
+    double t;
+    int rc = tsr__mpi_timeout(seconds, "mpi_set_timeout", &t);
+    if (rc == TSR_OK)
+        atomic_store(&C.timeout, t);
+    return rc;
 }
 
 int tsr_mpi_set_ordered(int ordered)

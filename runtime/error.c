@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 static _Thread_local char tsr_errmsg[1024];
+static _Thread_local int tsr_errcause;
 
 const char *tsr_strerror(int status)
 {
@@ -28,11 +29,27 @@ const char *tsr_error_message(void)
     return tsr_errmsg;
 }
 
+int tsr_error_cause(void)
+{
+    return tsr_errcause;
+}
+
 int tsr__fail(int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(tsr_errmsg, sizeof tsr_errmsg, fmt, ap);
     va_end(ap);
+    tsr_errcause = status;
+    return status;
+}
+
+int tsr__fail_cause(int status, int cause, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tsr_errmsg, sizeof tsr_errmsg, fmt, ap);
+    va_end(ap);
+    tsr_errcause = cause;
     return status;
 }

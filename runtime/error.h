@@ -14,6 +14,10 @@ extern "C" {
 
 int tsr__fail(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* tsr__fail whose tsr_error_cause() is `cause` (a task failure: TSR_ETASK
+ * returned, the failed task's cause kept). */
+int tsr__fail_cause(int status, int cause, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #ifdef __cplusplus
 }

@@ -442,6 +442,11 @@ static int handle_new(tsr_handle_t *out, void *ptr, size_t size, bool registered
         return tsr__fail(TSR_ESTATE, "handle: runtime not initialized");
     if (size == 0)
         return tsr__fail(TSR_EINVAL, "handle: size is 0");
+    /* Sizes near SIZE_MAX would wrap when rounded to an alignment or summed
+     * over a task's buffers: a tiny buffer that claims to be huge. */
+    if (size > TSR_MAX_HANDLE_SIZE)
+        return tsr__fail(TSR_EINVAL, "handle: size %zu is more than the largest handle "
+                         "(TSR_MAX_HANDLE_SIZE, %zu bytes)", size, (size_t)TSR_MAX_HANDLE_SIZE);
     if (registered && !ptr)
         return tsr__fail(TSR_EINVAL, "handle_register: buffer is NULL");
     tsr_data_t *h = tsr__handle_new_internal(ptr, size);
@@ -696,10 +701,11 @@ static int acquire(tsr_data_t *h, tsr_mode_t mode, void **ptr)
          * its worker and memory node, and why. */
         char why[sizeof t->mreq.err];
         snprintf(why, sizeof why, "%s", t->mreq.err);
+        int cause = t->cause;
         tsr__task_complete(t, TSR_RESULT_CANCELLED, -1);
         tsr__task_unref(t);
-        return tsr__fail(TSR_ETASK,
-                         "handle_acquire: a task writing the handle failed: %s", why);
+        return tsr__fail_cause(TSR_ETASK, cause,
+                               "handle_acquire: a task writing the handle failed: %s", why);
     }
     tsr_mem_req_t *req = malloc(sizeof *req);
     rc = req ? tsr__handle_host_access(h, req, mode == TSR_R ? TSR_MEM_R

@@ -86,6 +86,11 @@ struct tsr_task {
     int state;             /* state, result, waited, succ: under lock */
     int result;
     int error_code;        /* what the implementation returned */
+    int cause;             /* the failure's status for tsr_error_cause():
+                              the runtime's code (TSR_ENOMEM, TSR_EIO, …)
+                              when it failed the task, TSR_ETASK when the
+                              implementation did; a cancelled task's is the
+                              failure's that cancelled it */
     /* why it failed: mreq.err below (the directory's or device's reason,
      * then "task 'x' on worker w (node): reason"; for a cancelled task,
      * the reason of the failure that cancelled it) */
@@ -407,6 +412,15 @@ void tsr__comm_stop(void);
 struct tsr_trace_event;
 size_t tsr__comm_trace(const struct tsr_trace_event **ev);
 void tsr__comm_trace_free(void);
+/* A communication timeout (comm_timeout.c): seconds >= 0 or inf into *out,
+ * 0 ("none") for 0, inf and anything from TSR__MPI_MAX_TIMEOUT_S on (a
+ * deadline in ns would overflow); nan or negative: TSR_EINVAL, the message
+ * starting with `what`. */
+#define TSR__MPI_MAX_TIMEOUT_S 1e9 /* 31 years */
+int tsr__mpi_timeout(double seconds, const char *what, double *out);
+/* TESSERA_MPI_TIMEOUT checked as above into *out: 1 when set, 0 when unset
+ * or empty (*out untouched), TSR_EINVAL naming the variable otherwise. */
+int tsr__mpi_timeout_env(double *out);
 
 /* ---- tracing (trace.c) ------------------------------------------------- */
 
@@ -468,6 +482,7 @@ typedef struct tsr_runtime {
     pthread_mutex_t err_m;
     int nfailed, ncancelled;
     char first_error[512];
+    int first_cause; /* its tsr_task.cause */
 
     /* tags: open-addressing table of (tag, pending count), under tag_m */
     pthread_mutex_t tag_m;

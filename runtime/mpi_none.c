@@ -29,10 +29,14 @@ int tsr_mpi_size(void)
     return 1;
 }
 
+/* Arguments are checked before the missing MPI is reported, as with MPI:
+ * a bad timeout is the same error in every build. */
 int tsr_mpi_init(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    return none("mpi_init");
+    double t;
+    int rc = tsr__mpi_timeout_env(&t);
+    return rc < 0 ? rc : none("mpi_init");
 }
 
 int tsr_mpi_finalize(void)
@@ -42,8 +46,9 @@ int tsr_mpi_finalize(void)
 
 int tsr_mpi_set_timeout(double seconds)
 {
-    (void)seconds;
-    return none("mpi_set_timeout");
+    double t;
+    int rc = tsr__mpi_timeout(seconds, "mpi_set_timeout", &t);
+    return rc < 0 ? rc : none("mpi_set_timeout");
 }
 
 int tsr_mpi_set_ordered(int ordered)

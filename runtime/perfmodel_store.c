@@ -7,6 +7,7 @@
  * models' business), or fail open because the directory does not exist yet
  * (it is created at the first write).
  */
+#include "runtime/file.h"
 #include "runtime/perfmodel_store.h"
 
 #include <tessera/tessera.h>
@@ -227,12 +228,13 @@ char *tsr__pmstore_read(const char *name, bool *missing, char *err, size_t errle
     *missing = false;
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/%s", store.dir, name);
-    FILE *f = fopen(path, "rb");
+    char why[128];
+    FILE *f = tsr__fopen_regular(path, why, sizeof why);
     if (!f) {
         if (errno == ENOENT || errno == ENOTDIR)
             *missing = true;
         else
-            snprintf(err, errlen, "%s", strerror(errno));
+            snprintf(err, errlen, "%s", why);
         return NULL;
     }
     struct stat st;

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "runtime/error.h"
+#include "runtime/file.h"
 #include "runtime/json.h"
 
 #define MAX_FILE ((size_t)1 << 20)   /* a platform file is a few KiB */
@@ -26,6 +27,16 @@
 #define TERA 1e12
 #define MICRO 1e-6
 #define MAX_GIB 1048576.0            /* 1 PiB: keeps bytes in a size_t */
+/* Physical floors. A rate near 0 (1e-300 TFLOPS) makes every task last
+ * longer than the virtual clock counts: the step time saturated and the run
+ * "succeeded". 1e-6 of the unit (1 MFLOP/s, 1 kB/s) is far below any real
+ * device; an efficiency under 0.1% is a broken model, not a slow device;
+ * a node under a page holds no tile (and 0 bytes of host would read as
+ * "unlimited"). Latencies are at most 1e6 µs (1 s) and finite. */
+#define MIN_RATE 1e-6                /* TFLOPS, GB/s */
+#define MIN_EFFICIENCY 1e-3
+#define MIN_GIB (4096 / GIB)         /* one page */
+#define MAX_US 1e6                   /* 1 s */
 #define MAX_CPU_WORKERS 4096
 
 /* What a validation error names: the file and the field path. */
@@ -193,8 +204,8 @@ static int read_link(const ctx_t *c, const tsr__json_t *obj, const char *prefix,
     double bw, lat;
     if ((rc = only_keys(c, o, f, keys)) || (rc = check_text(c, o, f, "source")) ||
         (rc = check_text(c, o, f, "notes")) ||
-        (rc = get_number(c, o, f, "bandwidth_gbs", true, 0, 0, true, 1e6, &bw)) ||
-        (rc = get_number(c, o, f, "latency_us", true, 0, 0, false, 1e6, &lat)))
+        (rc = get_number(c, o, f, "bandwidth_gbs", true, 0, MIN_RATE, false, 1e6, &bw)) ||
+        (rc = get_number(c, o, f, "latency_us", true, 0, 0, false, MAX_US, &lat)))
         return rc;
     l->bandwidth = bw * GB;
     l->latency = lat * MICRO;
@@ -216,13 +227,14 @@ static int read_device(const ctx_t *c, const tsr__json_t *o, const char *prefix,
     memset(d, 0, sizeof *d);
     if ((rc = only_keys(c, o, prefix, keys)) || (rc = check_text(c, o, prefix, "source")) ||
         (rc = check_text(c, o, prefix, "notes")) ||
-        (rc = get_number(c, o, prefix, "fp32_tflops", true, 0, 0, true, 1e6, &tf)) ||
-        (rc = get_number(c, o, prefix, "tf32_tflops", false, 0, 0, true, 1e6, &tf32)) ||
-        (rc = get_number(c, o, prefix, "memory_bandwidth_gbs", true, 0, 0, true, 1e6, &bw)) ||
-        (rc = get_number(c, o, prefix, "launch_us", true, 0, 0, false, 1e6, &launch)) ||
-        (rc = get_number(c, o, prefix, "flops_efficiency", true, 0, 0, true, 1,
+        (rc = get_number(c, o, prefix, "fp32_tflops", true, 0, MIN_RATE, false, 1e6, &tf)) ||
+        (rc = get_number(c, o, prefix, "tf32_tflops", false, 0, MIN_RATE, false, 1e6, &tf32)) ||
+        (rc = get_number(c, o, prefix, "memory_bandwidth_gbs", true, 0, MIN_RATE, false, 1e6,
+                         &bw)) ||
+        (rc = get_number(c, o, prefix, "launch_us", true, 0, 0, false, MAX_US, &launch)) ||
+        (rc = get_number(c, o, prefix, "flops_efficiency", true, 0, MIN_EFFICIENCY, false, 1,
                          &d->flops_efficiency)) ||
-        (rc = get_number(c, o, prefix, "bytes_efficiency", true, 0, 0, true, 1,
+        (rc = get_number(c, o, prefix, "bytes_efficiency", true, 0, MIN_EFFICIENCY, false, 1,
                          &d->bytes_efficiency)))
         return rc;
     if (!cuda && tsr__json_get(o, "tf32_tflops"))
@@ -254,9 +266,9 @@ static int read_device(const ctx_t *c, const tsr__json_t *o, const char *prefix,
         memcpy(pc->name, e->key, e->key_len + 1);
         if ((rc = only_keys(c, e, f, ckeys)) || (rc = check_text(c, e, f, "source")) ||
             (rc = check_text(c, e, f, "notes")) ||
-            (rc = get_number(c, e, f, "flops_efficiency", false, 0, 0, true, 1,
+            (rc = get_number(c, e, f, "flops_efficiency", false, 0, MIN_EFFICIENCY, false, 1,
                              &pc->flops_efficiency)) ||
-            (rc = get_number(c, e, f, "bytes_efficiency", false, 0, 0, true, 1,
+            (rc = get_number(c, e, f, "bytes_efficiency", false, 0, MIN_EFFICIENCY, false, 1,
                              &pc->bytes_efficiency)))
             return rc;
         if (pc->flops_efficiency == 0 && pc->bytes_efficiency == 0)
@@ -301,9 +313,9 @@ static int read_group(const ctx_t *c, const tsr__json_t *g, int gi, tsr_platform
     if (count > room)
         return bad(c, join(f, sizeof f, pre, "count"), "more than %d accelerators in all",
                    TSR_PHANTOM_MAX_ACC);
-    if ((rc = get_number(c, g, pre, "memory_gib", true, 0, 0, true, MAX_GIB, &gib)) ||
+    if ((rc = get_number(c, g, pre, "memory_gib", true, 0, MIN_GIB, false, MAX_GIB, &gib)) ||
         (rc = read_link(c, g, pre, "link", &a.link, NULL, NULL)) ||
-        (rc = get_number(c, g, pre, "fill_bandwidth_gbs", false, 0, 0, true, 1e6, &fill)))
+        (rc = get_number(c, g, pre, "fill_bandwidth_gbs", false, 0, MIN_RATE, false, 1e6, &fill)))
         return rc;
     a.capacity = (size_t)(gib * GIB);
     a.fill_bandwidth = fill * GB;   /* 0: the device's bandwidth, set by the caller */
@@ -342,26 +354,21 @@ static int read_group(const ctx_t *c, const tsr__json_t *g, int gi, tsr_platform
 
 /* ---- the file ------------------------------------------------------------------ */
 
-static const char *errstr(int e)
-{
-    static _Thread_local char buf[128];
-    return strerror_r(e, buf, sizeof buf);
-}
-
 /* The whole file into a malloc'd buffer. */
 static int read_file(const char *path, char **buf, size_t *len)
 {
     *buf = NULL;
-    FILE *f = fopen(path, "rb");
+    char why[128];
+    FILE *f = tsr__fopen_regular(path, why, sizeof why);
     if (!f) {
         int e = errno;
         return tsr__fail(e == ENOENT || e == ENOTDIR ? TSR_ENOTFOUND : TSR_EIO,
-                         "platform %s: cannot open: %s", path, errstr(e));
+                         "platform %s: cannot open: %s", path, why);
     }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fileno(f), &st) != 0) {
         fclose(f);
-        return tsr__fail(TSR_EIO, "platform %s: not a regular file", path);
+        return tsr__fail(TSR_EIO, "platform %s: cannot read its size", path);
     }
     if ((size_t)st.st_size > MAX_FILE) {
         fclose(f);
@@ -406,7 +413,7 @@ static int read_platform(const ctx_t *c, const tsr__json_t *root, tsr_platform_t
         (rc = check_text(c, root, "", "notes")) ||
         (rc = get_string(c, root, "", "name", out->name, sizeof out->name)) ||
         (rc = get_string(c, root, "", "models", models, sizeof models)) ||
-        (rc = get_number(c, root, "", "task_overhead_us", true, 0, 0, false, 1e6, &overhead)))
+        (rc = get_number(c, root, "", "task_overhead_us", true, 0, 0, false, MAX_US, &overhead)))
         return rc;
     if (!strcmp(models, "machine"))
         out->machine_models = true;
@@ -433,10 +440,10 @@ static int read_platform(const ctx_t *c, const tsr__json_t *root, tsr_platform_t
         (rc = only_keys(c, host, "host", host_keys)) ||
         (rc = check_text(c, host, "host", "source")) ||
         (rc = check_text(c, host, "host", "notes")) ||
-        (rc = get_number(c, host, "host", "memory_gib", true, 0, 0, true, MAX_GIB, &gib)) ||
-        (rc = get_number(c, host, "host", "memory_bandwidth_gbs", true, 0, 0, true, 1e6,
+        (rc = get_number(c, host, "host", "memory_gib", true, 0, MIN_GIB, false, MAX_GIB, &gib)) ||
+        (rc = get_number(c, host, "host", "memory_bandwidth_gbs", true, 0, MIN_RATE, false, 1e6,
                          &bw)) ||
-        (rc = get_number(c, host, "host", "memory_latency_us", false, 0, 0, false, 1e6,
+        (rc = get_number(c, host, "host", "memory_latency_us", false, 0, 0, false, MAX_US,
                          &lat)) ||
         (rc = get_int(c, host, "host", "cpu_workers", 0, MAX_CPU_WORKERS, &out->ncpu)))
         return rc;

@@ -10,7 +10,9 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,36 +68,45 @@ static int env_long(const char *name, long min, long *out)
 /* How a numeric variable lands in the configuration. */
 enum env_kind {
     ENV_INT,    /* int field */
-    ENV_INT_M1, /* int field, -1 allowed (no CPU workers / every GPU) */
     ENV_SIZE,   /* size_t field */
     ENV_FLAG,   /* int field, any nonzero is 1 */
     ENV_MIB,    /* size_t field in bytes; the variable is in MiB, > 0 */
     ENV_SCALED, /* double field = value * scale */
 };
 
+/* The largest MiB count whose bytes fit in a size_t. */
+#define MAX_MIB ((SIZE_MAX >> 20) > LONG_MAX ? LONG_MAX : (long)(SIZE_MAX >> 20))
+
+/* [min, max]: what the field accepts, checked on the variable's value
+ * before it is converted, so that a value beyond the field's type (an int
+ * field given 2^32 + 2) is refused instead of wrapping into range. */
 static const struct env_var {
     const char *name;
     size_t offset;
     enum env_kind kind;
     double scale;
+    long min, max;
 } env_vars[] = {
-    {"TESSERA_NCPU", offsetof(tsr_config_t, ncpu), ENV_INT_M1, 0},
-    {"TESSERA_MAX_PENDING", offsetof(tsr_config_t, max_pending_tasks), ENV_SIZE, 0},
-    {"TESSERA_MAX_PENDING_BYTES", offsetof(tsr_config_t, max_pending_bytes), ENV_SIZE, 0},
-    {"TESSERA_BIND", offsetof(tsr_config_t, bind), ENV_FLAG, 0},
-    {"TESSERA_NSIM", offsetof(tsr_config_t, nsim), ENV_INT, 0},
-    {"TESSERA_NCUDA", offsetof(tsr_config_t, ncuda), ENV_INT_M1, 0},
-    {"TESSERA_SIM_BW", offsetof(tsr_config_t, sim_bandwidth), ENV_SCALED, 1e6},     /* MB/s */
-    {"TESSERA_SIM_LATENCY", offsetof(tsr_config_t, sim_latency), ENV_SCALED, 1e-6}, /* µs */
-    {"TESSERA_LIMIT_SIM_MEM", offsetof(tsr_config_t, sim_mem), ENV_MIB, 0},
-    {"TESSERA_LIMIT_CUDA_MEM", offsetof(tsr_config_t, cuda_mem), ENV_MIB, 0},
-    {"TESSERA_LIMIT_HOST_MEM", offsetof(tsr_config_t, host_mem), ENV_MIB, 0},
-    {"TESSERA_PIPELINE", offsetof(tsr_config_t, pipeline), ENV_INT, 0},
-    {"TESSERA_STATS", offsetof(tsr_config_t, stats), ENV_FLAG, 0},
-    {"TESSERA_DETERMINISTIC", offsetof(tsr_config_t, deterministic), ENV_FLAG, 0},
-    {"TESSERA_CALIBRATE", offsetof(tsr_config_t, calibrate), ENV_INT, 0},
-    {"TESSERA_SIMULATE_EXEC", offsetof(tsr_config_t, simulate_exec), ENV_FLAG, 0},
-    {"TESSERA_LIMIT_DISK_MEM", offsetof(tsr_config_t, disk_mem), ENV_MIB, 0},
+    {"TESSERA_NCPU", offsetof(tsr_config_t, ncpu), ENV_INT, 0, -1, 4096},
+    {"TESSERA_MAX_PENDING", offsetof(tsr_config_t, max_pending_tasks), ENV_SIZE, 0, 0, LONG_MAX},
+    {"TESSERA_MAX_PENDING_BYTES", offsetof(tsr_config_t, max_pending_bytes), ENV_SIZE, 0, 0,
+     LONG_MAX},
+    {"TESSERA_BIND", offsetof(tsr_config_t, bind), ENV_FLAG, 0, 0, LONG_MAX},
+    {"TESSERA_NSIM", offsetof(tsr_config_t, nsim), ENV_INT, 0, 0, 16},
+    {"TESSERA_NCUDA", offsetof(tsr_config_t, ncuda), ENV_INT, 0, -1, INT_MAX},
+    {"TESSERA_SIM_BW", offsetof(tsr_config_t, sim_bandwidth), ENV_SCALED, 1e6, 0,
+     LONG_MAX}, /* MB/s */
+    {"TESSERA_SIM_LATENCY", offsetof(tsr_config_t, sim_latency), ENV_SCALED, 1e-6, 0,
+     LONG_MAX}, /* µs */
+    {"TESSERA_LIMIT_SIM_MEM", offsetof(tsr_config_t, sim_mem), ENV_MIB, 0, 1, MAX_MIB},
+    {"TESSERA_LIMIT_CUDA_MEM", offsetof(tsr_config_t, cuda_mem), ENV_MIB, 0, 1, MAX_MIB},
+    {"TESSERA_LIMIT_HOST_MEM", offsetof(tsr_config_t, host_mem), ENV_MIB, 0, 1, MAX_MIB},
+    {"TESSERA_PIPELINE", offsetof(tsr_config_t, pipeline), ENV_INT, 0, 0, 8},
+    {"TESSERA_STATS", offsetof(tsr_config_t, stats), ENV_FLAG, 0, 0, LONG_MAX},
+    {"TESSERA_DETERMINISTIC", offsetof(tsr_config_t, deterministic), ENV_FLAG, 0, 0, LONG_MAX},
+    {"TESSERA_CALIBRATE", offsetof(tsr_config_t, calibrate), ENV_INT, 0, 0, 2},
+    {"TESSERA_SIMULATE_EXEC", offsetof(tsr_config_t, simulate_exec), ENV_FLAG, 0, 0, LONG_MAX},
+    {"TESSERA_LIMIT_DISK_MEM", offsetof(tsr_config_t, disk_mem), ENV_MIB, 0, 1, MAX_MIB},
 };
 
 static int apply_env(tsr_config_t *cfg)
@@ -103,25 +114,28 @@ static int apply_env(tsr_config_t *cfg)
     for (size_t i = 0; i < sizeof env_vars / sizeof env_vars[0]; i++) {
         const struct env_var *v = &env_vars[i];
         long x = 0;
-        int rc = env_long(v->name, v->kind == ENV_INT_M1 ? -1 : 0, &x);
+        int rc = env_long(v->name, v->min < 0 ? -1 : 0, &x);
         if (rc <= 0) {
             if (rc < 0)
                 return rc;
             continue;
         }
+        if (v->kind == ENV_MIB && x == 0)
+            return tsr__fail(TSR_EINVAL, "init: %s=0: a memory limit is in MiB and "
+                             "must be positive", v->name);
+        if (v->kind == ENV_MIB && x > v->max)
+            return tsr__fail(TSR_EINVAL, "init: %s=%ld MiB: more bytes than a size_t holds "
+                             "(at most %ld MiB)", v->name, x, v->max);
+        if (x < v->min || x > v->max)
+            return tsr__fail(TSR_EINVAL, "init: %s=%ld is out of range (%ld to %ld)",
+                             v->name, x, v->min, v->max);
         void *field = (char *)cfg + v->offset;
         switch (v->kind) {
-        case ENV_INT:
-        case ENV_INT_M1: *(int *)field = (int)x; break;
+        case ENV_INT: *(int *)field = (int)x; break;
         case ENV_SIZE: *(size_t *)field = (size_t)x; break;
         case ENV_FLAG: *(int *)field = x != 0; break;
         case ENV_SCALED: *(double *)field = (double)x * v->scale; break;
-        case ENV_MIB:
-            if (x == 0)
-                return tsr__fail(TSR_EINVAL, "init: %s=0: a memory limit is in MiB and "
-                                 "must be positive", v->name);
-            *(size_t *)field = (size_t)x << 20;
-            break;
+        case ENV_MIB: *(size_t *)field = (size_t)x << 20; break;
         }
     }
     const char *s = getenv("TESSERA_SCHED");

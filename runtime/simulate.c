@@ -67,9 +67,16 @@ static double sim_prior(const tsr_codelet_t *cl, int device_kind, const size_t *
                                       tsr__rt.cfg.cuda_fp32);
 }
 
+/* The longest task, and the latest virtual time, a run accepts. Beyond
+ * them the clock would saturate (llround past INT64_MAX) and a step would
+ * "take" a constant: a model or platform gives durations no device has. */
+#define MAX_TASK_S 1e6
+#define MAX_VIRTUAL_NS ((uint64_t)1 << 62) /* 146 years */
+
 /* Virtual nanoseconds t takes on w: the models' estimate (what policies
- * read), plus the runtime's own work per task. */
-static uint64_t task_ns(const tsr_worker_t *w, tsr_task_t t)
+ * read), plus the runtime's own work per task; UINT64_MAX (with the seconds
+ * in *secs) beyond MAX_TASK_S. */
+static uint64_t task_ns(const tsr_worker_t *w, tsr_task_t t, double *secs)
 {
     tsr_perfmodel_info_t info;
     double s;
@@ -86,6 +93,9 @@ static uint64_t task_ns(const tsr_worker_t *w, tsr_task_t t)
                 ? info.seconds
                 : sim_prior(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args);
     s += sim.plat.task_overhead;
+    *secs = s;
+    if (s > MAX_TASK_S)
+        return UINT64_MAX;
     if (!(s > 0) || !isfinite(s))
         return 0;
     return (uint64_t)llround(s * 1e9);
@@ -154,19 +164,33 @@ static void sim_data_ready(tsr_mem_req_t *r)
         queue_turn(w, -1);
 }
 
-/* Start t on w: its completion is an event. */
-static void run_task(tsr_worker_t *w, tsr_task_t t)
+/* Start t on w: its completion is an event. False when t failed instead
+ * (w may take the next one). */
+static bool run_task(tsr_worker_t *w, tsr_task_t t)
 {
     simw_t *s = &sim.w[w->id];
     uint64_t now = tsr__vclock_now();
+    double secs = 0;
+    uint64_t ns = task_ns(w, t, &secs);
+    if (now > MAX_VIRTUAL_NS || ns > MAX_VIRTUAL_NS - now) {
+        tsr__mem_release(&t->mreq);
+        snprintf(t->mreq.err, sizeof t->mreq.err,
+                 "a simulated duration of %g s %s: the platform's rates (or the models) "
+                 "are not physical", secs,
+                 ns == UINT64_MAX ? "(more than 1e6 s)" : "runs past the virtual clock's end");
+        tsr__worker_fail(w, t, TSR_EINVAL);
+        return false;
+    }
     s->running = t;
     s->run_start = now;
-    if (tsr__vclock_at(now + task_ns(w, t), sim_complete, w) != TSR_OK) {
+    if (tsr__vclock_at(now + ns, sim_complete, w) != TSR_OK) {
         s->running = NULL;
         tsr__mem_release(&t->mreq);
         snprintf(t->mreq.err, sizeof t->mreq.err, "no memory for a simulation event");
         tsr__worker_fail(w, t, TSR_ENOMEM);
+        return false;
     }
+    return true;
 }
 
 /* What a threads-driver worker does in one pass of its loop: keep the
@@ -216,8 +240,8 @@ static void step(tsr_worker_t *w, int origin)
             tsr__worker_fail(w, t, status);
             continue;
         }
-        run_task(w, t);
-        return;
+        if (run_task(w, t))
+            return;
     }
 }
 

@@ -193,13 +193,14 @@ static int take_failures(void)
     int nf = tsr__rt.nfailed, nc = tsr__rt.ncancelled;
     char msg[512];
     memcpy(msg, tsr__rt.first_error, sizeof msg);
+    int cause = tsr__rt.first_cause;
     tsr__rt.nfailed = tsr__rt.ncancelled = 0;
     tsr__rt.first_error[0] = 0;
     pthread_mutex_unlock(&tsr__rt.err_m);
     if (nf == 0 && nc == 0)
         return TSR_OK;
-    return tsr__fail(TSR_ETASK, "%s (%d task(s) failed, %d cancelled)", msg, nf,
-                     nc);
+    return tsr__fail_cause(TSR_ETASK, cause, "%s (%d task(s) failed, %d cancelled)", msg, nf,
+                           nc);
 }
 
 int tsr_wait_all(void)
@@ -247,9 +248,9 @@ int tsr__task_wait(tsr_task_t t)
     int result = t->result, code = t->error_code;
     const char *name = t->name;
     if (result == TSR_RESULT_FAILED)
-        rc = tsr__fail(TSR_ETASK, "%s (status %d)", t->mreq.err, code);
+        rc = tsr__fail_cause(TSR_ETASK, t->cause, "%s (status %d)", t->mreq.err, code);
     else if (result == TSR_RESULT_CANCELLED)
-        rc = tsr__fail(TSR_ETASK,
+        rc = tsr__fail_cause(TSR_ETASK, t->cause,
                        "task '%s' was cancelled, a task it depends on failed: %s",
                        name, t->mreq.err);
     tsr__task_unref(t);
@@ -374,8 +375,10 @@ static void describe_failure(tsr_task_t t, int worker, char *buf, size_t len)
  * The first to cancel s hands it the cause, which s passes on in turn. */
 void tsr__task_cancel(tsr_task_t s, tsr_task_t p)
 {
-    if (atomic_exchange(&s->cancelled, 1) == 0)
+    if (atomic_exchange(&s->cancelled, 1) == 0) {
         snprintf(s->mreq.err, sizeof s->mreq.err, "%s", p->mreq.err);
+        s->cause = p->cause;
+    }
 }
 
 /* Count t's failure (or cancellation) until the next wait; the first one
@@ -386,15 +389,19 @@ static void record_failure(tsr_task_t t, int result, const char *msg)
         return;
     pthread_mutex_lock(&tsr__rt.err_m);
     if (result == TSR_RESULT_FAILED) {
-        if (tsr__rt.nfailed == 0)
+        if (tsr__rt.nfailed == 0) {
             snprintf(tsr__rt.first_error, sizeof tsr__rt.first_error, "%s", msg);
+            tsr__rt.first_cause = t->cause;
+        }
         tsr__rt.nfailed++;
     } else {
         /* Cancelled by a failure an earlier wait reported: say so. */
-        if (tsr__rt.nfailed == 0 && tsr__rt.ncancelled == 0)
+        if (tsr__rt.nfailed == 0 && tsr__rt.ncancelled == 0) {
             snprintf(tsr__rt.first_error, sizeof tsr__rt.first_error,
                      "task '%s' was cancelled, a task it depends on failed: %s",
                      t->name, t->mreq.err);
+            tsr__rt.first_cause = t->cause;
+        }
         tsr__rt.ncancelled++;
     }
     pthread_mutex_unlock(&tsr__rt.err_m);
@@ -706,6 +713,11 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
     char msg[sizeof tsr__rt.first_error];
     msg[0] = 0;
     if (result == TSR_RESULT_FAILED) {
+        /* The runtime's own failures (memory, copies, devices) come with a
+         * reason in mreq.err and a TSR_E… code; an implementation's code is
+         * its own, not a status. */
+        if (t->cause == TSR_OK) /* not handed down by the task it follows */
+            t->cause = t->mreq.err[0] && t->error_code < 0 ? t->error_code : TSR_ETASK;
         describe_failure(t, worker, msg, sizeof msg);
         size_t n = strnlen(msg, sizeof t->mreq.err - 1); /* truncated */
         memcpy(t->mreq.err, msg, n);
@@ -755,6 +767,7 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
     if (then) {
         if (result != TSR_RESULT_OK) {
             then->error_code = t->error_code;
+            then->cause = t->cause;
             snprintf(then->mreq.err, sizeof then->mreq.err, "%s", t->mreq.err);
         }
         tsr__task_complete(then, result == TSR_RESULT_OK ? TSR_RESULT_OK

@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "fault.h"
+#include "runtime/file.h"
 
 #define LATEST "latest"
 #define MODEL_FILE "model.safetensors"
@@ -60,11 +61,12 @@ static int read_latest(const char *out, char *name)
     char path[4096], buf[64];
     if (cli_path(path, sizeof path, out, LATEST) != 0)
         return 1;
-    FILE *f = fopen(path, "r");
+    char why[128];
+    FILE *f = tsr__fopen_regular(path, why, sizeof why);
     if (f == NULL && errno == ENOENT)
         return -1;
     if (f == NULL)
-        return cli_fail("cannot open '%s': %s", path, strerror(errno));
+        return cli_fail("cannot open '%s': %s", path, why);
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';

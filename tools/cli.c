@@ -4,6 +4,7 @@
  */
 #include "cli.h"
 #include "fault.h"
+#include "runtime/file.h"
 #include "shards.h"
 
 #include <errno.h>
@@ -398,13 +399,18 @@ void cli_duration(double s, char *buf, size_t size)
 int cli_read_file(const char *path, char **data, size_t *len)
 {
     int is_stdin = strcmp(path, "-") == 0;
+    /* A stream is read as '-' (standard input): a FIFO by name blocks the
+     * open for ever when nothing writes to it, so only regular files are
+     * opened by name. */
     struct stat st;
-    /* a FIFO is fine here (process substitution); a folder reads as nothing */
     if (!is_stdin && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return cli_fail("'%s' is a directory, not a file", path);
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    char why[128];
+    FILE *f = is_stdin ? stdin : tsr__fopen_regular(path, why, sizeof why);
     if (f == NULL)
-        return cli_fail("cannot open '%s': %s", path, strerror(errno));
+        return errno == EINVAL
+                   ? cli_fail("'%s' is %s; give '-' to read standard input", path, why)
+                   : cli_fail("cannot open '%s': %s", path, why);
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     if (buf == NULL) {
@@ -544,9 +550,10 @@ int cli_write_synced(const char *path, const void *buf, size_t n)
 
 int cli_fnv64_file(const char *path, uint64_t *sum)
 {
-    FILE *f = fopen(path, "rb");
+    char why[128];
+    FILE *f = tsr__fopen_regular(path, why, sizeof why);
     if (f == NULL)
-        return cli_fail("cannot open '%s': %s", path, strerror(errno));
+        return cli_fail("cannot open '%s': %s", path, why);
     static unsigned char buf[1 << 16];
     uint64_t h = 0xcbf29ce484222325ull;
     size_t n;

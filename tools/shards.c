@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "fault.h"
+#include "runtime/file.h"
 
 #define MAGIC "tessera-tokenize shards 1"
 
@@ -207,7 +208,10 @@ int shards_check(const char *role, const char *path)
     char manifest[4096];
     snprintf(manifest, sizeof manifest, "%.*s.manifest", (int)(len - strlen(kinds[kind])),
              path);
-    FILE *f = fopen(manifest, "r");
+    char why[128];
+    FILE *f = tsr__fopen_regular(manifest, why, sizeof why);
+    if (f == NULL && errno == EINVAL)
+        return cli_fail("%s '%s': its manifest '%s' is %s", role, path, manifest, why);
     if (f == NULL)
         return 0; /* shards of another tool */
     char line[4352], name[4096], want_name[4096];

@@ -32,7 +32,8 @@ static const char usage[] =
     "  --prompt TEXT        text to continue; repeat for a batch of sequences\n"
     "                       (default: one sequence started after an end-of-text)\n"
     "  --prompts FILE       one prompt per line (added after the --prompt ones;\n"
-    "                       an empty line starts after an end-of-text)\n"
+    "                       an empty line starts after an end-of-text; '-' reads\n"
+    "                       standard input; no NUL bytes)\n"
     "  --tokens N           tokens to generate per sequence at most (default 256)\n"
     "  --temperature T      softmax temperature; 0: always the likeliest (default 1.0)\n"
     "  --top-k K            sample among the K likeliest tokens; 0: all (default 40)\n"
@@ -204,6 +205,17 @@ int main(int argc, char **argv)
         size_t flen;
         if (cli_read_file(prompts_file, &file_text, &flen) != 0) {
             status = 1;
+            goto out;
+        }
+        /* A prompt is a C string: everything after a NUL byte would be
+         * dropped without a word. */
+        const char *nul = memchr(file_text, '\0', flen);
+        if (nul) {
+            size_t line = 1;
+            for (const char *c = file_text; c < nul; c++)
+                line += *c == '\n';
+            status = cli_fail("'%s' line %zu holds a NUL byte (byte %zu): a prompt is text",
+                              prompts_file, line, (size_t)(nul - file_text) + 1);
             goto out;
         }
         for (char *line = file_text; line && *line;) {

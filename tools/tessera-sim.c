@@ -271,11 +271,10 @@ int main(int argc, char **argv)
     const tsr_gpt2_config_t *c = tsr_gpt2_config(m);
     double tokens = (double)ntok * nmb;
     double flops = model_flops(c, params, tokens, seq);
-    /* A task that failed for memory names what it needed (the directory's
-     * "N bytes needed, … in use") or says it had no memory. */
-    const char *why = tsr_error_message();
-    int oom = rc == TSR_ENOMEM ||
-              (rc == TSR_ETASK && (strstr(why, "bytes needed") || strstr(why, "memory")));
+    /* Out of memory: a call refused for memory, or a task whose buffers its
+     * memory node could not hold (the runtime's cause of the failure, not
+     * the wording of its message). */
+    int oom = rc == TSR_ENOMEM || (rc == TSR_ETASK && tsr_error_cause() == TSR_ENOMEM);
 
     printf("platform %s, policy %s\n", platform, sched ? sched : "eager");
     printf("GPT-2 %s: %.2f B parameters; step = %d x %d sequences of %d tokens "

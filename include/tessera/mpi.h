@@ -46,8 +46,10 @@ TSR_API int tsr_mpi_rank(void);
 TSR_API int tsr_mpi_size(void);
 
 /* Seconds a communication task may wait for its peers before it fails
- * (default 300; TESSERA_MPI_TIMEOUT overrides at tsr_mpi_init). <= 0:
- * wait for ever. Tasks submitted afterwards get it. */
+ * (default 300; TESSERA_MPI_TIMEOUT overrides at tsr_mpi_init). 0, INFINITY
+ * or 1e9 and more: wait for ever. NaN or negative: TSR_EINVAL (checked
+ * before TSR_ENODEV in a build without MPI). Tasks submitted afterwards get
+ * it. */
 TSR_API int tsr_mpi_set_timeout(double seconds);
 
 /* Element types and reductions of the collectives. */

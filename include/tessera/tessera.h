@@ -49,6 +49,15 @@ TSR_API const char *tsr_strerror(int status);
  * failures: the failing task's name and status). Never NULL. */
 TSR_API const char *tsr_error_message(void);
 
+/* The status behind the last failing call on this thread. For a TSR_ETASK,
+ * why the first failed task failed: TSR_ENOMEM when its buffers could not
+ * be had on its memory node (more than the node holds, or no room even
+ * after eviction), TSR_EIO or TSR_EDEVICE when a copy or device call
+ * failed, TSR_ETASK when its implementation returned an error. A task
+ * cancelled by a failure has that failure's cause. For every other status,
+ * the status itself. */
+TSR_API int tsr_error_cause(void);
+
 /* ---- initialization ---------------------------------------------------- */
 
 typedef struct tsr_config {
@@ -146,12 +155,21 @@ TSR_API double tsr_time(void);
  * TSR_EINVAL (a later handle never gets the same id). */
 typedef struct tsr_handle *tsr_handle_t;
 
-/* Register an existing host buffer of `size` bytes. The runtime may read and
- * write it through tasks until tsr_handle_unregister(). */
+/* The largest handle, in bytes: 2^56 - 1 on 64-bit machines, the user
+ * address space of the largest (57-bit) virtual addresses. A larger size is
+ * TSR_EINVAL; below it, the sums the runtime makes over a task's buffers
+ * (at most TSR_MAX_BUFFERS) and rounding to alignments cannot overflow. */
+#define TSR_MAX_HANDLE_SIZE (SIZE_MAX >> 8)
+
+/* Register an existing host buffer of `size` bytes (1 to TSR_MAX_HANDLE_SIZE).
+ * The runtime may read and write it through tasks until
+ * tsr_handle_unregister(). */
 TSR_API int tsr_handle_register(tsr_handle_t *out, void *ptr, size_t size);
 
-/* A handle of `size` bytes whose memory the runtime allocates where it is
- * first used. A task that reads it before any write sees zeros. */
+/* A handle of `size` bytes (1 to TSR_MAX_HANDLE_SIZE) whose memory the
+ * runtime allocates where it is first used. A task that reads it before any
+ * write sees zeros. Memory that cannot be had fails the first task that
+ * needs it (TSR_ETASK; tsr_error_cause() is TSR_ENOMEM). */
 TSR_API int tsr_handle_alloc(tsr_handle_t *out, size_t size);
 
 /* Wait for every task that uses the handle, then forget it. A registered

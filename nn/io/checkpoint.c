@@ -20,13 +20,7 @@
 #include "runtime/json.h"
 #include "nn/io/safetensors.h"
 #include "runtime/error.h"
-
-/* strerror() may share one buffer between threads */
-static const char *errstr(int e)
-{
-    static _Thread_local char buf[128];
-    return strerror_r(e, buf, sizeof buf);
-}
+#include "runtime/file.h"
 
 #define PREFIX "transformer."
 #define PREFIX_LEN (sizeof PREFIX - 1)
@@ -366,10 +360,11 @@ static int config_shapes(const tsr__st_reader_t *r, const char *path, tsr_gpt2_c
 
 static int read_small_file(const char *path, char **buf, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    char why[128];
+    FILE *f = tsr__fopen_regular(path, why, sizeof why);
     if (!f)
         return errno == ENOENT ? TSR_ENOTFOUND
-                               : tsr__fail(TSR_EIO, "%s: cannot open: %s", path, errstr(errno));
+                               : tsr__fail(TSR_EIO, "%s: cannot open: %s", path, why);
     size_t cap = 1 << 20;
     *buf = malloc(cap);
     int rc = *buf ? TSR_OK : tsr__fail(TSR_ENOMEM, "%s: out of memory", path);

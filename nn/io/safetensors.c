@@ -12,6 +12,7 @@
 
 #include "runtime/json.h"
 #include "runtime/error.h"
+#include "runtime/file.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "safetensors data is little-endian and read without swapping");
@@ -410,10 +411,9 @@ int tsr__st_open(tsr__st_reader_t **out, const char *path)
         free(r);
         return tsr__fail(TSR_ENOMEM, "safetensors %s: out of memory", path);
     }
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    r->fd = tsr__open_regular(path, eb, sizeof eb);
     if (r->fd < 0) {
-        int rc = tsr__fail(TSR_EIO, "safetensors %s: cannot open: %s", path,
-                           errstr(errno, eb, sizeof eb));
+        int rc = tsr__fail(TSR_EIO, "safetensors %s: cannot open: %s", path, eb);
         tsr__st_close(r);
         return rc;
     }

@@ -12,6 +12,7 @@
 
 #include "nn/io/safetensors.h"
 #include "runtime/error.h"
+#include "runtime/file.h"
 
 /* strerror() may share one buffer between threads */
 static const char *errstr(int e)
@@ -133,10 +134,11 @@ int tsr_shard_open(tsr_shard_t **out, const char *path)
     tsr_shard_t *s = calloc(1, sizeof *s);
     if (!s)
         return tsr__fail(TSR_ENOMEM, "shard %s: out of memory", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char why[128];
+    int fd = tsr__open_regular(path, why, sizeof why);
     if (fd < 0) {
         free(s);
-        return tsr__fail(TSR_EIO, "shard %s: cannot open: %s", path, errstr(errno));
+        return tsr__fail(TSR_EIO, "shard %s: cannot open: %s", path, why);
     }
     int rc = load(s, fd, path);
     close(fd);

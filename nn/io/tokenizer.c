@@ -27,13 +27,7 @@
 
 #include "runtime/json.h"
 #include "runtime/error.h"
-
-/* strerror() may share one buffer between threads */
-static const char *errstr(int e)
-{
-    static _Thread_local char buf[128];
-    return strerror_r(e, buf, sizeof buf);
-}
+#include "runtime/file.h"
 
 #define EOT_TEXT "<|endoftext|>"
 #define EOT_LEN (sizeof EOT_TEXT - 1)
@@ -172,9 +166,10 @@ static long symbol_bytes(const int16_t byte_of[512], const unsigned char *s, siz
 static int read_file(const char *path, char **buf, size_t *len)
 {
     *buf = NULL;
-    FILE *f = fopen(path, "rb");
+    char why[128];
+    FILE *f = tsr__fopen_regular(path, why, sizeof why);
     if (!f)
-        return tsr__fail(TSR_EIO, "tokenizer %s: cannot open: %s", path, errstr(errno));
+        return tsr__fail(TSR_EIO, "tokenizer %s: cannot open: %s", path, why);
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap);
     int rc = b ? TSR_OK : tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);

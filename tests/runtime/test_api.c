@@ -79,6 +79,53 @@ Test(api, bad_environment)
     stop_runtime();
 }
 
+/* Numbers beyond what a setting's field holds are refused, naming the
+ * variable: a MiB count whose bytes overflow a size_t (2^44 MiB is 2^64
+ * bytes, which wrapped to 0: "unlimited"), an int setting given a value of
+ * 2^32 and more (TESSERA_NCPU=2^32+2 gave 2 workers), and values outside a
+ * field's documented range. */
+Test(api, environment_out_of_range)
+{
+    static const struct {
+        const char *var, *value;
+    } bad[] = {
+        {"TESSERA_LIMIT_DISK_MEM", "17592186044416"},
+        {"TESSERA_LIMIT_HOST_MEM", "17592186044416"},
+        {"TESSERA_LIMIT_SIM_MEM", "17592186044417"},
+        {"TESSERA_LIMIT_CUDA_MEM", "9223372036854775807"},
+        {"TESSERA_NCPU", "4294967298"},
+        {"TESSERA_NCPU", "4097"},
+        {"TESSERA_NSIM", "4294967297"},
+        {"TESSERA_NCUDA", "4294967296"},
+        {"TESSERA_PIPELINE", "4294967300"},
+        {"TESSERA_CALIBRATE", "3"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv(bad[i].var, bad[i].value, 1);
+        int rc = tsr_init(NULL);
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", tsr_error_message());
+        if (rc == TSR_OK)
+            tsr_shutdown();
+        unsetenv(bad[i].var);
+        cr_expect_eq(rc, TSR_EINVAL, "%s=%s: tsr_init returned %d", bad[i].var, bad[i].value,
+                     rc);
+        cr_expect(rc != TSR_OK && strstr(msg, bad[i].var) && strstr(msg, bad[i].value),
+                  "%s=%s: the message does not name the variable and value: '%s'",
+                  bad[i].var, bad[i].value, msg);
+    }
+    /* The largest MiB count that fits still passes the parse (it fails
+     * later or not at all, but not as a wrapped number). */
+    setenv("TESSERA_NCPU", "2", 1);
+    setenv("TESSERA_LIMIT_HOST_MEM", "17592186044415", 1);
+    int rc = tsr_init(NULL);
+    unsetenv("TESSERA_NCPU");
+    unsetenv("TESSERA_LIMIT_HOST_MEM");
+    cr_assert_eq(rc, TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(tsr_worker_count(), 2 + tsr_cuda_device_count());
+    stop_runtime();
+}
+
 Test(api, misuse_of_handles_and_tasks)
 {
     start_runtime(2, NULL, 0);

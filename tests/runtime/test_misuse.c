@@ -274,6 +274,36 @@ Test(misuse, null_arguments)
     stop_runtime();
 }
 
+/* Sizes within 63 of SIZE_MAX wrapped when rounded to the host's 64-byte
+ * alignment: a task given such a handle crashed (RW) or got a tiny buffer
+ * that claimed SIZE_MAX bytes (W). Every size above 2^56 - 1 (the
+ * documented largest handle on 64-bit machines) is refused, naming it. */
+Test(misuse, handle_sizes_near_size_max)
+{
+    start_runtime(1, NULL, 0);
+    const size_t sizes[] = {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 63, SIZE_MAX - 64,
+                            (size_t)1 << 63, (size_t)1 << 56};
+    int x = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "%zu", sizes[i]);
+        tsr_handle_t h = (tsr_handle_t)&x;
+        cr_assert_eq(tsr_handle_alloc(&h, sizes[i]), TSR_EINVAL, "alloc(%s)", want);
+        cr_assert_null(h, "a refused handle is NULL");
+        assert_msg(want);
+        cr_assert_eq(tsr_handle_register(&h, &x, sizes[i]), TSR_EINVAL, "register(%s)", want);
+        assert_msg(want);
+    }
+    cr_assert_eq(TSR_MAX_HANDLE_SIZE, ((size_t)1 << 56) - 1);
+    /* The runtime keeps working. */
+    tsr_handle_t h;
+    cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
+    cr_assert_eq(submit_add(h), TSR_OK);
+    cr_assert_eq(read_int(h), 1);
+    cr_assert_eq(tsr_handle_unregister(h), TSR_OK);
+    stop_runtime();
+}
+
 Test(misuse, acquisition_misuse)
 {
     start_runtime(2, NULL, 0);
@@ -476,5 +506,55 @@ Test(failure_messages, kernel_status_named)
     cr_assert_eq(tsr_wait_all(), TSR_ETASK);
     assert_msg("task 'refuse' on worker 0 (host): its implementation returned 42");
     cr_assert_eq(tsr_wait_all(), TSR_OK, "a failure is reported once");
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
+}
+
+/* Why a task failed, as a status (tsr_error_cause), for programs that act
+ * on it (tessera-sim reports out of memory as exit 3): TSR_ENOMEM when the
+ * task's buffers do not fit its node, carried to the tasks it cancels, to
+ * an acquisition of its data and to the waits; TSR_ETASK when the
+ * implementation failed, even with a code that equals a status. */
+static int refuse_minus_two(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)b;
+    (void)args;
+    (void)e;
+    return -2;
+}
+
+Test(failure_messages, cause_of_a_task_failure)
+{
+    start_runtime_sim(-1, NULL, 0, 1, (size_t)1 << 20);
+    static int big[(2 << 20) / sizeof(int)];
+    tsr_handle_t h;
+    cr_assert_eq(tsr_handle_register(&h, big, sizeof big), TSR_OK);
+    submit_fill(h, "fill-sim");
+    tsr_access_t a = {h, TSR_RW};
+    tsr_task_desc_t d = {.codelet = &cl_add, .nbuffers = 1, .buffers = &a, .name = "bump"};
+    tsr_task_t t;
+    cr_assert_eq(tsr_submit(&d, &t), TSR_OK);
+    cr_assert_eq(tsr_task_wait(t), TSR_ETASK);
+    cr_assert_eq(tsr_error_cause(), TSR_ENOMEM, "cancelled task: %d", tsr_error_cause());
+    void *p = NULL;
+    cr_assert_eq(tsr_handle_acquire(h, TSR_R, &p), TSR_ETASK);
+    cr_assert_eq(tsr_error_cause(), TSR_ENOMEM, "acquire: %d", tsr_error_cause());
+    cr_assert_eq(tsr_wait_all(), TSR_ETASK);
+    cr_assert_eq(tsr_error_cause(), TSR_ENOMEM, "wait_all: %d", tsr_error_cause());
+    /* Another call's failure has its own status as cause. */
+    cr_assert_eq(tsr_handle_alloc(&h, 0), TSR_EINVAL);
+    cr_assert_eq(tsr_error_cause(), TSR_EINVAL);
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
+
+    start_runtime(1, NULL, 0);
+    static const tsr_codelet_t cl_m2 = {.name = "minus-two", .impl = {refuse_minus_two},
+                                        .nbuffers = 1};
+    int x = 0;
+    cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
+    a = (tsr_access_t){h, TSR_RW};
+    d = (tsr_task_desc_t){.codelet = &cl_m2, .nbuffers = 1, .buffers = &a};
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_OK);
+    cr_assert_eq(tsr_wait_all(), TSR_ETASK);
+    assert_msg("its implementation returned -2");
+    cr_assert_eq(tsr_error_cause(), TSR_ETASK, "implementation: %d", tsr_error_cause());
     cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
 }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nn/ops.h"
@@ -502,4 +503,75 @@ Test(codelets, hand_counts)
     size_t csz[2] = {400, 400};
     cr_expect_float_eq(flops_of("copy", NULL, csz), 0, 1e-9);
     cr_expect_float_eq(bytes_of("copy", NULL, csz), 800, 1e-9);
+}
+
+/* ---- physical bounds and hostile paths -------------------------------------- */
+
+/* BASE with the first `from` replaced by `to`. */
+static const char *base_with(const char *from, const char *to)
+{
+    static char buf[4096];
+    const char *base = BASE;
+    const char *at = strstr(base, from);
+    cr_assert_not_null(at, "BASE has no '%s'", from);
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - base), base, to, at + strlen(from));
+    return buf;
+}
+
+/* A rate near 0 made every task last longer than the virtual clock counts:
+ * the step time saturated at 2^63 ns and the run succeeded. Rates are at
+ * least 1e-6 of their unit, efficiencies at least 0.001, memories at least
+ * a page (4 KiB); the message names the field and the value. */
+Test(platform, rates_below_their_floor, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    static const struct {
+        const char *from, *to, *field;
+    } cases[] = {
+        {"\"fp32_tflops\": 1,", "\"fp32_tflops\": 1e-300,",
+         "devices.cpu.fp32_tflops: 1e-300 is out of range"},
+        {"\"tf32_tflops\": 40,", "\"tf32_tflops\": 1e-7,",
+         "devices.cuda.tf32_tflops: 1e-07 is out of range"},
+        {"\"memory_bandwidth_gbs\": 100,", "\"memory_bandwidth_gbs\": 1e-300,",
+         "devices.cpu.memory_bandwidth_gbs: 1e-300 is out of range"},
+        {"\"bandwidth_gbs\": 25,", "\"bandwidth_gbs\": 1e-300,",
+         "accelerators[0].link.bandwidth_gbs: 1e-300 is out of range"},
+        {"\"bandwidth_gbs\": 300,", "\"bandwidth_gbs\": 5e-7,",
+         "accelerators[0].nvlink.bandwidth_gbs: 5e-07 is out of range"},
+        {"\"flops_efficiency\": 0.5,", "\"flops_efficiency\": 1e-300,",
+         "devices.cpu.flops_efficiency: 1e-300 is out of range"},
+        {"\"flops_efficiency\": 0.25", "\"flops_efficiency\": 1e-9",
+         "devices.cuda.codelets.k.flops_efficiency: 1e-09 is out of range"},
+        {"\"memory_gib\": 16,", "\"memory_gib\": 1e-300,",
+         "host.memory_gib: 1e-300 is out of range"},
+        {"\"memory_gib\": 2,", "\"memory_gib\": 1e-7,",
+         "accelerators[0].memory_gib: 1e-07 is out of range"},
+        {"\"latency_us\": 10}", "\"latency_us\": 2e6}",
+         "accelerators[0].link.latency_us: 2e+06 is out of range"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_load(base_with(cases[i].from, cases[i].to), TSR_EINVAL, cases[i].field);
+    /* the floors themselves are accepted */
+    expect_load(base_with("\"fp32_tflops\": 1,", "\"fp32_tflops\": 1e-6,"), TSR_OK, NULL);
+    cr_expect_float_eq(plat.device[TSR_DEVICE_CPU].peak_flops, 1e6, 1e-3);
+    expect_load(base_with("\"bandwidth_gbs\": 25,", "\"bandwidth_gbs\": 1e-6,"), TSR_OK, NULL);
+    expect_load(base_with("\"flops_efficiency\": 0.5,", "\"flops_efficiency\": 0.001,"), TSR_OK,
+                NULL);
+}
+
+/* A FIFO (or a folder) where the platform file belongs is refused before
+ * it is opened: open() on a FIFO without a writer never returned. */
+Test(platform, fifo_refused_at_once, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    snprintf(tmpfile_path, sizeof tmpfile_path, "%s/fifo.json", tmpdir);
+    cr_assert_eq(mkfifo(tmpfile_path, 0600), 0);
+    alarm(20); /* a blocking open ends the test as a crash, not a hang */
+    int rc = tsr__platform_load(tmpfile_path, &plat);
+    alarm(0);
+    cr_assert_eq(rc, TSR_EIO, "rc %d: %s", rc, tsr_error_message());
+    cr_assert(strstr(tsr_error_message(), "not a regular file (a FIFO)"), "%s",
+              tsr_error_message());
+    cr_assert(strstr(tsr_error_message(), tmpfile_path), "%s", tsr_error_message());
+    rc = tsr__platform_load(tmpdir, &plat);
+    cr_assert_eq(rc, TSR_EIO, "rc %d: %s", rc, tsr_error_message());
+    cr_assert(strstr(tsr_error_message(), "a directory"), "%s", tsr_error_message());
 }

@@ -7,7 +7,7 @@
 # bytes may differ in the last place), eval and generate on the checkpoint
 # (a run folder, a step folder, a file; generation reproducible for a seed,
 # stop strings, a batch of prompts), and clear failures (exit 2 for
-# usage, 1 otherwise) on bad input, folders and FIFOs among them.
+# usage, 1 otherwise) on bad input, folders, FIFOs and NUL bytes among them.
 # Prints a Criterion-style synthesis line for tests/run-suite.sh.
 set -u
 BIN=$1
@@ -117,5 +117,17 @@ check missing_checkpoint_does_not_exist says "checkpoint '$TMP/none' does not ex
     "$BIN/tessera-generate" --checkpoint "$TMP/none"
 check folder_as_text_is_a_directory says "'$TMP/folder' is a directory" \
     "$BIN/tessera-tokenize" "$TMP/folder" -o "$TMP/x"
+# A FIFO named as a text input blocked open() for ever when nothing wrote to
+# it: refused at once ('-' reads standard input).
+check fifo_as_prompts_is_refused says "'$TMP/fifo' is not a regular file (a FIFO)" \
+    timeout 20 "$BIN/tessera-generate" --checkpoint "$TMP/a" --prompts "$TMP/fifo"
+check fifo_as_text_is_refused says "'$TMP/fifo' is not a regular file (a FIFO)" \
+    timeout 20 "$BIN/tessera-tokenize" "$TMP/fifo" -o "$TMP/x"
+# A NUL byte in a prompts file silently cut its line (and every later one)
+# short: refused, naming the line.
+printf 'first prompt\nsec\0ond\nthird\n' >"$TMP/nul.txt"
+check nul_in_prompts_names_the_line says "'$TMP/nul.txt' line 2 holds a NUL byte" \
+    "$BIN/tessera-generate" --checkpoint "$TMP/a" --prompts "$TMP/nul.txt"
+
 
 finish

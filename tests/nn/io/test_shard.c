@@ -2,6 +2,7 @@
  * rejected ids, bad magic/version/size; the loader's windows and wrap-around
  * against a closed-form position, and seeking. */
 #include "io_util.h"
+#include "nn/io/safetensors.h"
 
 enum { MAGIC = 20240520 };
 
@@ -216,5 +217,30 @@ Test(shard, loader_rejects)
     cr_assert_eq(tsr_loader_open(&l, path, 65536, 65536), TSR_EINVAL);
     io_join(path, sizeof path, dir, "missing.bin");
     cr_assert_eq(tsr_loader_open(&l, path, 1, 1), TSR_EIO);
+    io_rmtree(dir);
+}
+
+/* Every reader of nn/io refuses a FIFO by name at once (open() on a FIFO
+ * without a writer never returned): shards, tokenizer files, safetensors. */
+Test(shard, readers_refuse_fifos)
+{
+    char dir[256], path[512];
+    io_tmpdir(dir, sizeof dir);
+    io_join(path, sizeof path, dir, "fifo");
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    alarm(20); /* a blocking open ends the test as a crash, not a hang */
+    expect_open_fails(path, TSR_EIO, "not a regular file (a FIFO)");
+    tsr_tokenizer_t *tok = NULL;
+    int rc = tsr_tokenizer_open(&tok, path, path);
+    cr_assert_neq(rc, TSR_OK);
+    cr_assert_null(tok);
+    cr_assert(strstr(tsr_error_message(), "not a regular file (a FIFO)"), "%s",
+              tsr_error_message());
+    tsr__st_reader_t *r = NULL;
+    rc = tsr__st_open(&r, path);
+    cr_assert_eq(rc, TSR_EIO, "%s", tsr_error_message());
+    cr_assert(strstr(tsr_error_message(), "not a regular file (a FIFO)"), "%s",
+              tsr_error_message());
+    alarm(0);
     io_rmtree(dir);
 }

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# tests/tools/test_sim_inputs.sh TOOLS_DIR — tessera-sim on hostile or
+# impossible input, in any build (simulated "sim" accelerators run the CPU
+# implementations, so no CUDA is needed): a node smaller than one task's
+# buffers is out of memory (exit 3, "oom":true); rates below their physical
+# floor and latencies above 1 s are refused naming the field (they made the
+# step time saturate at 2^63 ns and exit 0); a FIFO given as the platform
+# file is refused at once instead of blocking open() for ever.
+# Prints a Criterion-style synthesis line for tests/run-suite.sh.
+set -u
+BIN=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+SUITE=sim_inputs
+. "$(dirname "$0")/lib.sh"
+
+SIM="$BIN/tessera-sim"
+MODEL=(gpt2 --layers 2 --channels 2048 --batch 4 --micro 1 --steps 1)
+
+# platform FP32 BW LINK_BW LATENCY ACC_GIB: one CPU device, no CPU worker,
+# one simulated accelerator
+platform() {
+    cat <<JSON
+{"name": "t", "models": "rates", "task_overhead_us": 2,
+ "host": {"memory_gib": 64, "memory_bandwidth_gbs": 100, "cpu_workers": 0},
+ "devices": {"cpu": {"fp32_tflops": $1, "memory_bandwidth_gbs": $2, "launch_us": 0,
+                     "flops_efficiency": 0.5, "bytes_efficiency": 0.8}},
+ "accelerators": [{"kind": "sim", "count": 1, "memory_gib": $5,
+                   "link": {"bandwidth_gbs": $3, "latency_us": $4}}]}
+JSON
+}
+
+# 10 MiB of accelerator; a GEMM of this model touches 20 MiB at once
+platform 1 10 50 10 0.01 >"$TMP/small.json"
+node_smaller_than_a_task() {
+    "$SIM" --platform "$TMP/small.json" "${MODEL[@]}" >"$TMP/oom.out" 2>&1
+    local got=$?
+    cat "$TMP/oom.out"
+    [ "$got" = 3 ] || { echo "exit status $got, expected 3"; return 1; }
+    grep -q 'OUT OF MEMORY' "$TMP/oom.out" && grep -q '"fits":false,"oom":true' "$TMP/oom.out"
+}
+check node_smaller_than_a_task node_smaller_than_a_task
+
+platform 1e-300 10 50 10 1 >"$TMP/flops.json"
+platform 1 10 1e-300 10 1 >"$TMP/link.json"
+platform 1 1e-300 50 10 1 >"$TMP/bw.json"
+platform 1 10 50 1e300 1 >"$TMP/latency.json"
+platform 1 10 50 10 1e-300 >"$TMP/mem.json"
+check tiny_fp32_tflops says "devices.cpu.fp32_tflops: 1e-300 is out of range" \
+    "$SIM" --platform "$TMP/flops.json" "${MODEL[@]}"
+check tiny_link_bandwidth says "accelerators\[0\].link.bandwidth_gbs: 1e-300 is out of range" \
+    "$SIM" --platform "$TMP/link.json" "${MODEL[@]}"
+check tiny_memory_bandwidth says "devices.cpu.memory_bandwidth_gbs: 1e-300 is out of range" \
+    "$SIM" --platform "$TMP/bw.json" "${MODEL[@]}"
+check huge_latency says "accelerators\[0\].link.latency_us: 1e+300 is out of range" \
+    "$SIM" --platform "$TMP/latency.json" "${MODEL[@]}"
+check tiny_memory says "accelerators\[0\].memory_gib: 1e-300 is out of range" \
+    "$SIM" --platform "$TMP/mem.json" "${MODEL[@]}"
+
+mkfifo "$TMP/fifo"
+# timeout: before the fix, open() blocked for ever (124 here)
+check fifo_as_platform says "not a regular file (a FIFO)" \
+    timeout 20 "$SIM" --platform "$TMP/fifo" "${MODEL[@]}"
+finish
