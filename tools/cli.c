@@ -224,8 +224,30 @@ int cli_parse(const char *prog, const char *usage, cli_opt_t *opts, int nopts, i
 
 /* ---- runtime and model ------------------------------------------------- */
 
+const char *cli_simulated(void)
+{
+    const char *s = getenv("TESSERA_SIMULATE");
+    return s != NULL && *s != '\0' ? s : NULL;
+}
+
+int cli_refuse_simulation(const char *consequence)
+{
+    const char *platform = cli_simulated();
+    if (platform == NULL)
+        return 0;
+    return cli_usage_error("TESSERA_SIMULATE=%s: simulated runs have no real data (every "
+                           "tensor reads as zeros), so %s: use tessera-sim to simulate a "
+                           "training step (docs/simulation.md), or unset TESSERA_SIMULATE",
+                           platform, consequence);
+}
+
 int cli_runtime_init(int threads, const char *sched)
 {
+    /* the programs refuse before they touch a file; this is the backstop
+     * for one that forgets (its runtime would be the simulated one) */
+    int refused = cli_refuse_simulation("this program's results would be meaningless");
+    if (refused != 0)
+        return refused;
     tsr_config_t cfg;
     tsr_config_init(&cfg);
     if (threads > 0)

@@ -83,7 +83,9 @@ static const char usage[] =
     "  --micro-batch are per rank, a step trains on N x --batch sequences; rank 0\n"
     "  logs and writes the model; --resume needs the same N\n"
     "  --zero 0|1           1: ZeRO-1, each rank keeps and updates its share of\n"
-    "                       the optimizer state (saved per rank); default 0\n";
+    "                       the optimizer state (saved per rank); default 0\n"
+    "Refuses to run under TESSERA_SIMULATE (exit 2), before it reads or writes\n"
+    "anything: a simulated run has no real data; tessera-sim simulates training.\n";
 
 #define STATE_MAGIC "tessera-train 1"
 
@@ -185,6 +187,11 @@ static int parse_options(run_t *r, int argc, char **argv)
         return cli_usage_error("--resume needs --out DIR (the run to continue)");
     if (s->resume && s->init != NULL)
         return cli_usage_error("--resume and --init exclude each other");
+    /* before any file is opened or folder made: a simulated run would
+     * save checkpoints of zeros over the real ones */
+    if ((rc = cli_refuse_simulation("training would log losses of zeros and save checkpoints "
+                                    "of zeros over the real ones")) != 0)
+        return rc;
     return -1;
 }
 
@@ -209,8 +216,9 @@ static int prepare(run_t *r)
     if (s->out != NULL &&
         (cli_mkdirs(s->out) != 0 || (r->rank == 0 && ckpt_clean(s->out) != 0)))
         return 1;
-    if (cli_runtime_init(s->threads, s->sched) != 0)
-        return 1;
+    int rc = cli_runtime_init(s->threads, s->sched);
+    if (rc != 0)
+        return rc;
     r->runtime_up = 1;
     return 0;
 }
