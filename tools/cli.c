@@ -21,12 +21,42 @@ const char *cli_prog = "tessera";
 
 /* ---- messages ---------------------------------------------------------- */
 
+/* The last message reported, without the program's name: the ranks of a
+ * data-parallel run tell the others why they stopped (agree.h). */
+static char last_message[512];
+
 static void vreport(const char *fmt, va_list ap, const char *suffix)
 {
+    va_list copy;
+    va_copy(copy, ap);
+    int n = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
+    if (suffix == NULL)
+        suffix = "";
+    /* the whole line in one write: under mpirun the ranks' lines would
+     * otherwise interleave mid-line */
+    size_t len = strlen(cli_prog) + 2 + (n > 0 ? (size_t)n : 0) + strlen(suffix) + 2;
+    char *line = malloc(len);
     fflush(stdout);
-    fprintf(stderr, "%s: ", cli_prog);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "%s\n", suffix ? suffix : "");
+    if (line == NULL || n < 0) {
+        free(line);
+        fprintf(stderr, "%s: ", cli_prog);
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "%s\n", suffix);
+        return;
+    }
+    size_t off = (size_t)snprintf(line, len, "%s: ", cli_prog);
+    vsnprintf(line + off, len - off, fmt, ap);
+    snprintf(last_message, sizeof last_message, "%s%s", line + off, suffix);
+    off += (size_t)n;
+    snprintf(line + off, len - off, "%s\n", suffix);
+    fputs(line, stderr);
+    free(line);
+}
+
+const char *cli_last_message(void)
+{
+    return last_message;
 }
 
 int cli_fail(const char *fmt, ...)

@@ -73,6 +73,10 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * library's status, used when it left no detailed message. */
 int cli_lib_fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The last message cli_fail, cli_usage_error or cli_lib_fail reported,
+ * without the program's name ("" if none). */
+const char *cli_last_message(void);
+
 /* ---- simulation --------------------------------------------------------- */
 
 /* The platform file TESSERA_SIMULATE names, read as the runtime reads it
