@@ -158,12 +158,13 @@ static int shard_tmp_path(char *path, size_t size, const char *out, int step, in
     return cli_path(path, size, out, name);
 }
 
-int ckpt_save_shard(const char *out, int step, int rank, tsr_gpt2_t *m)
+int ckpt_save_shard(const char *out, int step, int rank, uint64_t run, tsr_gpt2_t *m)
 {
-    char path[4096], text[96];
+    char path[4096], text[128];
     if (shard_tmp_path(path, sizeof path, out, step, rank) != 0)
         return 1;
-    snprintf(text, sizeof text, "shard %d\ncheckpoint-step %d\n", rank, step);
+    snprintf(text, sizeof text, "shard %d\ncheckpoint-step %d\nrun %016" PRIx64 "\n", rank, step,
+             run);
     int rc = tsr_gpt2_save_state(m, path, text);
     return rc != TSR_OK ? cli_lib_fail(rc, "cannot save '%s'", path) : 0;
 }
@@ -195,8 +196,8 @@ static int move_shards(const char *out, const char *tmp, int step, int nshards)
     return 0;
 }
 
-static int write_pair(const char *tmp, int step, tsr_gpt2_t *m, const char *extra,
-                      ckpt_t *c)
+static int write_pair(const char *tmp, int step, uint64_t run, tsr_gpt2_t *m,
+                      const char *extra, ckpt_t *c)
 {
     if (cli_path(c->model, sizeof c->model, tmp, MODEL_FILE) != 0 ||
         cli_path(c->state, sizeof c->state, tmp, STATE_FILE) != 0)
@@ -213,11 +214,11 @@ static int write_pair(const char *tmp, int step, tsr_gpt2_t *m, const char *extr
     if (cli_fnv64_file(c->model, &sum) != 0)
         return 1;
     size_t len = strlen(extra);
-    char *text = malloc(len + 64);
+    char *text = malloc(len + 128);
     if (text == NULL)
         return cli_fail("out of memory");
-    snprintf(text, len + 64, "%s%s%016" PRIx64 "\ncheckpoint-step %d\n", extra, SUM_KEY, sum,
-             step);
+    snprintf(text, len + 128, "%s%s%016" PRIx64 "\ncheckpoint-step %d\nshard 0\nrun %016" PRIx64
+             "\n", extra, SUM_KEY, sum, step, run);
     if (fault_write() != 0) {
         free(text);
         return cli_fail("cannot save '%s': %s (injected by TESSERA_FAULT_AT)", c->state,
@@ -234,13 +235,14 @@ static int write_pair(const char *tmp, int step, tsr_gpt2_t *m, const char *extr
     return 0;
 }
 
-int ckpt_save(const char *out, int step, tsr_gpt2_t *m, const char *extra, ckpt_t *saved)
+int ckpt_save(const char *out, int step, uint64_t run, tsr_gpt2_t *m, const char *extra,
+              ckpt_t *saved)
 {
-    return ckpt_save_sharded(out, step, 1, m, extra, saved);
+    return ckpt_save_sharded(out, step, 1, run, m, extra, saved);
 }
 
-int ckpt_save_sharded(const char *out, int step, int nshards, tsr_gpt2_t *m, const char *extra,
-                      ckpt_t *saved)
+int ckpt_save_sharded(const char *out, int step, int nshards, uint64_t run, tsr_gpt2_t *m,
+                      const char *extra, ckpt_t *saved)
 {
     char prev[64] = "", name[64], tmp[4096], final[4096];
     if (cli_mkdirs(out) != 0 || ckpt_clean(out) != 0 || read_latest(out, prev) > 0)
@@ -261,7 +263,7 @@ int ckpt_save_sharded(const char *out, int step, int nshards, tsr_gpt2_t *m, con
     if (mkdir(tmp, 0777) != 0)
         return cli_fail("cannot create folder '%s': %s", tmp, strerror(errno));
     fault_after();
-    int published = 0, status = write_pair(tmp, step, m, extra, saved);
+    int published = 0, status = write_pair(tmp, step, run, m, extra, saved);
     if (status == 0 && nshards > 1) {
         status = move_shards(out, tmp, step, nshards);
         if (status == 0)
@@ -342,6 +344,15 @@ static const char *find_line(const char *text, const char *key)
             return p + k;
     }
     return NULL;
+}
+
+void ckpt_shard_id(const char *extra, ckpt_shard_id_t *id)
+{
+    const char *r = find_line(extra, "shard "), *s = find_line(extra, "checkpoint-step "),
+               *u = find_line(extra, "run ");
+    id->rank = r ? atoi(r) : 0;
+    id->step = s ? atoi(s) : -1;
+    id->run = u ? strtoull(u, NULL, 16) : 0;
 }
 
 int ckpt_verify(const ckpt_t *c, const char *extra)

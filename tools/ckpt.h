@@ -9,6 +9,11 @@
  *   OUT/step-00000050/train.state.R       with ZeRO over N ranks: rank R's share
  *                                         of the moments (R = 1 .. N-1; rank 0's
  *                                         is train.state)
+ * Every state file's text names the shard it is ("shard R": the rank that
+ * wrote it, 0 for train.state), the step of its checkpoint
+ * ("checkpoint-step S") and the run it belongs to ("run ID", 16 hex digits,
+ * drawn when the run starts and kept by --resume), so that a rank can tell
+ * its own shard from another rank's or another save's (ckpt_shard_id).
  *   OUT/latest                            "step-00000050\n": the checkpoint
  * A save writes both files into OUT/.step-00000050.tmp.<pid>/, syncs them and
  * the folder, renames the folder into place (one rename: the pair appears
@@ -27,6 +32,7 @@
 #define TESSERA_TOOLS_CKPT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <tessera/gpt2.h>
 
@@ -43,10 +49,11 @@ typedef struct ckpt {
 int ckpt_clean(const char *out);
 
 /* Save m's weights and optimizer state as checkpoint `step` of `out`, with
- * `extra` (the tool's text) followed by the model's checksum line in the
- * state. *saved receives the checkpoint. On failure (reported; status 1)
+ * `extra` (the tool's text) followed by the model's checksum line and the
+ * shard's identity (shard 0 of `run`) in the state. *saved receives the checkpoint. On failure (reported; status 1)
  * the previous checkpoint is still the one `latest` names. */
-int ckpt_save(const char *out, int step, tsr_gpt2_t *m, const char *extra, ckpt_t *saved);
+int ckpt_save(const char *out, int step, uint64_t run, tsr_gpt2_t *m, const char *extra,
+              ckpt_t *saved);
 
 /* Data parallel with ZeRO (docs/data-parallel.md): every rank's share of
  * the optimizer state. Rank r > 0 first writes its share with
@@ -55,11 +62,21 @@ int ckpt_save(const char *out, int step, tsr_gpt2_t *m, const char *extra, ckpt_
  * shards 1 .. nshards-1 into the checkpoint's temporary folder as
  * train.state.R before the folder's one rename, so that the checkpoint
  * appears with every shard or not at all. Returns 0, or 1 after reporting. */
-int ckpt_save_shard(const char *out, int step, int rank, tsr_gpt2_t *m);
-int ckpt_save_sharded(const char *out, int step, int nshards, tsr_gpt2_t *m, const char *extra,
-                      ckpt_t *saved);
+int ckpt_save_shard(const char *out, int step, int rank, uint64_t run, tsr_gpt2_t *m);
+int ckpt_save_sharded(const char *out, int step, int nshards, uint64_t run, tsr_gpt2_t *m,
+                      const char *extra, ckpt_t *saved);
 /* The state file of rank `rank` in checkpoint c (c->state for rank 0). */
 int ckpt_shard_path(const ckpt_t *c, int rank, char *path, size_t size);
+
+/* What a state file's text says it is. */
+typedef struct ckpt_shard_id {
+    int rank;     /* the rank that wrote it: "shard R" (0 when absent: the
+                     train.state of a save before the line existed) */
+    int step;     /* "checkpoint-step S", or -1 when absent */
+    uint64_t run; /* "run ID", or 0 when absent (a run saved before ids) */
+} ckpt_shard_id_t;
+/* Read the identity from the text `extra` of a state file. */
+void ckpt_shard_id(const char *extra, ckpt_shard_id_t *id);
 
 /* The checkpoint `latest` names in `out`, with both files present.
  * Returns 0, or 1 after reporting (no checkpoint, a dangling pointer, a

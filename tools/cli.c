@@ -22,12 +22,42 @@ const char *cli_prog = "tessera";
 
 /* ---- messages ---------------------------------------------------------- */
 
+/* The last message reported, without the program's name: the ranks of a
+ * data-parallel run tell the others why they stopped (agree.h). */
+static char last_message[512];
+
 static void vreport(const char *fmt, va_list ap, const char *suffix)
 {
+    va_list copy;
+    va_copy(copy, ap);
+    int n = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
+    if (suffix == NULL)
+        suffix = "";
+    /* the whole line in one write: under mpirun the ranks' lines would
+     * otherwise interleave mid-line */
+    size_t len = strlen(cli_prog) + 2 + (n > 0 ? (size_t)n : 0) + strlen(suffix) + 2;
+    char *line = malloc(len);
     fflush(stdout);
-    fprintf(stderr, "%s: ", cli_prog);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "%s\n", suffix ? suffix : "");
+    if (line == NULL || n < 0) {
+        free(line);
+        fprintf(stderr, "%s: ", cli_prog);
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "%s\n", suffix);
+        return;
+    }
+    size_t off = (size_t)snprintf(line, len, "%s: ", cli_prog);
+    vsnprintf(line + off, len - off, fmt, ap);
+    snprintf(last_message, sizeof last_message, "%s%s", line + off, suffix);
+    off += (size_t)n;
+    snprintf(line + off, len - off, "%s\n", suffix);
+    fputs(line, stderr);
+    free(line);
+}
+
+const char *cli_last_message(void)
+{
+    return last_message;
 }
 
 int cli_fail(const char *fmt, ...)
@@ -225,8 +255,30 @@ int cli_parse(const char *prog, const char *usage, cli_opt_t *opts, int nopts, i
 
 /* ---- runtime and model ------------------------------------------------- */
 
+const char *cli_simulated(void)
+{
+    const char *s = getenv("TESSERA_SIMULATE");
+    return s != NULL && *s != '\0' ? s : NULL;
+}
+
+int cli_refuse_simulation(const char *consequence)
+{
+    const char *platform = cli_simulated();
+    if (platform == NULL)
+        return 0;
+    return cli_usage_error("TESSERA_SIMULATE=%s: simulated runs have no real data (every "
+                           "tensor reads as zeros), so %s: use tessera-sim to simulate a "
+                           "training step (docs/simulation.md), or unset TESSERA_SIMULATE",
+                           platform, consequence);
+}
+
 int cli_runtime_init(int threads, const char *sched)
 {
+    /* the programs refuse before they touch a file; this is the backstop
+     * for one that forgets (its runtime would be the simulated one) */
+    int refused = cli_refuse_simulation("this program's results would be meaningless");
+    if (refused != 0)
+        return refused;
     tsr_config_t cfg;
     tsr_config_init(&cfg);
     if (threads > 0)

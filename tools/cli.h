@@ -7,7 +7,10 @@
  *
  * Conventions of every program: an error is one line on stderr starting with
  * the program's name; usage errors exit with 2, every other failure with 1.
- * Library errors are reported with tsr_error_message().
+ * Library errors are reported with tsr_error_message(). Under simulation
+ * (TESSERA_SIMULATE) a program that reads or writes real checkpoints or
+ * prints results refuses to run, with exit 2: it must never start a
+ * simulated runtime, whose tensors are phantom zeros, on real files.
  */
 #ifndef TESSERA_TOOLS_CLI_H
 #define TESSERA_TOOLS_CLI_H
@@ -70,10 +73,26 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * library's status, used when it left no detailed message. */
 int cli_lib_fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The last message cli_fail, cli_usage_error or cli_lib_fail reported,
+ * without the program's name ("" if none). */
+const char *cli_last_message(void);
+
+/* ---- simulation --------------------------------------------------------- */
+
+/* The platform file TESSERA_SIMULATE names, read as the runtime reads it
+ * (set and not empty), or NULL: the real machine. */
+const char *cli_simulated(void);
+/* Under simulation, report that this program does not run simulated
+ * ("…: simulated runs have no real data …, so CONSEQUENCE: use
+ * tessera-sim …") and return 2 (a usage error: nothing was read or
+ * written); else return 0. Called before any file is opened. */
+int cli_refuse_simulation(const char *consequence);
+
 /* ---- runtime and model ------------------------------------------------- */
 
 /* tsr_init with `threads` CPU workers (0: the runtime's default) and the
- * policy `sched` (NULL: the default). Returns 0, or 1 after reporting. */
+ * policy `sched` (NULL: the default). Returns 0, or 1 after reporting; 2
+ * under simulation (cli_refuse_simulation). */
 int cli_runtime_init(int threads, const char *sched);
 
 /* Number of option entries cli_model_opts writes. */

@@ -26,7 +26,9 @@ static const char usage[] =
     "  --seq T              tokens per sequence (default: the context, at most 1024)\n"
     "  --max-batches K      evaluate the first K batches only (default 0: all)\n"
     "  --threads N          CPU workers (default: one per core)\n"
-    "  --sched NAME         scheduling policy (default: eager)\n";
+    "  --sched NAME         scheduling policy (default: eager)\n"
+    "Refuses to run under TESSERA_SIMULATE (exit 2): a simulated run has no real\n"
+    "data; tessera-sim simulates a model's steps.\n";
 
 int main(int argc, char **argv)
 {
@@ -50,6 +52,9 @@ int main(int argc, char **argv)
         return cli_usage_error("missing --checkpoint FILE");
     if (data == NULL)
         return cli_usage_error("missing --data TOKENS.bin");
+    /* before any file is read: a simulated model's weights are zeros */
+    if ((rc = cli_refuse_simulation("its loss would be that of a model of zeros")) != 0)
+        return rc;
 
     /* a file, a checkpoint folder or a run folder of tessera-train */
     char ckpt[4096];
@@ -75,8 +80,8 @@ int main(int argc, char **argv)
         batch = fit;
     }
 
-    if (cli_runtime_init(threads, sched) != 0)
-        return 1;
+    if ((rc = cli_runtime_init(threads, sched)) != 0)
+        return rc;
     int status = 0;
     tsr_gpt2_t *m = NULL;
     tsr_loader_t *loader = NULL;

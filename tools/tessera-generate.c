@@ -48,7 +48,9 @@ static const char usage[] =
     "  --seq N              positions per sequence, prompt included (default:\n"
     "                       the longest prompt + tokens, at most the context)\n"
     "  --threads N          CPU workers (default: one per core)\n"
-    "  --sched NAME         scheduling policy (default: eager)\n";
+    "  --sched NAME         scheduling policy (default: eager)\n"
+    "Refuses to run under TESSERA_SIMULATE (exit 2): a simulated run has no real\n"
+    "data; tessera-sim simulates a model's steps.\n";
 
 /* The repeatable flags, taken out of argv before the table parser sees it. */
 typedef struct multi {
@@ -201,6 +203,9 @@ int main(int argc, char **argv)
         status = cli_usage_error("missing --checkpoint FILE");
         goto out;
     }
+    /* before any file is read: a simulated model's weights are zeros */
+    if ((status = cli_refuse_simulation("its text would be sampled from a model of zeros")) != 0)
+        goto out;
     if (prompts_file) {
         size_t flen;
         if (cli_read_file(prompts_file, &file_text, &flen) != 0) {
@@ -315,10 +320,8 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    if (cli_runtime_init(threads, sched) != 0) {
-        status = 1;
+    if ((status = cli_runtime_init(threads, sched)) != 0)
         goto out;
-    }
     runtime = 1;
     char desc[256];
     cli_config_describe(&cfg, desc, sizeof desc);

@@ -14,16 +14,23 @@
  * refuses a model and a state of different saves.
  *
  * main runs named steps (parse, prepare, resume settings, settings, data,
- * model, loaders, training); each returns 0 or the exit status, and one
- * function frees the run whatever step failed.
+ * model, loaders, the ranks' agreement, training); each returns 0 or the
+ * exit status, and one function frees the run whatever step failed. Under
+ * mpirun every rank takes part in the agreement (agree.h) whatever its
+ * earlier steps ended with, so that a rank that stopped, or that would
+ * train another run, stops every rank within seconds.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <tessera/mpi.h>
 
+#include "agree.h"
 #include "ckpt.h"
 #include "cli.h"
 
@@ -81,9 +88,15 @@ static const char usage[] =
     "data parallel (under mpirun -np N, in a build with MPI; docs/data-parallel.md):\n"
     "  every rank trains a replica on its slice of each batch: --batch and\n"
     "  --micro-batch are per rank, a step trains on N x --batch sequences; rank 0\n"
-    "  logs and writes the model; --resume needs the same N\n"
+    "  logs and writes the model; --resume needs the same N. Before training the\n"
+    "  ranks agree on the model, these flags, the resume step and each rank's\n"
+    "  optimizer state (rank r loads its own shard): any difference, or a rank\n"
+    "  that cannot start (a missing shard), stops every rank with exit 1, naming\n"
+    "  the first differing rank and flag\n"
     "  --zero 0|1           1: ZeRO-1, each rank keeps and updates its share of\n"
-    "                       the optimizer state (saved per rank); default 0\n";
+    "                       the optimizer state (saved per rank); default 0\n"
+    "Refuses to run under TESSERA_SIMULATE (exit 2), before it reads or writes\n"
+    "anything: a simulated run has no real data; tessera-sim simulates training.\n";
 
 #define STATE_MAGIC "tessera-train 1"
 
@@ -129,6 +142,13 @@ typedef struct run {
     int rank, nranks;
     int32_t *all_inputs, *all_targets;
     tsr_handle_t agree;
+    /* the run's id (kept by --resume; written into every state file), and
+     * with --resume the state this rank loaded: its path and what its text
+     * says it is; missing_shard: that file could not be found */
+    uint64_t run_id;
+    char shard_path[4096];
+    ckpt_shard_id_t shard;
+    int missing_shard;
 } run_t;
 
 /* ---- step 1: the command line ------------------------------------------- */
@@ -185,6 +205,11 @@ static int parse_options(run_t *r, int argc, char **argv)
         return cli_usage_error("--resume needs --out DIR (the run to continue)");
     if (s->resume && s->init != NULL)
         return cli_usage_error("--resume and --init exclude each other");
+    /* before any file is opened or folder made: a simulated run would
+     * save checkpoints of zeros over the real ones */
+    if ((rc = cli_refuse_simulation("training would log losses of zeros and save checkpoints "
+                                    "of zeros over the real ones")) != 0)
+        return rc;
     return -1;
 }
 
@@ -209,8 +234,9 @@ static int prepare(run_t *r)
     if (s->out != NULL &&
         (cli_mkdirs(s->out) != 0 || (r->rank == 0 && ckpt_clean(s->out) != 0)))
         return 1;
-    if (cli_runtime_init(s->threads, s->sched) != 0)
-        return 1;
+    int rc = cli_runtime_init(s->threads, s->sched);
+    if (rc != 0)
+        return rc;
     r->runtime_up = 1;
     return 0;
 }
@@ -233,6 +259,8 @@ static int restore_extra(run_t *r, const char *state_path, char *extra)
             have_step = r->start_step >= 0;
         } else if (sscanf(line, "ranks %d", &ranks) == 1) {
             saved_ranks = ranks;
+        } else if (strncmp(line, "run ", 4) == 0) {
+            r->run_id = strtoull(line + 4, NULL, 16);
         } else if (strncmp(line, "position ", 9) == 0) {
             char *end;
             unsigned long long p = strtoull(line + 9, &end, 10);
@@ -361,11 +389,25 @@ static int resume_model(run_t *r)
     int rc = tsr_gpt2_load(r->m, c->model);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "cannot load '%s'", c->model);
-    /* with ZeRO each rank its own share; else every rank the same state */
-    char state[4096];
-    if (ckpt_shard_path(c, r->s.zero ? r->rank : 0, state, sizeof state) != 0)
+    /* with ZeRO each rank its own share; else every rank the same state.
+     * A missing file is told apart: the other ranks then report a missing
+     * shard (agree.h) rather than a failure they cannot explain. */
+    char *state = r->shard_path;
+    if (ckpt_shard_path(c, r->s.zero ? r->rank : 0, state, sizeof r->shard_path) != 0)
         return 1;
-    rc = tsr_gpt2_load_state(r->m, state, NULL, 0);
+    if (!cli_file_exists(state)) {
+        r->missing_shard = 1;
+        return cli_fail("rank %d's optimizer state '%s' is missing (missing shard)", r->rank,
+                        state);
+    }
+    /* its text as large as train.state's may be (the run's settings) */
+    char *text = malloc(sizeof r->extra);
+    if (text == NULL)
+        return cli_fail("out of memory");
+    rc = tsr_gpt2_load_state(r->m, state, text, sizeof r->extra);
+    if (rc == TSR_OK)
+        ckpt_shard_id(text, &r->shard); /* whose it is: checked in the agreement */
+    free(text);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "cannot load '%s'", state);
     if (tsr_gpt2_steps_done(r->m) != r->start_step)
@@ -487,7 +529,85 @@ static void print_header(const run_t *r)
     fflush(stdout);
 }
 
-/* ---- step 8: training --------------------------------------------------- */
+/* ---- step 8: the ranks agree on the run (agree.h) ----------------------- */
+
+/* A new run's id: it only has to differ from other runs' */
+static uint64_t fresh_run_id(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    cli_rng_t g;
+    cli_rng_seed(&g, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+                         ((uint64_t)getpid() << 40));
+    uint64_t id = cli_rng_next(&g);
+    return id != 0 ? id : 1;
+}
+
+/* src into note[size], cut if longer (a note is for a message) */
+static void set_note(char *note, size_t size, const char *src)
+{
+    size_t n = strlen(src);
+    n = n < size - 1 ? n : size - 1;
+    memcpy(note, src, n);
+    note[n] = '\0';
+}
+
+/* This rank's record: ready, with what must match, or why it stopped. */
+static void fill_record(const run_t *r, int status, agree_rec_t *rec)
+{
+    agree_init(rec);
+    rec->proposal = fresh_run_id();
+    if (status != 0) {
+        rec->status = r->missing_shard ? AGREE_MISSING_SHARD : AGREE_FAILED;
+        set_note(rec->note, sizeof rec->note, cli_last_message());
+        return;
+    }
+    const settings_t *s = &r->s;
+    const tsr_gpt2_config_t *c = tsr_gpt2_config(r->m);
+    rec->vocab = c->vocab_size, rec->context = c->context, rec->layers = c->layers;
+    rec->heads = c->heads, rec->channels = c->channels, rec->tile_tokens = c->tile_tokens;
+    rec->tile_vocab = c->tile_vocab, rec->tile_hidden = c->tile_hidden;
+    rec->precision = c->precision, rec->recompute = c->recompute;
+    rec->zero = s->zero, rec->steps = s->steps, rec->last = r->last, rec->batch = s->batch;
+    rec->micro = s->micro, rec->seq = s->seq, rec->warmup = s->warmup;
+    rec->eval_every = s->eval_every, rec->eval_batches = r->eval_batches;
+    rec->ckpt_every = s->ckpt_every;
+    rec->lr = s->lr, rec->min_lr = s->min_lr, rec->wd = s->wd, rec->clip = s->clip;
+    rec->seed = s->seed, rec->ntrain = r->ntrain, rec->nval = s->val != NULL ? r->nval : 0;
+    rec->resume = s->resume, rec->step = r->start_step, rec->position = r->position;
+    if (s->resume) {
+        rec->run = r->run_id;
+        rec->shard_rank = r->shard.rank, rec->shard_step = r->shard.step;
+        rec->shard_run = r->shard.run;
+        set_note(rec->note, sizeof rec->note, r->shard_path);
+    }
+}
+
+/* Every rank takes part, whatever `status` its earlier steps ended with:
+ * one that stopped tells the others why, so that none waits for it. The
+ * status to go on with: this rank's own failure, else the verdict. */
+static int agree_on_run(run_t *r, int status)
+{
+    if (r->nranks == 1 && status != 0)
+        return status;
+    if (!r->runtime_up) {
+        /* stopped before its runtime started: one worker, to take part */
+        if (cli_runtime_init(1, NULL) != 0)
+            return status != 0 ? status : 1;
+        r->runtime_up = 1;
+    }
+    agree_rec_t rec;
+    fill_record(r, status, &rec);
+    uint64_t run_id = 0;
+    int verdict = agree_run(&rec, &run_id);
+    if (status != 0)
+        return status;
+    if (verdict == 0)
+        r->run_id = run_id;
+    return verdict;
+}
+
+/* ---- step 9: training --------------------------------------------------- */
 
 /* Mean validation loss over the first eval_batches micro-batches. */
 static int validate(run_t *r, int step)
@@ -537,10 +657,11 @@ static int save_checkpoint(run_t *r, int step, ckpt_t *saved)
     int zero = r->s.zero && r->nranks > 1, status = len < cap ? 0 :
         cli_fail("the run's settings exceed %zu bytes", cap);
     if (status == 0 && zero && r->rank > 0)
-        status = ckpt_save_shard(r->s.out, step, r->rank, r->m);
+        status = ckpt_save_shard(r->s.out, step, r->rank, r->run_id, r->m);
     status = rank_agree(r, status);
     if (status == 0 && r->rank == 0)
-        status = ckpt_save_sharded(r->s.out, step, zero ? r->nranks : 1, r->m, extra, saved);
+        status = ckpt_save_sharded(r->s.out, step, zero ? r->nranks : 1, r->run_id, r->m, extra,
+                                   saved);
     status = rank_agree(r, status);
     free(extra);
     if (status == 0) {
@@ -691,12 +812,16 @@ int main(int argc, char **argv)
     if (r.rank > 0 && freopen("/dev/null", "w", stdout) == NULL)
         return cli_fail("cannot silence rank %d's output", r.rank);
     int status = parse_options(&r, argc, argv);
-    if (status >= 0) {
+    /* --help, and a refusal under simulation (whose runtime has no peers:
+     * every rank has the launcher's environment and refuses alike), end
+     * here; another usage error still takes part in the agreement */
+    if (status == 0 || (status > 0 && (r.nranks == 1 || cli_simulated() != NULL))) {
         if (mpi)
             tsr_mpi_finalize();
         return status;
     }
-    status = prepare(&r);
+    if (status < 0)
+        status = prepare(&r);
     if (status == 0 && r.s.resume)
         status = resume_settings(&r);
     if (status == 0)
@@ -707,6 +832,7 @@ int main(int argc, char **argv)
         status = build_model(&r);
     if (status == 0)
         status = open_loaders(&r);
+    status = agree_on_run(&r, status);
     if (status == 0)
         status = train(&r);
     status = run_free(&r, status);
