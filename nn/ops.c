@@ -829,7 +829,8 @@ TILE_CODELET(cl_attn_dot, "attn_bwd_dot", 3, attn_args_t, attn_dot_flops, attn_d
 
 /* Per visible pair: q.k and dout.v (4d), dv, dk, dq updates (6d), and p, ds
  * (scale, subtraction, exp, subtraction, product, scale: 6). q, k, v, dout,
- * lse, D read; dq, dk, dv read and written. */
+ * lse, D read; dq, dk, dv read and written (written only by a first
+ * contribution). */
 static double attn_bwd_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
@@ -838,19 +839,46 @@ static double attn_bwd_flops(const void *args, const size_t *sizes)
 }
 static double attn_bwd_bytes(const void *args, const size_t *sizes)
 {
-    (void)args;
+    const attn_args_t *a = args;
     double b = 0;
     for (int i = 0; i < 6; i++)
         b += (double)sizes[i];
-    return b + 2.0 * ((double)sizes[6] + sizes[7] + sizes[8]);
+    /* a first contribution writes its tile without reading it */
+    double q = a->first & TSR_ATTN_FIRST_DQ ? 1.0 : 2.0;
+    double kv = a->first & TSR_ATTN_FIRST_DKV ? 1.0 : 2.0;
+    return b + q * (double)sizes[6] + kv * ((double)sizes[7] + sizes[8]);
 }
-/* q, k, v, dout, lse, D → dq, dk, dv accumulated */
+/* q, k, v, dout, lse, D → dq, dk, dv accumulated (zeroed first where the
+ * pair is their first contribution, a->first) */
+static void attn_bwd_cpu(const attn_args_t *a, void **buf, const tsr_exec_t *e)
+{
+    if (a->first & TSR_ATTN_FIRST_DQ)
+        tsr_cpu_fill(nelem(e, 6), 0.0f, buf[6]);
+    if (a->first & TSR_ATTN_FIRST_DKV) {
+        tsr_cpu_fill(nelem(e, 7), 0.0f, buf[7]);
+        tsr_cpu_fill(nelem(e, 8), 0.0f, buf[8]);
+    }
+    tsr_cpu_attn_bwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0], buf[1], buf[2],
+                     buf[3], buf[4], buf[5], buf[6], buf[7], buf[8]);
+}
+#ifdef TSR_HAVE_CUDA
+static int attn_bwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
+{
+    int rc = 0;
+    if (a->first & TSR_ATTN_FIRST_DQ)
+        rc = tsr_cuda_fill(e->cuda_stream, nelem(e, 6), 0.0f, buf[6]);
+    if (!rc && (a->first & TSR_ATTN_FIRST_DKV))
+        rc = tsr_cuda_fill(e->cuda_stream, nelem(e, 7), 0.0f, buf[7]);
+    if (!rc && (a->first & TSR_ATTN_FIRST_DKV))
+        rc = tsr_cuda_fill(e->cuda_stream, nelem(e, 8), 0.0f, buf[8]);
+    return rc ? rc
+              : tsr_cuda_attn_bwd(e->cuda_stream, a->d, a->tq, a->tk, a->nb, a->q0, a->k0,
+                                  a->scale, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5],
+                                  buf[6], buf[7], buf[8]);
+}
+#endif
 TILE_CODELET(cl_attn_bwd, "attn_bwd", 9, attn_args_t, attn_bwd_flops, attn_bwd_bytes,
-             (tsr_cpu_attn_bwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0],
-               buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7], buf[8])),
-             (tsr_cuda_attn_bwd(e->cuda_stream, a->d, a->tq, a->tk, a->nb, a->q0, a->k0,
-               a->scale, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7],
-               buf[8])));
+             attn_bwd_cpu(a, buf, e), attn_bwd_cuda(a, buf, e));
 
 /* How token tiles map onto sequences: a tile is either part of one sequence
  * (per_seq tiles of tq tokens each) or nb whole sequences side by side,
@@ -899,7 +927,7 @@ int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, tsr_t
             for (int qi = 0; qi < L.per_seq; qi++) {
                 int j = g * L.per_seq + qi;
                 tsr_handle_t hms = tsr__tile(ms, h, j), hy = tsr__tile(y, h, j);
-                attn_args_t a = {L.d, L.tq, L.tq, L.nb, qi * L.tq, 0, L.scale};
+                attn_args_t a = {L.d, L.tq, L.tq, L.nb, qi * L.tq, 0, L.scale, 0};
                 if ((rc = SUBMIT(cl_attn_init, a, ACC(hms, TSR_W), ACC(hy, TSR_W))))
                     return rc;
                 for (int ki = 0; ki <= qi; ki++) {
@@ -927,8 +955,6 @@ int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len,
         rc = same_tiling(y, dy, "attention_bwd");
     if (!rc)
         rc = same_tiling(qkv, dqkv, "attention_bwd");
-    if (!rc)
-        rc = tsr__op_fill(dqkv, 0.0f);
     if (rc)
         return rc;
     attn_layout_t L = attn_layout(qkv, seq_len);
@@ -936,23 +962,29 @@ int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len,
         for (int h = 0; h < heads; h++)
             for (int qi = 0; qi < L.per_seq; qi++) {
                 int j = g * L.per_seq + qi;
-                attn_args_t a = {L.d, L.tq, L.tq, L.nb, qi * L.tq, 0, L.scale};
+                attn_args_t a = {L.d, L.tq, L.tq, L.nb, qi * L.tq, 0, L.scale, 0};
                 if ((rc = SUBMIT(cl_attn_dot, a, ACC(tsr__tile(y, h, j), TSR_R),
                                  ACC(tsr__tile(dy, h, j), TSR_R),
                                  ACC(tsr__tile(D, h, j), TSR_W))))
                     return rc;
+                /* In this order, query tile qi's dq first hears from key
+                 * tile 0, and key tile ki's dk, dv from query tile ki: those
+                 * pairs overwrite (β = 0), so dqkv needs no fill first. */
                 for (int ki = 0; ki <= qi; ki++) {
                     int jk = g * L.per_seq + ki;
                     a.k0 = ki * L.tq;
+                    a.first = (ki == 0 ? TSR_ATTN_FIRST_DQ : 0) |
+                              (ki == qi ? TSR_ATTN_FIRST_DKV : 0);
+                    tsr_mode_t mq = ki == 0 ? TSR_W : TSR_RW, mkv = ki == qi ? TSR_W : TSR_RW;
                     if ((rc = SUBMIT(cl_attn_bwd, a, ACC(tsr__tile(qkv, h, j), TSR_R),
                                      ACC(tsr__tile(qkv, heads + h, jk), TSR_R),
                                      ACC(tsr__tile(qkv, 2 * heads + h, jk), TSR_R),
                                      ACC(tsr__tile(dy, h, j), TSR_R),
                                      ACC(tsr__tile(lse, h, j), TSR_R),
                                      ACC(tsr__tile(D, h, j), TSR_R),
-                                     ACC(tsr__tile(dqkv, h, j), TSR_RW),
-                                     ACC(tsr__tile(dqkv, heads + h, jk), TSR_RW),
-                                     ACC(tsr__tile(dqkv, 2 * heads + h, jk), TSR_RW))))
+                                     ACC(tsr__tile(dqkv, h, j), mq),
+                                     ACC(tsr__tile(dqkv, heads + h, jk), mkv),
+                                     ACC(tsr__tile(dqkv, 2 * heads + h, jk), mkv))))
                         return rc;
                 }
             }

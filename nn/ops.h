@@ -194,7 +194,12 @@ typedef struct tsr__embed_args {
 typedef struct tsr__attn_args {
     int d, tq, tk, nb, q0, k0;
     float scale;
+    /* backward: the pair's dq tile (ATTN_FIRST_DQ), its dk and dv tiles
+     * (ATTN_FIRST_DKV) get their first contribution: zeroed in the task
+     * instead of by fill tasks before it (written, not read: TSR_W) */
+    int first;
 } tsr__attn_args_t;
+enum { TSR_ATTN_FIRST_DQ = 1, TSR_ATTN_FIRST_DKV = 2 };
 /* cross-entropy on a vocabulary tile [v0, v0 + nv) of T tokens */
 typedef struct tsr__xent_args {
     int nv, T, v0, accumulate;

@@ -303,7 +303,10 @@ static void attention_case(int tt)
     tensor_from(&tms, 2 * H, N, 2, tt, NULL);
     tensor_from(&tD, H, N, 1, tt, NULL);
     tensor_from(&tdy, C, N, d, tt, dy);
-    tensor_from(&tdq, 3 * C, N, d, tt, NULL);
+    /* dqkv starts dirty: the backward overwrites it (no fill before it) */
+    float *dirty = kt_rand(&r, (size_t)3 * C * N, 5, 9);
+    tensor_from(&tdq, 3 * C, N, d, tt, dirty);
+    free(dirty);
     OK(tsr__op_attention_fwd(&tq, H, T, &tms, &ty, &tl));
     OK(tsr__op_attention_bwd(&tq, H, T, &ty, &tdy, &tl, &tD, &tdq));
     double *y = kt_dalloc((size_t)C * N), *dq = kt_dalloc((size_t)3 * C * N);
