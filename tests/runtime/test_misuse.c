@@ -457,10 +457,13 @@ Test(failure_messages, host_limit_names_task_and_node)
 /* The same on a simulated accelerator too small for the buffer, through a
  * chain: the reader of the failed writer is cancelled, and the task waited
  * for names the first failure. */
-Test(failure_messages, small_sim_node_names_task_and_node)
+/* A 2 MiB writer 'fill-sim' on a 1 MiB simulated accelerator and its
+ * reader 'bump': the reader's wait returns TSR_ETASK. */
+static int big[(2 << 20) / sizeof(int)];
+
+static tsr_handle_t failing_chain(void)
 {
     start_runtime_sim(-1, NULL, 0, 1, (size_t)1 << 20);
-    static int big[(2 << 20) / sizeof(int)];
     tsr_handle_t h;
     cr_assert_eq(tsr_handle_register(&h, big, sizeof big), TSR_OK);
     submit_fill(h, "fill-sim");
@@ -469,6 +472,12 @@ Test(failure_messages, small_sim_node_names_task_and_node)
     tsr_task_t t;
     cr_assert_eq(tsr_submit(&d, &t), TSR_OK);
     cr_assert_eq(tsr_task_wait(t), TSR_ETASK);
+    return h;
+}
+
+Test(failure_messages, small_sim_node_names_task_and_node)
+{
+    tsr_handle_t h = failing_chain();
     cr_log_info("task_wait: %s", tsr_error_message());
     assert_msg("task 'bump' was cancelled");
     assert_msg("task 'fill-sim' on worker 0 (sim0)");
@@ -524,16 +533,7 @@ static int refuse_minus_two(void **b, const void *args, const tsr_exec_t *e)
 
 Test(failure_messages, cause_of_a_task_failure)
 {
-    start_runtime_sim(-1, NULL, 0, 1, (size_t)1 << 20);
-    static int big[(2 << 20) / sizeof(int)];
-    tsr_handle_t h;
-    cr_assert_eq(tsr_handle_register(&h, big, sizeof big), TSR_OK);
-    submit_fill(h, "fill-sim");
-    tsr_access_t a = {h, TSR_RW};
-    tsr_task_desc_t d = {.codelet = &cl_add, .nbuffers = 1, .buffers = &a, .name = "bump"};
-    tsr_task_t t;
-    cr_assert_eq(tsr_submit(&d, &t), TSR_OK);
-    cr_assert_eq(tsr_task_wait(t), TSR_ETASK);
+    tsr_handle_t h = failing_chain();
     cr_assert_eq(tsr_error_cause(), TSR_ENOMEM, "cancelled task: %d", tsr_error_cause());
     void *p = NULL;
     cr_assert_eq(tsr_handle_acquire(h, TSR_R, &p), TSR_ETASK);
@@ -550,8 +550,8 @@ Test(failure_messages, cause_of_a_task_failure)
                                         .nbuffers = 1};
     int x = 0;
     cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
-    a = (tsr_access_t){h, TSR_RW};
-    d = (tsr_task_desc_t){.codelet = &cl_m2, .nbuffers = 1, .buffers = &a};
+    tsr_access_t a = {h, TSR_RW};
+    tsr_task_desc_t d = {.codelet = &cl_m2, .nbuffers = 1, .buffers = &a};
     cr_assert_eq(tsr_submit(&d, NULL), TSR_OK);
     cr_assert_eq(tsr_wait_all(), TSR_ETASK);
     assert_msg("its implementation returned -2");
