@@ -1033,11 +1033,15 @@ static int submit_pinned(const tsr_task_desc_t *d, const tsr_codelet_t *cl, cons
      * unregistered, is refused before anything is recorded. */
     tsr_data_t *hs[TSR_MAX_BUFFERS];
     int npinned = 0, rc = TSR_OK;
-    char what[96];
     for (int i = 0; i < d->nbuffers && rc == TSR_OK; i++) {
-        snprintf(what, sizeof what, "submit '%s': buffer %d", name, i);
-        if ((rc = tsr__handle_pin(d->buffers[i].handle, what, &hs[i])) == TSR_OK)
+        if ((rc = tsr__handle_pin(d->buffers[i].handle, "submit", &hs[i])) == TSR_OK) {
             npinned++;
+        } else { /* the message names the task and the buffer (formatted only here) */
+            char why[512];
+            snprintf(why, sizeof why, "%s", tsr_error_message());
+            rc = tsr__fail(rc, "submit '%s': buffer %d: %s", name, i,
+                           strncmp(why, "submit: ", 8) ? why : why + 8);
+        }
     }
     for (int i = 0; i < d->nbuffers && rc == TSR_OK; i++)
         if (d->buffers[i].mode == TSR_REDUX)
