@@ -458,6 +458,76 @@ static int rows_cuda(void **buf, const void *args, const tsr_exec_t *e)
 #endif
 CODELET(cl_rows, "copy_rows", 2, rows_cpu, rows_cuda, zero_flops, rows_bytes);
 
+/* Regrouping moves a coarse tile's rows to or from its fine tiles in one
+ * task per coarse tile (and column), not one per fine tile: a GPU pays a
+ * launch and a host round trip per task, and the fine tiles of one merge,
+ * each writing part of the coarse tile, were a chain of RW tasks.
+ * Buffer 0 is the coarse tile, buffers 1..k the fine ones. */
+typedef tsr__regroup_args_t regroup_args_t;
+
+static double regroup_bytes(const void *args, const size_t *sizes)
+{
+    const regroup_args_t *a = args;
+    (void)sizes;
+    double rows = 0;
+    for (int i = 0; i < a->k; i++)
+        rows += a->rows[i];
+    return 8.0 * rows * a->ncols;
+}
+
+static int regroup_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const regroup_args_t *a = args;
+    (void)e;
+    float *coarse = buf[0];
+    for (int i = 0; i < a->k; i++) {
+        float *fine = buf[1 + i];
+        size_t n = (size_t)a->rows[i] * sizeof(float);
+        for (int j = 0; j < a->ncols; j++) {
+            float *c = coarse + (size_t)j * a->coarse_rows + a->off[i];
+            float *f = fine + (size_t)j * a->rows[i];
+            if (a->split)
+                memcpy(f, c, n);
+            else
+                memcpy(c, f, n);
+        }
+    }
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int regroup_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const regroup_args_t *a = args;
+    float *coarse = buf[0];
+    size_t cpitch = (size_t)a->coarse_rows * 4;
+    for (int i = 0; i < a->k; i++) {
+        size_t fpitch = (size_t)a->rows[i] * 4;
+        float *c = coarse + a->off[i], *f = buf[1 + i];
+        cudaError_t rc = a->split
+            ? cudaMemcpy2DAsync(f, fpitch, c, cpitch, fpitch, (size_t)a->ncols,
+                                cudaMemcpyDeviceToDevice, (cudaStream_t)e->cuda_stream)
+            : cudaMemcpy2DAsync(c, cpitch, f, fpitch, fpitch, (size_t)a->ncols,
+                                cudaMemcpyDeviceToDevice, (cudaStream_t)e->cuda_stream);
+        if (rc != cudaSuccess)
+            return (int)rc;
+    }
+    return 0;
+}
+#endif
+/* one codelet per buffer count: cl_regroup[k] moves k fine tiles */
+#define REGROUP_CL(k) CODELET(cl_regroup_##k, "regroup", (k) + 1, regroup_cpu, regroup_cuda, \
+                              zero_flops, regroup_bytes)
+REGROUP_CL(1); REGROUP_CL(2); REGROUP_CL(3); REGROUP_CL(4); REGROUP_CL(5);
+REGROUP_CL(6); REGROUP_CL(7); REGROUP_CL(8); REGROUP_CL(9); REGROUP_CL(10);
+REGROUP_CL(11); REGROUP_CL(12); REGROUP_CL(13); REGROUP_CL(14); REGROUP_CL(15);
+_Static_assert(TSR_REGROUP_MAX == 15, "one regroup codelet per fine-tile count");
+static const tsr_codelet_t *const cl_regroup[TSR_REGROUP_MAX + 1] = {
+    NULL,          &cl_regroup_1,  &cl_regroup_2,  &cl_regroup_3,  &cl_regroup_4,
+    &cl_regroup_5, &cl_regroup_6,  &cl_regroup_7,  &cl_regroup_8,  &cl_regroup_9,
+    &cl_regroup_10, &cl_regroup_11, &cl_regroup_12, &cl_regroup_13, &cl_regroup_14,
+    &cl_regroup_15,
+};
+
 int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst)
 {
     int fine = src->tile_rows < dst->tile_rows ? src->tile_rows : dst->tile_rows;
@@ -469,21 +539,29 @@ int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst)
                          src->rows, src->cols, src->tile_rows, src->tile_cols, dst->rows,
                          dst->cols, dst->tile_rows, dst->tile_cols);
     int rc = TSR_OK;
-    /* one task per fine tile: a split reads part of a coarse tile, a merge
-     * writes part of one (RW: the coarse tile is written piece by piece) */
+    /* one task per coarse tile and column of tiles, for up to
+     * TSR_REGROUP_MAX of its fine tiles: a split reads the coarse tile and
+     * writes the fine ones; a merge writes the coarse tile (W when the task
+     * covers all of it, else RW: the next task of the tile adds its rows) */
     int split = src->tile_rows >= dst->tile_rows;
-    const tsr_tensor_t *f = split ? dst : src;
+    const tsr_tensor_t *f = split ? dst : src, *c = split ? src : dst;
     for (int b = 0; !rc && b < f->grid_cols; b++)
-        for (int a = 0; !rc && a < f->grid_rows; a++) {
-            int row0 = a * fine, ca = row0 / coarse, off = row0 % coarse;
-            const tsr_tensor_t *c = split ? src : dst;
-            rows_args_t r = {split ? tsr__tile_m(c, ca) : tsr__tile_m(f, a),
-                             split ? tsr__tile_m(f, a) : tsr__tile_m(c, ca),
-                             split ? off : 0, split ? 0 : off, tsr__tile_m(f, a),
-                             tsr__tile_n(f, b)};
-            tsr_handle_t hf = tsr__tile(f, a, b), hc = tsr__tile(c, ca, b);
-            rc = split ? SUBMIT(cl_rows, r, ACC(hc, TSR_R), ACC(hf, TSR_W))
-                       : SUBMIT(cl_rows, r, ACC(hf, TSR_R), ACC(hc, TSR_RW));
+        for (int ca = 0; !rc && ca < c->grid_rows; ca++) {
+            int a0 = ca * coarse / fine, a1 = a0 + (tsr__tile_m(c, ca) + fine - 1) / fine;
+            for (int g = a0; !rc && g < a1; g += TSR_REGROUP_MAX) {
+                int k = a1 - g < TSR_REGROUP_MAX ? a1 - g : TSR_REGROUP_MAX;
+                regroup_args_t r = {split, k, tsr__tile_m(c, ca), tsr__tile_n(f, b), {0}, {0}};
+                tsr_access_t acc[1 + TSR_REGROUP_MAX];
+                int whole = g == a0 && g + k == a1;
+                acc[0] = (tsr_access_t){tsr__tile(c, ca, b),
+                                        split ? TSR_R : whole ? TSR_W : TSR_RW};
+                for (int i = 0; i < k; i++) {
+                    r.rows[i] = (int16_t)tsr__tile_m(f, g + i);
+                    r.off[i] = (g + i) * fine - ca * coarse;
+                    acc[1 + i] = (tsr_access_t){tsr__tile(f, g + i, b), split ? TSR_W : TSR_R};
+                }
+                rc = submit(cl_regroup[k], &r, sizeof r, k + 1, acc);
+            }
         }
     return rc;
 }
@@ -1598,7 +1676,7 @@ int tsr__op_linear_bwd_bf16(const tsr_tensor_t *w, const tsr_tensor_t *x,
 
 static const tsr_codelet_t *const all_codelets[] = {
     &cl_gemm,      &cl_fill,     &cl_copy,      &cl_axpy,         &cl_slice_add,
-    &cl_bias_add,  &cl_bias_grad, &cl_rows,     &cl_ln_fwd,       &cl_ln_bwd,
+    &cl_bias_add,  &cl_bias_grad, &cl_rows,     &cl_regroup_1,    &cl_ln_fwd,   &cl_ln_bwd,
     &cl_gelu_fwd,  &cl_gelu_bwd, &cl_embed_fwd, &cl_embed_bwd,    &cl_attn_init,
     &cl_attn_fwd,  &cl_attn_fin, &cl_attn_dot,  &cl_attn_bwd,     &cl_maxsumexp,
     &cl_logsumexp, &cl_xent_fwd, &cl_xent_bwd,  &cl_sumsq,        &cl_adamw,        &cl_adamw_bf16,

@@ -184,6 +184,15 @@ typedef struct tsr__mn_args {
 typedef struct tsr__rows_args {
     int src_rows, dst_rows, src_off, dst_off, nrows, ncols;
 } tsr__rows_args_t;
+/* regroup: k fine tiles (rows[i] rows each, at row off[i] of the coarse
+ * tile of coarse_rows rows), ncols columns; split: coarse → fine, else
+ * fine → coarse. Buffers: the coarse tile, then the k fine ones. */
+#define TSR_REGROUP_MAX (TSR_MAX_BUFFERS - 1)
+typedef struct tsr__regroup_args {
+    int split, k, coarse_rows, ncols;
+    int16_t rows[TSR_REGROUP_MAX];
+    int32_t off[TSR_REGROUP_MAX];
+} tsr__regroup_args_t;
 /* embeddings: C features, T tokens, vocabulary tile [v0, v0 + nv) of V */
 typedef struct tsr__embed_args {
     int C, T, nv, v0, V;
