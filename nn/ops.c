@@ -1324,46 +1324,61 @@ int tsr__op_convert(const tsr_tensor_t *x, tsr_tensor_t *y)
     return tilewise(yb ? &cl_to_bf16 : &cl_to_f32, x, TSR_R, y, TSR_W, "convert");
 }
 
-/* copy_rows into a bf16 tile: nrows × ncols fp32 read, bf16 written */
-static double rows_bf16_bytes(const void *args, const size_t *sizes)
+/* The merge of regroup into bf16: k fine fp32 tiles into one coarse bf16
+ * tile, rounded, in one task (as regroup). Buffers: the coarse bf16 tile,
+ * the k fine tiles, a scratch of one fine tile in bf16. Per fine tile
+ * rows × ncols fp32 read, bf16 written. */
+static double regroup_bf16_bytes(const void *args, const size_t *sizes)
 {
-    const rows_args_t *a = args;
-    (void)sizes;
-    return 6.0 * a->nrows * a->ncols;
+    return regroup_bytes(args, sizes) * 6.0 / 8.0;
 }
-/* rows of fp32 src → rows of bf16 dst (the merge of regroup), rounded;
- * buffers: src, dst, scratch (bf16, nrows × ncols) */
-static int rows_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+static int regroup_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
 {
-    const rows_args_t *a = args;
-    const float *src = buf[0];
-    uint16_t *dst = buf[1];
+    const regroup_args_t *a = args;
+    uint16_t *dst = buf[0];
     (void)e;
-    for (int j = 0; j < a->ncols; j++)
-        tsr_cpu_f32_to_bf16((size_t)a->nrows, src + (size_t)j * a->src_rows + a->src_off,
-                            dst + (size_t)j * a->dst_rows + a->dst_off);
+    for (int i = 0; i < a->k; i++) {
+        const float *src = buf[1 + i];
+        for (int j = 0; j < a->ncols; j++)
+            tsr_cpu_f32_to_bf16((size_t)a->rows[i], src + (size_t)j * a->rows[i],
+                                dst + (size_t)j * a->coarse_rows + a->off[i]);
+    }
     return 0;
 }
 #ifdef TSR_HAVE_CUDA
-/* one conversion of the whole source tile (it is the fine one: contiguous
- * rows) into the scratch, then one strided copy into place */
-static int rows_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+/* per fine tile (contiguous rows): one conversion into the scratch, then
+ * one strided copy into place (in stream order, so the scratch is reused) */
+static int regroup_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
 {
-    const rows_args_t *a = args;
-    uint16_t *tmp = buf[2];
-    if (a->src_off != 0 || a->src_rows != a->nrows)
-        return TSR_EINVAL; /* only merges: the op below submits nothing else */
-    int rc = tsr_cuda_f32_to_bf16(e->cuda_stream, (size_t)a->nrows * (size_t)a->ncols, buf[0],
-                                  tmp);
-    if (rc)
-        return rc;
-    return (int)cudaMemcpy2DAsync((uint16_t *)buf[1] + a->dst_off, (size_t)a->dst_rows * 2, tmp,
-                                  (size_t)a->nrows * 2, (size_t)a->nrows * 2, (size_t)a->ncols,
-                                  cudaMemcpyDeviceToDevice, (cudaStream_t)e->cuda_stream);
+    const regroup_args_t *a = args;
+    uint16_t *tmp = buf[1 + a->k];
+    for (int i = 0; i < a->k; i++) {
+        size_t rows = (size_t)a->rows[i];
+        int rc = tsr_cuda_f32_to_bf16(e->cuda_stream, rows * (size_t)a->ncols, buf[1 + i], tmp);
+        if (!rc)
+            rc = (int)cudaMemcpy2DAsync((uint16_t *)buf[0] + a->off[i], (size_t)a->coarse_rows * 2,
+                                        tmp, rows * 2, rows * 2, (size_t)a->ncols,
+                                        cudaMemcpyDeviceToDevice, (cudaStream_t)e->cuda_stream);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 #endif
-CODELET(cl_rows_bf16, "copy_rows_bf16", 3, rows_bf16_cpu, rows_bf16_cuda, zero_flops,
-        rows_bf16_bytes);
+#define REGROUP_BF16_MAX (TSR_MAX_BUFFERS - 2)
+#define REGROUP_BF16_CL(k) CODELET(cl_regroup_bf16_##k, "regroup_bf16", (k) + 2, regroup_bf16_cpu, \
+                                   regroup_bf16_cuda, zero_flops, regroup_bf16_bytes)
+REGROUP_BF16_CL(1); REGROUP_BF16_CL(2); REGROUP_BF16_CL(3); REGROUP_BF16_CL(4);
+REGROUP_BF16_CL(5); REGROUP_BF16_CL(6); REGROUP_BF16_CL(7); REGROUP_BF16_CL(8);
+REGROUP_BF16_CL(9); REGROUP_BF16_CL(10); REGROUP_BF16_CL(11); REGROUP_BF16_CL(12);
+REGROUP_BF16_CL(13); REGROUP_BF16_CL(14);
+_Static_assert(REGROUP_BF16_MAX == 14, "one regroup_bf16 codelet per fine-tile count");
+static const tsr_codelet_t *const cl_regroup_bf16[REGROUP_BF16_MAX + 1] = {
+    NULL,               &cl_regroup_bf16_1,  &cl_regroup_bf16_2,  &cl_regroup_bf16_3,
+    &cl_regroup_bf16_4, &cl_regroup_bf16_5,  &cl_regroup_bf16_6,  &cl_regroup_bf16_7,
+    &cl_regroup_bf16_8, &cl_regroup_bf16_9,  &cl_regroup_bf16_10, &cl_regroup_bf16_11,
+    &cl_regroup_bf16_12, &cl_regroup_bf16_13, &cl_regroup_bf16_14,
+};
 
 /* Whether the scratch handle holds `bytes`. */
 static int check_scratch(tsr_handle_t scratch, size_t bytes, const char *op)
@@ -1400,13 +1415,25 @@ int tsr__op_regroup_bf16(const tsr_tensor_t *src, tsr_tensor_t *dst, tsr_handle_
     if (!rc)
         rc = check_scratch(scratch, max_tile_f32(src) / 2, "regroup_bf16");
     int fine = src->tile_rows, coarse = dst->tile_rows;
+    /* one task per coarse tile for up to REGROUP_BF16_MAX fine tiles (W when
+     * it covers the coarse tile, as regroup) */
     for (int b = 0; !rc && b < src->grid_cols; b++)
-        for (int a = 0; !rc && a < src->grid_rows; a++) {
-            int row0 = a * fine, ca = row0 / coarse;
-            rows_args_t r = {tsr__tile_m(src, a), tsr__tile_m(dst, ca), 0, row0 % coarse,
-                             tsr__tile_m(src, a), tsr__tile_n(src, b)};
-            rc = SUBMIT(cl_rows_bf16, r, ACC(tsr__tile(src, a, b), TSR_R),
-                        ACC(tsr__tile(dst, ca, b), TSR_RW), ACC(scratch, TSR_SCRATCH));
+        for (int ca = 0; !rc && ca < dst->grid_rows; ca++) {
+            int a0 = ca * coarse / fine, a1 = a0 + (tsr__tile_m(dst, ca) + fine - 1) / fine;
+            for (int g = a0; !rc && g < a1; g += REGROUP_BF16_MAX) {
+                int k = a1 - g < REGROUP_BF16_MAX ? a1 - g : REGROUP_BF16_MAX;
+                regroup_args_t r = {0, k, tsr__tile_m(dst, ca), tsr__tile_n(src, b), {0}, {0}};
+                tsr_access_t acc[2 + REGROUP_BF16_MAX];
+                int whole = g == a0 && g + k == a1;
+                acc[0] = (tsr_access_t){tsr__tile(dst, ca, b), whole ? TSR_W : TSR_RW};
+                for (int i = 0; i < k; i++) {
+                    r.rows[i] = (int16_t)tsr__tile_m(src, g + i);
+                    r.off[i] = (g + i) * fine - ca * coarse;
+                    acc[1 + i] = (tsr_access_t){tsr__tile(src, g + i, b), TSR_R};
+                }
+                acc[1 + k] = (tsr_access_t){scratch, TSR_SCRATCH};
+                rc = submit(cl_regroup_bf16[k], &r, sizeof r, k + 2, acc);
+            }
         }
     return rc;
 }
@@ -1680,7 +1707,7 @@ static const tsr_codelet_t *const all_codelets[] = {
     &cl_gelu_fwd,  &cl_gelu_bwd, &cl_embed_fwd, &cl_embed_bwd,    &cl_attn_init,
     &cl_attn_fwd,  &cl_attn_fin, &cl_attn_dot,  &cl_attn_bwd,     &cl_maxsumexp,
     &cl_logsumexp, &cl_xent_fwd, &cl_xent_bwd,  &cl_sumsq,        &cl_adamw,        &cl_adamw_bf16,
-    &cl_gemm_bf16, &cl_to_bf16,  &cl_to_f32,    &cl_rows_bf16,    &cl_ln_fwd_bf16,
+    &cl_gemm_bf16, &cl_to_bf16,  &cl_to_f32,    &cl_regroup_bf16_1, &cl_ln_fwd_bf16,
     &cl_ln_bwd_bf16, &cl_gelu_fwd_bf16, &cl_gelu_bwd_bf16, &cl_xent_bwd_bf16,
 };
 

@@ -325,6 +325,38 @@ static void attention_case(int tt)
     free(gdq);
 }
 
+/* Split a (rows, N) tensor of coarse row tiles into fine ones and merge it
+ * back into a dirty coarse tensor: every element where it was. 17 fine
+ * tiles per coarse tile take two tasks (the second adds to the tile). */
+static void regroup_case(int fine, int coarse, int rows)
+{
+    enum { N = 10, tt = 4 };
+    kt_rng r = kt_seed((uint64_t)(fine * 100 + coarse));
+    float *x = kt_rand(&r, (size_t)rows * N, -3, 3), *dirty = kt_rand(&r, (size_t)rows * N, 5, 9);
+    tsr_tensor_t C1, F, C2;
+    tensor_from(&C1, rows, N, coarse, tt, x);
+    tensor_from(&F, rows, N, fine, tt, NULL);
+    tensor_from(&C2, rows, N, coarse, tt, dirty);
+    OK(tsr__op_regroup(&C1, &F));
+    OK(tsr__op_regroup(&F, &C2));
+    float *f = tensor_get(&F), *c = tensor_get(&C2);
+    for (int i = 0; i < rows * N; i++) {
+        cr_assert_eq(f[i], x[i], "split, element %d (fine %d, coarse %d)", i, fine, coarse);
+        cr_assert_eq(c[i], x[i], "merge, element %d (fine %d, coarse %d)", i, fine, coarse);
+    }
+    tsr__tensor_free(&C1), tsr__tensor_free(&F), tsr__tensor_free(&C2);
+    free(x), free(dirty), free(f), free(c);
+}
+
+Test(nn_ops, regroup_split_and_merge)
+{
+    rt_start();
+    regroup_case(4, 12, 36);     /* q, k, v of 3 heads */
+    regroup_case(2, 34, 102);    /* 17 fine tiles per coarse tile */
+    regroup_case(3, 9, 30);      /* an edge coarse tile of 3 rows */
+    rt_stop();
+}
+
 Test(nn_ops, causal_attention_forward_and_backward)
 {
     rt_start();

@@ -337,11 +337,11 @@ Test(nn_ops_bf16, cross_entropy_gradient)
 
 /* The merge of per-head (d, tt) tiles into (C, tt) tiles, rounded to bf16:
  * every element lands where it was, rounded to nearest. */
-Test(nn_ops_bf16, regroup_merge_into_bf16)
+static void regroup_bf16_case(int H)
 {
-    rt_start();
-    enum { d = 4, H = 3, Cc = d * H, Nt = 10, tt = 4 };
-    kt_rng r = kt_seed(19);
+    enum { d = 4, Nt = 10, tt = 4 };
+    int Cc = d * H;
+    kt_rng r = kt_seed(19 + H);
     float *x = kt_rand(&r, Cc * Nt, -3, 3);
     tsr_tensor_t S, Dt;
     tsr_handle_t scratch;
@@ -359,5 +359,12 @@ Test(nn_ops_bf16, regroup_merge_into_bf16)
     free(x), free(h);
     tsr__tensor_free(&S), tsr__tensor_free(&Dt);
     OK(tsr_handle_unregister(scratch));
+}
+
+Test(nn_ops_bf16, regroup_merge_into_bf16)
+{
+    rt_start();
+    regroup_bf16_case(3);  /* one task per coarse tile */
+    regroup_bf16_case(17); /* more fine tiles than one task takes: two, the second RW */
     tsr_shutdown();
 }

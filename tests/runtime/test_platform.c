@@ -391,7 +391,7 @@ Test(codelets, every_one_has_estimates)
 {
     static const char *const movers[] = {"fill",        "copy",        "copy_rows",
                                          "attn_init",   "f32_to_bf16", "bf16_to_f32",
-                                         "copy_rows_bf16", "regroup"};
+                                         "regroup", "regroup_bf16"};
     int n = 0;
     for (const tsr_codelet_t *cl; (cl = tsr__op_codelet_at(n)); n++) {
         cr_expect_not_null(cl->bytes, "%s has no bytes estimate", cl->name);
