@@ -19,6 +19,8 @@
 #   step-*      the 124M GPT-2 training step at batch 8 x 1024 on the GPU
 #               alone: Tessera TF32 and bf16, PyTorch TF32 (the same math:
 #               naive attention) and bf16 (SDPA, fused AdamW) on the same card
+#   trace       one step's runtime trace (trace-tf32.json): the GPU worker's
+#               busy share and the gaps between its tasks
 #   sim-*       the simulator's prediction of the same steps (platform file
 #               of the card: h100.json or h200.json)
 #   suites      the CUDA suites natively: kernels, memory node, runtime
@@ -246,6 +248,40 @@ tessera_step step-tessera-tf32 fp32 "$PEAK_TF32"
 tessera_step step-tessera-bf16 bf16 "$PEAK_BF16"
 torch_step step-torch-tf32 fp32 "$PEAK_TF32" --attention naive
 torch_step step-torch-bf16-sdpa bf16 "$PEAK_BF16" --attention sdpa --fused-adamw
+
+# ---- where the step's time goes: a trace of one step ---------------------------
+# The runtime's Chrome trace (TESSERA_TRACE) of 1 + 1 steps: the GPU worker's
+# tasks, how much of the step they cover, and the gaps between them (a
+# launch and a host round trip per dependency show up as gaps).
+cat > "$OUTDIR/trace_stats.py" <<'EOF2'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "thread_name"}
+gpu = [k for k, v in names.items() if "cuda" in v and "worker" in v]
+xs = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("ph") == "X" and (e["pid"], e["tid"]) in gpu)
+if not xs:
+    print("no GPU task in the trace"); sys.exit(1)
+xs = xs[len(xs) // 2:]  # the timed step, roughly: the second half of the tasks
+busy, end, gaps = 0.0, xs[0][0], []
+for a, b in xs:
+    if a > end:
+        gaps.append(a - end)
+    busy += max(0.0, b - max(a, end))
+    end = max(end, b)
+span = end - xs[0][0]
+gaps.sort()
+med = gaps[len(gaps) // 2] if gaps else 0.0
+print("%d GPU tasks in %.1f ms: busy %.0f%%, %d gaps, median %.1f us, total %.1f ms"
+      % (len(xs), span / 1e3, 100 * busy / span, len(gaps), med, sum(gaps) / 1e3))
+EOF2
+run trace 120 env TESSERA_NCPU=-1 TESSERA_NCUDA=1 TESSERA_TRACE="$OUTDIR/trace-tf32.json" \
+    "$BIN/bench-gpt2-step" $SHAPE --warmup 1 --steps 1 --json-tag trace
+if [ "$STATUS" = pass ] && python3 "$OUTDIR/trace_stats.py" "$OUTDIR/trace-tf32.json" >> "$OUTDIR/trace.log" 2>&1; then
+    record trace pass "$SECS" "$(tail -1 "$OUTDIR/trace.log") (trace-tf32.json)"
+else
+    record trace "$(verdict)" "$SECS" "see trace.log"
+fi
 
 # ---- the simulator's prediction of the same steps ---------------------------
 if [ -n "$PLATFORM" ]; then
