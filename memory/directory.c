@@ -1196,7 +1196,6 @@ int tsr__mem_acquire(tsr_mem_req_t *r)
     r->err[0] = 0;
     atomic_store(&r->status, TSR_OK);
     atomic_store(&r->pending, 1);
-    r->t_start = tsr__mem_now_ns();
     size_t total = 0;
     for (int k = 0; k < r->n; k++) {
         /* saturating: a sum past SIZE_MAX fits no node either */

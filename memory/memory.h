@@ -167,7 +167,6 @@ struct tsr_mem_req {
     atomic_int status;        /* 0 or the first TSR_E… code */
     char err[TSR_MEM_ERR];
     bool pinned[TSR_MEM_MAX_BUFFERS];
-    uint64_t t_start;
     tsr_mem_req_t *wnext;
 };
 
