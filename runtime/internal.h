@@ -70,14 +70,9 @@ struct tsr_task {
     uint64_t tag;
     int priority;
     int kind;
-    int nbuffers;
-    tsr_access_t acc[TSR_MAX_BUFFERS];  /* as submitted: handle ids, modes */
-    tsr_data_t *data[TSR_MAX_BUFFERS];  /* the runtime's handle of each buffer
-                                           (a REDUX buffer's: the worker's
-                                           accumulator once taken) */    size_t sizes[TSR_MAX_BUFFERS];
+    int nbuffers;          /* the per-buffer arrays are after args */
     size_t bytes;          /* sum of buffer sizes, for throttling */
     uint16_t ncommute;     /* number of distinct COMMUTE handles */
-    tsr_data_t *commute[TSR_MAX_BUFFERS]; /* sorted by slot */
 
     /* dependencies */
     atomic_int ndeps;      /* unfinished predecessors, +1 while submitting */
@@ -108,10 +103,6 @@ struct tsr_task {
     int8_t slot[TSR_MAX_BUFFERS];  /* buffer i is mreq entry slot[i]; -1: scratch */
     atomic_int data_state;         /* DATA_FETCHING, DATA_READY */
     int run_worker;                /* the worker that holds it */
-    /* REDUX buffers: the group at submission, the worker's accumulator
-     * once the task is taken (NULL elsewhere) */
-    struct tsr_redux_group *group_of[TSR_MAX_BUFFERS];
-    bool acc_of[TSR_MAX_BUFFERS];   /* data[i] is an accumulator */
     uint16_t nodep;            /* buffers recorded in no handle's STF state */
     bool internal;             /* submitted by the runtime: never throttled */
     /* REDUCE: the group it combines; a task completing `then` with it */
@@ -129,6 +120,20 @@ struct tsr_task {
     tsr_task_t uref_next;
     size_t args_size;
     _Alignas(16) unsigned char args[TSR_MAX_ARGS];
+    /* Per buffer, after the argument block so that a task's reset skips
+     * them (about 900 of its bytes): entries [0, nbuffers) are written at
+     * submission (group_of and acc_of zeroed by submit_common), commute[]
+     * up to ncommute; nothing reads past those counts. */
+    tsr_access_t acc[TSR_MAX_BUFFERS];  /* as submitted: handle ids, modes */
+    tsr_data_t *data[TSR_MAX_BUFFERS];  /* the runtime's handle of each buffer
+                                           (a REDUX buffer's: the worker's
+                                           accumulator once taken) */
+    size_t sizes[TSR_MAX_BUFFERS];
+    tsr_data_t *commute[TSR_MAX_BUFFERS]; /* sorted by slot */
+    /* REDUX buffers: the group at submission, the worker's accumulator
+     * once the task is taken (NULL elsewhere) */
+    struct tsr_redux_group *group_of[TSR_MAX_BUFFERS];
+    bool acc_of[TSR_MAX_BUFFERS];   /* data[i] is an accumulator */
     /* the buffers whose handles' pending uses this task is at (data[] of
      * a recorded buffer stays the handle: REDUX buffers are not recorded),
      * and its positions in their rings (low 32 bits: fewer uses than that

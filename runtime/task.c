@@ -841,6 +841,9 @@ static void count_pending(tsr_task_t t)
 /* Record dependencies and release the submission guard. */
 static int submit_common(tsr_task_t t, tsr_task_t *out)
 {
+    /* the per-buffer fields the reset skips (internal.h) */
+    memset(t->group_of, 0, (size_t)t->nbuffers * sizeof t->group_of[0]);
+    memset(t->acc_of, 0, (size_t)t->nbuffers * sizeof t->acc_of[0]);
     /* One dependency record per distinct handle, with the union of modes. */
     tsr_data_t *hs[TSR_MAX_BUFFERS];
     int modes[TSR_MAX_BUFFERS], first[TSR_MAX_BUFFERS];
