@@ -317,6 +317,9 @@ typedef struct tsr_worker {
     int nrunning;
     /* counters (written by the worker, read after wait_all) */
     uint64_t ntasks, busy_ns, wait_ns;
+    /* an accelerator's worker: tasks launched, and launched while none of
+     * its earlier ones was still running (tsr_worker_stats_t.drains) */
+    uint64_t launches, drains;
     int cpu;                   /* core index it is bound to, or -1 */
     pthread_t thread;
     pthread_mutex_t m;

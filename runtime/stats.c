@@ -65,6 +65,7 @@ int tsr_worker_stats(int w, tsr_worker_stats_t *out)
     out->tasks = k->ntasks;
     out->busy_s = (double)k->busy_ns * 1e-9;
     out->wait_data_s = (double)k->wait_ns * 1e-9;
+    out->drains = k->drains;
     return TSR_OK;
 }
 
@@ -99,13 +100,13 @@ int tsr_stats_print(void *fp)
             fprintf(f, " %10.1f", mib(tsr__mem_link_bytes(s, d)));
         fprintf(f, "\n");
     }
-    fprintf(f, "%-7s %-6s %8s %10s %12s\n", "worker", "node", "tasks", "busy_s",
-            "wait_data_s");
+    fprintf(f, "%-7s %-6s %8s %10s %12s %8s\n", "worker", "node", "tasks", "busy_s",
+            "wait_data_s", "drains");
     for (int w = 0; w < tsr__rt.nworkers; w++) {
         const tsr_worker_t *k = &tsr__rt.workers[w];
-        fprintf(f, "%-7d %-6s %8llu %10.3f %12.3f\n", w, tsr__mem_node(k->node)->name,
+        fprintf(f, "%-7d %-6s %8llu %10.3f %12.3f %8llu\n", w, tsr__mem_node(k->node)->name,
                 (unsigned long long)k->ntasks, (double)k->busy_ns * 1e-9,
-                (double)k->wait_ns * 1e-9);
+                (double)k->wait_ns * 1e-9, (unsigned long long)k->drains);
     }
     return TSR_OK;
 }

@@ -173,6 +173,10 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
         char why[TSR_MEM_ERR] = "";
         rc = node->ops->exec_record(node, &mark, why, sizeof why);
         if (rc == 0) {
+            /* launched behind nothing of this worker's: the stream ran dry
+             * (after the first launch) */
+            w->drains += w->nrunning == 0 && w->launches > 0;
+            w->launches++;
             w->running[w->nrunning] = t;
             w->run_mark[w->nrunning] = mark;
             w->run_start[w->nrunning] = start;

@@ -328,6 +328,13 @@ typedef struct tsr_worker_stats {
     uint64_t tasks;            /* tasks run */
     double busy_s;             /* time in implementations */
     double wait_data_s;        /* time with nothing runnable, waiting for data */
+    uint64_t drains;           /* a GPU's worker: launches after the first
+                                  made while none of its launched tasks was
+                                  still running: the stream had run dry. A
+                                  task that depends on a running one is
+                                  launched only once the host saw that one
+                                  end, so every link of a chain is one (a
+                                  host round trip). 0 on other workers */
 } tsr_worker_stats_t;
 
 TSR_API int tsr_worker_stats(int worker, tsr_worker_stats_t *out);

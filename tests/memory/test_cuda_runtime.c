@@ -137,6 +137,54 @@ static int count_and_fill_cuda(void **b, const void *args, const tsr_exec_t *e)
 static const tsr_codelet_t cl_count_fill = {
     .name = "count_and_fill", .impl = {NULL, count_and_fill_cuda}, .nbuffers = 1};
 
+/* ---- drains: host round trips between dependent GPU tasks ------------------ */
+
+/* A chain of dependent tasks on one GPU drains its stream at every link:
+ * the next task is launched only once the host saw the previous one end
+ * (today's engine orders dependencies through the host). The count is the
+ * worker's `drains`. */
+static uint64_t drains_of(int chain)
+{
+    start(-1, 1, 0, TSR_CUDA_FP32_TF32);
+    enum { NT = 40 };
+    static float buf[NT][NF];
+    tsr_handle_t h[NT];
+    for (int t = 0; t < NT; t++)
+        cr_assert_eq(tsr_handle_register(&h[t], buf[t], sizeof buf[t]), TSR_OK);
+    for (int t = 0; t < NT; t++) {
+        fill_args_t a = {.value = (float)t};
+        /* chain: every task rewrites h[0] (RW after RW); else each its own */
+        tsr_access_t acc[1] = {{h[chain ? 0 : t], TSR_RW}};
+        tsr_task_desc_t d = {.codelet = &cl_count_fill, .nbuffers = 1, .buffers = acc,
+                             .args = &a, .args_size = sizeof a};
+        cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+    }
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    uint64_t drains = 0;
+    for (int w = 0; w < tsr_worker_count(); w++) {
+        tsr_worker_stats_t st;
+        cr_assert_eq(tsr_worker_stats(w, &st), TSR_OK);
+        if (st.device_kind == TSR_DEVICE_CUDA)
+            drains += st.drains;
+        else
+            cr_assert_eq(st.drains, 0);
+    }
+    for (int t = 0; t < NT; t++)
+        cr_assert_eq(tsr_handle_unregister(h[t]), TSR_OK);
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
+    return drains;
+}
+
+Test(cuda_runtime, a_dependency_chain_drains_the_stream_at_every_link)
+{
+    REQUIRE_GPU();
+    uint64_t chain = drains_of(1), independent = drains_of(0);
+    cr_assert_eq(chain, 39, "a chain of 40 tasks: %llu drains, not 39",
+                 (unsigned long long)chain);
+    cr_assert_leq(independent, 39, "%llu drains for 40 tasks", (unsigned long long)independent);
+}
+
+
 /* Tasks one after the other on one GPU (no CPU worker); the K-th
  * cudaSetDevice of the process fails. Init's own calls come first (fewer
  * than K), every exec_begin then makes one: exactly one task fails, its
