@@ -22,10 +22,8 @@ fail() {
     exit 1
 }
 
-for i in $(seq 1 300); do
-    echo "line $i: the quick brown fox jumps over the lazy dog, $((i * 7919 % 1000)) times."
-done >"$TMP/corpus.txt"
-"$BIN/tessera-tokenize" --val-fraction 0.1 "$TMP/corpus.txt" -o "$TMP/c" >/dev/null || exit 1
+. "$(dirname "$0")/../tools/corpus.sh"
+tiny_corpus_tokenized || exit 1
 MODEL=(--data "$TMP/c_train.bin" --vocab 257 --layers 2 --heads 2 --channels 32 --context 32
        --seq 32 --lr 3e-3 --warmup 2 --threads 1 --steps 4)
 # the step losses of a log, one per line: "3 5.1234"

@@ -36,10 +36,8 @@ unset TESSERA_FAULT_AT
 SUITE=checkpoint_faults
 . "$(dirname "$0")/lib.sh"
 
-for i in $(seq 1 300); do
-    echo "line $i: the quick brown fox jumps over the lazy dog, $((i * 7919 % 1000)) times."
-done >"$TMP/corpus.txt"
-"$BIN/tessera-tokenize" --val-fraction 0.1 "$TMP/corpus.txt" -o "$TMP/c" >/dev/null || exit 1
+. "$(dirname "$0")/corpus.sh"
+tiny_corpus_tokenized || exit 1
 TRAIN=(--data "$TMP/c_train.bin" --vocab 257 --layers 2 --heads 2 --channels 32 --context 32
        --seq 32 --batch 4 --micro-batch 2 --lr 3e-3 --warmup 2 --threads 1 --steps 3
        --checkpoint-every 1)

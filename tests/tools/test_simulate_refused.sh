@@ -26,10 +26,8 @@ unset TESSERA_SIMULATE TESSERA_SIMULATE_EXEC
 SUITE=simulate_refused
 . "$(dirname "$0")/lib.sh"
 
-for i in $(seq 1 300); do
-    echo "line $i: the quick brown fox jumps over the lazy dog, $((i * 7919 % 1000)) times."
-done >"$TMP/corpus.txt"
-"$BIN/tessera-tokenize" --val-fraction 0.1 "$TMP/corpus.txt" -o "$TMP/c" >/dev/null || exit 1
+. "$(dirname "$0")/corpus.sh"
+tiny_corpus_tokenized || exit 1
 TRAIN=(--data "$TMP/c_train.bin" --vocab 257 --layers 2 --heads 2 --channels 32 --context 32
        --seq 32 --batch 2 --lr 3e-3 --warmup 1 --threads 1 --steps 4)
 # a real run: stopped at step 2, so that --resume has work to do
