@@ -532,6 +532,28 @@ static int dp_owns(const tsr_gpt2_t *m, const param_t *p, size_t i)
     return !p->owner || p->owner[i] == m->dp_rank;
 }
 
+/* norm += the squares of every gradient tile (ZeRO: the owned ones), in
+ * tasks of several tiles each (tsr__op_sumsq_tiles). */
+static int sum_squares(tsr_gpt2_t *m)
+{
+    size_t cap = 0, n = 0;
+    for (int i = 0; i < m->nparams; i++)
+        cap += (size_t)m->params[i].g.grid_rows * m->params[i].g.grid_cols;
+    tsr_handle_t *tiles = malloc((cap ? cap : 1) * sizeof *tiles);
+    if (!tiles)
+        return tsr__fail(TSR_ENOMEM, "gpt2_step: out of memory");
+    for (int i = 0; i < m->nparams; i++) {
+        const param_t *p = &m->params[i];
+        size_t nt = (size_t)p->g.grid_rows * p->g.grid_cols;
+        for (size_t t = 0; t < nt; t++)
+            if (dp_owns(m, p, t))
+                tiles[n++] = p->g.tiles[t];
+    }
+    int rc = tsr__op_sumsq_tiles(tiles, n, m->norm);
+    free(tiles);
+    return rc;
+}
+
 /* Tile i of t as a tensor of one tile, for the operations of one tile. */
 static tsr_tensor_t tile_view(const tsr_tensor_t *t, size_t i)
 {
@@ -1202,19 +1224,8 @@ int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float 
         /* replicas without ZeRO take rank 0's sum (below): theirs would go
          * unused, so they add nothing */
         int sums = !dp_on(m) || m->cfg.zero || m->dp_rank == 0;
-        for (int i = 0; sums && i < m->nparams; i++) {
-            param_t *p = &m->params[i];
-            size_t n = (size_t)p->g.grid_rows * p->g.grid_cols;
-            if (!p->owner) {
-                TRY(tsr__op_sumsq(&p->g, m->norm));
-                continue;
-            }
-            for (size_t t = 0; t < n; t++) /* ZeRO: the owned tiles only */
-                if (dp_owns(m, p, t)) {
-                    tsr_tensor_t g = tile_view(&p->g, t);
-                    TRY(tsr__op_sumsq(&g, m->norm));
-                }
-        }
+        if (sums)
+            TRY(sum_squares(m));
         /* every replica must clip alike: with ZeRO the shares add up; else
          * every replica holds the same gradients but adds their squares in
          * its own order, so rank 0's sum is everybody's */

@@ -1225,10 +1225,68 @@ TILE_CODELET(cl_sumsq, "sumsq", 2, void, two_n, sumsq_bytes,
 
 int tsr__op_sumsq(const tsr_tensor_t *x, tsr_handle_t acc)
 {
+    return tsr__op_sumsq_tiles(x->tiles, (size_t)x->grid_rows * x->grid_cols, acc);
+}
+
+/* The grouped form: buffers x_0 … x_{k-1}, then the accumulator. */
+static double sumsq_k_flops(const void *args, const size_t *sizes)
+{
+    double f = 0;
+    for (int i = 0; i < *(const int *)args; i++)
+        f += two_n(NULL, sizes + i);
+    return f;
+}
+static double sumsq_k_bytes(const void *args, const size_t *sizes)
+{
+    double b = 8.0;
+    for (int i = 0; i < *(const int *)args; i++)
+        b += (double)sizes[i];
+    return b;
+}
+static int sumsq_k_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    int k = *(const int *)args;
+    for (int i = 0; i < k; i++)
+        tsr_cpu_sumsq(nelem(e, i), buf[i], buf[k]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int sumsq_k_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    int k = *(const int *)args, rc = 0;
+    for (int i = 0; !rc && i < k; i++)
+        rc = tsr_cuda_sumsq(e->cuda_stream, nelem(e, i), buf[i], buf[k], e->deterministic);
+    return rc;
+}
+#endif
+#define SUMSQ_MAX (TSR_MAX_BUFFERS - 1)
+#define SUMSQ_CL(k) CODELET(cl_sumsq_##k, "sumsq_tiles", (k) + 1, sumsq_k_cpu, sumsq_k_cuda, \
+                            sumsq_k_flops, sumsq_k_bytes)
+SUMSQ_CL(2); SUMSQ_CL(3); SUMSQ_CL(4); SUMSQ_CL(5); SUMSQ_CL(6); SUMSQ_CL(7); SUMSQ_CL(8);
+SUMSQ_CL(9); SUMSQ_CL(10); SUMSQ_CL(11); SUMSQ_CL(12); SUMSQ_CL(13); SUMSQ_CL(14); SUMSQ_CL(15);
+_Static_assert(SUMSQ_MAX == 15, "one sumsq_tiles codelet per tile count");
+/* k = 1 is the plain sumsq codelet (its argument block is empty) */
+static const tsr_codelet_t *const cl_sumsq_k[SUMSQ_MAX + 1] = {
+    NULL,          NULL,          &cl_sumsq_2,  &cl_sumsq_3,  &cl_sumsq_4,  &cl_sumsq_5,
+    &cl_sumsq_6,   &cl_sumsq_7,   &cl_sumsq_8,  &cl_sumsq_9,  &cl_sumsq_10, &cl_sumsq_11,
+    &cl_sumsq_12,  &cl_sumsq_13,  &cl_sumsq_14, &cl_sumsq_15,
+};
+
+int tsr__op_sumsq_tiles(const tsr_handle_t *tiles, size_t n, tsr_handle_t acc)
+{
     int rc = TSR_OK;
-    size_t ntiles = (size_t)x->grid_rows * x->grid_cols;
-    for (size_t i = 0; !rc && i < ntiles; i++)
-        rc = SUBMIT0(cl_sumsq, ACC(x->tiles[i], TSR_R), ACC(acc, TSR_COMMUTE));
+    for (size_t i = 0; !rc && i < n; i += SUMSQ_MAX) {
+        int k = n - i < SUMSQ_MAX ? (int)(n - i) : SUMSQ_MAX;
+        if (k == 1) {
+            rc = SUBMIT0(cl_sumsq, ACC(tiles[i], TSR_R), ACC(acc, TSR_COMMUTE));
+            continue;
+        }
+        tsr_access_t a[SUMSQ_MAX + 1];
+        for (int j = 0; j < k; j++)
+            a[j] = (tsr_access_t){tiles[i + j], TSR_R};
+        a[k] = (tsr_access_t){acc, TSR_COMMUTE};
+        rc = submit(cl_sumsq_k[k], &k, sizeof k, k + 1, a);
+    }
     return rc;
 }
 
@@ -1706,7 +1764,7 @@ static const tsr_codelet_t *const all_codelets[] = {
     &cl_bias_add,  &cl_bias_grad, &cl_rows,     &cl_regroup_1,    &cl_ln_fwd,   &cl_ln_bwd,
     &cl_gelu_fwd,  &cl_gelu_bwd, &cl_embed_fwd, &cl_embed_bwd,    &cl_attn_init,
     &cl_attn_fwd,  &cl_attn_fin, &cl_attn_dot,  &cl_attn_bwd,     &cl_maxsumexp,
-    &cl_logsumexp, &cl_xent_fwd, &cl_xent_bwd,  &cl_sumsq,        &cl_adamw,        &cl_adamw_bf16,
+    &cl_logsumexp, &cl_xent_fwd, &cl_xent_bwd,  &cl_sumsq,        &cl_sumsq_2,      &cl_adamw,        &cl_adamw_bf16,
     &cl_gemm_bf16, &cl_to_bf16,  &cl_to_f32,    &cl_regroup_bf16_1, &cl_ln_fwd_bf16,
     &cl_ln_bwd_bf16, &cl_gelu_fwd_bf16, &cl_gelu_bwd_bf16, &cl_xent_bwd_bf16,
 };

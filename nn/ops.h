@@ -111,6 +111,10 @@ int tsr__op_xent_bwd(tsr_tensor_t *logits, const tsr_tensor_t *targets,
 
 /* acc (a 4-byte handle) += sum of squares of every element of x (COMMUTE) */
 int tsr__op_sumsq(const tsr_tensor_t *x, tsr_handle_t acc);
+/* acc[0] += sum of x^2 over n tiles of any tensors, up to 15 tiles per task
+ * (a GPU pays a launch and a host round trip per task, and the tasks
+ * accumulating into acc run one after another) */
+int tsr__op_sumsq_tiles(const tsr_handle_t *tiles, size_t n, tsr_handle_t acc);
 /* acc = 0 */
 int tsr__op_fill_handle(tsr_handle_t h, float value);
 

@@ -348,6 +348,38 @@ static void regroup_case(int fine, int coarse, int rows)
     free(x), free(dirty), free(f), free(c);
 }
 
+/* The squares of 40 tiles of three sizes into one accumulator, in tasks of
+ * up to 15 tiles (and one of a single tile: 40 = 15 + 15 + 10, then one
+ * more call of 1), against double sums. */
+Test(nn_ops, sum_of_squares_over_many_tiles)
+{
+    rt_start();
+    enum { NT = 40 };
+    kt_rng r = kt_seed(41);
+    static float *x[NT + 1];
+    tsr_handle_t h[NT + 1], acc;
+    double want = 0.5;
+    for (int i = 0; i <= NT; i++) {
+        int n = 7 + 13 * (i % 3);
+        x[i] = kt_rand(&r, (size_t)n, -2, 2);
+        for (int j = 0; j < n; j++)
+            want += (double)x[i][j] * x[i][j];
+        OK(tsr_handle_register(&h[i], x[i], (size_t)n * sizeof(float)));
+    }
+    float a = 0.5f;
+    OK(tsr_handle_register(&acc, &a, sizeof a));
+    OK(tsr__op_sumsq_tiles(h, NT, acc));
+    OK(tsr__op_sumsq_tiles(h + NT, 1, acc));
+    OK(tsr_wait_all());
+    for (int i = 0; i <= NT; i++)
+        OK(tsr_handle_unregister(h[i]));
+    OK(tsr_handle_unregister(acc));
+    cr_assert(fabs(a - want) <= 1e-5 * want, "sum of squares %.9g, want %.9g", (double)a, want);
+    for (int i = 0; i <= NT; i++)
+        free(x[i]);
+    rt_stop();
+}
+
 Test(nn_ops, regroup_split_and_merge)
 {
     rt_start();

@@ -404,7 +404,7 @@ Test(codelets, every_one_has_estimates)
             cr_expect_not_null(cl->flops, "%s has no flops estimate", cl->name);
         cr_expect_eq(tsr__op_codelet(cl->name), cl);
     }
-    cr_expect_eq(n, 36);
+    cr_expect_eq(n, 37);
     cr_expect_null(tsr__op_codelet("nope"));
 }
 
