@@ -528,6 +528,40 @@ static const tsr_codelet_t *const cl_regroup[TSR_REGROUP_MAX + 1] = {
     &cl_regroup_15,
 };
 
+/* The tasks of a regroup between the fine row tiling f and the coarse one
+ * c: one per coarse tile and column of tiles, for up to `maxk` of its fine
+ * tiles, through cls[k] (k fine tiles). A split reads the coarse tile and
+ * writes the fine ones; a merge writes the coarse tile (W when the task
+ * covers all of it, else RW: the next task of the tile adds its rows).
+ * scratch: a TSR_SCRATCH buffer after the fine tiles, or NULL. */
+static int regroup_tasks(const tsr_tensor_t *f, const tsr_tensor_t *c, int split,
+                         const tsr_codelet_t *const *cls, int maxk, tsr_handle_t scratch)
+{
+    int fine = f->tile_rows, coarse = c->tile_rows, rc = TSR_OK;
+    for (int b = 0; !rc && b < f->grid_cols; b++)
+        for (int ca = 0; !rc && ca < c->grid_rows; ca++) {
+            int a0 = ca * coarse / fine, a1 = a0 + (tsr__tile_m(c, ca) + fine - 1) / fine;
+            for (int g = a0; !rc && g < a1; g += maxk) {
+                int k = a1 - g < maxk ? a1 - g : maxk;
+                regroup_args_t r = {split, k, tsr__tile_m(c, ca), tsr__tile_n(f, b), {0}, {0}};
+                tsr_access_t acc[TSR_MAX_BUFFERS];
+                int whole = g == a0 && g + k == a1;
+                acc[0] = (tsr_access_t){tsr__tile(c, ca, b),
+                                        split ? TSR_R : whole ? TSR_W : TSR_RW};
+                for (int i = 0; i < k; i++) {
+                    r.rows[i] = (int16_t)tsr__tile_m(f, g + i);
+                    r.off[i] = (g + i) * fine - ca * coarse;
+                    acc[1 + i] = (tsr_access_t){tsr__tile(f, g + i, b), split ? TSR_W : TSR_R};
+                }
+                int nb = k + 1;
+                if (scratch)
+                    acc[nb++] = (tsr_access_t){scratch, TSR_SCRATCH};
+                rc = submit(cls[k], &r, sizeof r, nb, acc);
+            }
+        }
+    return rc;
+}
+
 int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst)
 {
     int fine = src->tile_rows < dst->tile_rows ? src->tile_rows : dst->tile_rows;
@@ -538,32 +572,9 @@ int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst)
                                      "are not two row tilings of one tensor",
                          src->rows, src->cols, src->tile_rows, src->tile_cols, dst->rows,
                          dst->cols, dst->tile_rows, dst->tile_cols);
-    int rc = TSR_OK;
-    /* one task per coarse tile and column of tiles, for up to
-     * TSR_REGROUP_MAX of its fine tiles: a split reads the coarse tile and
-     * writes the fine ones; a merge writes the coarse tile (W when the task
-     * covers all of it, else RW: the next task of the tile adds its rows) */
     int split = src->tile_rows >= dst->tile_rows;
-    const tsr_tensor_t *f = split ? dst : src, *c = split ? src : dst;
-    for (int b = 0; !rc && b < f->grid_cols; b++)
-        for (int ca = 0; !rc && ca < c->grid_rows; ca++) {
-            int a0 = ca * coarse / fine, a1 = a0 + (tsr__tile_m(c, ca) + fine - 1) / fine;
-            for (int g = a0; !rc && g < a1; g += TSR_REGROUP_MAX) {
-                int k = a1 - g < TSR_REGROUP_MAX ? a1 - g : TSR_REGROUP_MAX;
-                regroup_args_t r = {split, k, tsr__tile_m(c, ca), tsr__tile_n(f, b), {0}, {0}};
-                tsr_access_t acc[1 + TSR_REGROUP_MAX];
-                int whole = g == a0 && g + k == a1;
-                acc[0] = (tsr_access_t){tsr__tile(c, ca, b),
-                                        split ? TSR_R : whole ? TSR_W : TSR_RW};
-                for (int i = 0; i < k; i++) {
-                    r.rows[i] = (int16_t)tsr__tile_m(f, g + i);
-                    r.off[i] = (g + i) * fine - ca * coarse;
-                    acc[1 + i] = (tsr_access_t){tsr__tile(f, g + i, b), split ? TSR_W : TSR_R};
-                }
-                rc = submit(cl_regroup[k], &r, sizeof r, k + 1, acc);
-            }
-        }
-    return rc;
+    return regroup_tasks(split ? dst : src, split ? src : dst, split, cl_regroup,
+                         TSR_REGROUP_MAX, NULL);
 }
 
 /* ---- LayerNorm ------------------------------------------------------------ */
@@ -1472,28 +1483,9 @@ int tsr__op_regroup_bf16(const tsr_tensor_t *src, tsr_tensor_t *dst, tsr_handle_
                        dst->tile_cols);
     if (!rc)
         rc = check_scratch(scratch, max_tile_f32(src) / 2, "regroup_bf16");
-    int fine = src->tile_rows, coarse = dst->tile_rows;
-    /* one task per coarse tile for up to REGROUP_BF16_MAX fine tiles (W when
-     * it covers the coarse tile, as regroup) */
-    for (int b = 0; !rc && b < src->grid_cols; b++)
-        for (int ca = 0; !rc && ca < dst->grid_rows; ca++) {
-            int a0 = ca * coarse / fine, a1 = a0 + (tsr__tile_m(dst, ca) + fine - 1) / fine;
-            for (int g = a0; !rc && g < a1; g += REGROUP_BF16_MAX) {
-                int k = a1 - g < REGROUP_BF16_MAX ? a1 - g : REGROUP_BF16_MAX;
-                regroup_args_t r = {0, k, tsr__tile_m(dst, ca), tsr__tile_n(src, b), {0}, {0}};
-                tsr_access_t acc[2 + REGROUP_BF16_MAX];
-                int whole = g == a0 && g + k == a1;
-                acc[0] = (tsr_access_t){tsr__tile(dst, ca, b), whole ? TSR_W : TSR_RW};
-                for (int i = 0; i < k; i++) {
-                    r.rows[i] = (int16_t)tsr__tile_m(src, g + i);
-                    r.off[i] = (g + i) * fine - ca * coarse;
-                    acc[1 + i] = (tsr_access_t){tsr__tile(src, g + i, b), TSR_R};
-                }
-                acc[1 + k] = (tsr_access_t){scratch, TSR_SCRATCH};
-                rc = submit(cl_regroup_bf16[k], &r, sizeof r, k + 2, acc);
-            }
-        }
-    return rc;
+    if (rc)
+        return rc;
+    return regroup_tasks(src, dst, 0, cl_regroup_bf16, REGROUP_BF16_MAX, scratch);
 }
 
 /* LayerNorm forward into bf16: the fp32 kernel's estimates, the output
