@@ -1194,8 +1194,9 @@ int tsr__mem_acquire(tsr_mem_req_t *r)
 {
     tsr_node_t *n = node(r->node);
     r->err[0] = 0;
-    atomic_store(&r->status, TSR_OK);
-    atomic_store(&r->pending, 1);
+    /* the request is this thread's until an entry's lock publishes it */
+    atomic_store_explicit(&r->status, TSR_OK, memory_order_relaxed);
+    atomic_store_explicit(&r->pending, 1, memory_order_relaxed);
     size_t total = 0;
     for (int k = 0; k < r->n; k++) {
         /* saturating: a sum past SIZE_MAX fits no node either */

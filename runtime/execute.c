@@ -91,6 +91,20 @@ void tsr__worker_fail(tsr_worker_t *w, tsr_task_t t, int code)
     tsr__task_complete(t, TSR_RESULT_FAILED, w->id);
 }
 
+tsr_task_t tsr__worker_next(tsr_worker_t *w, long *queued_left)
+{
+    tsr_task_t t = w->next;
+    *queued_left = 0;
+    if (t) {
+        w->next = NULL;
+        return t;
+    }
+    t = tsr__rt.sched.policy->pop(&tsr__rt.sched, w->id);
+    if (t)
+        *queued_left = atomic_fetch_sub(&tsr__rt.nqueued, 1) - 1;
+    return t;
+}
+
 /* One directory entry per distinct handle with the union of its modes;
  * REDUX buffers become w's accumulators. */
 bool tsr__worker_take(tsr_worker_t *w, tsr_task_t t, void (*ready)(tsr_mem_req_t *r))
@@ -101,7 +115,7 @@ bool tsr__worker_take(tsr_worker_t *w, tsr_task_t t, void (*ready)(tsr_mem_req_t
     r->done = ready;
     r->arg = t;
     t->run_worker = w->id;
-    atomic_store(&t->data_state, DATA_FETCHING);
+    atomic_store_explicit(&t->data_state, DATA_FETCHING, memory_order_relaxed);
     for (int i = 0; i < t->nbuffers; i++) {
         t->slot[i] = -1;
         int mode = t->acc[i].mode;
@@ -129,7 +143,7 @@ bool tsr__worker_take(tsr_worker_t *w, tsr_task_t t, void (*ready)(tsr_mem_req_t
         return false;
     }
     if (rc == 1)
-        atomic_store(&t->data_state, DATA_READY);
+        atomic_store_explicit(&t->data_state, DATA_READY, memory_order_release);
     return true;
 }
 

@@ -98,8 +98,7 @@ struct tsr_task {
     /* for policies */
     tsr_sched_fields_t sched;
 
-    /* data on the worker's memory node */
-    tsr_mem_req_t mreq;
+    /* data on the worker's memory node (mreq itself is after args) */
     int8_t slot[TSR_MAX_BUFFERS];  /* buffer i is mreq entry slot[i]; -1: scratch */
     atomic_int data_state;         /* DATA_FETCHING, DATA_READY */
     int run_worker;                /* the worker that holds it */
@@ -120,6 +119,11 @@ struct tsr_task {
     tsr_task_t uref_next;
     size_t args_size;
     _Alignas(16) unsigned char args[TSR_MAX_ARGS];
+    /* The request for the task's data on the worker's node: after the
+     * argument block, so that a task's reset does not clear its 500 bytes
+     * (a cache line of another core each, when a worker freed the record);
+     * task_alloc sets n = 0 and err[0] = 0, the worker's take the rest. */
+    tsr_mem_req_t mreq;
     /* Per buffer, after the argument block so that a task's reset skips
      * them (about 900 of its bytes): entries [0, nbuffers) are written at
      * submission (group_of and acc_of zeroed by submit_common), commute[]
@@ -309,6 +313,9 @@ typedef struct tsr_worker {
     int depth;                 /* tasks it holds at once (fetching or running) */
     tsr_task_t inflight[TSR_PIPE_MAX]; /* in pop order */
     int ninflight;
+    /* a successor its last completion made ready, to take before asking
+     * the policy (TSR_SCHED_RUN_SUCCESSOR); its own thread's only */
+    tsr_task_t next;
     /* launched on the device, completed when their mark is reached (GPU
      * workers: several tasks' kernels queued on the stream at once) */
     tsr_task_t running[TSR_PIPE_MAX]; /* in launch order */
@@ -359,6 +366,10 @@ bool tsr__in_codelet(void);
  * ncores > 0: workers are bound to cores i % ncores (when binding). */
 int tsr__workers_table(int ncpu, int ncores);
 void tsr__workers_table_free(void);
+/* The next task for w: its successor slot (TSR_SCHED_RUN_SUCCESSOR), else
+ * the policy's pop, which decrements nqueued; *queued_left: the tasks
+ * still queued after that pop (0 for the slot's). NULL: none. */
+tsr_task_t tsr__worker_next(tsr_worker_t *w, long *queued_left);
 /* Ask the directory for t's buffers on w's node (REDUX buffers become w's
  * accumulators); ready(r) is called when they are there, unless they are
  * at once (data_state DATA_READY). false: t failed and is complete. */

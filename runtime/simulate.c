@@ -199,16 +199,16 @@ static bool run_task(tsr_worker_t *w, tsr_task_t t)
 static void step(tsr_worker_t *w, int origin)
 {
     simw_t *s = &sim.w[w->id];
-    const tsr_sched_policy_t *pol = tsr__rt.sched.policy;
     bool took = false;
     for (;;) {
         while (w->ninflight + (s->running ? 1 : 0) < w->depth) {
-            tsr_task_t t = pol->pop(&tsr__rt.sched, w->id);
+            long left;
+            tsr_task_t t = tsr__worker_next(w, &left);
             if (!t)
                 break;
             took = true;
             /* Tasks still queued beside an idle worker: pass one on. */
-            if (atomic_fetch_sub(&tsr__rt.nqueued, 1) > 1)
+            if (left > 0)
                 wake_one_idle(w->id);
             if (tsr__worker_take(w, t, sim_data_ready))
                 w->inflight[w->ninflight++] = t;

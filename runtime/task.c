@@ -94,8 +94,12 @@ static tsr_task_t task_alloc(void)
             return NULL;
         pthread_mutex_init(&t->lock, NULL);
     }
-    /* Everything before the argument block is plain data: reset it. */
+    /* Everything before the argument block is plain data: reset it; of
+     * the request after it, what is read before a worker takes the task
+     * (a failure's reason, the entries a release walks). */
     memset(t, 0, offsetof(struct tsr_task, args));
+    t->mreq.n = 0;
+    t->mreq.err[0] = 0;
     t->succ = t->succ_inline;
     t->capsucc = TSR_SUCC_INLINE;
     return t;
@@ -456,6 +460,17 @@ void tsr__task_prefetch(tsr_task_t t, int target)
 
 static void push_to_policy(tsr_task_t t)
 {
+    /* Nothing queued: the policy would hand t out next anyway (its order
+     * is kept); the worker completing its predecessor runs it. */
+    if (tsr__tl_self_slot && (tsr__rt.sched.policy->flags & TSR_SCHED_RUN_SUCCESSOR) &&
+        atomic_load_explicit(&tsr__rt.nqueued, memory_order_relaxed) == 0) {
+        tsr_worker_t *w = &tsr__rt.workers[tsr__tl_worker];
+        if (!w->next && t->cl && t->cl->impl[w->device_kind]) {
+            tsr__tl_self_slot = false;
+            w->next = t; /* the completing worker takes it next */
+            return;
+        }
+    }
     atomic_fetch_add(&tsr__rt.nqueued, 1);
     /* Once pushed, t may run and complete at any moment: nothing here may
      * touch it again (policies prefetch inside push, see sched.h). */
@@ -874,8 +889,10 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
 
     if (!t->internal)
         throttle(t->bytes);
-    atomic_store(&t->ndeps, 1);
-    atomic_store(&t->refs, out ? 2 : 1);
+    /* plain stores: the record is this thread's until a handle's lock or
+     * release_guard publishes it */
+    atomic_store_explicit(&t->ndeps, 1, memory_order_relaxed);
+    atomic_store_explicit(&t->refs, out ? 2 : 1, memory_order_relaxed);
     count_pending(t);
 
     /* If a handle's lists cannot grow, later tasks would not see this one:
@@ -927,8 +944,8 @@ tsr_task_t tsr__task_new_internal(int kind, const char *name)
     t->kind = kind;
     t->name = name;
     t->internal = true;
-    atomic_store(&t->ndeps, 1);
-    atomic_store(&t->refs, 1);
+    atomic_store_explicit(&t->ndeps, 1, memory_order_relaxed);
+    atomic_store_explicit(&t->refs, 1, memory_order_relaxed);
     count_pending(t);
     return t;
 }

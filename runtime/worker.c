@@ -240,7 +240,6 @@ static void *worker_main(void *arg)
      * OpenBLAS's count is process-wide (runtime.c sets it); oneDNN's OpenMP
      * count is per thread, so each worker sets its own. */
     tsr_cpu_gemm_set_thread_count(1);
-    const tsr_sched_policy_t *pol = tsr__rt.sched.policy;
     while (!atomic_load_explicit(&tsr__rt.stop, memory_order_acquire)) {
         uint64_t e = atomic_load(&tsr__rt.epoch);
         if (w->nrunning > 0)
@@ -249,14 +248,14 @@ static void *worker_main(void *arg)
          * runs (launched tasks count: they hold their data). */
         bool took = false;
         while (w->ninflight + w->nrunning < w->depth) {
-            tsr_task_t t = pol->pop(&tsr__rt.sched, w->id);
+            long left;
+            tsr_task_t t = tsr__worker_next(w, &left);
             if (!t)
                 break;
             took = true;
             /* Tasks still queued while a worker sleeps (a polling worker
              * absorbs the wake-ups of a burst of pushes): pass one on. */
-            if (atomic_fetch_sub(&tsr__rt.nqueued, 1) > 1 &&
-                atomic_load(&tsr__rt.nsleeping) > 0)
+            if (left > 0 && atomic_load(&tsr__rt.nsleeping) > 0)
                 wake_one_sleeper();
             if (tsr__worker_take(w, t, data_ready))
                 w->inflight[w->ninflight++] = t;

@@ -70,4 +70,5 @@ const tsr_sched_policy_t tsr__policy_eager = {
     .deinit = eager_deinit,
     .push = eager_push,
     .pop = eager_pop,
+    .flags = TSR_SCHED_RUN_SUCCESSOR,
 };

@@ -59,6 +59,14 @@ enum {
     TSR_SCHED_USES_MODELS = 1u << 0,
     /* submitted() wants the task's predecessors (tsr_task_predecessors). */
     TSR_SCHED_WANTS_PREDECESSORS = 1u << 1,
+    /* A worker completing a task while no pushed task waits in the policy
+     * runs the first task that completion makes ready itself, next, if it
+     * can run it: that task is never pushed nor popped (done() still
+     * comes). For FIFO policies that place tasks by availability alone (the
+     * task would be popped next anyway): a dependency chain then stays on
+     * one core instead of passing through the shared queue to whichever
+     * worker polls it. */
+    TSR_SCHED_RUN_SUCCESSOR = 1u << 2,
 };
 
 /* Policy state. */
