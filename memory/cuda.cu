@@ -45,7 +45,8 @@
 #define FLIGHT_MAX 32                     /* jobs in flight per direction */
 #define MARGIN_MIN ((size_t)512 << 20)    /* left free when capacity is 0 */
 #define MAX_DEVICES 64
-#define RUN_MARKS 16                      /* tasks in flight on the compute stream */
+#define RUN_MARKS 16                      /* tasks in flight on the compute streams */
+#define LANES_MAX 8                       /* compute streams per GPU */
 #define WAIT_MIN_NS 2000                  /* idle wait: 2 us, doubling … */
 #define WAIT_MAX_NS 20000                 /* … up to 20 us: only while copies are in
                                              flight (else the engine sleeps on its
@@ -110,8 +111,11 @@ struct tsr_gpu {
     lane_t lane[2];         /* engine thread only */
     cudaEvent_t wait_ev;    /* engine: the staging event it is blocked on */
 
-    cudaStream_t compute;
-    cublasHandle_t blas;
+    /* the compute lanes: a stream each, with a cuBLAS handle bound to it
+     * (kernels of tasks on different lanes may run at once) */
+    int nlanes;
+    cudaStream_t compute[LANES_MAX];
+    cublasHandle_t blas[LANES_MAX];
     /* marks at the end of launched tasks (the driver thread only) */
     cudaEvent_t run_ev[RUN_MARKS];
     bool run_used[RUN_MARKS];
@@ -630,17 +634,34 @@ extern "C" bool tsr__gpu_peer(const tsr_gpu_t *g, int device)
 
 /* ---- kernels --------------------------------------------------------------- */
 
+/* A lane out of range: TSR_EINVAL naming it. */
+static int bad_lane(tsr_gpu_t *g, int lane, char *err, size_t errlen)
+{
+    if (lane >= 0 && lane < g->nlanes)
+        return TSR_OK;
+    if (err && errlen)
+        snprintf(err, errlen, "%s: no compute lane %d (%d lanes)", g->name, lane, g->nlanes);
+    return TSR_EINVAL;
+}
+
+extern "C" int tsr__gpu_lanes(const tsr_gpu_t *g)
+{
+    return g->nlanes;
+}
+
 /* On the GPU's driver thread before a kernel: make this GPU current and
- * hand out the compute stream and the cuBLAS handle bound to it. A failed
- * cudaSetDevice is the task's failure: the implementation must not run on
- * whatever device the thread had. */
-extern "C" int tsr__gpu_exec_begin(tsr_gpu_t *g, void **stream, void **blas, char *err,
-                                   size_t errlen)
+ * hand out the lane's compute stream and the cuBLAS handle bound to it. A
+ * failed cudaSetDevice is the task's failure: the implementation must not
+ * run on whatever device the thread had. */
+extern "C" int tsr__gpu_exec_begin(tsr_gpu_t *g, int lane, void **stream, void **blas,
+                                   char *err, size_t errlen)
 {
     if (stream)
         *stream = NULL;
     if (blas)
         *blas = NULL;
+    if (bad_lane(g, lane, err, errlen))
+        return TSR_EINVAL;
     cudaError_t e = cudaSetDevice(g->dev);
     if (e != cudaSuccess) {
         char what[48];
@@ -650,17 +671,19 @@ extern "C" int tsr__gpu_exec_begin(tsr_gpu_t *g, void **stream, void **blas, cha
         return TSR_EDEVICE;
     }
     if (stream)
-        *stream = (void *)g->compute;
+        *stream = (void *)g->compute[lane];
     if (blas)
-        *blas = (void *)g->blas;
+        *blas = (void *)g->blas[lane];
     return TSR_OK;
 }
 
-/* After the kernel: wait for the compute stream, and turn an error of the
+/* After the kernel: wait for the lane's stream, and turn an error of the
  * kernel (asynchronous, or from its launch) into TSR_EDEVICE. */
-extern "C" int tsr__gpu_exec_end(tsr_gpu_t *g, char *err, size_t errlen)
+extern "C" int tsr__gpu_exec_end(tsr_gpu_t *g, int lane, char *err, size_t errlen)
 {
-    cudaError_t e = cudaStreamSynchronize(g->compute);
+    if (bad_lane(g, lane, err, errlen))
+        return TSR_EINVAL;
+    cudaError_t e = cudaStreamSynchronize(g->compute[lane]);
     const char *what = "cudaStreamSynchronize(compute)";
     cudaError_t last = cudaGetLastError(); /* also clears a launch error */
     if (e == cudaSuccess && last != cudaSuccess) {
@@ -677,9 +700,12 @@ extern "C" int tsr__gpu_exec_end(tsr_gpu_t *g, char *err, size_t errlen)
  * that the worker can launch the next task at once and complete this one
  * when the mark is reached. A launch error left by the task's kernels is
  * reported now. */
-extern "C" int tsr__gpu_exec_record(tsr_gpu_t *g, int *mark, char *err, size_t errlen)
+extern "C" int tsr__gpu_exec_record(tsr_gpu_t *g, int lane, int *mark, char *err,
+                                    size_t errlen)
 {
     *mark = -1;
+    if (bad_lane(g, lane, err, errlen))
+        return TSR_EINVAL;
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
         describe(err, errlen, g->name, "kernel launch (cudaGetLastError)", e);
@@ -693,7 +719,7 @@ extern "C" int tsr__gpu_exec_record(tsr_gpu_t *g, int *mark, char *err, size_t e
             snprintf(err, errlen, "%s: more than %d tasks in flight", g->name, RUN_MARKS);
         return TSR_EBUSY;
     }
-    e = cudaEventRecord(g->run_ev[k], g->compute);
+    e = cudaEventRecord(g->run_ev[k], g->compute[lane]);
     if (e != cudaSuccess) {
         describe(err, errlen, g->name, "cudaEventRecord(task done)", e);
         (void)cudaGetLastError();
@@ -733,15 +759,18 @@ extern "C" int tsr__gpu_exec_poll(tsr_gpu_t *g, int mark, bool wait, char *err, 
 static void node_destroy(cuda_node_t *g)
 {
     int prev = device_enter(g);
-    if (g->blas)
-        cublasDestroy(g->blas);
-    if (g->compute)
-        cudaStreamSynchronize(g->compute);
+    for (int l = 0; l < LANES_MAX; l++) {
+        if (g->blas[l])
+            cublasDestroy(g->blas[l]);
+        if (g->compute[l])
+            cudaStreamSynchronize(g->compute[l]);
+    }
     for (int k = 0; k < RUN_MARKS; k++)
         if (g->run_ev[k])
             cudaEventDestroy(g->run_ev[k]);
-    if (g->compute)
-        cudaStreamDestroy(g->compute);
+    for (int l = 0; l < LANES_MAX; l++)
+        if (g->compute[l])
+            cudaStreamDestroy(g->compute[l]);
     for (int i = 0; i < 2; i++) {
         lane_t *L = &g->lane[i];
         if (L->stream)
@@ -802,8 +831,9 @@ int tsr__gpu_count(void)
  * staging buffers and events, the cuBLAS handle, peer access to the other
  * GPUs that allow it both ways, the memory pool (empty: chunks come on
  * demand) and the engine thread. On failure nothing stays open. */
-int tsr__gpu_open(int device, int node_id, size_t *capacity_io, tsr_gpu_copy_event_fn on_copy,
-                  void *on_copy_ctx, tsr_gpu_t **out, char *err, size_t errlen)
+int tsr__gpu_open(int device, int node_id, int lanes, size_t *capacity_io,
+                  tsr_gpu_copy_event_fn on_copy, void *on_copy_ctx, tsr_gpu_t **out, char *err,
+                  size_t errlen)
 {
     int count = tsr__gpu_count();
     if (!out || !capacity_io || !on_copy) {
@@ -830,6 +860,7 @@ int tsr__gpu_open(int device, int node_id, size_t *capacity_io, tsr_gpu_copy_eve
     g->on_copy = on_copy;
     g->on_copy_ctx = on_copy_ctx;
     g->dev = device;
+    g->nlanes = lanes < 1 ? 1 : lanes > LANES_MAX ? LANES_MAX : lanes;
     int rc = TSR_OK;
     int prev = device_enter(g);
     cudaError_t e = cudaSetDevice(device);
@@ -876,10 +907,13 @@ int tsr__gpu_open(int device, int node_id, size_t *capacity_io, tsr_gpu_copy_eve
         g->sync_ready = true;
     }
 
-    if ((e = cudaStreamCreateWithFlags(&g->compute, cudaStreamNonBlocking)) != cudaSuccess) {
-        rc = open_fail(err, errlen, device, "cudaStreamCreateWithFlags(compute)", e);
-        goto fail;
-    }
+    for (int l = 0; l < g->nlanes; l++)
+        if ((e = cudaStreamCreateWithFlags(&g->compute[l], cudaStreamNonBlocking)) !=
+            cudaSuccess) {
+            g->compute[l] = NULL;
+            rc = open_fail(err, errlen, device, "cudaStreamCreateWithFlags(compute)", e);
+            goto fail;
+        }
     for (int k = 0; k < RUN_MARKS; k++)
         if ((e = cudaEventCreateWithFlags(&g->run_ev[k], cudaEventDisableTiming)) !=
             cudaSuccess) {
@@ -913,17 +947,17 @@ int tsr__gpu_open(int device, int node_id, size_t *capacity_io, tsr_gpu_copy_eve
             }
     }
 
-    {
-        cublasStatus_t s = cublasCreate(&g->blas);
+    for (int l = 0; l < g->nlanes; l++) {
+        cublasStatus_t s = cublasCreate(&g->blas[l]);
         if (s != CUBLAS_STATUS_SUCCESS) {
-            g->blas = NULL;
+            g->blas[l] = NULL;
             if (err && errlen)
                 snprintf(err, errlen, "cublasCreate on cuda%d: %s (%d)", device,
                          cublasGetStatusString(s), (int)s);
             rc = TSR_EDEVICE;
             goto fail;
         }
-        s = cublasSetStream(g->blas, g->compute);
+        s = cublasSetStream(g->blas[l], g->compute[l]);
         if (s != CUBLAS_STATUS_SUCCESS) {
             if (err && errlen)
                 snprintf(err, errlen, "cublasSetStream on cuda%d: %s (%d)", device,

@@ -34,8 +34,9 @@ int tsr__gpu_count(void);
  * node_id come in, the others go out). *capacity 0 becomes what is free
  * less a margin. Returns 0 and *out, or a TSR_E… code with a message in
  * err and nothing left open. */
-int tsr__gpu_open(int device, int node_id, size_t *capacity, tsr_gpu_copy_event_fn on_copy,
-                  void *on_copy_ctx, tsr_gpu_t **out, char *err, size_t errlen);
+int tsr__gpu_open(int device, int node_id, int lanes, size_t *capacity,
+                  tsr_gpu_copy_event_fn on_copy, void *on_copy_ctx, tsr_gpu_t **out, char *err,
+                  size_t errlen);
 /* Drain the engine, then free everything. */
 void tsr__gpu_close(tsr_gpu_t *g);
 
@@ -51,10 +52,15 @@ int tsr__gpu_copy(tsr_gpu_t *g, tsr_copy_t *c);
 /* Whether peer access to GPU `device` is enabled both ways. */
 bool tsr__gpu_peer(const tsr_gpu_t *g, int device);
 
-/* Around a kernel on the calling thread (see tsr_node_ops_t). */
-int tsr__gpu_exec_begin(tsr_gpu_t *g, void **stream, void **blas, char *err, size_t errlen);
-int tsr__gpu_exec_end(tsr_gpu_t *g, char *err, size_t errlen);
-int tsr__gpu_exec_record(tsr_gpu_t *g, int *mark, char *err, size_t errlen);
+/* The compute lanes open made (lanes clamped to 1..8): a stream and a
+ * cuBLAS handle each. */
+int tsr__gpu_lanes(const tsr_gpu_t *g);
+/* Around a kernel on the calling thread, on compute lane `lane` (see
+ * tsr_node_ops_t). */
+int tsr__gpu_exec_begin(tsr_gpu_t *g, int lane, void **stream, void **blas, char *err,
+                        size_t errlen);
+int tsr__gpu_exec_end(tsr_gpu_t *g, int lane, char *err, size_t errlen);
+int tsr__gpu_exec_record(tsr_gpu_t *g, int lane, int *mark, char *err, size_t errlen);
 int tsr__gpu_exec_poll(tsr_gpu_t *g, int mark, bool wait, char *err, size_t errlen);
 
 /* Page-locked host memory usable by every GPU (cudaHostAlloc, portable),

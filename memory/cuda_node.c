@@ -110,20 +110,20 @@ static bool cuda_peer(tsr_node_t *n, const tsr_node_t *other)
     return other->kind == TSR_NODE_KIND_CUDA && tsr__gpu_peer(n->impl, other->index);
 }
 
-static int cuda_exec_begin(tsr_node_t *n, void **stream, void **blas, char *err,
+static int cuda_exec_begin(tsr_node_t *n, int lane, void **stream, void **blas, char *err,
                            size_t errlen)
 {
-    return tsr__gpu_exec_begin(n->impl, stream, blas, err, errlen);
+    return tsr__gpu_exec_begin(n->impl, lane, stream, blas, err, errlen);
 }
 
-static int cuda_exec_end(tsr_node_t *n, char *err, size_t errlen)
+static int cuda_exec_end(tsr_node_t *n, int lane, char *err, size_t errlen)
 {
-    return tsr__gpu_exec_end(n->impl, err, errlen);
+    return tsr__gpu_exec_end(n->impl, lane, err, errlen);
 }
 
-static int cuda_exec_record(tsr_node_t *n, int *mark, char *err, size_t errlen)
+static int cuda_exec_record(tsr_node_t *n, int lane, int *mark, char *err, size_t errlen)
 {
-    return tsr__gpu_exec_record(n->impl, mark, err, errlen);
+    return tsr__gpu_exec_record(n->impl, lane, mark, err, errlen);
 }
 
 static int cuda_exec_poll(tsr_node_t *n, int mark, bool wait, char *err, size_t errlen)
@@ -164,9 +164,11 @@ int tsr__cuda_node_open(tsr_node_t *n, int device, size_t capacity, char *err, s
         return TSR_EINVAL;
     }
     tsr_gpu_t *g = NULL;
-    int rc = tsr__gpu_open(device, n->id, &capacity, on_copy, n, &g, err, errlen);
+    int rc = tsr__gpu_open(device, n->id, n->exec_lanes, &capacity, on_copy, n, &g, err,
+                           errlen);
     if (rc != TSR_OK)
         return rc;
+    n->exec_lanes = tsr__gpu_lanes(g);
     n->kind = TSR_NODE_KIND_CUDA;
     n->index = device;
     snprintf(n->name, sizeof n->name, "cuda%d", device);

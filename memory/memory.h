@@ -73,21 +73,25 @@ typedef struct tsr_node_ops {
     int (*copy)(tsr_node_t *n, tsr_copy_t *c);
     /* Whether this node's engine can copy directly from/to `other`. */
     bool (*peer)(tsr_node_t *n, const tsr_node_t *other);
-    /* Around one kernel run on this node by a worker (optional): begin
-     * makes the device current and fills the stream / library handle the
-     * implementation needs, or returns a TSR_E… code with a message naming
-     * the call (the implementation must then not run); end waits for the
-     * kernel's completion and turns a device error into a TSR_E… code with
-     * a message naming the call. */
-    int (*exec_begin)(tsr_node_t *n, void **stream, void **blas, char *err, size_t errlen);
-    int (*exec_end)(tsr_node_t *n, char *err, size_t errlen);
+    /* Around one kernel run on this node by a worker (optional), on
+     * compute lane `lane` (0 to exec_lanes - 1: a stream each; kernels of
+     * different lanes may run at once): begin makes the device current and
+     * fills the lane's stream / library handle the implementation needs, or
+     * returns a TSR_E… code with a message naming the call (the
+     * implementation must then not run); end waits for the lane's kernels
+     * and turns a device error into a TSR_E… code with a message naming
+     * the call. */
+    int (*exec_begin)(tsr_node_t *n, int lane, void **stream, void **blas, char *err,
+                      size_t errlen);
+    int (*exec_end)(tsr_node_t *n, int lane, char *err, size_t errlen);
     /* Several tasks in flight (optional; with exec_poll): instead of
-     * exec_end, mark the end of the kernels queued since exec_begin
-     * (*mark), and later poll the mark: 1 reached, 0 not yet (wait: block
-     * until it is), or a TSR_E… code with a message naming the call. A
-     * mark is polled until it is not 0, and marks are reached in the
-     * order they were made. */
-    int (*exec_record)(tsr_node_t *n, int *mark, char *err, size_t errlen);
+     * exec_end, mark the end of the kernels queued on the lane since
+     * exec_begin (*mark), and later poll the mark: 1 reached, 0 not yet
+     * (wait: block until it is), or a TSR_E… code with a message naming the
+     * call. A mark is polled until it is not 0; the marks of one lane are
+     * reached in the order they were made, those of different lanes in
+     * any order. */
+    int (*exec_record)(tsr_node_t *n, int lane, int *mark, char *err, size_t errlen);
     int (*exec_poll)(tsr_node_t *n, int mark, bool wait, char *err, size_t errlen);
     /* Stop the engine (queued copies complete first) and free everything. */
     void (*close)(tsr_node_t *n);
@@ -113,6 +117,8 @@ struct tsr_node {
     const tsr_node_ops_t *ops;
     void *impl;             /* the kind's private state */
     size_t capacity;        /* bytes the directory may allocate here */
+    int exec_lanes;         /* compute lanes of exec_begin (asked for before
+                               a GPU opens: 0 is one; what it made after) */
 
     pthread_mutex_t lock;   /* everything below, up to the counters */
     size_t used;            /* allocated + reserved bytes */
@@ -178,6 +184,7 @@ typedef struct tsr_mem_config {
     double sim_bandwidth;   /* bytes per second per copy; 0: unthrottled */
     double sim_latency;     /* seconds per copy */
     int ncuda;              /* GPUs to use: -1 every one */
+    int cuda_lanes;         /* compute streams per GPU (1 to 8) */
     size_t cuda_capacity;   /* 0: what the device has free, less a margin */
     size_t host_capacity;   /* runtime-allocated host bytes; 0: unlimited */
     /* The disk tier (memory/disk.h): a directory for its one file, or

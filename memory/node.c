@@ -300,8 +300,9 @@ int tsr__mem_init(const tsr_mem_config_t *cfg, char *err, size_t errlen)
     if (rc == TSR_OK)
         mem.n++;
     for (int g = 0; rc == TSR_OK && g < use; g++) {
-        rc = tsr__cuda_node_open(node_new(cfg->tracing), g, cfg->cuda_capacity, err,
-                                 errlen);
+        tsr_node_t *n = node_new(cfg->tracing);
+        n->exec_lanes = cfg->cuda_lanes;
+        rc = tsr__cuda_node_open(n, g, cfg->cuda_capacity, err, errlen);
         if (rc == TSR_OK)
             mem.n++;
     }

@@ -317,10 +317,13 @@ typedef struct tsr_worker {
      * the policy (TSR_SCHED_RUN_SUCCESSOR); its own thread's only */
     tsr_task_t next;
     /* launched on the device, completed when their mark is reached (GPU
-     * workers: several tasks' kernels queued on the stream at once) */
+     * workers: several tasks' kernels queued on the node's compute lanes
+     * at once) */
     tsr_task_t running[TSR_PIPE_MAX]; /* in launch order */
     int run_mark[TSR_PIPE_MAX];
+    int run_lane[TSR_PIPE_MAX];
     uint64_t run_start[TSR_PIPE_MAX];
+    int last_lane;             /* the lane its last launch went to */
     int nrunning;
     /* counters (written by the worker, read after wait_all) */
     uint64_t ntasks, busy_ns, wait_ns;

@@ -31,6 +31,7 @@ static pthread_mutex_t init_m = PTHREAD_MUTEX_INITIALIZER;
 static int saved_blas_threads;
 
 #define DEFAULT_MAX_PENDING 65536
+#define DEFAULT_CUDA_STREAMS 4 /* compute lanes per GPU (tsr_config_t.cuda_streams) */
 
 void tsr_config_init(tsr_config_t *cfg)
 {
@@ -102,6 +103,7 @@ static const struct env_var {
     {"TESSERA_LIMIT_CUDA_MEM", offsetof(tsr_config_t, cuda_mem), ENV_MIB, 0, 1, MAX_MIB},
     {"TESSERA_LIMIT_HOST_MEM", offsetof(tsr_config_t, host_mem), ENV_MIB, 0, 1, MAX_MIB},
     {"TESSERA_PIPELINE", offsetof(tsr_config_t, pipeline), ENV_INT, 0, 0, 8},
+    {"TESSERA_CUDA_STREAMS", offsetof(tsr_config_t, cuda_streams), ENV_INT, 0, 0, 8},
     {"TESSERA_STATS", offsetof(tsr_config_t, stats), ENV_FLAG, 0, 0, LONG_MAX},
     {"TESSERA_DETERMINISTIC", offsetof(tsr_config_t, deterministic), ENV_FLAG, 0, 0, LONG_MAX},
     {"TESSERA_CALIBRATE", offsetof(tsr_config_t, calibrate), ENV_INT, 0, 0, 2},
@@ -266,6 +268,7 @@ static int init_driver(void)
         .sim_latency = cfg->sim_latency,
         .ncuda = cfg->ncuda,
         .cuda_capacity = cfg->cuda_mem,
+        .cuda_lanes = cfg->cuda_streams ? cfg->cuda_streams : DEFAULT_CUDA_STREAMS,
         .host_capacity = cfg->host_mem,
         .disk_dir = cfg->disk_dir,
         .disk_capacity = cfg->disk_mem,

@@ -87,32 +87,73 @@ static void describe_impl_failure(tsr_worker_t *w, tsr_task_t t, int rc, const c
 #endif
 }
 
-/* Complete w's launched tasks whose kernels have finished, oldest first
- * (one stream: they finish in launch order). wait: block until the oldest
- * has finished. Returns whether one completed. */
+/* Complete launched task i, whose mark poll said r (1, or a TSR_E… code
+ * with the reason in why). */
+static void complete_running(tsr_worker_t *w, int i, int r, const char *why)
+{
+    tsr_task_t t = w->running[i];
+    if (r < 0 && !t->mreq.err[0])
+        snprintf(t->mreq.err, sizeof t->mreq.err, "%s", why);
+    uint64_t start = w->run_start[i];
+    for (int k = i + 1; k < w->nrunning; k++) {
+        w->running[k - 1] = w->running[k];
+        w->run_mark[k - 1] = w->run_mark[k];
+        w->run_lane[k - 1] = w->run_lane[k];
+        w->run_start[k - 1] = w->run_start[k];
+    }
+    w->nrunning--;
+    tsr__worker_finish(w, t, r < 0 ? r : 0, start);
+}
+
+/* Complete w's launched tasks whose kernels have finished (lanes finish in
+ * any order, each lane in launch order). wait: if none has, block until
+ * the oldest has. Returns whether one completed. */
 static bool reap_running(tsr_worker_t *w, bool wait)
 {
     tsr_node_t *node = tsr__mem_node(w->node);
     bool progress = false;
-    while (w->nrunning > 0) {
-        tsr_task_t t = w->running[0];
+    for (int i = 0; i < w->nrunning;) {
         char why[TSR_MEM_ERR] = "";
-        int r = node->ops->exec_poll(node, w->run_mark[0], wait && !progress, why, sizeof why);
-        if (r == 0)
-            break;
-        if (r < 0 && !t->mreq.err[0])
-            snprintf(t->mreq.err, sizeof t->mreq.err, "%s", why);
-        uint64_t start = w->run_start[0];
-        for (int k = 1; k < w->nrunning; k++) {
-            w->running[k - 1] = w->running[k];
-            w->run_mark[k - 1] = w->run_mark[k];
-            w->run_start[k - 1] = w->run_start[k];
+        int r = node->ops->exec_poll(node, w->run_mark[i], false, why, sizeof why);
+        if (r == 0) {
+            i++;
+            continue;
         }
-        w->nrunning--;
-        tsr__worker_finish(w, t, r < 0 ? r : 0, start);
+        complete_running(w, i, r, why);
+        progress = true;
+    }
+    if (!progress && wait && w->nrunning > 0) {
+        char why[TSR_MEM_ERR] = "";
+        int r = node->ops->exec_poll(node, w->run_mark[0], true, why, sizeof why);
+        complete_running(w, 0, r, why);
         progress = true;
     }
     return progress;
+}
+
+/* The compute lane for t: lane 0 for a task with scratch buffers (they
+ * are reused in stream order), else the lane with the fewest of w's
+ * launched tasks (the first such after the last one chosen): independent
+ * ready tasks run side by side on the device. */
+static int pick_lane(tsr_worker_t *w, tsr_task_t t, const tsr_node_t *node)
+{
+    if (node->exec_lanes <= 1)
+        return 0;
+    for (int i = 0; i < t->nbuffers; i++)
+        if (t->slot[i] < 0)
+            return 0;
+    int count[TSR_PIPE_MAX] = {0};
+    for (int k = 0; k < w->nrunning; k++)
+        count[w->run_lane[k]]++;
+    int lanes = node->exec_lanes < TSR_PIPE_MAX ? node->exec_lanes : TSR_PIPE_MAX;
+    int best = -1;
+    for (int j = 1; j <= lanes; j++) {
+        int l = (w->last_lane + j) % lanes;
+        if (best < 0 || count[l] < count[best])
+            best = l;
+    }
+    w->last_lane = best;
+    return best;
 }
 
 /* Whether t needs one of w's scratch buffers to grow. */
@@ -157,8 +198,9 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
 #endif
     uint64_t start = tsr__mem_now_ns();
     int rc = 0, begun = 0;
+    int lane = pick_lane(w, t, node);
     if (node->ops->exec_begin)
-        rc = begun = node->ops->exec_begin(node, &exec.cuda_stream, &exec.cublas_handle,
+        rc = begun = node->ops->exec_begin(node, lane, &exec.cuda_stream, &exec.cublas_handle,
                                            t->mreq.err, sizeof t->mreq.err);
     /* A failed exec_begin (no device made current) is the task's failure:
      * the implementation is not called. */
@@ -171,7 +213,7 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
         /* Launched: complete it when its kernels are done. */
         int mark = -1;
         char why[TSR_MEM_ERR] = "";
-        rc = node->ops->exec_record(node, &mark, why, sizeof why);
+        rc = node->ops->exec_record(node, lane, &mark, why, sizeof why);
         if (rc == 0) {
             /* launched behind nothing of this worker's: the stream ran dry
              * (after the first launch) */
@@ -179,6 +221,7 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
             w->launches++;
             w->running[w->nrunning] = t;
             w->run_mark[w->nrunning] = mark;
+            w->run_lane[w->nrunning] = lane;
             w->run_start[w->nrunning] = start;
             w->nrunning++;
             return;
@@ -189,13 +232,14 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
         /* Also after a failed implementation: its queued kernels finish
          * before its buffers are released. */
         char why[TSR_MEM_ERR] = "";
-        int erc = node->ops->exec_end(node, why, sizeof why);
+        int erc = node->ops->exec_end(node, lane, why, sizeof why);
         if (erc != 0 && !t->mreq.err[0])
             snprintf(t->mreq.err, sizeof t->mreq.err, "%s", why);
         if (rc == 0)
             rc = erc;
     }
-    /* What ran before t on the stream has finished too. */
+    /* What ran before t on its lane has finished too; the other lanes may
+     * have finished some. */
     if (w->nrunning > 0)
         reap_running(w, false);
     tsr__worker_finish(w, t, rc, start);

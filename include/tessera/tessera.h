@@ -111,6 +111,9 @@ typedef struct tsr_config {
                                   in submission order, as TSR_RW, and MPI
                                   all-reduces sum in rank order (docs/runtime.md,
                                   "Deterministic mode") */
+    int cuda_streams;          /* compute streams per GPU (1 to 8): a GPU
+                                  worker's ready tasks run on several at once;
+                                  0: 4 */
 } tsr_config_t;
 
 /* Victim selection (tsr_config_t.evict). */
@@ -127,7 +130,8 @@ TSR_API void tsr_config_init(tsr_config_t *cfg);
  * TESSERA_MAX_PENDING_BYTES, TESSERA_BIND, TESSERA_TRACE, TESSERA_NSIM,
  * TESSERA_SIM_BW (MB/s), TESSERA_SIM_LATENCY (µs), TESSERA_NCUDA,
  * TESSERA_LIMIT_SIM_MEM, TESSERA_LIMIT_CUDA_MEM, TESSERA_LIMIT_HOST_MEM
- * (MiB), TESSERA_PIPELINE, TESSERA_STATS, TESSERA_PERFMODEL_DIR,
+ * (MiB), TESSERA_PIPELINE, TESSERA_CUDA_STREAMS, TESSERA_STATS,
+ * TESSERA_PERFMODEL_DIR,
  * TESSERA_CALIBRATE, TESSERA_CUDA_FP32 (tf32|strict), TESSERA_SIMULATE
  * (a platform file), TESSERA_SIMULATE_EXEC (0|1), TESSERA_DISK_DIR,
  * TESSERA_LIMIT_DISK_MEM (MiB), TESSERA_EVICT (window|lru) (see

@@ -511,7 +511,7 @@ Test(cuda_node, exec_with_cublas)
     copy_sync(&n, HOST, n.id, y, dy, sizeof y);
     void *stream = NULL, *blas = NULL;
     char berr[TSR_MEM_ERR] = "";
-    cr_assert_eq(n.ops->exec_begin(&n, &stream, &blas, berr, sizeof berr), TSR_OK, "%s", berr);
+    cr_assert_eq(n.ops->exec_begin(&n, 0, &stream, &blas, berr, sizeof berr), TSR_OK, "%s", berr);
     cr_assert(stream && blas);
     cudaStream_t bound = NULL;
     cr_assert_eq(cublasGetStream((cublasHandle_t)blas, &bound), CUBLAS_STATUS_SUCCESS);
@@ -523,7 +523,7 @@ Test(cuda_node, exec_with_cublas)
     cr_assert_eq(cublasSaxpy((cublasHandle_t)blas, N, &alpha, dx, 1, dy, 1),
                  CUBLAS_STATUS_SUCCESS);
     char err[TSR_MEM_ERR] = "";
-    cr_assert_eq(n.ops->exec_end(&n, err, sizeof err), TSR_OK, "%s", err);
+    cr_assert_eq(n.ops->exec_end(&n, 0, err, sizeof err), TSR_OK, "%s", err);
     copy_sync(&n, n.id, HOST, dy, got, sizeof got);
     for (int i = 0; i < N; i++)
         cr_assert_eq(got[i], want[i], "y[%d] = %g, expected %g", i, got[i], want[i]);
@@ -544,12 +544,12 @@ Test(cuda_node, kernel_fault_is_edevice)
     void *d = node_alloc(&n, 4096);
     void *stream = NULL, *blas = NULL;
     char berr[TSR_MEM_ERR] = "";
-    cr_assert_eq(n.ops->exec_begin(&n, &stream, &blas, berr, sizeof berr), TSR_OK, "%s", berr);
+    cr_assert_eq(n.ops->exec_begin(&n, 0, &stream, &blas, berr, sizeof berr), TSR_OK, "%s", berr);
     const float alpha = 1.0f;
     float *bad = (float *)(uintptr_t)0x100; /* not device memory */
     cublasSaxpy((cublasHandle_t)blas, 1 << 20, &alpha, bad, 1, bad, 1);
     char err[TSR_MEM_ERR] = "";
-    int rc = n.ops->exec_end(&n, err, sizeof err);
+    int rc = n.ops->exec_end(&n, 0, err, sizeof err);
     cr_assert_eq(rc, TSR_EDEVICE, "a faulting kernel returned %d", rc);
     cr_assert(strstr(err, "cuda0") != NULL, "message without the node: %s", err);
     cr_log_info("exec_end: %s", err);
@@ -683,15 +683,15 @@ Test(cuda_node, exec_begin_failure_names_the_call)
     copy_sync(&n, HOST, n.id, h, d, sizeof h);
     void *stream = (void *)1, *blas = (void *)1;
     char err[TSR_MEM_ERR] = "";
-    int rc = n.ops->exec_begin(&n, &stream, &blas, err, sizeof err);
+    int rc = n.ops->exec_begin(&n, 0, &stream, &blas, err, sizeof err);
     cr_log_info("exec_begin: %s", err);
     cr_assert_eq(rc, TSR_EDEVICE, "exec_begin after a failed cudaSetDevice: %d", rc);
     cr_assert(strstr(err, "cudaSetDevice") && strstr(err, "cuda0"), "message: %s", err);
     cr_assert(!stream && !blas, "a stream or handle was handed out after a failure");
     /* The next one works. */
-    rc = n.ops->exec_begin(&n, &stream, &blas, err, sizeof err);
+    rc = n.ops->exec_begin(&n, 0, &stream, &blas, err, sizeof err);
     cr_assert_eq(rc, TSR_OK, "%s", err);
-    cr_assert_eq(n.ops->exec_end(&n, err, sizeof err), TSR_OK, "%s", err);
+    cr_assert_eq(n.ops->exec_end(&n, 0, err, sizeof err), TSR_OK, "%s", err);
     n.ops->free(&n, d, sizeof h);
     n.ops->close(&n);
 }

@@ -10,7 +10,9 @@
  *   larger than the capacity, the pool's chunks fragmented) evicts and
  *   retries instead of failing the task; when nothing can be freed, the
  *   failure names cudaMalloc;
- * - fp32 GEMM precision reaches the implementation (tf32 unless strict).
+ * - fp32 GEMM precision reaches the implementation (tf32 unless strict);
+ * - independent tasks run on every compute lane (stream) of a GPU, chains
+ *   across lanes end as the host computes them.
  * Skipped visibly without a GPU; the injected failures need the emulation.
  */
 #include <criterion/criterion.h>
@@ -184,6 +186,94 @@ Test(cuda_runtime, a_dependency_chain_drains_the_stream_at_every_link)
     cr_assert_leq(independent, 39, "%llu drains for 40 tasks", (unsigned long long)independent);
 }
 
+
+/* ---- compute lanes: independent tasks on several streams ------------------- */
+
+/* Chains of tasks x = 2x + k (two kernels on the task's stream), several
+ * chains at once on one GPU with `lanes` compute streams; the emulated
+ * streams run with random delays, so lanes finish out of order. Each chain
+ * must end exactly as the host's loop says (a successor launched before
+ * its predecessor's kernels ended would read a stale x), and the tasks
+ * must have used every lane (and only the one with one lane). */
+enum { LCH = 6, LLEN = 8, LN = 1 << 16 };
+static void *lane_streams[8];
+static atomic_int lane_nstreams;
+
+static int double_plus_cuda(void **b, const void *args, const tsr_exec_t *e)
+{
+    const fill_args_t *a = args;
+    int n = atomic_load(&lane_nstreams), k = 0;
+    while (k < n && lane_streams[k] != e->cuda_stream)
+        k++;
+    if (k == n && n < 8) { /* one GPU worker: one thread writes */
+        lane_streams[n] = e->cuda_stream;
+        atomic_store(&lane_nstreams, n + 1);
+    }
+    int rc = tsr_cuda_scale(e->cuda_stream, LN, 2.0f, b[0], b[0]);
+    return rc ? rc : tsr_cuda_axpy(e->cuda_stream, LN, a->value, b[1], b[0]);
+}
+
+static const tsr_codelet_t cl_double_plus = {
+    .name = "double_plus", .impl = {NULL, double_plus_cuda}, .nbuffers = 2};
+
+static int lanes_run(int lanes)
+{
+    if (EMULATED)
+        setenv("TESSERA_CUDA_EMU_JITTER", "1", 1);
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = -1;
+    cfg.bind = 0;
+    cfg.ncuda = 1;
+    cfg.cuda_streams = lanes;
+    cfg.perfmodel_dir = "";
+    cr_assert_eq(tsr_init(&cfg), TSR_OK, "tsr_init: %s", tsr_error_message());
+    static float x[LCH][LN], ones[LN];
+    for (int i = 0; i < LN; i++)
+        ones[i] = 1.0f;
+    memset(x, 0, sizeof x);
+    tsr_handle_t hx[LCH], h1;
+    cr_assert_eq(tsr_handle_register(&h1, ones, sizeof ones), TSR_OK);
+    for (int c = 0; c < LCH; c++)
+        cr_assert_eq(tsr_handle_register(&hx[c], x[c], sizeof x[c]), TSR_OK);
+    atomic_store(&lane_nstreams, 0);
+    /* step by step across the chains: every step, LCH independent tasks */
+    for (int s = 0; s < LLEN; s++)
+        for (int c = 0; c < LCH; c++) {
+            fill_args_t a = {.value = (float)(c * LLEN + s)};
+            tsr_access_t acc[2] = {{hx[c], TSR_RW}, {h1, TSR_R}};
+            tsr_task_desc_t d = {.codelet = &cl_double_plus, .nbuffers = 2, .buffers = acc,
+                                 .args = &a, .args_size = sizeof a};
+            cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+        }
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    for (int c = 0; c < LCH; c++) {
+        cr_assert_eq(tsr_handle_unregister(hx[c]), TSR_OK);
+        double want = 0;
+        for (int s = 0; s < LLEN; s++)
+            want = 2 * want + (c * LLEN + s);
+        for (int i = 0; i < LN; i++)
+            cr_assert_eq(x[c][i], (float)want, "chain %d element %d: %g, not %g", c, i,
+                         x[c][i], want);
+    }
+    cr_assert_eq(tsr_handle_unregister(h1), TSR_OK);
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
+    return atomic_load(&lane_nstreams);
+}
+
+Test(cuda_runtime, independent_tasks_use_every_compute_lane)
+{
+    REQUIRE_GPU();
+    int used = lanes_run(4);
+    cr_assert_eq(used, 4, "4 lanes: the tasks used %d streams", used);
+}
+
+Test(cuda_runtime, one_compute_lane_is_one_stream)
+{
+    REQUIRE_GPU();
+    int used = lanes_run(1);
+    cr_assert_eq(used, 1, "1 lane: the tasks used %d streams", used);
+}
 
 /* Tasks one after the other on one GPU (no CPU worker); the K-th
  * cudaSetDevice of the process fails. Init's own calls come first (fewer
