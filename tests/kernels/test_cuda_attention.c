@@ -29,7 +29,7 @@ static void attn_pair(pcase c, void *st, uint64_t salt)
         acc[e] = kt_unif(&r, -1, 1);
     float *d_q = kt_to_dev(q, nq), *d_k = kt_to_dev(k, nk), *d_v = kt_to_dev(v, nk);
     float *d_ms = kt_to_dev(ms, 2 * rows), *d_acc = kt_to_dev(acc, nq);
-    KT_CUDA_OK(tsr_cuda_attn_fwd(st, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_ms, d_acc));
+    KT_CUDA_OK(tsr_cuda_attn_fwd(st, TSR_ATTN_FP32, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_ms, d_acc));
     tsr_cpu_attn_fwd(d, tq, tk, nb, c.q0, c.k0, scale, q, k, v, ms, acc);
     float *g = kt_from_dev(d_ms, 2 * rows);
     char what[128];
@@ -61,7 +61,7 @@ static void attn_pair(pcase c, void *st, uint64_t salt)
     kt_upload(d_lse, lse, rows), kt_upload(d_D, D, rows);
     float *dq = kt_rand(&r, nq, -1, 1), *dk = kt_rand(&r, nk, -1, 1), *dv = kt_rand(&r, nk, -1, 1);
     float *d_dq = kt_to_dev(dq, nq), *d_dk = kt_to_dev(dk, nk), *d_dv = kt_to_dev(dv, nk);
-    KT_CUDA_OK(tsr_cuda_attn_bwd(st, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_do, d_lse,
+    KT_CUDA_OK(tsr_cuda_attn_bwd(st, TSR_ATTN_FP32, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_do, d_lse,
                                  d_D, d_dq, d_dk, d_dv));
     tsr_cpu_attn_bwd(d, tq, tk, nb, c.q0, c.k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
     g = kt_from_dev(d_dq, nq);
