@@ -1,8 +1,9 @@
 /* cuda_emu/include/mma.h — the emulated warp matrix functions (nvcuda::wmma)
  * for -Dcuda=emu: fragments, load_matrix_sync, store_matrix_sync, mma_sync,
- * fill_fragment and __float_to_tf32, for the shapes the project's kernels use:
- * m16n16k8 with precision::tf32 operands and float accumulators (float
- * operands of m16n16k8 are treated as tf32, as the hardware does).
+ * fill_fragment and __float_to_tf32 (in nvcuda::wmma, as CUDA's), for the
+ * shapes the project's kernels use: m16n16k8 with precision::tf32 operands
+ * and float accumulators (float operands of m16n16k8 are treated as tf32, as
+ * the hardware does).
  *
  * The element mapping differs from the hardware's, which is opaque anyway:
  * here every lane's fragment holds the WHOLE tile, row-major (a: 16x8,
@@ -31,18 +32,6 @@
 #include <stdint.h>
 #include <string.h>
 
-/* TF32: 8 exponent bits, 10 mantissa bits.  Round to nearest, ties away from
- * zero, on the magnitude; infinities and NaNs pass unchanged. */
-static inline float __float_to_tf32(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7f800000u) != 0x7f800000u)
-        u = (u + 0x1000u) & 0xffffe000u;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 namespace nvcuda {
 namespace wmma {
 
@@ -55,6 +44,18 @@ namespace precision {
 struct tf32 {};
 } // namespace precision
 enum layout_t { mem_row_major, mem_col_major };
+
+/* TF32: 8 exponent bits, 10 mantissa bits.  Round to nearest, ties away from
+ * zero, on the magnitude; infinities and NaNs pass unchanged. */
+static inline float __float_to_tf32(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u)
+        u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 /* (rows, cols) of a tile of `Use` in an MxNxK product */
 template <class Use, int M, int N, int K> struct tsr_emu_dims;

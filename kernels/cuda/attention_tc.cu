@@ -82,7 +82,8 @@ static __device__ __forceinline__ void tc_stage(float *sh, const float *src, int
 {
     for (int e = threadIdx.x; e < ROWS * DMAX; e += blockDim.x) {
         int rr = e / DMAX, c = e % DMAX, r = r0 + rr;
-        sh[rr * LD + c] = (r < nrows && c < d) ? __float_to_tf32(src[(size_t)r * d + c] * mul) : 0.0f;
+        float x = (r < nrows && c < d) ? src[(size_t)r * d + c] * mul : 0.0f;
+        sh[rr * LD + c] = wmma::__float_to_tf32(x);
     }
 }
 
@@ -192,7 +193,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 #pragma unroll
         for (int t = 0; t < BC / 2; t++) {
             int j = h + 2 * t;
-            float p = j0 + j < nvis ? __float_to_tf32(expf(srow[j] - mnew)) : 0.0f;
+            float p = j0 + j < nvis ? wmma::__float_to_tf32(expf(srow[j] - mnew)) : 0.0f;
             srow[j] = p;
             psum += p;
         }
@@ -330,7 +331,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
         for (int t = 0; t < BC / 2; t++) {
             int j = h + 2 * t;
             float p = j0 + j < nvis ? expf(srow[j] - li) : 0.0f;
-            srow[j] = __float_to_tf32(p * (prow[j] - Di) * scale);
+            srow[j] = wmma::__float_to_tf32(p * (prow[j] - Di) * scale);
         }
         __syncwarp();
 
@@ -458,8 +459,8 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
                        ls[ii] != -INFINITY; /* also false past tq: ls = -inf there */
             float p = vis ? expf(srow[ii] - ls[ii]) : 0.0f;
             float ds = p * (prow[ii] - Ds[ii]) * scale;
-            srow[ii] = __float_to_tf32(p);
-            prow[ii] = __float_to_tf32(ds);
+            srow[ii] = wmma::__float_to_tf32(p);
+            prow[ii] = wmma::__float_to_tf32(ds);
         }
         __syncwarp();
 
