@@ -60,11 +60,24 @@ void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale
                       const float *lse, const float *D, float *dq, float *dk, float *dv);
 
 /* CUDA versions, device pointers, asynchronous on `stream`;
- * 0, TSR_EINVAL for d > 256, or TSR_EDEVICE (kernels/cuda_status.h names
- * the failure; nb above 65535 fails the launch).  The CUDA backward runs two kernels
- * (dk/dv over keys, dq over queries), with no atomics. */
+ * 0, TSR_EINVAL for d > 256 or an unknown prec, or TSR_EDEVICE
+ * (kernels/cuda_status.h names the failure; nb above 65535 fails the
+ * launch).  The CUDA backward runs two kernels (dk/dv over keys, dq over
+ * queries), with no atomics: deterministic.
+ *
+ * prec chooses how the matrix products of fwd and bwd run:
+ *   TSR_ATTN_FP32: FP32 on CUDA cores (the strict mode, TSR_CUDA_FP32_STRICT;
+ *                  kernels/cuda/attention.cu);
+ *   TSR_ATTN_TF32: TF32 tensor cores (WMMA) with FP32 softmax and
+ *                  accumulation, about 1e-3 relative error
+ *                  (kernels/cuda/attention_tc.cu) for d <= 64; larger head
+ *                  dimensions run the FP32 kernels. */
+enum {
+    TSR_ATTN_FP32 = 0,
+    TSR_ATTN_TF32 = 1
+};
 int tsr_cuda_attn_init(void *stream, int d, int tq, int nb, float *ms, float *acc);
-int tsr_cuda_attn_fwd(void *stream, int d, int tq, int tk, int nb, int q0, int k0,
+int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,
                       float scale, const float *q, const float *k, const float *v,
                       float *ms, float *acc);
 int tsr_cuda_attn_merge(void *stream, int d, int tq, int nb, const float *ms_src,
@@ -73,7 +86,7 @@ int tsr_cuda_attn_finalize(void *stream, int d, int tq, int nb, const float *ms,
                            const float *acc, float *o, float *lse);
 int tsr_cuda_attn_bwd_dot(void *stream, int d, int tq, int nb, const float *o,
                           const float *dout, float *D);
-int tsr_cuda_attn_bwd(void *stream, int d, int tq, int tk, int nb, int q0, int k0,
+int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,
                       float scale, const float *q, const float *k, const float *v,
                       const float *dout, const float *lse, const float *D,
                       float *dq, float *dk, float *dv);

@@ -863,6 +863,14 @@ TILE_CODELET(cl_attn_init, "attn_init", 2, attn_args_t, zero_flops, attn_init_by
  * (scale, max, subtraction, exp, sum: 5); the rescale of acc once per 64
  * keys (d per row and block, under 1%) is left out. q, k, v read; ms, acc
  * read and written. */
+#ifdef TSR_HAVE_CUDA
+/* The attention's matrix products follow the GEMMs' precision: TF32 tensor
+ * cores unless the configuration asks for strict FP32. */
+static int attn_prec(const tsr_exec_t *e)
+{
+    return e->cuda_fp32 == TSR_CUDA_FP32_STRICT ? TSR_ATTN_FP32 : TSR_ATTN_TF32;
+}
+#endif
 static double attn_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
@@ -877,8 +885,8 @@ static double attn_fwd_bytes(const void *args, const size_t *sizes)
 TILE_CODELET(cl_attn_fwd, "attn_fwd", 5, attn_args_t, attn_flops, attn_fwd_bytes,
              (tsr_cpu_attn_fwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0],
                buf[1], buf[2], buf[3], buf[4])),
-             (tsr_cuda_attn_fwd(e->cuda_stream, a->d, a->tq, a->tk, a->nb, a->q0, a->k0,
-               a->scale, buf[0], buf[1], buf[2], buf[3], buf[4])));
+             (tsr_cuda_attn_fwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb,
+               a->q0, a->k0, a->scale, buf[0], buf[1], buf[2], buf[3], buf[4])));
 
 /* Per row: 1/l, d products, m + log l (2); ms read, acc read and written
  * (as o), lse written. */
@@ -961,8 +969,8 @@ static int attn_bwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
     if (!rc && (a->first & TSR_ATTN_FIRST_DKV))
         rc = tsr_cuda_fill(e->cuda_stream, nelem(e, 8), 0.0f, buf[8]);
     return rc ? rc
-              : tsr_cuda_attn_bwd(e->cuda_stream, a->d, a->tq, a->tk, a->nb, a->q0, a->k0,
-                                  a->scale, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5],
+              : tsr_cuda_attn_bwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb,
+                                  a->q0, a->k0, a->scale, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5],
                                   buf[6], buf[7], buf[8]);
 }
 #endif

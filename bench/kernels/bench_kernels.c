@@ -530,13 +530,16 @@ static void g_adamw_bf16(void)
 static void g_sumsq(void) { GCHECK(tsr_cuda_sumsq(gs, gN, gA, gAcc, 0)); }
 static void g_f2bf(void) { GCHECK(tsr_cuda_f32_to_bf16(gs, gN, gA, gH)); }
 static void g_bf2f(void) { GCHECK(tsr_cuda_bf16_to_f32(gs, gN, gH, gB)); }
+/* the attention cases: precision (TSR_ATTN_TF32 by default), heads, and
+ * where the queries start (gATQ: every key visible; 0: the causal diagonal) */
+static int gAprec = TSR_ATTN_TF32, gAnb = 0, gAq0 = 0;
 static void g_attn_fwd(void)
 {
-    GCHECK(tsr_cuda_attn_fwd(gs, gAD, gATQ, gATQ, gANB, gATQ, 0, 0.125f, gq, gk, gv, gms, gacc));
+    GCHECK(tsr_cuda_attn_fwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, gAq0, 0, 0.125f, gq, gk, gv, gms, gacc));
 }
 static void g_attn_bwd(void)
 {
-    GCHECK(tsr_cuda_attn_bwd(gs, gAD, gATQ, gATQ, gANB, gATQ, 0, 0.125f, gq, gk, gv, gdo, glse, gDD, gdq, gdk, gdv));
+    GCHECK(tsr_cuda_attn_bwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, gAq0, 0, 0.125f, gq, gk, gv, gdo, glse, gDD, gdq, gdk, gdv));
 }
 
 static void run_gpu(void)
@@ -640,15 +643,33 @@ static void run_gpu(void)
         gdv = galloc(nq, 0, 0, 26), gacc = galloc(nq, 0, 0, 27), gms = galloc(2 * rows, 0, 0, 28);
         glse = galloc(rows, 0, 0, 29), gDD = galloc(rows, 0, 0, 30);
         GCHECK(tsr_cuda_attn_init(gs, gAD, gATQ, gANB, gms, gacc));
+        gAnb = gANB, gAq0 = gATQ;
         g_attn_fwd();
         GCHECK(tsr_cuda_attn_finalize(gs, gAD, gATQ, gANB, gms, gacc, gacc, glse));
         GCHECK(tsr_cuda_attn_bwd_dot(gs, gAD, gATQ, gANB, gacc, gdo, gDD));
-        snprintf(shape, sizeof shape, "d%d,%dx%d,h%d", gAD, gATQ, gATQ, gANB);
-        double f = (double)gAD * gATQ * gATQ * gANB;
-        if (!gerr)
-            report("attn_fwd", shape, "cuda", gtime_best(g_attn_fwd), 4 * f, "GFLOP/s", ceil32);
-        if (!gerr)
-            report("attn_bwd", shape, "cuda", gtime_best(g_attn_bwd), 10 * f, "GFLOP/s", ceil32);
+        /* TF32 tensor cores (what training runs unless strict) against the
+         * cuBLAS TF32 ceiling, then the strict FP32 kernels against SGEMM's;
+         * a pair with every key visible (gANB heads), then the causal diagonal
+         * pair of GPT-2's attention call (8 heads, half the products) */
+        const struct {
+            const char *name;
+            int prec, nb, q0;
+        } ac[] = {
+            {"attn_fwd", TSR_ATTN_TF32, gANB, gATQ}, {"attn_fwd_fp32", TSR_ATTN_FP32, gANB, gATQ},
+            {"attn_fwd_diag", TSR_ATTN_TF32, 8, 0},  {"attn_fwd_diag_fp32", TSR_ATTN_FP32, 8, 0},
+        };
+        for (size_t c = 0; c < sizeof ac / sizeof ac[0] && !gerr; c++) {
+            gAprec = ac[c].prec, gAnb = ac[c].nb < gANB ? ac[c].nb : gANB, gAq0 = ac[c].q0;
+            snprintf(shape, sizeof shape, "d%d,%dx%d,h%d%s", gAD, gATQ, gATQ, gAnb,
+                     gAq0 ? "" : ",causal");
+            double f = (double)gAD * gATQ * gATQ * gAnb * (gAq0 ? 1.0 : 0.5);
+            double ceil = gAprec == TSR_ATTN_TF32 ? ceiltf : ceil32;
+            char bname[32];
+            snprintf(bname, sizeof bname, "attn_bwd%s", ac[c].name + 8);
+            report(ac[c].name, shape, "cuda", gtime_best(g_attn_fwd), 4 * f, "GFLOP/s", ceil);
+            if (!gerr)
+                report(bname, shape, "cuda", gtime_best(g_attn_bwd), 10 * f, "GFLOP/s", ceil);
+        }
         float *bufs[] = {gq, gk, gv, gdo, gdq, gdk, gdv, gacc, gms, glse, gDD};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             cudaFree(bufs[i]);

@@ -11,10 +11,18 @@
  * through shared memory with an online softmax.  Backward: one kernel owns
  * keys (dk, dv in registers, streams queries), one owns queries (dq, streams
  * keys), both recompute p from lse, so nothing is accumulated atomically.
- * These are CUDA-core kernels; tensor-core (mma) versions are future work. */
+ *
+ * These are the FP32 CUDA-core kernels: the strict mode (prec =
+ * TSR_ATTN_FP32) and the readable reference.  prec = TSR_ATTN_TF32 runs the
+ * tensor-core kernels of attention_tc.cu where they take the head dimension
+ * (d <= 64), these ones otherwise.
+ *
+ * Must never: allocate, synchronize, or use float atomics (the backward is
+ * deterministic). */
 #include <math.h>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_tc.cuh"
 #include "kernels/cuda/common.cuh"
 
 template <int DMAX> struct geo {
@@ -342,6 +350,12 @@ static int unsupported_d(const char *fn, int d)
                             fn, d);
 }
 
+static int unknown_prec(const char *fn, int prec)
+{
+    return tsr_cuda_invalid("%s: precision %d is neither TSR_ATTN_FP32 nor TSR_ATTN_TF32", fn,
+                            prec);
+}
+
 /* pairs entirely above the diagonal, and empty tiles, do nothing */
 static bool pair_empty(int d, int tq, int tk, int nb, int q0, int k0)
 {
@@ -369,12 +383,17 @@ static int launch_fwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int
     return tsr_cuda_launched_t("k_attn_fwd", DMAX);
 }
 
-int tsr_cuda_attn_fwd(void *stream, int d, int tq, int tk, int nb, int q0, int k0, float scale,
-                      const float *q, const float *k, const float *v, float *ms, float *acc)
+int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,
+                      float scale, const float *q, const float *k, const float *v, float *ms,
+                      float *acc)
 {
+    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32)
+        return unknown_prec(__func__, prec);
     if (pair_empty(d, tq, tk, nb, q0, k0))
         return 0;
     cudaStream_t s = TSR_STREAM(stream);
+    if (prec == TSR_ATTN_TF32 && tsr__cuda_attn_tc_takes(d))
+        return tsr__cuda_attn_fwd_tc(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
     switch (dmax_of(d)) {
     case 32: return launch_fwd<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
     case 64: return launch_fwd<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
@@ -434,13 +453,19 @@ static int launch_bwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int
     return tsr_cuda_launched_t("k_attn_bwd_q", DMAX);
 }
 
-int tsr_cuda_attn_bwd(void *stream, int d, int tq, int tk, int nb, int q0, int k0, float scale,
-                      const float *q, const float *k, const float *v, const float *dout,
-                      const float *lse, const float *D, float *dq, float *dk, float *dv)
+int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,
+                      float scale, const float *q, const float *k, const float *v,
+                      const float *dout, const float *lse, const float *D, float *dq, float *dk,
+                      float *dv)
 {
+    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32)
+        return unknown_prec(__func__, prec);
     if (pair_empty(d, tq, tk, nb, q0, k0))
         return 0;
     cudaStream_t s = TSR_STREAM(stream);
+    if (prec == TSR_ATTN_TF32 && tsr__cuda_attn_tc_takes(d))
+        return tsr__cuda_attn_bwd_tc(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq,
+                                     dk, dv);
     switch (dmax_of(d)) {
     case 32: return launch_bwd<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
     case 64: return launch_bwd<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);

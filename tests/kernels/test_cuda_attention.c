@@ -2,7 +2,8 @@
  * the CPU kernels on the same inputs: attention tile pairs on, below and above
  * the diagonal, head dimensions from 1 to 256 (every register-tile variant),
  * tiles smaller than the head dimension and longer than one thread block;
- * device outputs poisoned.  Skipped visibly without a GPU. */
+ * device outputs poisoned; the TF32 tensor-core path against a double
+ * reference.  Skipped visibly without a GPU. */
 #include "kernels/attention.h"
 #include "kernels/crossentropy.h"
 #include "kernels/embedding.h"
@@ -29,7 +30,7 @@ static void attn_pair(pcase c, void *st, uint64_t salt)
         acc[e] = kt_unif(&r, -1, 1);
     float *d_q = kt_to_dev(q, nq), *d_k = kt_to_dev(k, nk), *d_v = kt_to_dev(v, nk);
     float *d_ms = kt_to_dev(ms, 2 * rows), *d_acc = kt_to_dev(acc, nq);
-    KT_CUDA_OK(tsr_cuda_attn_fwd(st, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_ms, d_acc));
+    KT_CUDA_OK(tsr_cuda_attn_fwd(st, TSR_ATTN_FP32, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_ms, d_acc));
     tsr_cpu_attn_fwd(d, tq, tk, nb, c.q0, c.k0, scale, q, k, v, ms, acc);
     float *g = kt_from_dev(d_ms, 2 * rows);
     char what[128];
@@ -61,7 +62,7 @@ static void attn_pair(pcase c, void *st, uint64_t salt)
     kt_upload(d_lse, lse, rows), kt_upload(d_D, D, rows);
     float *dq = kt_rand(&r, nq, -1, 1), *dk = kt_rand(&r, nk, -1, 1), *dv = kt_rand(&r, nk, -1, 1);
     float *d_dq = kt_to_dev(dq, nq), *d_dk = kt_to_dev(dk, nk), *d_dv = kt_to_dev(dv, nk);
-    KT_CUDA_OK(tsr_cuda_attn_bwd(st, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_do, d_lse,
+    KT_CUDA_OK(tsr_cuda_attn_bwd(st, TSR_ATTN_FP32, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_do, d_lse,
                                  d_D, d_dq, d_dk, d_dv));
     tsr_cpu_attn_bwd(d, tq, tk, nb, c.q0, c.k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
     g = kt_from_dev(d_dq, nq);
@@ -101,6 +102,233 @@ Test(cuda_attention, tile_pairs_all_head_dims)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         attn_pair(cases[i], st, 400 + i);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+/* ---- the TF32 tensor-core path (prec = TSR_ATTN_TF32) ----
+ *
+ * Compared with a naive double-precision reference of the whole pair
+ * (scores, the online-softmax update from a prior state, finalize, the
+ * backward), not with the CPU kernels: the TF32 products differ from FP32 by
+ * far more than the strict tolerances above.
+ *
+ * Tolerance.  TF32 keeps 10 mantissa bits: a rounded operand carries a
+ * relative error up to u = 2^-11 (4.9e-4); a product of two, 2u.  A score
+ * s = scale sum_c q_c k_c then errs by |ds| <= 2u scale sum_c |q_c k_c|, whose
+ * first-order effect on o = sum_j w_j v_j / sum_j w_j is sum_j w_j ds_j
+ * (v_j - o) / sum_j w_j; p and v are rounded once more (u each).  The
+ * rounding errors are independent and of both signs, so over the d terms of
+ * a score they add like a random walk: for the inputs here (|q|, |k| <= 2,
+ * scale = 1/sqrt(d)) the score error is about 2u rms(q k) ~ 1.3e-3 and the
+ * output error, averaged by the softmax weights, stays near u |v|.  We ask
+ * max |got - ref| <= 4u max |ref| (1.95e-3, the ~2e-3 the brief of the kernels
+ * names) for o and the ADDED part of dq, dk, dv, and 4u (1 + max |s|) for lse
+ * (an absolute score error).  An indexing or masking error (a key too many or
+ * too few, a wrong row) moves results by a softmax weight, 1e-2 and more. */
+#define TF32_U (1.0 / 2048.0)
+
+typedef struct {
+    int d, tq, tk, nb, q0, k0, fresh; /* fresh: the state is attn_init's */
+} tcase;
+
+/* query i sees key j */
+static int sees(const tcase *c, int i, int j)
+{
+    return (long long)c->k0 + j <= (long long)c->q0 + i;
+}
+
+/* max |got - want| over n (both -inf counts as 0; one -inf is infinite) */
+static double maxerr(const float *got, const double *want, size_t n)
+{
+    double e = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = isinf(want[i]) && isinf(got[i]) && (want[i] < 0) == (got[i] < 0)
+                       ? 0.0
+                       : fabs((double)got[i] - want[i]);
+        e = d > e || isnan(d) ? (isnan(d) ? INFINITY : d) : e;
+    }
+    return e;
+}
+
+/* max |x - base| over n: the part a kernel added */
+static double maxadded(const double *x, const float *base, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fabs(x[i] - base[i]) > m ? fabs(x[i] - base[i]) : m;
+    return m;
+}
+
+static void tf32_check(const char *what, const tcase *c, double err, double tol)
+{
+    cr_assert(err <= tol, "%s d=%d tq=%d tk=%d nb=%d q0=%d k0=%d fresh=%d: max error %.3g > %.3g",
+              what, c->d, c->tq, c->tk, c->nb, c->q0, c->k0, c->fresh, err, tol);
+}
+
+static void attn_tf32_case(tcase c, void *st, uint64_t salt)
+{
+    kt_rng r = kt_seed(salt);
+    int d = c.d, tq = c.tq, tk = c.tk, nb = c.nb;
+    size_t nq = (size_t)d * tq * nb, nk = (size_t)d * tk * nb, rows = (size_t)tq * nb;
+    float scale = 1.0f / sqrtf((float)d);
+    float *q = kt_rand(&r, nq, -2, 2), *k = kt_rand(&r, nk, -2, 2), *v = kt_rand(&r, nk, -1, 1);
+    float *dout = kt_rand(&r, nq, -1, 1);
+    float *ms = kt_alloc(2 * rows), *acc = kt_alloc(nq);
+    for (size_t i = 0; i < rows; i++) {
+        ms[2 * i] = c.fresh ? -INFINITY : kt_unif(&r, -1, 1);
+        ms[2 * i + 1] = c.fresh ? 0.0f : kt_unif(&r, 0.5f, 2);
+    }
+    for (size_t e = 0; e < nq; e++)
+        acc[e] = c.fresh ? 0.0f : kt_unif(&r, -1, 1);
+
+    /* reference: (d, tq, nb) o, (tq, nb) lse and D, in double */
+    double *o = kt_dalloc(nq), *lse = kt_dalloc(rows), *D = kt_dalloc(rows);
+    double *s = kt_dalloc((size_t)tk), smax = 0;
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < tq; i++) {
+            size_t row = (size_t)b * tq + i;
+            const float *qi = q + row * d;
+            double m = ms[2 * row];
+            for (int j = 0; j < tk; j++) {
+                const float *kj = k + ((size_t)b * tk + j) * d;
+                double dot = 0;
+                for (int x = 0; x < d; x++)
+                    dot += (double)qi[x] * kj[x];
+                s[j] = scale * dot;
+                if (sees(&c, i, j)) {
+                    m = s[j] > m ? s[j] : m;
+                    smax = fabs(s[j]) > smax ? fabs(s[j]) : smax;
+                }
+            }
+            double l = m == -INFINITY ? 0.0 : ms[2 * row + 1] * exp(ms[2 * row] - m);
+            for (int x = 0; x < d; x++)
+                o[row * d + x] = m == -INFINITY ? 0.0 : acc[row * d + x] * exp(ms[2 * row] - m);
+            for (int j = 0; j < tk; j++) {
+                if (!sees(&c, i, j))
+                    continue;
+                double p = exp(s[j] - m);
+                l += p;
+                for (int x = 0; x < d; x++)
+                    o[row * d + x] += p * v[((size_t)b * tk + j) * d + x];
+            }
+            lse[row] = l > 0 ? m + log(l) : -INFINITY;
+            D[row] = 0;
+            for (int x = 0; x < d; x++) {
+                o[row * d + x] = l > 0 ? o[row * d + x] / l : 0.0;
+                D[row] += (double)dout[row * d + x] * o[row * d + x];
+            }
+        }
+
+    /* forward on tensor cores from the prior state, then finalize */
+    float *d_q = kt_to_dev(q, nq), *d_k = kt_to_dev(k, nk), *d_v = kt_to_dev(v, nk);
+    float *d_ms = kt_to_dev(ms, 2 * rows), *d_acc = kt_to_dev(acc, nq);
+    float *d_o = kt_dev(nq), *d_lse = kt_dev(rows);
+    KT_CUDA_OK(tsr_cuda_attn_fwd(st, TSR_ATTN_TF32, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k,
+                                 d_v, d_ms, d_acc));
+    KT_CUDA_OK(tsr_cuda_attn_finalize(st, d, tq, nb, d_ms, d_acc, d_o, d_lse));
+    float *go = kt_from_dev(d_o, nq), *glse = kt_from_dev(d_lse, rows);
+    tf32_check("tf32 attn o", &c, maxerr(go, o, nq), 4 * TF32_U * kt_dmaxabs(o, nq) + 1e-6);
+    tf32_check("tf32 attn lse", &c, maxerr(glse, lse, rows), 4 * TF32_U * (1 + smax));
+    /* a query that saw no key: o = 0 and lse = -inf exactly */
+    for (size_t row = 0; row < rows; row++)
+        if (lse[row] == -INFINITY) {
+            cr_assert(glse[row] == -INFINITY, "tf32 attn: row %zu saw no key, lse %g", row,
+                      glse[row]);
+            for (int x = 0; x < d; x++)
+                cr_assert(go[row * d + x] == 0.0f, "tf32 attn: row %zu saw no key, o %g", row,
+                          go[row * d + x]);
+        }
+
+    /* backward from the reference's lse and D, added to random dq, dk, dv */
+    float *flse = kt_alloc(rows), *fD = kt_alloc(rows);
+    for (size_t i = 0; i < rows; i++)
+        flse[i] = (float)lse[i], fD[i] = (float)D[i];
+    float *dq = kt_rand(&r, nq, -1, 1), *dk = kt_rand(&r, nk, -1, 1), *dv = kt_rand(&r, nk, -1, 1);
+    double *rdq = kt_dalloc(nq), *rdk = kt_dalloc(nk), *rdv = kt_dalloc(nk);
+    for (size_t e = 0; e < nq; e++)
+        rdq[e] = dq[e];
+    for (size_t e = 0; e < nk; e++)
+        rdk[e] = dk[e], rdv[e] = dv[e];
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < tq; i++) {
+            size_t row = (size_t)b * tq + i;
+            if (lse[row] == -INFINITY)
+                continue;
+            const float *qi = q + row * d, *doi = dout + row * d;
+            for (int j = 0; j < tk; j++) {
+                if (!sees(&c, i, j))
+                    continue;
+                size_t kr = (size_t)b * tk + j;
+                const float *kj = k + kr * d, *vj = v + kr * d;
+                double dot = 0, dp = 0;
+                for (int x = 0; x < d; x++)
+                    dot += (double)qi[x] * kj[x], dp += (double)doi[x] * vj[x];
+                double p = exp(scale * dot - (double)flse[row]);
+                double ds = p * (dp - (double)fD[row]);
+                for (int x = 0; x < d; x++) {
+                    rdv[kr * d + x] += p * doi[x];
+                    rdq[row * d + x] += scale * ds * kj[x];
+                    rdk[kr * d + x] += scale * ds * qi[x];
+                }
+            }
+        }
+    float *d_do = kt_to_dev(dout, nq), *d_l2 = kt_to_dev(flse, rows), *d_D = kt_to_dev(fD, rows);
+    float *d_dq = kt_to_dev(dq, nq), *d_dk = kt_to_dev(dk, nk), *d_dv = kt_to_dev(dv, nk);
+    KT_CUDA_OK(tsr_cuda_attn_bwd(st, TSR_ATTN_TF32, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k,
+                                 d_v, d_do, d_l2, d_D, d_dq, d_dk, d_dv));
+    float *g = kt_from_dev(d_dq, nq);
+    tf32_check("tf32 attn dq", &c, maxerr(g, rdq, nq), 4 * TF32_U * maxadded(rdq, dq, nq) + 1e-6);
+    free(g);
+    g = kt_from_dev(d_dk, nk);
+    tf32_check("tf32 attn dk", &c, maxerr(g, rdk, nk), 4 * TF32_U * maxadded(rdk, dk, nk) + 1e-6);
+    free(g);
+    g = kt_from_dev(d_dv, nk);
+    tf32_check("tf32 attn dv", &c, maxerr(g, rdv, nk), 4 * TF32_U * maxadded(rdv, dv, nk) + 1e-6);
+    /* no atomics: a second run adds bit for bit the same */
+    if (salt % 2 == 0) {
+        kt_upload(d_dv, dv, nk);
+        KT_CUDA_OK(tsr_cuda_attn_bwd(st, TSR_ATTN_TF32, d, tq, tk, nb, c.q0, c.k0, scale, d_q,
+                                     d_k, d_v, d_do, d_l2, d_D, d_dq, d_dk, d_dv));
+        float *g2 = kt_from_dev(d_dv, nk);
+        cr_assert(memcmp(g, g2, nk * sizeof(float)) == 0, "tf32 attn dv: two runs differ");
+        free(g2);
+    }
+    free(g);
+    float *bufs[] = {d_q, d_k, d_v, d_ms, d_acc, d_o, d_lse, d_do, d_l2, d_D, d_dq, d_dk, d_dv};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        cudaFree(bufs[i]);
+    free(q), free(k), free(v), free(dout), free(ms), free(acc), free(o), free(lse), free(D);
+    free(s), free(go), free(glse), free(flse), free(fD), free(dq), free(dk), free(dv);
+    free(rdq), free(rdk), free(rdv);
+}
+
+/* Head dimensions off 16 and both tensor-core variants (DMAX 32, 64), those
+ * that fall back to the FP32 kernels (80, 128, 200); tiles of 16..256 rows,
+ * edge tiles off 16 and off the 64-row blocks and 32-row chunks; the diagonal
+ * at a corner, crossing inside, q0 != k0 either way; fully visible pairs;
+ * rows that see no key (o = 0, lse = -inf from a fresh state). */
+Test(cuda_attention, tf32_tensor_cores_against_double)
+{
+    KT_REQUIRE_GPU();
+    void *st = kt_stream();
+    const tcase cases[] = {
+        {64, 256, 256, 2, 0, 0, 1},    /* causal diagonal, 4 blocks, 8 chunks */
+        {64, 100, 70, 3, 64, 64, 0},   /* edge tiles, diagonal at the corner */
+        {16, 16, 16, 2, 0, 0, 1},      /* one warp tile */
+        {1, 5, 3, 1, 2, 0, 0},         /* d = 1 */
+        {8, 13, 7, 2, 20, 25, 1},      /* q0 < k0: the diagonal inside, rows that see nothing */
+        {32, 48, 40, 2, 10, 0, 0},     /* DMAX 32, q0 > k0 */
+        {48, 33, 50, 1, 60, 0, 1},     /* d off 16, every key visible */
+        {31, 65, 129, 3, 64, 0, 0},    /* queries one past a block, keys past the diagonal */
+        {64, 130, 10, 2, 0, 64, 1},    /* the first query block sees no key */
+        {40, 97, 113, 1, 200, 180, 1}, /* the diagonal crossing off every multiple of 16 */
+        {64, 128, 192, 1, 64, 0, 0},   /* more keys than queries */
+        {80, 40, 37, 1, 3, 0, 0},      /* above 64: the FP32 kernels */
+        {128, 33, 20, 1, 10, 0, 1},
+        {200, 17, 16, 1, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        attn_tf32_case(cases[i], st, 480 + i);
     cudaStreamDestroy((cudaStream_t)st);
 }
 
