@@ -67,6 +67,41 @@ template <int DMAX> struct tc_geo {
     static_assert(BR == 2 * BC, "own rows are staged in the two chunk tiles");
 };
 
+/* The backward's two score products for this warp's 16 rows over one
+ * streamed chunk: S (16, BC) = A X^T and dP (16, BC) = B Y^T, with A, B
+ * the warp's rows as matrix_a fragments over the head dimension and X, Y
+ * the chunk's (BC, DMAX) rows in shared memory (stride LDD); stored
+ * row-major at the warp's rows of sb and pb (stride LDC). */
+template <int DMAX>
+static __device__ __forceinline__ void tc_score_pair(const frag_a *a, const frag_a *b,
+                                                     const float *x, const float *y,
+                                                     float *sb, float *pb, int warp)
+{
+    typedef tc_geo<DMAX> G;
+    constexpr int LDD = G::LDD, LDC = G::LDC;
+    frag_acc s[G::NC], dp[G::NC];
+#pragma unroll
+    for (int nt = 0; nt < G::NC; nt++) {
+        wmma::fill_fragment(s[nt], 0.0f);
+        wmma::fill_fragment(dp[nt], 0.0f);
+    }
+#pragma unroll
+    for (int kk = 0; kk < G::KD; kk++)
+#pragma unroll
+        for (int nt = 0; nt < G::NC; nt++) {
+            frag_b_col xf, yf;
+            wmma::load_matrix_sync(xf, &x[16 * nt * LDD + 8 * kk], LDD);
+            wmma::mma_sync(s[nt], a[kk], xf, s[nt]);
+            wmma::load_matrix_sync(yf, &y[16 * nt * LDD + 8 * kk], LDD);
+            wmma::mma_sync(dp[nt], b[kk], yf, dp[nt]);
+        }
+#pragma unroll
+    for (int nt = 0; nt < G::NC; nt++) {
+        wmma::store_matrix_sync(&sb[16 * warp * LDC + 16 * nt], s[nt], LDC, wmma::mem_row_major);
+        wmma::store_matrix_sync(&pb[16 * warp * LDC + 16 * nt], dp[nt], LDC, wmma::mem_row_major);
+    }
+}
+
 /* keys of a (tk) tile that query i sees: 0..tk */
 static __device__ __forceinline__ int tc_visible(int tk, int q0, int k0, int i)
 {
@@ -303,27 +338,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
             continue; /* warp-uniform */
 
         /* S (16, BC) = Qw K^T, dP (16, BC) = dOw V^T */
-        frag_acc s[G::NC], dp[G::NC];
-#pragma unroll
-        for (int nt = 0; nt < G::NC; nt++) {
-            wmma::fill_fragment(s[nt], 0.0f);
-            wmma::fill_fragment(dp[nt], 0.0f);
-        }
-#pragma unroll
-        for (int kk = 0; kk < G::KD; kk++)
-#pragma unroll
-            for (int nt = 0; nt < G::NC; nt++) {
-                frag_b_col kf, vf;
-                wmma::load_matrix_sync(kf, &ks[16 * nt * LDD + 8 * kk], LDD);
-                wmma::mma_sync(s[nt], qa[kk], kf, s[nt]);
-                wmma::load_matrix_sync(vf, &vs[16 * nt * LDD + 8 * kk], LDD);
-                wmma::mma_sync(dp[nt], da[kk], vf, dp[nt]);
-            }
-#pragma unroll
-        for (int nt = 0; nt < G::NC; nt++) {
-            wmma::store_matrix_sync(&sb[16 * warp * LDC + 16 * nt], s[nt], LDC, wmma::mem_row_major);
-            wmma::store_matrix_sync(&pb[16 * warp * LDC + 16 * nt], dp[nt], LDC, wmma::mem_row_major);
-        }
+        tc_score_pair<DMAX>(qa, da, ks, vs, sb, pb, warp);
         __syncwarp();
 
         /* row r, keys j0 + j: ds = tf32(p (dp - D) scale), in place of s */
@@ -427,27 +442,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
             continue; /* warp-uniform: no key of this warp, or no query of the chunk sees one */
 
         /* S^T (16, BC) = Kw Q^T, dP^T (16, BC) = Vw dO^T */
-        frag_acc s[G::NC], dp[G::NC];
-#pragma unroll
-        for (int nt = 0; nt < G::NC; nt++) {
-            wmma::fill_fragment(s[nt], 0.0f);
-            wmma::fill_fragment(dp[nt], 0.0f);
-        }
-#pragma unroll
-        for (int kk = 0; kk < G::KD; kk++)
-#pragma unroll
-            for (int nt = 0; nt < G::NC; nt++) {
-                frag_b_col qf, df;
-                wmma::load_matrix_sync(qf, &qs[16 * nt * LDD + 8 * kk], LDD);
-                wmma::mma_sync(s[nt], ka[kk], qf, s[nt]);
-                wmma::load_matrix_sync(df, &dos[16 * nt * LDD + 8 * kk], LDD);
-                wmma::mma_sync(dp[nt], va[kk], df, dp[nt]);
-            }
-#pragma unroll
-        for (int nt = 0; nt < G::NC; nt++) {
-            wmma::store_matrix_sync(&sb[16 * warp * LDC + 16 * nt], s[nt], LDC, wmma::mem_row_major);
-            wmma::store_matrix_sync(&pb[16 * warp * LDC + 16 * nt], dp[nt], LDC, wmma::mem_row_major);
-        }
+        tc_score_pair<DMAX>(ka, va, qs, dos, sb, pb, warp);
         __syncwarp();
 
         /* key row r, queries i0 + ii: p^T = tf32(e^(s - lse_i)) where visible,
