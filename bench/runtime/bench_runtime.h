@@ -49,6 +49,12 @@ extern const bench_side_t bench_tessera;
 extern const bench_side_t bench_starpu;
 #endif
 
+/* The granularity floor (floor.c): ntasks independent tasks spinning `us`
+ * microseconds handed by the calling thread to `workers` bare polling
+ * threads, no runtime; *seconds = first hand-off to the last completion.
+ * 0, or -1 when the threads or memory cannot be had. */
+int bench_floor_spin(int workers, double us, int ntasks, double *seconds);
+
 /* ---- shared by the sides (bench_common.c) ------------------------------- */
 
 /* Busy-wait `us` microseconds on the monotonic clock. */

@@ -403,13 +403,16 @@ static void bench_granularity(void)
     double target = opt.quick ? 0.04 : 0.25; /* ideal seconds per run */
     int maxtasks = opt.quick ? 40000 : 200000, mintasks = 1000;
     int reps = 3;
-    figure_t *f[NT];
+    figure_t *f[NT], *fl[NT];
     int ntasks[NT];
     for (int i = 0; i < NT; i++) {
         char kase[32];
         snprintf(kase, sizeof kase, "spin_%gus", T[i]);
         f[i] = add_figure("granularity", kase, w, "efficiency", "fraction", 0,
                           "starpu");
+        /* beside the peer, the floor: the same tasks with no runtime */
+        fl[i] = add_figure("granularity", kase, w, "efficiency", "fraction", 0,
+                           "floor");
         double n = target * w / (T[i] * 1e-6);
         ntasks[i] = n > maxtasks ? maxtasks : n < mintasks ? mintasks : (int)n;
     }
@@ -439,6 +442,8 @@ static void bench_granularity(void)
             double ideal = ntasks[i] * T[i] * 1e-6 / w;
             double eff = ideal / median(t, reps);
             put(f[i], si, eff);
+            if (si == 0)
+                put(fl[i], 0, eff);
             fprintf(stderr, "  granularity   %-8s w=%d T=%5gus %6d tasks  "
                             "efficiency %.3f\n",
                     s->name, w, T[i], ntasks[i], eff);
@@ -446,6 +451,33 @@ static void bench_granularity(void)
         unpin_submitter();
         stop(s);
     }
+    /* the floor, under the same pinning and guard */
+    pin_submitter();
+    for (int i = 0; i < NT; i++) {
+        double t[8], sec;
+        int ok = bench_floor_spin(w, T[i], ntasks[i] / 10, &sec) == 0;
+        guard_t g;
+        guard_init(&g, 3);
+        double wall;
+        do {
+            guard_start(&g);
+            wall = bench_now();
+            for (int r = 0; r < reps && ok; r++)
+                ok = bench_floor_spin(w, T[i], ntasks[i], &t[r]) == 0;
+            wall = bench_now() - wall;
+        } while (ok && guard_again(&g, wall, fl[i]->kase));
+        fl[i]->noisy |= g.noisy;
+        if (!ok) {
+            fprintf(stderr, "  granularity   floor: no threads for %s\n", fl[i]->kase);
+            failures++;
+            continue;
+        }
+        double eff = ntasks[i] * T[i] * 1e-6 / w / median(t, reps);
+        put(fl[i], 1, eff);
+        fprintf(stderr, "  granularity   floor    w=%d T=%5gus %6d tasks  efficiency %.3f\n", w,
+                T[i], ntasks[i], eff);
+    }
+    unpin_submitter();
 }
 
 /* opt.reps timed runs of one figure, each rerun while another process
