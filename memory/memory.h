@@ -158,11 +158,10 @@ struct tsr_node {
 /* A request for entries on one node. The caller fills node, n, e[], mode[],
  * done and arg; the directory fills ptr[] and status/err. */
 struct tsr_mem_req {
+    /* the scalars and the start of err first: one cache line for a request
+     * of few buffers (a task's record is touched by two cores) */
     int node;
     int n;
-    tsr_entry_t *e[TSR_MEM_MAX_BUFFERS];
-    uint8_t mode[TSR_MEM_MAX_BUFFERS];    /* TSR_MEM_R/W/RW */
-    void *ptr[TSR_MEM_MAX_BUFFERS];
     /* called once when every entry is valid and pinned on node (or the
      * request failed), from the thread that completed the last copy */
     void (*done)(tsr_mem_req_t *r);
@@ -171,9 +170,12 @@ struct tsr_mem_req {
     /* directory state */
     atomic_int pending;       /* copies outstanding + 1 guard */
     atomic_int status;        /* 0 or the first TSR_E… code */
-    char err[TSR_MEM_ERR];
-    bool pinned[TSR_MEM_MAX_BUFFERS];
     tsr_mem_req_t *wnext;
+    char err[TSR_MEM_ERR];
+    tsr_entry_t *e[TSR_MEM_MAX_BUFFERS];
+    uint8_t mode[TSR_MEM_MAX_BUFFERS];    /* TSR_MEM_R/W/RW */
+    bool pinned[TSR_MEM_MAX_BUFFERS];
+    void *ptr[TSR_MEM_MAX_BUFFERS];
 };
 
 /* ---- configuration and lifetime ---------------------------------------- */

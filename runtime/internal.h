@@ -118,12 +118,13 @@ struct tsr_task {
     uint16_t uref_gen;
     tsr_task_t uref_next;
     size_t args_size;
-    _Alignas(16) unsigned char args[TSR_MAX_ARGS];
-    /* The request for the task's data on the worker's node: after the
-     * argument block, so that a task's reset does not clear its 500 bytes
-     * (a cache line of another core each, when a worker freed the record);
-     * task_alloc sets n = 0 and err[0] = 0, the worker's take the rest. */
+    /* The request for the task's data on the worker's node: right after
+     * what the reset clears, but not cleared (500 bytes: a cache line of
+     * another core each, when a worker freed the record); task_alloc sets
+     * n = 0 and err[0] = 0, the worker's take the rest. Its scalars and
+     * err's start share a line with the end of the reset. */
     tsr_mem_req_t mreq;
+    _Alignas(16) unsigned char args[TSR_MAX_ARGS];
     /* Per buffer, after the argument block so that a task's reset skips
      * them (about 900 of its bytes): entries [0, nbuffers) are written at
      * submission (group_of and acc_of zeroed by submit_common), commute[]

@@ -94,10 +94,10 @@ static tsr_task_t task_alloc(void)
             return NULL;
         pthread_mutex_init(&t->lock, NULL);
     }
-    /* Everything before the argument block is plain data: reset it; of
-     * the request after it, what is read before a worker takes the task
-     * (a failure's reason, the entries a release walks). */
-    memset(t, 0, offsetof(struct tsr_task, args));
+    /* Everything before the data request is plain data: reset it; of the
+     * request, what is read before a worker takes the task (a failure's
+     * reason, the entries a release walks). */
+    memset(t, 0, offsetof(struct tsr_task, mreq));
     t->mreq.n = 0;
     t->mreq.err[0] = 0;
     t->succ = t->succ_inline;
