@@ -525,3 +525,47 @@ Test(phantom, freed_during_writeback)
     cr_assert_eq(tsr__mem_node(1)->used, 0);
     cr_assert_eq(tsr__mem_node(0)->used, 0);
 }
+
+/* The node's allocator fails while the directory counts room (here the
+ * phantom node's reserved range is used up by pieces of other sizes), and
+ * the only copy that could make room is dirty: it is written back, and the
+ * request waits for that instead of failing with TSR_ENOMEM (it did: only
+ * clean copies were taken). 32 MiB of capacity reserves 128 MiB: D takes
+ * 8 MiB of it, five fillers of distinct sizes (written, then freed) the
+ * rest but 40 KiB, so a second 8 MiB piece can only be D's, once written
+ * back. */
+Test(phantom, allocator_failure_writes_dirty_copy_back)
+{
+    tsr_phantom_config_t p = platform(1, TSR_NODE_KIND_CUDA);
+    size_t mib = 1 << 20, tile = 8 * mib;
+    p.acc[0].capacity = 32 * mib;
+    open_platform(&p, false);
+    tsr_entry_t *d = tsr__entry_new(NULL, tile), *e = tsr__entry_new(NULL, tile);
+    cr_assert_eq(write_on(d, 1), TSR_OK);
+    for (size_t k = 0; k < 5; k++) {
+        tsr_entry_t *f = tsr__entry_new(NULL, 24 * mib - k * 4096);
+        cr_assert_eq(write_on(f, 1), TSR_OK, "filler %zu", k);
+        tsr__entry_free(f);
+    }
+    tsr_node_t *g = tsr__mem_node(1);
+    cr_assert_eq(g->used, tile);
+    reqs_t st = {0};
+    tsr_mem_req_t r = {.node = 1, .n = 1, .e = {e}, .mode = {TSR_MEM_W}, .done = req_done,
+                       .arg = &st};
+    int rc = tsr__mem_acquire(&r);
+    cr_assert_eq(rc, 0, "the request waits for d's write-back, not %d (%s)", rc, r.err);
+    cr_assert_eq(atomic_load(&g->writebacks), 1);
+    run_all();
+    cr_assert_eq(st.done, 1);
+    cr_assert_eq(atomic_load(&r.status), TSR_OK, "%s", r.err);
+    tsr_replica_info_t info;
+    tsr__entry_inspect(d, 1, &info);
+    cr_assert(!info.allocated, "d's copy made the room");
+    tsr__entry_inspect(d, 0, &info);
+    cr_assert_eq(info.state, 2, "d's data is on the host");
+    tsr__mem_release(&r);
+    tsr__entry_free(d);
+    tsr__entry_free(e);
+    cr_assert_eq(g->used, 0);
+    cr_assert_eq(tsr__mem_node(0)->used, 0);
+}
