@@ -448,6 +448,14 @@ tsr_entry_t *tsr__entry_new(void *host_ptr, size_t size)
 
 size_t tsr__entry_size(const tsr_entry_t *e) { return e->size; }
 
+void tsr__entry_hold_for_test(tsr_entry_t *e, bool hold)
+{
+    if (hold)
+        pthread_mutex_lock(&e->lock);
+    else
+        pthread_mutex_unlock(&e->lock);
+}
+
 void tsr__entry_inspect(tsr_entry_t *e, int nd, tsr_replica_info_t *out)
 {
     pthread_mutex_lock(&e->lock);
@@ -808,12 +816,21 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
     bounded = bounded && n->order.rule == TSR_MEM_EVICT_WINDOW;
     /* n->order visits in eviction order: pass 0 takes every idle copy but
      * those prefetched for queued work, pass 1 (a demand only: a granted
-     * request would otherwise wait forever) those too. A copy freed
-     * changes the order: the visit starts again from the top (what it
-     * skipped there is little: copies in use are the recently used or
-     * soon needed ones, at the bottom). */
+     * request would otherwise wait forever) every idle copy, those too. A
+     * copy freed changes the order: the visit starts again from the top
+     * (what it skipped there is little: copies in use are the recently
+     * used or soon needed ones, at the bottom).
+     * Entry locks are let go between the passes, so a copy may change
+     * meanwhile: a prefetched copy idle in pass 0 (not taken, not counted)
+     * may be locked for a moment, pinned or fetched into by pass 1. Both
+     * passes therefore count what they cannot take (`res`), and pass 1
+     * takes whatever is idle by then: a copy neither taken nor counted
+     * would make a waiting request think nothing can ever be freed (the
+     * "nothing can be evicted" failure of runtime_stress under TSan). */
     tsr_evict_visit_t vis = {0};
     for (int pass = 0; pass < (demand ? 2 : 1) && freed + pending < want; pass++) {
+        if (pass == 1 && tsr__mem_evict_test_hook)
+            tsr__mem_evict_test_hook(n, 1);
         tsr__evict_visit_start(&n->order, &vis);
         tsr_evict_item_t *it;
         while (freed + pending < want && (it = tsr__evict_visit_next(&n->order, &vis))) {
@@ -822,16 +839,15 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
                 break; /* every copy from here on is needed as soon */
             tsr_entry_t *e = r->entry;
             if (pthread_mutex_trylock(&e->lock) != 0) {
-                res->skipped += pass == 0;
+                res->skipped++;
                 continue;
             }
             bool idle = r->alloc && r->busy == 0 && !r->fetch && !r->evicting && !e->dead;
-            if (!idle || r->prefetched != (pass == 1)) {
+            if (!idle || (pass == 0 && r->prefetched)) {
                 /* (a dead entry's copy goes with its last copy in flight,
                  * or its entry: both kick the node) */
-                if (pass == 0 && !idle &&
-                    (r->fetch || r->evicting || e->dead ||
-                     r->busy > (req_has(self, e) ? 1 : 0)))
+                if (!idle && (r->fetch || r->evicting || e->dead ||
+                              r->busy > (req_has(self, e) ? 1 : 0)))
                     res->busy++;
                 pthread_mutex_unlock(&e->lock);
                 continue;
@@ -872,8 +888,12 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
         res->skipped += vis.truncated;
     }
     tsr__evict_visit_end(&vis);
+    if (demand && tsr__mem_evict_test_hook)
+        tsr__mem_evict_test_hook(n, 2);
     return freed;
 }
+
+void (*tsr__mem_evict_test_hook)(tsr_node_t *n, int point);
 
 static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict_result *res,
                            const tsr_mem_req_t *self)

@@ -569,3 +569,79 @@ Test(phantom, allocator_failure_writes_dirty_copy_back)
     cr_assert_eq(g->used, 0);
     cr_assert_eq(tsr__mem_node(0)->used, 0);
 }
+
+/* An eviction's second pass (copies fetched ahead for queued work, which
+ * only a request may take) found such a copy's entry locked for a moment by
+ * another thread (here: the hook, for the first two evictions): it neither
+ * took nor counted it, so the request, whose node holds only its own pins
+ * and two prefetched copies, was declared hopeless, "sim0: 96 bytes
+ * needed, 128 of 192 in use, nothing can be evicted" (the rare
+ * runtime_stress failure under TSan, where such moments are longer). It
+ * must look again instead, and get the room. Node: 6 tiles of 32 bytes;
+ * d0, d1 written there (the request reads them: its own pins), p0, p1
+ * prefetched and filled; the request also writes c0, c1, c2. */
+static tsr_entry_t *held[2];
+static int hook_rounds, hook_held;
+
+static void hold_prefetched(tsr_node_t *n, int point)
+{
+    (void)n;
+    if (point == 1 && hook_rounds < 2) {
+        hook_rounds++;
+        hook_held = 1;
+        for (int i = 0; i < 2; i++)
+            tsr__entry_hold_for_test(held[i], true);
+    } else if (point == 2 && hook_held) {
+        hook_held = 0;
+        for (int i = 0; i < 2; i++)
+            tsr__entry_hold_for_test(held[i], false);
+    }
+}
+
+Test(phantom, prefetched_copy_locked_during_eviction)
+{
+    tsr_phantom_config_t p = platform(1, TSR_NODE_KIND_SIM);
+    size_t tile = 32;
+    p.acc[0].capacity = 6 * tile;
+    open_platform(&p, false);
+    tsr_entry_t *d0 = tsr__entry_new(NULL, tile), *d1 = tsr__entry_new(NULL, tile);
+    tsr_entry_t *c[3];
+    for (int i = 0; i < 3; i++)
+        c[i] = tsr__entry_new(NULL, tile);
+    cr_assert_eq(write_on(d0, 1), TSR_OK);
+    cr_assert_eq(write_on(d1, 1), TSR_OK);
+    for (int i = 0; i < 2; i++) {
+        held[i] = tsr__entry_new(NULL, tile);
+        tsr__mem_prefetch(held[i], 1);
+    }
+    run_all();
+    tsr_node_t *g = tsr__mem_node(1);
+    cr_assert_eq(g->used, 4 * tile);
+    cr_assert_str_eq(g->name, "sim0");
+
+    hook_rounds = hook_held = 0;
+    tsr__mem_evict_test_hook = hold_prefetched;
+    reqs_t st = {0};
+    tsr_mem_req_t r = {.node = 1, .n = 5, .e = {d0, d1, c[0], c[1], c[2]},
+                       .mode = {TSR_MEM_R, TSR_MEM_R, TSR_MEM_W, TSR_MEM_W, TSR_MEM_W},
+                       .done = req_done, .arg = &st};
+    int rc = tsr__mem_acquire(&r);
+    tsr__mem_evict_test_hook = NULL;
+    cr_assert_geq(rc, 0, "%s", r.err);
+    if (rc == 0)
+        run_all();
+    cr_assert_eq(hook_rounds, 2, "the second eviction is the queued request's");
+    cr_assert(rc == 1 || st.done == 1);
+    cr_assert_eq(atomic_load(&r.status), TSR_OK, "%s", r.err);
+    tsr_replica_info_t info;
+    tsr__entry_inspect(held[0], 1, &info);
+    cr_assert(!info.allocated, "the prefetched copy made the room");
+    tsr__mem_release(&r);
+    tsr__entry_free(d0);
+    tsr__entry_free(d1);
+    for (int i = 0; i < 3; i++)
+        tsr__entry_free(c[i]);
+    for (int i = 0; i < 2; i++)
+        tsr__entry_free(held[i]);
+    cr_assert_eq(g->used, 0);
+}
