@@ -174,22 +174,57 @@ static void used_add(tsr_node_t *n, size_t bytes)
         n->peak = n->used;
 }
 
-struct evict_result;
+/* What an eviction saw besides what it freed (see evict_walk). */
+struct evict_result {
+    int skipped;  /* copies not looked at: their entry was locked */
+    int blocked;  /* dirty copies whose write-back cannot start now */
+    int busy;     /* copies in use (not counting `self`'s own pins) */
+};
+typedef struct evict_result evict_result_t;
 static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict_result *res,
                            const tsr_mem_req_t *self);
 
+/* Why a request's allocation failed for now (node_alloc_evicting's *later):
+ * ALLOC_WAIT: memory will come back (write-backs in flight, copies in use
+ * that will be released, grants under way): the request waits in the
+ * node's queue and is tried again when something is freed. ALLOC_AGAIN:
+ * copies could not be looked at (their entries were locked for a moment):
+ * look again soon. */
+enum { ALLOC_WAIT = 1, ALLOC_AGAIN = 2 };
+
 /* The node's memory for e, or NULL. The directory's byte count can say
  * "fits" where the node's allocator cannot (a GPU's pool holds chunks, and
- * their free ranges may all be too small): then, for a `demand`, idle
- * copies are evicted (least useful first) and the allocation tried again
- * until it succeeds or nothing more can be freed at once. Entry lock held
- * (evict_locked only tries other entries' locks); node lock not held. */
-static void *node_alloc_evicting(tsr_node_t *n, tsr_entry_t *e, bool demand, char *err)
+ * their free ranges may all be too small; the device's memory may be taken
+ * by others): then, for a `demand`, idle copies are evicted (least useful
+ * first: clean ones freed at once, dirty ones written back to the host)
+ * and the allocation tried again until it succeeds or nothing more can be
+ * freed at once. With `later` (a request's allocation, `self`; `own`: the
+ * bytes of n->reserving that are the caller's), a failure while memory
+ * will come back is not final: *later says so (ALLOC_…) and the request
+ * waits instead of failing; the request must never block here, since this
+ * may run on the engine thread that completes the write-backs. Entry lock
+ * held (evict_locked only tries other entries' locks); node lock not held. */
+static void *node_alloc_evicting(tsr_node_t *n, tsr_entry_t *e, bool demand,
+                                 const tsr_mem_req_t *self, size_t own, int *later, char *err)
 {
     void *p = n->ops->alloc(n, e->size);
+    int wait = 0;
+    char wb[TSR_MEM_ERR] = "";
     while (!p && demand && n->id != 0) {
+        evict_result_t ev;
         pthread_mutex_lock(&n->lock);
-        size_t freed = evict_locked(n, n->evicting_bytes + e->size, true, NULL, NULL);
+        size_t freed = evict_locked(n, n->evicting_bytes + e->size, true, &ev, self);
+        if (freed == 0 && n->wb_status != 0) {
+            /* A write-back from here failed: the room it was to make will
+             * not come. */
+            snprintf(wb, sizeof wb, "%s", n->wb_err);
+            n->wb_status = 0;
+        } else if (freed == 0) {
+            if (n->evicting_bytes > 0 || ev.busy > 0 || ev.blocked > 0 || n->reserving > own)
+                wait = ALLOC_WAIT;
+            else if (ev.skipped > 0)
+                wait = ALLOC_AGAIN;
+        }
         pthread_mutex_unlock(&n->lock);
         if (freed == 0)
             break;
@@ -198,8 +233,11 @@ static void *node_alloc_evicting(tsr_node_t *n, tsr_entry_t *e, bool demand, cha
     }
     if (!p) {
         const char *why = n->ops->alloc_error ? n->ops->alloc_error(n) : NULL;
-        seterr(err, "%s: cannot allocate %zu bytes%s%s", n->name, e->size,
-               why && why[0] ? ": " : "", why ? why : "");
+        seterr(err, "%s: cannot allocate %zu bytes%s%s%s%s", n->name, e->size,
+               why && why[0] ? ": " : "", why ? why : "", wb[0] ? "; a write-back failed: " : "",
+               wb);
+        if (later)
+            *later = wait;
     }
     return p;
 }
@@ -253,9 +291,12 @@ static void order_move(int nd, tsr_replica_t *r, bool matters)
 /* Allocate e's replica on node nd. Entry lock held. `reserved`: the bytes
  * are already counted in node->used (and, until the replica is linked, in
  * node->reserving, by the caller); else they are counted here and the
- * allocation fails (no waiting) past the node's capacity. `demand`: a
- * failure of the node's allocator evicts and retries (see above). */
-static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand, char *err)
+ * allocation fails (no waiting) past the node's capacity. Either way a
+ * failure leaves node->used as it was before the reservation. `demand`: a
+ * failure of the node's allocator evicts and retries; `self`, `own` and
+ * `later`: see node_alloc_evicting (NULL later: every failure is final). */
+static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand,
+                     const tsr_mem_req_t *self, size_t own, int *later, char *err)
 {
     tsr_node_t *n = node(nd);
     tsr_replica_t *r = &e->rep[nd];
@@ -272,8 +313,9 @@ static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand, char *e
         used_add(n, e->size);
         n->reserving += e->size; /* counted, not yet in n->order */
         pthread_mutex_unlock(&n->lock);
+        own += e->size;
     }
-    void *p = node_alloc_evicting(n, e, demand, err);
+    void *p = node_alloc_evicting(n, e, demand, self, own, later, err);
     pthread_mutex_lock(&n->lock);
     if (!reserved)
         n->reserving -= e->size;
@@ -348,7 +390,7 @@ static int rep_alloc_unrequested(tsr_entry_t *e, int nd, char *err)
         if (n->used + e->size > n->capacity)
             evict_locked(n, n->used + e->size - n->capacity, false, NULL, NULL);
         pthread_mutex_unlock(&n->lock);
-        int rc = rep_alloc(e, nd, false, true, err);
+        int rc = rep_alloc(e, nd, false, true, NULL, 0, NULL, err);
         if (rc == TSR_ENOMEM) {
             pthread_mutex_lock(&n->lock);
             size_t used = n->used;
@@ -360,14 +402,14 @@ static int rep_alloc_unrequested(tsr_entry_t *e, int nd, char *err)
     }
     if (nd != 0)
         return TSR_EINVAL;
-    int rc = rep_alloc(e, 0, false, true, err);
+    int rc = rep_alloc(e, 0, false, true, NULL, 0, NULL, err);
     if (rc != TSR_ENOMEM || disk < 0)
         return rc;
     pthread_mutex_lock(&n->lock);
     used_add(n, e->size);
     n->reserving += e->size;
     pthread_mutex_unlock(&n->lock);
-    rc = rep_alloc(e, 0, true, true, err);
+    rc = rep_alloc(e, 0, true, true, NULL, 0, NULL, err);
     pthread_mutex_lock(&n->lock);
     n->reserving -= e->size;
     if (rc == TSR_OK && n->used > n->capacity)
@@ -405,6 +447,14 @@ tsr_entry_t *tsr__entry_new(void *host_ptr, size_t size)
 }
 
 size_t tsr__entry_size(const tsr_entry_t *e) { return e->size; }
+
+void tsr__entry_hold_for_test(tsr_entry_t *e, bool hold)
+{
+    if (hold)
+        pthread_mutex_lock(&e->lock);
+    else
+        pthread_mutex_unlock(&e->lock);
+}
 
 void tsr__entry_inspect(tsr_entry_t *e, int nd, tsr_replica_info_t *out)
 {
@@ -737,18 +787,6 @@ static void fetch_host_ready(void *arg, int k, int status, const char *err)
 
 static void evict_done(void *arg, int k, int status, const char *err);
 
-/* Free at least `want` bytes of node n, now or when write-backs end.
- * Node lock held. Order: invalid copies, copies marked wont-use, then
- * least recently used; copies prefetched for queued work only for a
- * `demand` (a granted request would otherwise wait forever). Returns the
- * bytes freed at once. */
-struct evict_result {
-    int skipped;  /* copies not looked at: their entry was locked */
-    int blocked;  /* dirty copies whose write-back cannot start now */
-    int busy;     /* copies in use (not counting `self`'s own pins) */
-};
-typedef struct evict_result evict_result_t;
-
 static bool req_has(const tsr_mem_req_t *r, const tsr_entry_t *e)
 {
     for (int k = 0; r && k < r->n; k++)
@@ -757,7 +795,13 @@ static bool req_has(const tsr_mem_req_t *r, const tsr_entry_t *e)
     return false;
 }
 
-/* `bounded`: a prefetch under the window rule, which may only take copies
+/* Free at least `want` bytes of node n, now or when write-backs end.
+ * Node lock held. Order: invalid copies, copies marked wont-use, then
+ * least recently used; copies prefetched for queued work only for a
+ * `demand` (a granted request would otherwise wait forever). Returns the
+ * bytes freed at once. `res` (optional): what else it saw, for a caller
+ * deciding whether to wait or fail; `self`: the request it evicts for.
+ * `bounded`: a prefetch under the window rule, which may only take copies
  * whose next use is later than `later_than` (the prefetched entry's): it
  * then never evicts what will be needed before what it brings (Belady).
  * Copies whose contents no longer matter go regardless. */
@@ -772,12 +816,21 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
     bounded = bounded && n->order.rule == TSR_MEM_EVICT_WINDOW;
     /* n->order visits in eviction order: pass 0 takes every idle copy but
      * those prefetched for queued work, pass 1 (a demand only: a granted
-     * request would otherwise wait forever) those too. A copy freed
-     * changes the order: the visit starts again from the top (what it
-     * skipped there is little: copies in use are the recently used or
-     * soon needed ones, at the bottom). */
+     * request would otherwise wait forever) every idle copy, those too. A
+     * copy freed changes the order: the visit starts again from the top
+     * (what it skipped there is little: copies in use are the recently
+     * used or soon needed ones, at the bottom).
+     * Entry locks are let go between the passes, so a copy may change
+     * meanwhile: a prefetched copy idle in pass 0 (not taken, not counted)
+     * may be locked for a moment, pinned or fetched into by pass 1. Both
+     * passes therefore count what they cannot take (`res`), and pass 1
+     * takes whatever is idle by then: a copy neither taken nor counted
+     * would make a waiting request think nothing can ever be freed (the
+     * "nothing can be evicted" failure of runtime_stress under TSan). */
     tsr_evict_visit_t vis = {0};
     for (int pass = 0; pass < (demand ? 2 : 1) && freed + pending < want; pass++) {
+        if (pass == 1 && tsr__mem_evict_test_hook)
+            tsr__mem_evict_test_hook(n, 1);
         tsr__evict_visit_start(&n->order, &vis);
         tsr_evict_item_t *it;
         while (freed + pending < want && (it = tsr__evict_visit_next(&n->order, &vis))) {
@@ -786,16 +839,15 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
                 break; /* every copy from here on is needed as soon */
             tsr_entry_t *e = r->entry;
             if (pthread_mutex_trylock(&e->lock) != 0) {
-                res->skipped += pass == 0;
+                res->skipped++;
                 continue;
             }
             bool idle = r->alloc && r->busy == 0 && !r->fetch && !r->evicting && !e->dead;
-            if (!idle || r->prefetched != (pass == 1)) {
+            if (!idle || (pass == 0 && r->prefetched)) {
                 /* (a dead entry's copy goes with its last copy in flight,
                  * or its entry: both kick the node) */
-                if (pass == 0 && !idle &&
-                    (r->fetch || r->evicting || e->dead ||
-                     r->busy > (req_has(self, e) ? 1 : 0)))
+                if (!idle && (r->fetch || r->evicting || e->dead ||
+                              r->busy > (req_has(self, e) ? 1 : 0)))
                     res->busy++;
                 pthread_mutex_unlock(&e->lock);
                 continue;
@@ -836,8 +888,12 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
         res->skipped += vis.truncated;
     }
     tsr__evict_visit_end(&vis);
+    if (demand && tsr__mem_evict_test_hook)
+        tsr__mem_evict_test_hook(n, 2);
     return freed;
 }
+
+void (*tsr__mem_evict_test_hook)(tsr_node_t *n, int point);
 
 static size_t evict_locked(tsr_node_t *n, size_t want, bool demand, struct evict_result *res,
                            const tsr_mem_req_t *self)
@@ -982,10 +1038,73 @@ static size_t pin_present(tsr_mem_req_t *r)
     return need;
 }
 
-/* Phase 2: allocate the missing replicas from `reserved` bytes, pin them,
- * and start every fetch. Errors go to r->status; pins stay flagged in
- * r->pinned for req_settle to drop. */
-static void alloc_and_fetch(tsr_mem_req_t *r, size_t reserved)
+/* Phase 2a: allocate the missing replicas from `*reserved` bytes (what is
+ * used is taken off) and pin them; mine[k]: entry k's replica was
+ * allocated here. Returns TSR_OK, ALLOC_WAIT or ALLOC_AGAIN (the node's
+ * allocator failed, but memory will come back: the caller gives everything
+ * back and waits), or a TSR_E… code with a message in err. Pins stay
+ * flagged in r->pinned either way. */
+static int alloc_missing(tsr_mem_req_t *r, size_t *reserved, size_t own, bool *mine, char *err)
+{
+    int nd = r->node;
+    for (int k = 0; k < r->n; k++) {
+        if (r->pinned[k])
+            continue;
+        tsr_entry_t *e = r->e[k];
+        int rc = TSR_OK, later = 0;
+        pthread_mutex_lock(&e->lock);
+        tsr_replica_t *R = &e->rep[nd];
+        if (!R->alloc && !R->user) {
+            /* Someone else may have allocated it meanwhile: then the
+             * reservation is returned by the caller. */
+            bool res = *reserved >= e->size;
+            rc = rep_alloc(e, nd, res, true, r, own, &later, err);
+            if (res)
+                *reserved -= e->size; /* used, or given back by rep_alloc */
+            mine[k] = rc == TSR_OK;
+        }
+        if (rc == TSR_OK) {
+            pin_req(R, r->mode[k]);
+            r->pinned[k] = true;
+        }
+        pthread_mutex_unlock(&e->lock);
+        if (rc != TSR_OK)
+            return later ? later : rc;
+    }
+    return TSR_OK;
+}
+
+/* Undo phase 2a (and pin_present): drop r's pins and free the replicas it
+ * allocated that nothing else took meanwhile. `wake`: let waiting requests
+ * of the node look again if that freed anything. */
+static void give_back(tsr_mem_req_t *r, const bool *mine, bool wake)
+{
+    int nd = r->node;
+    bool freed = false, unblocked = false;
+    for (int k = 0; k < r->n; k++) {
+        if (!r->pinned[k])
+            continue;
+        tsr_entry_t *e = r->e[k];
+        pthread_mutex_lock(&e->lock);
+        tsr_replica_t *R = &e->rep[nd];
+        bool idle = unpin_req(R, r->mode[k], &unblocked);
+        if (mine[k] && rep_freeable(R) && !valid(R)) {
+            rep_free(e, nd);
+            freed = true;
+        }
+        freed |= idle;
+        pthread_mutex_unlock(&e->lock);
+        r->pinned[k] = false;
+    }
+    if (wake && freed)
+        kick(node(nd));
+    if (unblocked)
+        kick_all();
+}
+
+/* Phase 2b: every entry is allocated and pinned: start every fetch. Errors
+ * go to r->status; pins stay flagged in r->pinned for req_settle to drop. */
+static void start_fetches(tsr_mem_req_t *r)
 {
     int nd = r->node;
     tsr_node_t *n = node(nd);
@@ -995,65 +1114,44 @@ static void alloc_and_fetch(tsr_mem_req_t *r, size_t reserved)
         int rc = TSR_OK;
         pthread_mutex_lock(&e->lock);
         tsr_replica_t *R = &e->rep[nd];
-        if (!r->pinned[k]) {
-            if (!R->alloc && !R->user) {
-                /* Someone else may have allocated it meanwhile: then the
-                 * reservation is returned below. */
-                bool res = reserved >= e->size;
-                rc = rep_alloc(e, nd, res, true, err);
-                if (rc == TSR_OK && res)
-                    reserved -= e->size;
-            }
-            if (rc == TSR_OK) {
-                pin_req(R, r->mode[k]);
-                r->pinned[k] = true;
+        R->prefetched = R->wont_use = false;
+        r->ptr[k] = R->ptr;
+        /* A copy into the replica in flight must land before the task
+         * touches it, whatever the mode; a writer also waits for the
+         * copies reading it (a write-back it cut short, a prefetch for
+         * a task another worker took): what they copy is stale, but
+         * nothing may write under them. */
+        bool need_fetch = R->fetch || ((r->mode[k] & TSR_MEM_R) && !valid(R));
+        for (int j = 0; rc == TSR_OK && (r->mode[k] & TSR_MEM_W) && R->readers > 0 &&
+                        j < e->nnodes; j++) {
+            fetch_t *F = e->rep[j].fetch;
+            if (j == nd || !F || !F->src_pinned || F->src != nd)
+                continue;
+            atomic_fetch_add(&r->pending, 1);
+            rc = add_waiter(F, (waiter_t){req_reader_done, r, k});
+            if (rc != TSR_OK) {
+                atomic_fetch_sub(&r->pending, 1);
+                seterr(err, "out of memory for a fetch waiter");
             }
         }
-        if (rc == TSR_OK) {
-            R->prefetched = R->wont_use = false;
-            r->ptr[k] = R->ptr;
-            /* A copy into the replica in flight must land before the task
-             * touches it, whatever the mode; a writer also waits for the
-             * copies reading it (a write-back it cut short, a prefetch for
-             * a task another worker took): what they copy is stale, but
-             * nothing may write under them. */
-            bool need_fetch = R->fetch || ((r->mode[k] & TSR_MEM_R) && !valid(R));
-            for (int j = 0; rc == TSR_OK && (r->mode[k] & TSR_MEM_W) && R->readers > 0 &&
-                            j < e->nnodes; j++) {
-                fetch_t *F = e->rep[j].fetch;
-                if (j == nd || !F || !F->src_pinned || F->src != nd)
-                    continue;
-                atomic_fetch_add(&r->pending, 1);
-                rc = add_waiter(F, (waiter_t){req_reader_done, r, k});
-                if (rc != TSR_OK) {
-                    atomic_fetch_sub(&r->pending, 1);
-                    seterr(err, "out of memory for a fetch waiter");
-                }
-            }
-            if (need_fetch && !R->fetch && e->zero && nd == 0) {
-                if (!n->ops->alloc_zeroed) /* zeros on the host: no engine */
-                    memset(R->ptr, 0, e->size);
-                R->state = ST_S;
-                atomic_fetch_add(&n->zero_fills, 1);
-                need_fetch = false;
-            }
-            if (need_fetch) {
-                atomic_fetch_add(&r->pending, 1);
-                rc = fetch_start(e, nd, (waiter_t){req_fetch_done, r, k}, true, err);
-                if (rc != TSR_OK)
-                    atomic_fetch_sub(&r->pending, 1);
-            }
+        if (rc == TSR_OK && need_fetch && !R->fetch && e->zero && nd == 0) {
+            if (!n->ops->alloc_zeroed) /* zeros on the host: no engine */
+                memset(R->ptr, 0, e->size);
+            R->state = ST_S;
+            atomic_fetch_add(&n->zero_fills, 1);
+            need_fetch = false;
+        }
+        if (rc == TSR_OK && need_fetch) {
+            atomic_fetch_add(&r->pending, 1);
+            rc = fetch_start(e, nd, (waiter_t){req_fetch_done, r, k}, true, err);
+            if (rc != TSR_OK)
+                atomic_fetch_sub(&r->pending, 1);
         }
         pthread_mutex_unlock(&e->lock);
         if (rc != TSR_OK) {
             req_fail(r, rc, err);
             break;
         }
-    }
-    if (reserved) {
-        pthread_mutex_lock(&n->lock);
-        n->used -= reserved;
-        pthread_mutex_unlock(&n->lock);
     }
 }
 
@@ -1110,15 +1208,42 @@ static int try_grant(tsr_mem_req_t *r, bool from_queue)
         fits = n->used + need <= n->capacity;
     }
     if (my_turn && fits) {
-        if (from_queue)
-            wait_pop(n);
+        /* The head stays in the queue until it is granted: a kick meanwhile
+         * (room freed while we allocate) makes the kicker look again. */
         used_add(n, need);
         n->reserving += need;
         pthread_mutex_unlock(&n->lock);
-        alloc_and_fetch(r, need);
+        size_t reserved = need;
+        bool mine[TSR_MEM_MAX_BUFFERS] = {false};
+        char err[TSR_MEM_ERR] = "";
+        int rc = alloc_missing(r, &reserved, need, mine, err);
+        if (rc != TSR_OK)
+            give_back(r, mine, !from_queue);
         pthread_mutex_lock(&n->lock);
+        n->used -= reserved; /* replicas someone else allocated meanwhile */
         n->reserving -= need;
+        if (rc == ALLOC_WAIT || rc == ALLOC_AGAIN) {
+            /* The node's allocator failed while memory will come back
+             * (write-backs of dirty copies under way, copies in use): wait
+             * for it holding nothing, first in line, instead of failing.
+             * Never block here: this may be the engine thread that must
+             * complete those write-backs. */
+            if (!from_queue)
+                wait_push(n, r);
+            pthread_mutex_unlock(&n->lock);
+            if (!from_queue) {
+                kick(n); /* room made meanwhile is not missed */
+                return 0;
+            }
+            return rc == ALLOC_AGAIN ? 2 : 0;
+        }
+        if (from_queue)
+            wait_pop(n);
         pthread_mutex_unlock(&n->lock);
+        if (rc != TSR_OK)
+            req_fail(r, rc, err);
+        else
+            start_fetches(r);
         return 1;
     }
     if (from_queue) {
@@ -1336,7 +1461,7 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
             n->reserving += e->size;
         }
         pthread_mutex_unlock(&n->lock);
-        int rc = room ? rep_alloc(e, nd, true, false, err) : TSR_ENOMEM;
+        int rc = room ? rep_alloc(e, nd, true, false, NULL, 0, NULL, err) : TSR_ENOMEM;
         if (room) {
             pthread_mutex_lock(&n->lock);
             n->reserving -= e->size;

@@ -339,6 +339,18 @@ void tsr__host_node_free(tsr_node_t *n, void *p, size_t size);
 bool tsr__mem_wait_until(bool (*pred)(void *arg), void *arg, pthread_mutex_t *m,
                          pthread_cond_t *cv);
 
+/* Tests only (NULL otherwise): called by an eviction that may take copies
+ * fetched ahead for queued work, with the node lock held, once its first
+ * pass (every other idle copy) is done (point 1) and once at its end
+ * (point 2). Between the two passes another thread may hold an entry's
+ * lock, or pin or fetch a copy; a test uses this to make that happen at a
+ * chosen moment. */
+extern void (*tsr__mem_evict_test_hook)(tsr_node_t *n, int point);
+/* Tests only: take (hold true) or drop e's lock, as another thread holds
+ * it for a moment (a policy's tsr__entry_nodes, the next-use feed, a
+ * request pinning e on another node). */
+void tsr__entry_hold_for_test(tsr_entry_t *e, bool hold);
+
 /* ---- link measurement (measure.c) -------------------------------------- */
 
 /* Time `reps` copies of `bytes` from node src to node dst, one after the

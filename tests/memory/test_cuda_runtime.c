@@ -402,6 +402,85 @@ Test(cuda_runtime, device_allocation_failure_evicts_and_retries, .timeout = 300)
     stream_tiles();
 }
 
+/* Tasks that write: 16 tiles of 1 MiB, each task y[t] += 2 * y[t+1] (RW,
+ * R), three rounds, on a GPU only. Every tile written there is dirty (its
+ * only valid copy): room comes only from writing tiles back to the host.
+ * Checked against the same updates in host order (small integers: exact in
+ * float), with no task failing and at least one write-back counted. */
+#define DIRTY_N ((size_t)256 * 1024)
+#define DIRTY_TILES 16
+
+static int axpy2_cuda(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    return tsr_cuda_axpy(e->cuda_stream, DIRTY_N, 2.0f, b[1], b[0]);
+}
+
+static const tsr_codelet_t cl_axpy2 = {
+    .name = "axpy2", .impl = {NULL, axpy2_cuda}, .nbuffers = 2};
+
+static void dirty_tiles(int gpu_node_of_stats)
+{
+    float *y = malloc(DIRTY_TILES * DIRTY_N * sizeof(float));
+    float *ref = malloc(DIRTY_TILES * DIRTY_N * sizeof(float));
+    cr_assert(y && ref);
+    for (size_t t = 0; t < DIRTY_TILES; t++)
+        for (size_t i = 0; i < DIRTY_N; i++)
+            y[t * DIRTY_N + i] = ref[t * DIRTY_N + i] = (float)(t + i % 7);
+    tsr_handle_t h[DIRTY_TILES];
+    for (int t = 0; t < DIRTY_TILES; t++)
+        cr_assert_eq(tsr_handle_register(&h[t], y + (size_t)t * DIRTY_N,
+                                         DIRTY_N * sizeof(float)),
+                     TSR_OK);
+    for (int round = 0; round < 3; round++)
+        for (int t = 0; t < DIRTY_TILES; t++) {
+            int u = (t + 1) % DIRTY_TILES;
+            tsr_access_t acc[2] = {{h[t], TSR_RW}, {h[u], TSR_R}};
+            tsr_task_desc_t d = {.codelet = &cl_axpy2, .nbuffers = 2, .buffers = acc};
+            cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+            for (size_t i = 0; i < DIRTY_N; i++)
+                ref[(size_t)t * DIRTY_N + i] += 2.0f * ref[(size_t)u * DIRTY_N + i];
+        }
+    int rc = tsr_wait_all();
+    cr_assert_eq(rc, TSR_OK, "a task failed: %s", tsr_error_message());
+    tsr_node_stats_t st;
+    cr_assert_eq(tsr_memory_node_stats(gpu_node_of_stats, &st), TSR_OK);
+    cr_log_info("GPU node: %llu write-backs, %llu evictions, peak %zu of %zu bytes",
+                (unsigned long long)st.writebacks, (unsigned long long)st.evictions, st.peak,
+                st.capacity);
+    cr_assert_gt(st.writebacks, 0, "no dirty tile was written back");
+    for (int t = 0; t < DIRTY_TILES; t++)
+        cr_assert_eq(tsr_handle_unregister(h[t]), TSR_OK);
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
+    for (size_t k = 0; k < DIRTY_TILES * DIRTY_N; k++)
+        cr_assert_eq(y[k], ref[k], "tile %zu element %zu: %g, not %g", k / DIRTY_N,
+                     k % DIRTY_N, y[k], ref[k]);
+    free(y);
+    free(ref);
+}
+
+/* cudaMalloc is what runs out: a 6 MiB emulated device (about five tiles)
+ * under a 64 MiB capacity. The allocation failure must write dirty tiles
+ * back and retry once they have landed, not fail the task with ENOMEM. */
+Test(cuda_runtime, device_allocation_failure_writes_dirty_tiles_back, .timeout = 300)
+{
+    if (!EMULATED)
+        cr_skip_test("needs an emulated device of a chosen size");
+    setenv("TESSERA_CUDA_EMU_MEM", "6", 1);
+    REQUIRE_GPU();
+    start(-1, 1, 64 * MIB, TSR_CUDA_FP32_TF32);
+    dirty_tiles(1);
+}
+
+/* The directory's capacity is what runs out (5 MiB, the device has plenty):
+ * the same write-backs through the capacity path. */
+Test(cuda_runtime, capacity_writes_dirty_tiles_back, .timeout = 300)
+{
+    REQUIRE_GPU();
+    start(-1, 1, 5 * MIB, TSR_CUDA_FP32_TF32);
+    dirty_tiles(1);
+}
+
 /* cudaMalloc fails every time: the task's failure names the call. */
 Test(cuda_runtime, device_allocation_failure_names_cudamalloc)
 {

@@ -525,3 +525,123 @@ Test(phantom, freed_during_writeback)
     cr_assert_eq(tsr__mem_node(1)->used, 0);
     cr_assert_eq(tsr__mem_node(0)->used, 0);
 }
+
+/* The node's allocator fails while the directory counts room (here the
+ * phantom node's reserved range is used up by pieces of other sizes), and
+ * the only copy that could make room is dirty: it is written back, and the
+ * request waits for that instead of failing with TSR_ENOMEM (it did: only
+ * clean copies were taken). 32 MiB of capacity reserves 128 MiB: D takes
+ * 8 MiB of it, five fillers of distinct sizes (written, then freed) the
+ * rest but 40 KiB, so a second 8 MiB piece can only be D's, once written
+ * back. */
+Test(phantom, allocator_failure_writes_dirty_copy_back)
+{
+    tsr_phantom_config_t p = platform(1, TSR_NODE_KIND_CUDA);
+    size_t mib = 1 << 20, tile = 8 * mib;
+    p.acc[0].capacity = 32 * mib;
+    open_platform(&p, false);
+    tsr_entry_t *d = tsr__entry_new(NULL, tile), *e = tsr__entry_new(NULL, tile);
+    cr_assert_eq(write_on(d, 1), TSR_OK);
+    for (size_t k = 0; k < 5; k++) {
+        tsr_entry_t *f = tsr__entry_new(NULL, 24 * mib - k * 4096);
+        cr_assert_eq(write_on(f, 1), TSR_OK, "filler %zu", k);
+        tsr__entry_free(f);
+    }
+    tsr_node_t *g = tsr__mem_node(1);
+    cr_assert_eq(g->used, tile);
+    reqs_t st = {0};
+    tsr_mem_req_t r = {.node = 1, .n = 1, .e = {e}, .mode = {TSR_MEM_W}, .done = req_done,
+                       .arg = &st};
+    int rc = tsr__mem_acquire(&r);
+    cr_assert_eq(rc, 0, "the request waits for d's write-back, not %d (%s)", rc, r.err);
+    cr_assert_eq(atomic_load(&g->writebacks), 1);
+    run_all();
+    cr_assert_eq(st.done, 1);
+    cr_assert_eq(atomic_load(&r.status), TSR_OK, "%s", r.err);
+    tsr_replica_info_t info;
+    tsr__entry_inspect(d, 1, &info);
+    cr_assert(!info.allocated, "d's copy made the room");
+    tsr__entry_inspect(d, 0, &info);
+    cr_assert_eq(info.state, 2, "d's data is on the host");
+    tsr__mem_release(&r);
+    tsr__entry_free(d);
+    tsr__entry_free(e);
+    cr_assert_eq(g->used, 0);
+    cr_assert_eq(tsr__mem_node(0)->used, 0);
+}
+
+/* An eviction's second pass (copies fetched ahead for queued work, which
+ * only a request may take) found such a copy's entry locked for a moment by
+ * another thread (here: the hook, for the first two evictions): it neither
+ * took nor counted it, so the request, whose node holds only its own pins
+ * and two prefetched copies, was declared hopeless, "sim0: 96 bytes
+ * needed, 128 of 192 in use, nothing can be evicted" (the rare
+ * runtime_stress failure under TSan, where such moments are longer). It
+ * must look again instead, and get the room. Node: 6 tiles of 32 bytes;
+ * d0, d1 written there (the request reads them: its own pins), p0, p1
+ * prefetched and filled; the request also writes c0, c1, c2. */
+static tsr_entry_t *held[2];
+static int hook_rounds, hook_held;
+
+static void hold_prefetched(tsr_node_t *n, int point)
+{
+    (void)n;
+    if (point == 1 && hook_rounds < 2) {
+        hook_rounds++;
+        hook_held = 1;
+        for (int i = 0; i < 2; i++)
+            tsr__entry_hold_for_test(held[i], true);
+    } else if (point == 2 && hook_held) {
+        hook_held = 0;
+        for (int i = 0; i < 2; i++)
+            tsr__entry_hold_for_test(held[i], false);
+    }
+}
+
+Test(phantom, prefetched_copy_locked_during_eviction)
+{
+    tsr_phantom_config_t p = platform(1, TSR_NODE_KIND_SIM);
+    size_t tile = 32;
+    p.acc[0].capacity = 6 * tile;
+    open_platform(&p, false);
+    tsr_entry_t *d0 = tsr__entry_new(NULL, tile), *d1 = tsr__entry_new(NULL, tile);
+    tsr_entry_t *c[3];
+    for (int i = 0; i < 3; i++)
+        c[i] = tsr__entry_new(NULL, tile);
+    cr_assert_eq(write_on(d0, 1), TSR_OK);
+    cr_assert_eq(write_on(d1, 1), TSR_OK);
+    for (int i = 0; i < 2; i++) {
+        held[i] = tsr__entry_new(NULL, tile);
+        tsr__mem_prefetch(held[i], 1);
+    }
+    run_all();
+    tsr_node_t *g = tsr__mem_node(1);
+    cr_assert_eq(g->used, 4 * tile);
+    cr_assert_str_eq(g->name, "sim0");
+
+    hook_rounds = hook_held = 0;
+    tsr__mem_evict_test_hook = hold_prefetched;
+    reqs_t st = {0};
+    tsr_mem_req_t r = {.node = 1, .n = 5, .e = {d0, d1, c[0], c[1], c[2]},
+                       .mode = {TSR_MEM_R, TSR_MEM_R, TSR_MEM_W, TSR_MEM_W, TSR_MEM_W},
+                       .done = req_done, .arg = &st};
+    int rc = tsr__mem_acquire(&r);
+    tsr__mem_evict_test_hook = NULL;
+    cr_assert_geq(rc, 0, "%s", r.err);
+    if (rc == 0)
+        run_all();
+    cr_assert_eq(hook_rounds, 2, "the second eviction is the queued request's");
+    cr_assert(rc == 1 || st.done == 1);
+    cr_assert_eq(atomic_load(&r.status), TSR_OK, "%s", r.err);
+    tsr_replica_info_t info;
+    tsr__entry_inspect(held[0], 1, &info);
+    cr_assert(!info.allocated, "the prefetched copy made the room");
+    tsr__mem_release(&r);
+    tsr__entry_free(d0);
+    tsr__entry_free(d1);
+    for (int i = 0; i < 3; i++)
+        tsr__entry_free(c[i]);
+    for (int i = 0; i < 2; i++)
+        tsr__entry_free(held[i]);
+    cr_assert_eq(g->used, 0);
+}
