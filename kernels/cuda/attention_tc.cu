@@ -135,6 +135,30 @@ static __device__ __forceinline__ void tc_add_rows(float *dst, const float *sh, 
     }
 }
 
+/* This warp's 16 rows of two (d, n) tiles, rows r0 + 16 warp on, as KD
+ * matrix_a fragments each (the first tile scaled by mul), staged one after
+ * the other through sh, the block's (BR, DMAX) staging. Every thread of the
+ * block calls it (block barriers). */
+template <int DMAX>
+static __device__ __forceinline__ void tc_own_rows(frag_a *xa, frag_a *ya, float *sh,
+                                                   const float *x, float mul, const float *y,
+                                                   int d, int n, int r0, int warp)
+{
+    typedef tc_geo<DMAX> G;
+    constexpr int LDD = G::LDD;
+    tc_stage<G::BR, DMAX, LDD>(sh, x, d, n, r0, mul);
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < G::KD; kk++)
+        wmma::load_matrix_sync(xa[kk], &sh[16 * warp * LDD + 8 * kk], LDD);
+    __syncthreads();
+    tc_stage<G::BR, DMAX, LDD>(sh, y, d, n, r0, 1.0f);
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < G::KD; kk++)
+        wmma::load_matrix_sync(ya[kk], &sh[16 * warp * LDD + 8 * kk], LDD);
+}
+
 /* Forward: q: (d, tq, nb), k, v: (d, tk, nb), ms: (2, tq, nb), acc: (d, tq, nb).
  * Block (x, b): queries [ib, ib + 64) of head b, warp w queries ib + 16w + r.
  * Per key chunk of 32: S (16, 32) = Qs K^T on tensor cores (Qs = scale q),
@@ -312,17 +336,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 
     /* this warp's scaled queries and dout rows as KD a-fragments each */
     frag_a qa[G::KD], da[G::KD];
-    tc_stage<BR, DMAX, LDD>(sh, qb, d, tq, ib, scale);
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < G::KD; kk++)
-        wmma::load_matrix_sync(qa[kk], &sh[16 * warp * LDD + 8 * kk], LDD);
-    __syncthreads();
-    tc_stage<BR, DMAX, LDD>(sh, dob, d, tq, ib, 1.0f);
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < G::KD; kk++)
-        wmma::load_matrix_sync(da[kk], &sh[16 * warp * LDD + 8 * kk], LDD);
+    tc_own_rows<DMAX>(qa, da, sh, qb, scale, dob, d, tq, ib, warp);
     frag_acc dqf[G::ND];
 #pragma unroll
     for (int nt = 0; nt < G::ND; nt++)
@@ -409,17 +423,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 
     /* this warp's scaled keys and values as KD a-fragments each */
     frag_a ka[G::KD], va[G::KD];
-    tc_stage<BR, DMAX, LDD>(sh, kb, d, tk, jb, scale);
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < G::KD; kk++)
-        wmma::load_matrix_sync(ka[kk], &sh[16 * warp * LDD + 8 * kk], LDD);
-    __syncthreads();
-    tc_stage<BR, DMAX, LDD>(sh, vb, d, tk, jb, 1.0f);
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < G::KD; kk++)
-        wmma::load_matrix_sync(va[kk], &sh[16 * warp * LDD + 8 * kk], LDD);
+    tc_own_rows<DMAX>(ka, va, sh, kb, scale, vb, d, tk, jb, warp);
     frag_acc dkf[G::ND], dvf[G::ND];
 #pragma unroll
     for (int nt = 0; nt < G::ND; nt++) {
