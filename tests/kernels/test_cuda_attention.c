@@ -14,20 +14,41 @@ typedef struct {
     int d, tq, tk, nb, q0, k0;
 } pcase;
 
+/* Random inputs of one tile pair: q (d, tq, nb), k, v (d, tk, nb), dout like
+ * q, and a running state ms (2, tq, nb), acc like q: fresh (max -inf, sum 0,
+ * acc 0) or one that already saw some earlier keys (finite max, positive
+ * sum). */
+typedef struct attn_inputs {
+    float *q, *k, *v, *dout, *ms, *acc;
+} attn_inputs_t;
+
+static attn_inputs_t attn_inputs(kt_rng *r, int d, int tq, int tk, int nb, bool fresh)
+{
+    size_t nq = (size_t)d * tq * nb, nk = (size_t)d * tk * nb, rows = (size_t)tq * nb;
+    attn_inputs_t in;
+    in.q = kt_rand(r, nq, -2, 2);
+    in.k = kt_rand(r, nk, -2, 2);
+    in.v = kt_rand(r, nk, -1, 1);
+    in.dout = kt_rand(r, nq, -1, 1);
+    in.ms = kt_alloc(2 * rows);
+    in.acc = kt_alloc(nq);
+    for (size_t i = 0; i < rows; i++) {
+        in.ms[2 * i] = fresh ? -INFINITY : kt_unif(r, -1, 1);
+        in.ms[2 * i + 1] = fresh ? 0.0f : kt_unif(r, 0.5f, 2);
+    }
+    for (size_t e = 0; e < nq; e++)
+        in.acc[e] = fresh ? 0.0f : kt_unif(r, -1, 1);
+    return in;
+}
+
 static void attn_pair(pcase c, void *st, uint64_t salt)
 {
     kt_rng r = kt_seed(salt);
     int d = c.d, tq = c.tq, tk = c.tk, nb = c.nb;
     size_t nq = (size_t)d * tq * nb, nk = (size_t)d * tk * nb, rows = (size_t)tq * nb;
     float scale = 1.0f / sqrtf((float)d);
-    float *q = kt_rand(&r, nq, -2, 2), *k = kt_rand(&r, nk, -2, 2), *v = kt_rand(&r, nk, -1, 1);
-    float *dout = kt_rand(&r, nq, -1, 1);
-    float *ms = kt_alloc(2 * rows), *acc = kt_alloc(nq);
-    /* a state that already saw some earlier keys: finite max, positive sum */
-    for (size_t i = 0; i < rows; i++)
-        ms[2 * i] = kt_unif(&r, -1, 1), ms[2 * i + 1] = kt_unif(&r, 0.5f, 2);
-    for (size_t e = 0; e < nq; e++)
-        acc[e] = kt_unif(&r, -1, 1);
+    attn_inputs_t in = attn_inputs(&r, d, tq, tk, nb, false);
+    float *q = in.q, *k = in.k, *v = in.v, *dout = in.dout, *ms = in.ms, *acc = in.acc;
     float *d_q = kt_to_dev(q, nq), *d_k = kt_to_dev(k, nk), *d_v = kt_to_dev(v, nk);
     float *d_ms = kt_to_dev(ms, 2 * rows), *d_acc = kt_to_dev(acc, nq);
     KT_CUDA_OK(tsr_cuda_attn_fwd(st, TSR_ATTN_FP32, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_ms, d_acc));
@@ -171,15 +192,8 @@ static void attn_tf32_case(tcase c, void *st, uint64_t salt)
     int d = c.d, tq = c.tq, tk = c.tk, nb = c.nb;
     size_t nq = (size_t)d * tq * nb, nk = (size_t)d * tk * nb, rows = (size_t)tq * nb;
     float scale = 1.0f / sqrtf((float)d);
-    float *q = kt_rand(&r, nq, -2, 2), *k = kt_rand(&r, nk, -2, 2), *v = kt_rand(&r, nk, -1, 1);
-    float *dout = kt_rand(&r, nq, -1, 1);
-    float *ms = kt_alloc(2 * rows), *acc = kt_alloc(nq);
-    for (size_t i = 0; i < rows; i++) {
-        ms[2 * i] = c.fresh ? -INFINITY : kt_unif(&r, -1, 1);
-        ms[2 * i + 1] = c.fresh ? 0.0f : kt_unif(&r, 0.5f, 2);
-    }
-    for (size_t e = 0; e < nq; e++)
-        acc[e] = c.fresh ? 0.0f : kt_unif(&r, -1, 1);
+    attn_inputs_t in = attn_inputs(&r, d, tq, tk, nb, c.fresh);
+    float *q = in.q, *k = in.k, *v = in.v, *dout = in.dout, *ms = in.ms, *acc = in.acc;
 
     /* reference: (d, tq, nb) o, (tq, nb) lse and D, in double */
     double *o = kt_dalloc(nq), *lse = kt_dalloc(rows), *D = kt_dalloc(rows);
