@@ -196,14 +196,15 @@ static int init_config(const tsr_config_t *user)
         cfg.max_pending_tasks = DEFAULT_MAX_PENDING;
     if (cfg.ncpu > 4096 || cfg.nsim < 0 || cfg.nsim > 16 || cfg.pipeline < 0 ||
         cfg.pipeline > 8 || cfg.sim_bandwidth < 0 || cfg.sim_latency < 0 ||
-        cfg.calibrate < 0 || cfg.calibrate > 2 ||
+        cfg.calibrate < 0 || cfg.calibrate > 2 || cfg.cuda_streams < 0 ||
+        cfg.cuda_streams > 8 ||
         (cfg.evict != TSR_EVICT_WINDOW && cfg.evict != TSR_EVICT_LRU))
         return tsr__fail(TSR_EINVAL,
                          "init: ncpu=%d, nsim=%d (0-16), pipeline=%d (0-8), sim "
                          "bandwidth %g, sim latency %g, calibrate=%d (0-2), evict=%d "
-                         "(0-1): out of range",
+                         "(0-1), cuda_streams=%d (0-8): out of range",
                          cfg.ncpu, cfg.nsim, cfg.pipeline, cfg.sim_bandwidth,
-                         cfg.sim_latency, cfg.calibrate, cfg.evict);
+                         cfg.sim_latency, cfg.calibrate, cfg.evict, cfg.cuda_streams);
     if (cfg.disk_dir && !cfg.disk_dir[0])
         cfg.disk_dir = NULL;
     if (cfg.disk_dir && cfg.simulate)

@@ -98,6 +98,8 @@ Test(api, environment_out_of_range)
         {"TESSERA_NSIM", "4294967297"},
         {"TESSERA_NCUDA", "4294967296"},
         {"TESSERA_PIPELINE", "4294967300"},
+        {"TESSERA_CUDA_STREAMS", "9"},
+        {"TESSERA_CUDA_STREAMS", "-1"},
         {"TESSERA_CALIBRATE", "3"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -124,6 +126,25 @@ Test(api, environment_out_of_range)
     cr_assert_eq(rc, TSR_OK, "%s", tsr_error_message());
     cr_assert_eq(tsr_worker_count(), 2 + tsr_cuda_device_count());
     stop_runtime();
+}
+
+/* The same ranges through tsr_config_t: compute streams per GPU are 0
+ * (the default) to 8. */
+Test(api, config_cuda_streams_out_of_range)
+{
+    static const int bad[] = {-1, 9, 1000};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tsr_config_t cfg;
+        tsr_config_init(&cfg);
+        cfg.cuda_streams = bad[i];
+        int rc = tsr_init(&cfg);
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", tsr_error_message());
+        if (rc == TSR_OK)
+            tsr_shutdown();
+        cr_expect_eq(rc, TSR_EINVAL, "cuda_streams=%d: tsr_init returned %d", bad[i], rc);
+        cr_expect(strstr(msg, "cuda_streams"), "cuda_streams=%d: '%s'", bad[i], msg);
+    }
 }
 
 Test(api, misuse_of_handles_and_tasks)
