@@ -317,7 +317,10 @@ suite suite-nn_gpt2_gen-gpu nn_gpt2_generate $GPU_ONLY
 # ---- kernels and offload benchmarks ----------------------------------------
 count_json() { local n; n=$(grep -c '^{' "$OUTDIR/$1.log" 2>/dev/null); echo "${n:-0}"; }
 run kernels 90 "$BIN/tessera-bench-kernels" --gpu-only
-record kernels "$(verdict)" "$SECS" "$(count_json kernels) figures (kernels.log)"
+# GPT-2's attention task (the causal diagonal pair), TF32 tensor cores
+attn_rate() { grep '^{' "$OUTDIR/kernels.log" 2>/dev/null | grep "\"case\":\"$1\"" | \
+    grep -o '"value":[-0-9.e+]*' | head -1 | cut -d: -f2 | awk '{ if ($1 != "") printf "%.1f", $1 / 1000 }'; }
+record kernels "$(verdict)" "$SECS" "$(count_json kernels) figures (kernels.log); causal attention TF32 fwd $(attn_rate attn_fwd_diag) bwd $(attn_rate attn_bwd_diag) TFLOP/s"
 run offload 90 "$BIN/tessera-bench-offload" --quick
 record offload "$(verdict)" "$SECS" "$(count_json offload) figures (offload.log)"
 
