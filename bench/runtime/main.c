@@ -342,6 +342,61 @@ static void put(figure_t *f, int side, double v)
 
 /* ---- task_overhead ------------------------------------------------------- */
 
+/* The median seconds of reps timed runs of n tasks, after a warm-up run of
+ * n / 10; guarded as a whole against other processes (one run may be
+ * shorter than the kernel's CPU accounting tick), *noisy set when no try was
+ * quiet. -1 when a run failed. run(ctx, n, &seconds) is one run. */
+typedef int (*count_run_fn)(const void *ctx, int n, double *seconds);
+
+static double guarded_median(count_run_fn run, const void *ctx, int n, int reps,
+                             const char *what, int *noisy)
+{
+    double t[16], sec;
+    if (reps > 16)
+        reps = 16;
+    int ok = run(ctx, n / 10, &sec) == 0;
+    guard_t g;
+    guard_init(&g, 3);
+    double wall;
+    do {
+        guard_start(&g);
+        wall = bench_now();
+        for (int r = 0; r < reps && ok; r++)
+            ok = run(ctx, n, &t[r]) == 0;
+        wall = bench_now() - wall;
+    } while (ok && guard_again(&g, wall, what));
+    *noisy |= g.noisy;
+    return ok ? median(t, reps) : -1;
+}
+
+/* the runs: a side's empty tasks of one case, a side's spinning tasks, the
+ * floor's spinning tasks */
+typedef struct run_ctx {
+    const bench_side_t *s;
+    ovh_case_t c;
+    double us;
+    int workers;
+} run_ctx_t;
+
+static int run_overhead(const void *ctx, int n, double *seconds)
+{
+    const run_ctx_t *x = ctx;
+    return x->s->overhead(x->c, n, seconds);
+}
+
+static int run_spin(const void *ctx, int n, double *seconds)
+{
+    const run_ctx_t *x = ctx;
+    return x->s->spin(x->us, n, seconds);
+}
+
+static int run_floor(const void *ctx, int n, double *seconds)
+{
+    const run_ctx_t *x = ctx;
+    return bench_floor_spin(x->workers, x->us, n, seconds);
+}
+
+
 static const char *ovh_names[OVH_NCASES] = {"independent", "rw_chain",
                                             "r_shared"};
 
@@ -363,26 +418,14 @@ static void bench_overhead(void)
                 continue;
             pin_submitter();
             for (int c = 0; c < OVH_NCASES; c++) {
-                double t[16], sec;
-                int ok = s->overhead((ovh_case_t)c, ntasks / 10, &sec) == 0;
-                /* guarded as a whole: one run may be shorter than the
-                 * kernel's CPU accounting tick */
-                guard_t g;
-                guard_init(&g, 3);
-                double wall;
-                do {
-                    guard_start(&g);
-                    wall = bench_now();
-                    for (int r = 0; r < reps && ok; r++)
-                        ok = s->overhead((ovh_case_t)c, ntasks, &t[r]) == 0;
-                    wall = bench_now() - wall;
-                } while (ok && guard_again(&g, wall, ovh_names[c]));
-                f[c]->noisy |= g.noisy;
-                if (!ok) {
+                run_ctx_t x = {.s = s, .c = (ovh_case_t)c};
+                double sec = guarded_median(run_overhead, &x, ntasks, reps, ovh_names[c],
+                                            &f[c]->noisy);
+                if (sec < 0) {
                     run_failed(s, ovh_names[c]);
                     continue;
                 }
-                double us = median(t, reps) / ntasks * 1e6;
+                double us = sec / ntasks * 1e6;
                 put(f[c], si, us);
                 fprintf(stderr, "  task_overhead %-8s w=%d %-12s %8.3f us/task\n",
                         s->name, w, ovh_names[c], us);
@@ -422,25 +465,14 @@ static void bench_granularity(void)
             continue;
         pin_submitter();
         for (int i = 0; i < NT; i++) {
-            double t[8], sec;
-            int ok = s->spin(T[i], ntasks[i] / 10, &sec) == 0;
-            guard_t g;
-            guard_init(&g, 3);
-            double wall;
-            do {
-                guard_start(&g);
-                wall = bench_now();
-                for (int r = 0; r < reps && ok; r++)
-                    ok = s->spin(T[i], ntasks[i], &t[r]) == 0;
-                wall = bench_now() - wall;
-            } while (ok && guard_again(&g, wall, f[i]->kase));
-            f[i]->noisy |= g.noisy;
-            if (!ok) {
+            run_ctx_t x = {.s = s, .us = T[i]};
+            double sec = guarded_median(run_spin, &x, ntasks[i], reps, f[i]->kase,
+                                        &f[i]->noisy);
+            if (sec < 0) {
                 run_failed(s, f[i]->kase);
                 continue;
             }
-            double ideal = ntasks[i] * T[i] * 1e-6 / w;
-            double eff = ideal / median(t, reps);
+            double eff = ntasks[i] * T[i] * 1e-6 / w / sec;
             put(f[i], si, eff);
             if (si == 0)
                 put(fl[i], 0, eff);
@@ -454,25 +486,14 @@ static void bench_granularity(void)
     /* the floor, under the same pinning and guard */
     pin_submitter();
     for (int i = 0; i < NT; i++) {
-        double t[8], sec;
-        int ok = bench_floor_spin(w, T[i], ntasks[i] / 10, &sec) == 0;
-        guard_t g;
-        guard_init(&g, 3);
-        double wall;
-        do {
-            guard_start(&g);
-            wall = bench_now();
-            for (int r = 0; r < reps && ok; r++)
-                ok = bench_floor_spin(w, T[i], ntasks[i], &t[r]) == 0;
-            wall = bench_now() - wall;
-        } while (ok && guard_again(&g, wall, fl[i]->kase));
-        fl[i]->noisy |= g.noisy;
-        if (!ok) {
+        run_ctx_t x = {.us = T[i], .workers = w};
+        double sec = guarded_median(run_floor, &x, ntasks[i], reps, fl[i]->kase, &fl[i]->noisy);
+        double eff = sec < 0 ? -1 : ntasks[i] * T[i] * 1e-6 / w / sec;
+        if (eff < 0) {
             fprintf(stderr, "  granularity   floor: no threads for %s\n", fl[i]->kase);
             failures++;
             continue;
         }
-        double eff = ntasks[i] * T[i] * 1e-6 / w / median(t, reps);
         put(fl[i], 1, eff);
         fprintf(stderr, "  granularity   floor    w=%d T=%5gus %6d tasks  efficiency %.3f\n", w,
                 T[i], ntasks[i], eff);

@@ -102,6 +102,28 @@ static __device__ __forceinline__ void tc_score_pair(const frag_a *a, const frag
     }
 }
 
+/* acc (16, DMAX) += A (16, BC) B (BC, DMAX) for this warp: A its 16 rows of
+ * a (BR, BC) shared tile (stride LDC), B a (BC, DMAX) shared chunk (stride
+ * LDD), both already TF32. */
+template <int DMAX>
+static __device__ __forceinline__ void tc_chunk_product(frag_acc *acc, const float *a,
+                                                        const float *b, int warp)
+{
+    typedef tc_geo<DMAX> G;
+    constexpr int LDD = G::LDD, LDC = G::LDC;
+#pragma unroll
+    for (int kk = 0; kk < G::KC; kk++) {
+        frag_a af;
+        wmma::load_matrix_sync(af, &a[16 * warp * LDC + 8 * kk], LDC);
+#pragma unroll
+        for (int nt = 0; nt < G::ND; nt++) {
+            frag_b_row bf;
+            wmma::load_matrix_sync(bf, &b[8 * kk * LDD + 16 * nt], LDD);
+            wmma::mma_sync(acc[nt], af, bf, acc[nt]);
+        }
+    }
+}
+
 /* keys of a (tk) tile that query i sees: 0..tk */
 static __device__ __forceinline__ int tc_visible(int tk, int q0, int k0, int i)
 {
@@ -266,17 +288,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 #pragma unroll
         for (int nt = 0; nt < G::ND; nt++)
             wmma::fill_fragment(o[nt], 0.0f);
-#pragma unroll
-        for (int kk = 0; kk < G::KC; kk++) {
-            frag_a pf;
-            wmma::load_matrix_sync(pf, &sp[16 * warp * LDC + 8 * kk], LDC);
-#pragma unroll
-            for (int nt = 0; nt < G::ND; nt++) {
-                frag_b_row vf;
-                wmma::load_matrix_sync(vf, &vs[8 * kk * LDD + 16 * nt], LDD);
-                wmma::mma_sync(o[nt], pf, vf, o[nt]);
-            }
-        }
+        tc_chunk_product<DMAX>(o, sp, vs, warp);
 #pragma unroll
         for (int nt = 0; nt < G::ND; nt++)
             wmma::store_matrix_sync(&ob[16 * warp * LDD + 16 * nt], o[nt], LDD, wmma::mem_row_major);
@@ -365,17 +377,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
         __syncwarp();
 
         /* dQ (16, DMAX) += dS (16, BC) K (BC, DMAX) */
-#pragma unroll
-        for (int kk = 0; kk < G::KC; kk++) {
-            frag_a sf;
-            wmma::load_matrix_sync(sf, &sb[16 * warp * LDC + 8 * kk], LDC);
-#pragma unroll
-            for (int nt = 0; nt < G::ND; nt++) {
-                frag_b_row kf;
-                wmma::load_matrix_sync(kf, &ks[8 * kk * LDD + 16 * nt], LDD);
-                wmma::mma_sync(dqf[nt], sf, kf, dqf[nt]);
-            }
-        }
+        tc_chunk_product<DMAX>(dqf, sb, ks, warp);
     }
 
     /* dq rows of this warp += dQ, through its rows of the staging tile */
@@ -464,20 +466,8 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
         __syncwarp();
 
         /* dV (16, DMAX) += P^T (16, BC) dO (BC, DMAX), dK += dS^T (16, BC) Q (BC, DMAX) */
-#pragma unroll
-        for (int kk = 0; kk < G::KC; kk++) {
-            frag_a pf, sf;
-            wmma::load_matrix_sync(pf, &sb[16 * warp * LDC + 8 * kk], LDC);
-            wmma::load_matrix_sync(sf, &pb[16 * warp * LDC + 8 * kk], LDC);
-#pragma unroll
-            for (int nt = 0; nt < G::ND; nt++) {
-                frag_b_row df, qf;
-                wmma::load_matrix_sync(df, &dos[8 * kk * LDD + 16 * nt], LDD);
-                wmma::mma_sync(dvf[nt], pf, df, dvf[nt]);
-                wmma::load_matrix_sync(qf, &qs[8 * kk * LDD + 16 * nt], LDD);
-                wmma::mma_sync(dkf[nt], sf, qf, dkf[nt]);
-            }
-        }
+        tc_chunk_product<DMAX>(dvf, sb, dos, warp);
+        tc_chunk_product<DMAX>(dkf, pb, qs, warp);
     }
 
     /* dk, dv rows of this warp += dK, dV, through its rows of the staging tile */
