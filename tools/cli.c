@@ -283,6 +283,12 @@ int cli_runtime_init(int threads, const char *sched)
     tsr_config_init(&cfg);
     if (threads > 0)
         cfg.ncpu = threads;
+    else if (tsr_cuda_device_count() > 0)
+        /* The model cuts GPU-sized tiles when GPUs are there (docs/gpt2.md),
+         * and CPU workers beside them take such tasks under eager and slow
+         * the step by orders of magnitude: the GPUs alone, unless --threads
+         * or TESSERA_NCPU (which overrides this) asks for CPU workers. */
+        cfg.ncpu = -1;
     if (sched != NULL)
         cfg.sched = sched;
     int rc = tsr_init(&cfg);

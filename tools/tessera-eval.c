@@ -25,7 +25,8 @@ static const char usage[] =
     "  --batch B            sequences per forward pass (default 4)\n"
     "  --seq T              tokens per sequence (default: the context, at most 1024)\n"
     "  --max-batches K      evaluate the first K batches only (default 0: all)\n"
-    "  --threads N          CPU workers (default: one per core)\n"
+    "  --threads N          CPU workers (default: one per core; none where GPUs are:\n"
+    "                       the GPUs alone)\n"
     "  --sched NAME         scheduling policy (default: eager)\n"
     "Refuses to run under TESSERA_SIMULATE (exit 2): a simulated run has no real\n"
     "data; tessera-sim simulates a model's steps.\n";

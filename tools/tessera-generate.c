@@ -47,7 +47,8 @@ static const char usage[] =
     "                       read per token; fp32 sums)\n"
     "  --seq N              positions per sequence, prompt included (default:\n"
     "                       the longest prompt + tokens, at most the context)\n"
-    "  --threads N          CPU workers (default: one per core)\n"
+    "  --threads N          CPU workers (default: one per core; none where GPUs are:\n"
+    "                       the GPUs alone)\n"
     "  --sched NAME         scheduling policy (default: eager)\n"
     "Refuses to run under TESSERA_SIMULATE (exit 2): a simulated run has no real\n"
     "data; tessera-sim simulates a model's steps.\n";

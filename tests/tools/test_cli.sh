@@ -7,7 +7,8 @@
 # bytes may differ in the last place), eval and generate on the checkpoint
 # (a run folder, a step folder, a file; generation reproducible for a seed,
 # stop strings, a batch of prompts), and clear failures (exit 2 for
-# usage, 1 otherwise) on bad input, folders, FIFOs and NUL bytes among them.
+# usage, 1 otherwise) on bad input, folders, FIFOs and NUL bytes among them;
+# and, where GPUs are (one emulated), the GPUs alone unless --threads.
 # Prints a Criterion-style synthesis line for tests/run-suite.sh.
 set -u
 BIN=$1
@@ -129,5 +130,30 @@ printf 'first prompt\nsec\0ond\nthird\n' >"$TMP/nul.txt"
 check nul_in_prompts_names_the_line says "'$TMP/nul.txt' line 2 holds a NUL byte" \
     "$BIN/tessera-generate" --checkpoint "$TMP/a" --prompts "$TMP/nul.txt"
 
+# Where GPUs are, the programs run on them alone unless --threads asks for
+# CPU workers (beside GPU-sized tiles they slowed a step past a minute under
+# eager); one emulated GPU stands for them where the build has the
+# emulation. The runtime's worker table (TESSERA_STATS) says which ran.
+workers_of() { # the node of every worker row of a one-step run; extra flags
+    TESSERA_CUDA_EMU_DEVICES=1 TESSERA_STATS=1 "$BIN/tessera-train" --data "$TMP/c_train.bin" \
+        --vocab 257 --layers 2 --heads 2 --channels 32 --context 32 --seq 32 --batch 4 \
+        --steps 1 --out "$TMP/gpu$#" "$@" 2>&1 | awk '$1 ~ /^[0-9]+$/ && NF == 6 { print $2 }'
+}
+gpus_alone() {
+    local nodes; nodes=$(workers_of | sort -u | tr '\n' ' ')
+    echo "worker nodes: $nodes"
+    [ "$nodes" = "cuda0 " ]
+}
+cpus_on_request() {
+    local nodes; nodes=$(workers_of --threads 1 | sort -u | tr '\n' ' ')
+    echo "worker nodes: $nodes"
+    [ "$nodes" = "cuda0 host " ]
+}
+if TESSERA_CUDA_EMU_DEVICES=1 "$BIN/tessera-info" 2>/dev/null | grep -q '^cuda devices: 1'; then
+    check gpus_alone_by_default gpus_alone
+    check cpu_workers_with_threads cpus_on_request
+else
+    echo "[SKIP] $SUITE::gpus_alone_by_default: this build has no CUDA emulation"
+fi
 
 finish
