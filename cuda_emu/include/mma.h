@@ -89,25 +89,31 @@ static inline void fill_fragment(fragment<Use, M, N, K, T, L> &f, float v)
         f.x[e] = v;
 }
 
-/* element (r, c) of a matrix_a / matrix_b tile at p: row-major p[r*ldm + c],
- * column-major p[c*ldm + r] */
-template <class Use, int M, int N, int K, class T>
-static inline void load_matrix_sync(fragment<Use, M, N, K, T, row_major> &f, const float *p,
-                                    unsigned ldm)
+/* where element (r, c) of a tile stands in memory: row-major r*ldm + c,
+ * column-major c*ldm + r */
+static inline size_t elem_at(row_major, int r, int c, unsigned ldm)
 {
-    typedef fragment<Use, M, N, K, T, row_major> F;
-    for (int r = 0; r < F::rows; r++)
-        for (int c = 0; c < F::cols; c++)
-            f.x[r * F::cols + c] = p[(size_t)r * ldm + c];
+    return (size_t)r * ldm + c;
 }
-template <class Use, int M, int N, int K, class T>
-static inline void load_matrix_sync(fragment<Use, M, N, K, T, col_major> &f, const float *p,
+static inline size_t elem_at(col_major, int r, int c, unsigned ldm)
+{
+    return (size_t)c * ldm + r;
+}
+static inline size_t elem_at(layout_t layout, int r, int c, unsigned ldm)
+{
+    return layout == mem_row_major ? elem_at(row_major(), r, c, ldm)
+                                   : elem_at(col_major(), r, c, ldm);
+}
+
+/* a matrix_a / matrix_b tile from p, in the fragment's layout */
+template <class Use, int M, int N, int K, class T, class Layout>
+static inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const float *p,
                                     unsigned ldm)
 {
-    typedef fragment<Use, M, N, K, T, col_major> F;
+    typedef fragment<Use, M, N, K, T, Layout> F;
     for (int r = 0; r < F::rows; r++)
         for (int c = 0; c < F::cols; c++)
-            f.x[r * F::cols + c] = p[(size_t)c * ldm + r];
+            f.x[r * F::cols + c] = p[elem_at(Layout(), r, c, ldm)];
 }
 template <int M, int N, int K>
 static inline void load_matrix_sync(fragment<accumulator, M, N, K, float> &f, const float *p,
@@ -116,8 +122,7 @@ static inline void load_matrix_sync(fragment<accumulator, M, N, K, float> &f, co
     typedef fragment<accumulator, M, N, K, float> F;
     for (int r = 0; r < F::rows; r++)
         for (int c = 0; c < F::cols; c++)
-            f.x[r * F::cols + c] = layout == mem_row_major ? p[(size_t)r * ldm + c]
-                                                           : p[(size_t)c * ldm + r];
+            f.x[r * F::cols + c] = p[elem_at(layout, r, c, ldm)];
 }
 
 /* Each lane writes the elements it owns: e % 32 == lane. */
@@ -128,11 +133,7 @@ static inline void store_matrix_sync(float *p, const fragment<accumulator, M, N,
     typedef fragment<accumulator, M, N, K, float> F;
     int lane = tsr_emu_lane();
     for (int e = lane; e < F::num_elements; e += 32) {
-        int r = e / F::cols, c = e % F::cols;
-        if (layout == mem_row_major)
-            p[(size_t)r * ldm + c] = f.x[e];
-        else
-            p[(size_t)c * ldm + r] = f.x[e];
+        p[elem_at(layout, e / F::cols, e % F::cols, ldm)] = f.x[e];
     }
 }
 

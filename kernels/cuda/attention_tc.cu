@@ -131,6 +131,28 @@ static __device__ __forceinline__ int tc_visible(int tk, int q0, int k0, int i)
     return n < 0 ? 0 : (n > tk ? tk : (int)n);
 }
 
+/* The query rows of block (x, b) of a query-side kernel and of this warp:
+ * block rows [ib, ib + BR) (the heaviest block first), the warp's from iw,
+ * this lane's row i (lanes 2r and 2r+1 share row r); the keys any query of
+ * the block, of the warp, sees (nblock, nwarp). */
+struct tc_qrows {
+    int ib, iw, i, nblock, nwarp;
+};
+
+template <int DMAX>
+static __device__ __forceinline__ tc_qrows tc_query_rows(int tq, int tk, int q0, int k0,
+                                                         int warp, int r)
+{
+    constexpr int BR = tc_geo<DMAX>::BR;
+    tc_qrows q;
+    q.ib = (gridDim.x - 1 - blockIdx.x) * BR;
+    q.iw = q.ib + 16 * warp;
+    q.i = q.iw + r;
+    q.nblock = tc_visible(tk, q0, k0, min(tq, q.ib + BR) - 1);
+    q.nwarp = q.iw < tq ? tc_visible(tk, q0, k0, min(tq, q.iw + 16) - 1) : 0;
+    return q;
+}
+
 /* sh[rr][c] (row stride LD), rr < ROWS, c < DMAX  <-  tf32(src(c, r0 + rr) * mul)
  * from a (d, nrows) column-major tile; rows past nrows and columns past d are 0. */
 template <int ROWS, int DMAX, int LD>
@@ -201,11 +223,8 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int r = lane / 2, h = lane % 2; /* softmax pass: row r, columns j = h + 2t */
     const int b = blockIdx.y;
-    const int ib = (gridDim.x - 1 - blockIdx.x) * BR; /* heaviest block first */
-    const int iw = ib + 16 * warp, i = iw + r;
-    /* keys any query of the block / of the warp sees */
-    const int nblock = tc_visible(tk, q0, k0, min(tq, ib + BR) - 1);
-    const int nwarp = iw < tq ? tc_visible(tk, q0, k0, min(tq, iw + 16) - 1) : 0;
+    const tc_qrows rows = tc_query_rows<DMAX>(tq, tk, q0, k0, warp, r);
+    const int ib = rows.ib, i = rows.i, nblock = rows.nblock, nwarp = rows.nwarp;
     if (nblock == 0)
         return; /* block-uniform: no query of the block sees a key */
     const bool active = i < tq;
@@ -291,7 +310,8 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
         tc_chunk_product<DMAX>(o, sp, vs, warp);
 #pragma unroll
         for (int nt = 0; nt < G::ND; nt++)
-            wmma::store_matrix_sync(&ob[16 * warp * LDD + 16 * nt], o[nt], LDD, wmma::mem_row_major);
+            wmma::store_matrix_sync(&ob[16 * warp * LDD + 16 * nt], o[nt], LDD,
+                                    wmma::mem_row_major);
         __syncwarp();
 
         /* acc' = acc e^(m - m') + PV, row r, columns h + 2u */
@@ -333,10 +353,9 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int r = lane / 2, h = lane % 2;
     const int b = blockIdx.y;
-    const int ib = (gridDim.x - 1 - blockIdx.x) * BR; /* heaviest block first */
-    const int iw = ib + 16 * warp, i = iw + r;
-    const int nblock = tc_visible(tk, q0, k0, min(tq, ib + BR) - 1);
-    const int nwarp = iw < tq ? tc_visible(tk, q0, k0, min(tq, iw + 16) - 1) : 0;
+    const tc_qrows rows = tc_query_rows<DMAX>(tq, tk, q0, k0, warp, r);
+    const int ib = rows.ib, iw = rows.iw, i = rows.i;
+    const int nblock = rows.nblock, nwarp = rows.nwarp;
     if (nblock == 0)
         return;
     const bool active = i < tq;
