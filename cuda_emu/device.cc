@@ -19,6 +19,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 extern "C" {
 __thread const tsr_emu_block_ctx *tsr_emu_cur_block;
@@ -128,6 +129,7 @@ const char *op_name(int op)
     case TSR_EMU_WARP_SHFL: return "__shfl_*_sync";
     case TSR_EMU_WARP_BALLOT: return "__ballot_sync";
     case TSR_EMU_WARP_ANY: return "__any_sync";
+    case TSR_EMU_WARP_GATHER: return "a warp-wide PTX instruction (mma.sync)";
     default: return "__all_sync";
     }
 }
@@ -204,6 +206,23 @@ int release_warps(Block *b, std::string *msg)
                 case TSR_EMU_WARP_BALLOT: o->result = vote; break;
                 case TSR_EMU_WARP_ANY: o->result = vote != 0; break;
                 case TSR_EMU_WARP_ALL: o->result = vote == (unsigned long long)part; break;
+                case TSR_EMU_WARP_GATHER: {
+                    /* lane k's deposit at all + k*bytes; absent lanes give zeros */
+                    const tsr_emu_gather_args *g = (const tsr_emu_gather_args *)(uintptr_t)o->value;
+                    for (int s = 0; s < 32; s++) {
+                        char *dst = (char *)g->all + (size_t)s * g->bytes;
+                        const tsr_emu_gather_args *gs =
+                            s < lanes && (part >> s & 1u)
+                                ? (const tsr_emu_gather_args *)(uintptr_t)b->threads[w0 + s].value
+                                : nullptr;
+                        if (gs && gs->bytes == g->bytes)
+                            memcpy(dst, gs->in, g->bytes);
+                        else
+                            memset(dst, 0, g->bytes);
+                    }
+                    o->result = 0;
+                    break;
+                }
                 default: o->result = 0; break;
                 }
             }

@@ -71,6 +71,7 @@ TSR_EMU_API void tsr_emu_launch_submit(const char *name, dim3 grid, dim3 block,
 #define TSR_EMU_WARP_BALLOT 2
 #define TSR_EMU_WARP_ANY 3
 #define TSR_EMU_WARP_ALL 4
+#define TSR_EMU_WARP_GATHER 5
 
 #define threadIdx (tsr_emu_cur_thread->idx)
 #define blockIdx (tsr_emu_cur_block->idx)
@@ -140,6 +141,22 @@ static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 3
 {
     int lane = tsr_emu_lane(), base = lane & ~(width - 1), src = lane ^ lane_mask;
     return tsr_emu_shfl(mask, v, src >= base + width ? lane : src, file, line);
+}
+/* Every lane of the full warp deposits `bytes` bytes at `in`; each gets all
+ * 32 deposits, lane k's at all + k*bytes (the emulated PTX instructions that
+ * read other lanes' registers, cuda_emu/include/ptx_emu.h, are built on it). */
+struct tsr_emu_gather_args {
+    const void *in;
+    void *all;
+    unsigned bytes;
+};
+static inline void tsr_emu_warp_gather(const void *in, void *all, unsigned bytes,
+                                       const char *file = __builtin_FILE(),
+                                       int line = __builtin_LINE())
+{
+    tsr_emu_gather_args g = {in, all, bytes};
+    (void)tsr_emu_warp(TSR_EMU_WARP_GATHER, 0xffffffffu, (unsigned long long)(uintptr_t)&g, -1,
+                       file, line);
 }
 static inline unsigned __ballot_sync(unsigned mask, int pred, const char *file = __builtin_FILE(),
                                      int line = __builtin_LINE())

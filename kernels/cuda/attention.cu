@@ -393,7 +393,10 @@ int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int
         return 0;
     cudaStream_t s = TSR_STREAM(stream);
     if (prec == TSR_ATTN_TF32 && tsr__cuda_attn_tc_takes(d))
-        return tsr__cuda_attn_fwd_tc(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
+        return tsr__cuda_attn_fwd_tc(s, d, tq, tk, nb, q0, k0, scale,
+                                     {d, d, d, (long long)tq * d, (long long)tk * d,
+                                      (long long)tq * d},
+                                     q, k, v, ms, acc);
     switch (dmax_of(d)) {
     case 32: return launch_fwd<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
     case 64: return launch_fwd<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
@@ -464,8 +467,10 @@ int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int
         return 0;
     cudaStream_t s = TSR_STREAM(stream);
     if (prec == TSR_ATTN_TF32 && tsr__cuda_attn_tc_takes(d))
-        return tsr__cuda_attn_bwd_tc(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq,
-                                     dk, dv);
+        return tsr__cuda_attn_bwd_tc(s, d, tq, tk, nb, q0, k0, scale,
+                                     {d, d, d, (long long)tq * d, (long long)tk * d,
+                                      (long long)tq * d},
+                                     q, k, v, dout, lse, D, dq, dk, dv);
     switch (dmax_of(d)) {
     case 32: return launch_bwd<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
     case 64: return launch_bwd<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);

@@ -3,506 +3,490 @@
  * for head dimensions d <= 64; kernels/cuda/attention.cu dispatches here and
  * keeps the FP32 CUDA-core kernels as the strict path and the reference.
  *
- * Mechanism: CUDA WMMA (nvcuda::wmma, m16n16k8, precision::tf32), fragments
- * loaded from shared memory, inputs rounded with __float_to_tf32 when they are
- * staged.  Our own kernels rather than cuDNN (not a dependency): the same
- * source runs under the project's CUDA emulation (cuda_emu/include/mma.h) and
- * in the deterministic mode.  The element layout of a fragment is opaque, so
- * all per-row work (masking, online softmax, exp, the dS of the backward) is
- * done by ordinary threads on tiles stored to shared memory
- * (store_matrix_sync), and P / dS are loaded back as matrix_a fragments.
- * Accumulation and softmax are FP32; only the products' operands are TF32
- * (10 mantissa bits): about 1e-3 relative error per score, see
- * tests/kernels/test_cuda_attention.c for the derived tolerance.
+ * Mechanism: the PTX warp-wide product mma.sync m16n8k8 TF32 (kernels/cuda/
+ * ptx.cuh), flash-attention style with everything per row in registers.
+ * Its fragment layout is documented, so the score accumulators of S = Q K^T
+ * are masked, exponentiated and summed where they are (a lane holds rows g
+ * and g+8, keys 2t and 2t+1 of each 8-key block, g = lane/4, t = lane%4),
+ * and reused directly as the A operand of the next product (P V, dS K):
+ * the product sums over keys, so A's column t is taken to be key 2t and
+ * column t+4 key 2t+1, and B's rows are read from shared memory in that
+ * order.  Nothing goes through shared memory but the streamed chunks, which
+ * arrive by cp.async into a double buffer while the previous chunk is being
+ * multiplied.  Our own kernels rather than cuDNN (not a dependency): the same
+ * source runs under the project's CUDA emulation (cuda_emu/include/
+ * ptx_emu.h emulates the instructions with their real register layouts) and
+ * in the deterministic mode.  An earlier WMMA version staged every score
+ * tile through shared memory and reached 9-12 TFLOP/s on an H100 (the
+ * layout of a WMMA fragment is opaque, so the softmax had to be done on
+ * stored tiles).
+ *
+ * Operands are converted to TF32 (round to nearest) as they enter a
+ * fragment; softmax and accumulation are FP32, in the log2 domain
+ * (s2 = log2(e) scale q.k, exp2), the state ms stored in the natural one.
+ * About 1e-3 relative error per score: tests/kernels/test_cuda_attention.c
+ * derives the tolerance.
  *
  * Geometry (tc_geo): a block is 4 warps, each warp owns 16 rows (queries in
  * the forward and the dq kernel, keys in the dk/dv kernel), 64 rows per block,
- * and streams the other side in chunks of BC = 32 rows through shared memory.
- * For the GPT-2 call (tq = tk = 1024, nb = 8) that is 16 x 8 = 128 blocks of
- * 128 threads: one wave that covers 128 of an H100's 132 SMs, while the four
- * warps share each staged key (query) chunk.  The causal work per block is
- * uneven (the last query block sees every key), so blocks are numbered
- * heaviest first.  Head dimensions are padded with zeros to DMAX = 32 or 64.
- * Everything fits the 48 KiB of static shared memory (no opt-in attribute,
- * which the emulation does not model); d = 65..256 needs more shared memory
- * or smaller blocks and runs the FP32 kernels (attention.cu).
+ * and streams the other side in chunks of BC = 32 rows (two stages of
+ * (BC, DMAX) pairs in 35 KiB of static shared memory).  For the GPT-2 call
+ * (tq = tk = 1024, 12 heads) a launch is 16 x 12 blocks of 128 threads.
+ * Causal work per block is uneven, so blocks are numbered heaviest first.
+ * Head dimensions are padded with zeros to DMAX = 32 or 64; d = 65..256 runs
+ * the FP32 kernels (attention.cu).  Rows may be strided (tsr__attn_strides):
+ * q, k, v read in place from a fused (3C, T) tile.
  *
  * Backward: two kernels as in attention.cu (dk/dv over keys, dq over
  * queries), both recompute p from lse, no atomics, deterministic; results are
  * ADDED to dq, dk, dv.
  *
- * Must never: use float atomics, depend on a fragment's element layout (only
- * uniform operations on x[]), or run without the caller asking for TF32.
+ * Must never: use float atomics, let a warp diverge around a tsr_mma_tf32
+ * (it is warp-wide), or run without the caller asking for TF32.
  */
 #include <math.h>
-#include <mma.h>
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_tc.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ptx.cuh"
 
-using namespace nvcuda;
-
-/* a: (16, 8) row-major from shared memory; b: (8, 16), row-major or
- * column-major (a transposed row-major tile); accumulator: (16, 16) fp32 */
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> frag_a;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> frag_b_row;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> frag_b_col;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 8, float> frag_acc;
+#define TC_LOG2E 1.4426950408889634f
+#define TC_LN2 0.6931471805599453f
 
 template <int DMAX> struct tc_geo {
     static constexpr int WARPS = 4;
     static constexpr int THREADS = 32 * WARPS;
     static constexpr int BR = 16 * WARPS; /* rows owned per block, 16 per warp */
     static constexpr int BC = 32;         /* streamed rows per chunk */
-    /* Shared row strides (floats): padded by 4 against bank conflicts, a
-     * multiple of 4 as WMMA requires; 8-row steps stay 32-byte aligned. */
-    static constexpr int LDD = DMAX + 4; /* a (rows, DMAX) tile */
-    static constexpr int LDC = BC + 4;   /* a (rows, BC) tile */
-    static constexpr int KD = DMAX / 8;  /* k-steps over the head dimension */
-    static constexpr int ND = DMAX / 16; /* 16-column tiles over the head dimension */
-    static constexpr int KC = BC / 8;    /* k-steps over a chunk */
-    static constexpr int NC = BC / 16;   /* 16-column tiles over a chunk */
-    /* the (BR, DMAX) staging of a block's own rows reuses the two chunk tiles */
-    static_assert(BR == 2 * BC, "own rows are staged in the two chunk tiles");
+    /* shared row stride (floats): +4 keeps the 16-byte cp.async alignment
+     * and puts the 32 lanes of every fragment read on 32 distinct banks */
+    static constexpr int LDS = DMAX + 4;
+    static constexpr int KD = DMAX / 8; /* 8-wide steps over the head dimension */
+    static constexpr int NC = BC / 8;   /* 8-wide steps over a chunk */
+    static constexpr int STAGE = BC * LDS;
 };
 
-/* The backward's two score products for this warp's 16 rows over one
- * streamed chunk: S (16, BC) = A X^T and dP (16, BC) = B Y^T, with A, B
- * the warp's rows as matrix_a fragments over the head dimension and X, Y
- * the chunk's (BC, DMAX) rows in shared memory (stride LDD); stored
- * row-major at the warp's rows of sb and pb (stride LDC). */
-template <int DMAX>
-static __device__ __forceinline__ void tc_score_pair(const frag_a *a, const frag_a *b,
-                                                     const float *x, const float *y,
-                                                     float *sb, float *pb, int warp)
-{
-    typedef tc_geo<DMAX> G;
-    constexpr int LDD = G::LDD, LDC = G::LDC;
-    frag_acc s[G::NC], dp[G::NC];
-#pragma unroll
-    for (int nt = 0; nt < G::NC; nt++) {
-        wmma::fill_fragment(s[nt], 0.0f);
-        wmma::fill_fragment(dp[nt], 0.0f);
-    }
-#pragma unroll
-    for (int kk = 0; kk < G::KD; kk++)
-#pragma unroll
-        for (int nt = 0; nt < G::NC; nt++) {
-            frag_b_col xf, yf;
-            wmma::load_matrix_sync(xf, &x[16 * nt * LDD + 8 * kk], LDD);
-            wmma::mma_sync(s[nt], a[kk], xf, s[nt]);
-            wmma::load_matrix_sync(yf, &y[16 * nt * LDD + 8 * kk], LDD);
-            wmma::mma_sync(dp[nt], b[kk], yf, dp[nt]);
-        }
-#pragma unroll
-    for (int nt = 0; nt < G::NC; nt++) {
-        wmma::store_matrix_sync(&sb[16 * warp * LDC + 16 * nt], s[nt], LDC, wmma::mem_row_major);
-        wmma::store_matrix_sync(&pb[16 * warp * LDC + 16 * nt], dp[nt], LDC, wmma::mem_row_major);
-    }
-}
-
-/* acc (16, DMAX) += A (16, BC) B (BC, DMAX) for this warp: A its 16 rows of
- * a (BR, BC) shared tile (stride LDC), B a (BC, DMAX) shared chunk (stride
- * LDD), both already TF32. */
-template <int DMAX>
-static __device__ __forceinline__ void tc_chunk_product(frag_acc *acc, const float *a,
-                                                        const float *b, int warp)
-{
-    typedef tc_geo<DMAX> G;
-    constexpr int LDD = G::LDD, LDC = G::LDC;
-#pragma unroll
-    for (int kk = 0; kk < G::KC; kk++) {
-        frag_a af;
-        wmma::load_matrix_sync(af, &a[16 * warp * LDC + 8 * kk], LDC);
-#pragma unroll
-        for (int nt = 0; nt < G::ND; nt++) {
-            frag_b_row bf;
-            wmma::load_matrix_sync(bf, &b[8 * kk * LDD + 16 * nt], LDD);
-            wmma::mma_sync(acc[nt], af, bf, acc[nt]);
-        }
-    }
-}
+/* the shapes and strides every kernel takes */
+struct tc_shape {
+    int d, tq, tk, q0, k0;
+    float scale;
+    tsr__attn_strides st;
+    int vec; /* every staged row 16-byte aligned: cp.async */
+};
 
 /* keys of a (tk) tile that query i sees: 0..tk */
-static __device__ __forceinline__ int tc_visible(int tk, int q0, int k0, int i)
+static __device__ __forceinline__ int tc_visible(const tc_shape &sp, int i)
 {
-    long long n = (long long)q0 + i - k0 + 1;
-    return n < 0 ? 0 : (n > tk ? tk : (int)n);
+    long long n = (long long)sp.q0 + i - sp.k0 + 1;
+    return n < 0 ? 0 : (n > sp.tk ? sp.tk : (int)n);
 }
 
 /* The query rows of block (x, b) of a query-side kernel and of this warp:
- * block rows [ib, ib + BR) (the heaviest block first), the warp's from iw,
- * this lane's row i (lanes 2r and 2r+1 share row r); the keys any query of
- * the block, of the warp, sees (nblock, nwarp). */
+ * block rows [ib, ib + BR) (the heaviest block first), the warp's from iw;
+ * the keys any query of the block, of the warp, sees (nblock, nwarp), and
+ * the keys the warp's first query sees (nfirst: chunks below it need no
+ * mask). */
 struct tc_qrows {
-    int ib, iw, i, nblock, nwarp;
+    int ib, iw, nblock, nwarp, nfirst;
 };
 
 template <int DMAX>
-static __device__ __forceinline__ tc_qrows tc_query_rows(int tq, int tk, int q0, int k0,
-                                                         int warp, int r)
+static __device__ __forceinline__ tc_qrows tc_query_rows(const tc_shape &sp, int warp)
 {
     constexpr int BR = tc_geo<DMAX>::BR;
     tc_qrows q;
     q.ib = (gridDim.x - 1 - blockIdx.x) * BR;
     q.iw = q.ib + 16 * warp;
-    q.i = q.iw + r;
-    q.nblock = tc_visible(tk, q0, k0, min(tq, q.ib + BR) - 1);
-    q.nwarp = q.iw < tq ? tc_visible(tk, q0, k0, min(tq, q.iw + 16) - 1) : 0;
+    q.nblock = tc_visible(sp, min(sp.tq, q.ib + BR) - 1);
+    q.nwarp = q.iw < sp.tq ? tc_visible(sp, min(sp.tq, q.iw + 16) - 1) : 0;
+    q.nfirst = q.iw < sp.tq ? tc_visible(sp, q.iw) : 0;
     return q;
 }
 
-/* sh[rr][c] (row stride LD), rr < ROWS, c < DMAX  <-  tf32(src(c, r0 + rr) * mul)
- * from a (d, nrows) column-major tile; rows past nrows and columns past d are 0. */
-template <int ROWS, int DMAX, int LD>
-static __device__ __forceinline__ void tc_stage(float *sh, const float *src, int d, int nrows,
-                                                int r0, float mul)
-{
-    for (int e = threadIdx.x; e < ROWS * DMAX; e += blockDim.x) {
-        int rr = e / DMAX, c = e % DMAX, r = r0 + rr;
-        float x = (r < nrows && c < d) ? src[(size_t)r * d + c] * mul : 0.0f;
-        sh[rr * LD + c] = wmma::__float_to_tf32(x);
-    }
-}
-
-/* dst(c, r0 + rr) += sh[rr][c] for the 16 rows of a warp: (d, nrows) tile,
- * lanes along c (coalesced) */
-template <int DMAX, int LD>
-static __device__ __forceinline__ void tc_add_rows(float *dst, const float *sh, int d, int nrows,
-                                                   int r0, int lane)
-{
-    for (int e = lane; e < 16 * DMAX; e += 32) {
-        int rr = e / DMAX, c = e % DMAX, r = r0 + rr;
-        if (r < nrows && c < d)
-            dst[(size_t)r * d + c] += sh[rr * LD + c];
-    }
-}
-
-/* This warp's 16 rows of two (d, n) tiles, rows r0 + 16 warp on, as KD
- * matrix_a fragments each (the first tile scaled by mul), staged one after
- * the other through sh, the block's (BR, DMAX) staging. Every thread of the
- * block calls it (block barriers). */
+/* Issues the copy of chunk rows [r0, r0 + BC) of x (row stride ld, n rows,
+ * d columns) into the (BC, DMAX) shared tile sh (stride LDS), zeros past n
+ * and d: cp.async where vec, else plain loads.  Every thread calls it. */
 template <int DMAX>
-static __device__ __forceinline__ void tc_own_rows(frag_a *xa, frag_a *ya, float *sh,
-                                                   const float *x, float mul, const float *y,
-                                                   int d, int n, int r0, int warp)
+static __device__ __forceinline__ void tc_issue(float *sh, const float *x, int ld, int n, int d,
+                                                int r0, int vec)
 {
     typedef tc_geo<DMAX> G;
-    constexpr int LDD = G::LDD;
-    tc_stage<G::BR, DMAX, LDD>(sh, x, d, n, r0, mul);
-    __syncthreads();
+    constexpr int G4 = DMAX / 4; /* 16-byte granules per row */
+    for (int e = threadIdx.x; e < G::BC * G4; e += G::THREADS) {
+        int rr = e / G4, c = (e % G4) * 4, r = r0 + rr;
+        float *dst = &sh[rr * G::LDS + c];
+        if (vec) {
+            bool in = r < n && c < d; /* d % 4 == 0: a granule is all in or all out */
+            tsr_cp_async16(dst, in ? x + (size_t)r * ld + c : x, in ? 16 : 0);
+        } else {
 #pragma unroll
-    for (int kk = 0; kk < G::KD; kk++)
-        wmma::load_matrix_sync(xa[kk], &sh[16 * warp * LDD + 8 * kk], LDD);
-    __syncthreads();
-    tc_stage<G::BR, DMAX, LDD>(sh, y, d, n, r0, 1.0f);
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < G::KD; kk++)
-        wmma::load_matrix_sync(ya[kk], &sh[16 * warp * LDD + 8 * kk], LDD);
+            for (int u = 0; u < 4; u++)
+                dst[u] = (r < n && c + u < d) ? x[(size_t)r * ld + c + u] : 0.0f;
+        }
+    }
 }
 
-/* Forward: q: (d, tq, nb), k, v: (d, tk, nb), ms: (2, tq, nb), acc: (d, tq, nb).
- * Block (x, b): queries [ib, ib + 64) of head b, warp w queries ib + 16w + r.
- * Per key chunk of 32: S (16, 32) = Qs K^T on tensor cores (Qs = scale q),
- * the online softmax per row in shared memory (lanes 2r and 2r+1 own row r,
- * columns of their parity), then PV (16, DMAX) = P V on tensor cores, added
- * to the running acc in registers after its rescaling. */
+/* This warp's 16 rows [r0, r0 + 16) of x (stride ld, n rows, d columns),
+ * times mul, as KD A fragments (16, 8), read from global memory once. */
+template <int DMAX>
+static __device__ __forceinline__ void tc_rows_a(uint32_t a[][4], const float *x, int ld, int n,
+                                                 int d, int r0, float mul)
+{
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int kk = 0; kk < DMAX / 8; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int r = r0 + g + 8 * (e & 1), c = 8 * kk + t + 4 * (e >> 1);
+            a[kk][e] = tsr_tf32(r < n && c < d ? x[(size_t)r * ld + c] * mul : 0.0f);
+        }
+}
+
+/* acc (16, 8 NT) += A (16, 8 KD) X^T for this warp, X a (8 NT, DMAX) shared
+ * tile (stride LDS) read as B (k = column of X, n = row of X): the score
+ * products S = Q K^T, dP = dO V^T, S^T = K Q^T, dP^T = V dO^T. */
+template <int DMAX, int NT>
+static __device__ __forceinline__ void tc_product_xt(float acc[][4], const uint32_t a[][4],
+                                                     const float *x)
+{
+    constexpr int LDS = tc_geo<DMAX>::LDS;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int kk = 0; kk < DMAX / 8; kk++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const float *row = &x[(8 * nt + g) * LDS + 8 * kk + t];
+            uint32_t b[2] = {tsr_tf32(row[0]), tsr_tf32(row[4])};
+            tsr_mma_tf32(acc[nt], a[kk], b);
+        }
+}
+
+/* acc (16, DMAX) += P (16, BC) Y for this warp, P the score-shaped
+ * accumulators p[NC][4] (already TF32 bits: element e of block kk is row
+ * g + 8 (e / 2), key 8 kk + 2t + e % 2), Y a (BC, DMAX) shared tile read
+ * with its rows in the matching order: A's column t is key 2t, t + 4 key
+ * 2t + 1. */
+template <int DMAX>
+static __device__ __forceinline__ void tc_product_py(float acc[][4], const uint32_t p[][4],
+                                                     const float *y)
+{
+    typedef tc_geo<DMAX> G;
+    constexpr int LDS = G::LDS;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int kk = 0; kk < G::NC; kk++) {
+        uint32_t a[4] = {p[kk][0], p[kk][2], p[kk][1], p[kk][3]};
+        const float *r0 = &y[(8 * kk + 2 * t) * LDS + g];
+#pragma unroll
+        for (int nt = 0; nt < G::KD; nt++) {
+            uint32_t b[2] = {tsr_tf32(r0[8 * nt]), tsr_tf32(r0[LDS + 8 * nt])};
+            tsr_mma_tf32(acc[nt], a, b);
+        }
+    }
+}
+
+/* x (rows r0 + g + 8h, columns 8 nt + 2t + u, stride ld, n rows, d columns)
+ * += acc: this warp's (16, DMAX) result added to global memory */
+template <int DMAX>
+static __device__ __forceinline__ void tc_add_acc(float *x, int ld, int n, int d, int r0,
+                                                  const float acc[][4])
+{
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int nt = 0; nt < DMAX / 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int r = r0 + g + 8 * (e >> 1), c = 8 * nt + 2 * t + (e & 1);
+            if (r < n && c < d)
+                x[(size_t)r * ld + c] += acc[nt][e];
+        }
+}
+
+/* Forward: q (strided), k, v (strided), ms: (2, tq, nb), acc: (d, tq, nb).
+ * Block (x, b): queries [ib, ib + 64) of head b, warp w queries iw + [0, 16).
+ * Per key chunk of 32: S (16, 32) = Qs K^T (Qs = log2(e) scale q), the
+ * online softmax of each row in the accumulators (m in the log2 domain, l
+ * a per-lane partial sum until the end), then O (16, DMAX) += P V. */
 template <int DMAX>
 __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
-    k_attn_fwd_tc(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
-                  const float *k, const float *v, float *ms, float *acc)
+    k_attn_fwd_tc(tc_shape sp, const float *q, const float *k, const float *v, float *ms,
+                  float *acc)
 {
     typedef tc_geo<DMAX> G;
-    constexpr int BR = G::BR, BC = G::BC, LDD = G::LDD, LDC = G::LDC;
-    /* ks, vs: (BC, DMAX) chunk of k, v; sp: (BR, BC) scores, then p;
-     * ob: (BR, DMAX) staged q at the start, then each warp's PV rows */
-    __shared__ __align__(128) float sh[2 * BC * LDD + BR * LDC + BR * LDD];
-    float *ks = sh, *vs = sh + BC * LDD, *sp = vs + BC * LDD, *ob = sp + BR * LDC;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int r = lane / 2, h = lane % 2; /* softmax pass: row r, columns j = h + 2t */
-    const int b = blockIdx.y;
-    const tc_qrows rows = tc_query_rows<DMAX>(tq, tk, q0, k0, warp, r);
-    const int ib = rows.ib, i = rows.i, nblock = rows.nblock, nwarp = rows.nwarp;
-    if (nblock == 0)
+    constexpr int BC = G::BC, KD = G::KD, NC = G::NC;
+    __shared__ __align__(16) float sh[2][2][G::STAGE]; /* [stage][k, v] */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int b = blockIdx.y, d = sp.d;
+    const tc_qrows rows = tc_query_rows<DMAX>(sp, warp);
+    if (rows.nblock == 0)
         return; /* block-uniform: no query of the block sees a key */
-    const bool active = i < tq;
-    const int nvis = active ? tc_visible(tk, q0, k0, i) : 0;
-    const size_t row = (size_t)b * tq + i;
-    const float *qb = q + (size_t)b * tq * d, *kb = k + (size_t)b * tk * d;
-    const float *vb = v + (size_t)b * tk * d;
+    const float *qb = q + b * sp.st.hsq, *kb = k + b * sp.st.hsk, *vb = v + b * sp.st.hsk;
+    const int nchunks = (rows.nblock + BC - 1) / BC;
+    tc_issue<DMAX>(sh[0][0], kb, sp.st.ldk, sp.tk, d, 0, sp.vec);
+    tc_issue<DMAX>(sh[0][1], vb, sp.st.ldk, sp.tk, d, 0, sp.vec);
+    tsr_cp_async_commit();
 
-    /* this warp's (16, DMAX) scaled queries as KD a-fragments */
-    tc_stage<BR, DMAX, LDD>(ob, qb, d, tq, ib, scale);
-    __syncthreads();
-    frag_a qa[G::KD];
-#pragma unroll
-    for (int kk = 0; kk < G::KD; kk++)
-        wmma::load_matrix_sync(qa[kk], &ob[16 * warp * LDD + 8 * kk], LDD);
+    uint32_t qa[KD][4];
+    tc_rows_a<DMAX>(qa, qb, sp.st.ldq, sp.tq, d, rows.iw, sp.scale * TC_LOG2E);
 
-    /* row r's state: (m, l) in both lanes of the pair, acc columns h + 2u */
-    float m = active ? ms[2 * row] : -INFINITY, l = active ? ms[2 * row + 1] : 0.0f;
-    float ar[DMAX / 2];
+    /* rows g (h = 0) and g + 8 (h = 1): state and visible keys */
+    float m2[2], l[2], o[KD][4];
+    int nvis[2];
 #pragma unroll
-    for (int u = 0; u < DMAX / 2; u++) {
-        int c = h + 2 * u;
-        ar[u] = (active && c < d) ? acc[row * d + c] : 0.0f;
-    }
-    float *srow = &sp[(16 * warp + r) * LDC];
-    const float *orow = &ob[(16 * warp + r) * LDD];
-
-    for (int j0 = 0; j0 < nblock; j0 += BC) {
-        __syncthreads(); /* ks, vs, ob of the previous chunk (or the q staging) read */
-        tc_stage<BC, DMAX, LDD>(ks, kb, d, tk, j0, 1.0f);
-        tc_stage<BC, DMAX, LDD>(vs, vb, d, tk, j0, 1.0f);
-        __syncthreads();
-        if (j0 >= nwarp)
-            continue; /* warp-uniform: no query of this warp sees a key of the chunk */
-
-        /* S (16, BC) = Qw (16, DMAX) K^T (DMAX, BC); K^T is ks read column-major */
-        frag_acc s[G::NC];
+    for (int h = 0; h < 2; h++) {
+        int i = rows.iw + g + 8 * h;
+        bool active = i < sp.tq;
+        size_t row = (size_t)b * sp.tq + i;
+        m2[h] = active ? ms[2 * row] * TC_LOG2E : -INFINITY;
+        l[h] = active && t == 0 ? ms[2 * row + 1] : 0.0f;
+        nvis[h] = active ? tc_visible(sp, i) : 0;
 #pragma unroll
-        for (int nt = 0; nt < G::NC; nt++)
-            wmma::fill_fragment(s[nt], 0.0f);
+        for (int nt = 0; nt < KD; nt++)
 #pragma unroll
-        for (int kk = 0; kk < G::KD; kk++)
-#pragma unroll
-            for (int nt = 0; nt < G::NC; nt++) {
-                frag_b_col kf;
-                wmma::load_matrix_sync(kf, &ks[16 * nt * LDD + 8 * kk], LDD);
-                wmma::mma_sync(s[nt], qa[kk], kf, s[nt]);
+            for (int u = 0; u < 2; u++) {
+                int c = 8 * nt + 2 * t + u;
+                o[nt][2 * h + u] = active && c < d ? acc[row * d + c] : 0.0f;
             }
-#pragma unroll
-        for (int nt = 0; nt < G::NC; nt++)
-            wmma::store_matrix_sync(&sp[16 * warp * LDC + 16 * nt], s[nt], LDC, wmma::mem_row_major);
-        __syncwarp();
+    }
 
-        /* online softmax of row r over keys j0 + j: m' = max(m, max_j s_j),
-         * p_j = tf32(e^(s_j - m')) (0 where masked), l' = l e^(m - m') + sum p_j */
-        float cmax = -INFINITY;
-#pragma unroll
-        for (int t = 0; t < BC / 2; t++) {
-            int j = h + 2 * t;
-            cmax = fmaxf(cmax, j0 + j < nvis ? srow[j] : -INFINITY);
+    for (int ch = 0; ch < nchunks; ch++) {
+        const int s = ch & 1, j0 = ch * BC;
+        if (ch + 1 < nchunks) {
+            tc_issue<DMAX>(sh[s ^ 1][0], kb, sp.st.ldk, sp.tk, d, j0 + BC, sp.vec);
+            tc_issue<DMAX>(sh[s ^ 1][1], vb, sp.st.ldk, sp.tk, d, j0 + BC, sp.vec);
+            tsr_cp_async_commit();
+            tsr_cp_async_wait<1>();
+        } else {
+            tsr_cp_async_wait<0>();
         }
-        cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, 1));
-        const float mnew = fmaxf(m, cmax);
-        const float corr = mnew == -INFINITY ? 1.0f : expf(m - mnew); /* 0 when m = -inf */
-        float psum = 0.0f;
-#pragma unroll
-        for (int t = 0; t < BC / 2; t++) {
-            int j = h + 2 * t;
-            float p = j0 + j < nvis ? wmma::__float_to_tf32(expf(srow[j] - mnew)) : 0.0f;
-            srow[j] = p;
-            psum += p;
-        }
-        psum += __shfl_xor_sync(0xffffffffu, psum, 1);
-        l = l * corr + psum;
-        m = mnew;
-        __syncwarp();
-
-        /* PV (16, DMAX) = P (16, BC) V (BC, DMAX), into this warp's rows of ob */
-        frag_acc o[G::ND];
-#pragma unroll
-        for (int nt = 0; nt < G::ND; nt++)
-            wmma::fill_fragment(o[nt], 0.0f);
-        tc_chunk_product<DMAX>(o, sp, vs, warp);
-#pragma unroll
-        for (int nt = 0; nt < G::ND; nt++)
-            wmma::store_matrix_sync(&ob[16 * warp * LDD + 16 * nt], o[nt], LDD,
-                                    wmma::mem_row_major);
-        __syncwarp();
-
-        /* acc' = acc e^(m - m') + PV, row r, columns h + 2u */
-#pragma unroll
-        for (int u = 0; u < DMAX / 2; u++)
-            ar[u] = ar[u] * corr + orow[h + 2 * u];
-    }
-    if (!active)
-        return;
-#pragma unroll
-    for (int u = 0; u < DMAX / 2; u++) {
-        int c = h + 2 * u;
-        if (c < d)
-            acc[row * d + c] = ar[u];
-    }
-    if (h == 0) {
-        ms[2 * row] = m;
-        ms[2 * row + 1] = l;
-    }
-}
-
-/* Backward, query side: dq (d, tq, nb) += scale sum_j ds_ij k_j.
- * Block (x, b): queries [ib, ib + 64), warp w queries ib + 16w + r.  Per key
- * chunk of 32: S = Qs K^T and dP = dO V^T (16, 32) on tensor cores; per row
- * ds = p (dp - D) scale with p = e^(s - lse) (0 where masked or lse = -inf);
- * dQ (16, DMAX) += dS K on tensor cores, in fragments until the end. */
-template <int DMAX>
-__global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
-    k_attn_bwd_q_tc(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
-                    const float *k, const float *v, const float *dout, const float *lse,
-                    const float *D, float *dq)
-{
-    typedef tc_geo<DMAX> G;
-    constexpr int BR = G::BR, BC = G::BC, LDD = G::LDD, LDC = G::LDC;
-    /* ks, vs: (BC, DMAX) chunk of k, v (together: the (BR, DMAX) staging of
-     * q, dout and the result); sb: (BR, BC) scores, then ds; pb: (BR, BC) dp */
-    __shared__ __align__(128) float sh[2 * BC * LDD + 2 * BR * LDC];
-    float *ks = sh, *vs = sh + BC * LDD, *sb = vs + BC * LDD, *pb = sb + BR * LDC;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int r = lane / 2, h = lane % 2;
-    const int b = blockIdx.y;
-    const tc_qrows rows = tc_query_rows<DMAX>(tq, tk, q0, k0, warp, r);
-    const int ib = rows.ib, iw = rows.iw, i = rows.i;
-    const int nblock = rows.nblock, nwarp = rows.nwarp;
-    if (nblock == 0)
-        return;
-    const bool active = i < tq;
-    const size_t row = (size_t)b * tq + i;
-    const float li = active ? lse[row] : -INFINITY, Di = active ? D[row] : 0.0f;
-    const int nvis = (active && li != -INFINITY) ? tc_visible(tk, q0, k0, i) : 0;
-    const float *qb = q + (size_t)b * tq * d, *dob = dout + (size_t)b * tq * d;
-    const float *kb = k + (size_t)b * tk * d, *vb = v + (size_t)b * tk * d;
-
-    /* this warp's scaled queries and dout rows as KD a-fragments each */
-    frag_a qa[G::KD], da[G::KD];
-    tc_own_rows<DMAX>(qa, da, sh, qb, scale, dob, d, tq, ib, warp);
-    frag_acc dqf[G::ND];
-#pragma unroll
-    for (int nt = 0; nt < G::ND; nt++)
-        wmma::fill_fragment(dqf[nt], 0.0f);
-    float *srow = &sb[(16 * warp + r) * LDC], *prow = &pb[(16 * warp + r) * LDC];
-
-    for (int j0 = 0; j0 < nblock; j0 += BC) {
-        __syncthreads(); /* the previous chunk (or the staging) read */
-        tc_stage<BC, DMAX, LDD>(ks, kb, d, tk, j0, 1.0f);
-        tc_stage<BC, DMAX, LDD>(vs, vb, d, tk, j0, 1.0f);
         __syncthreads();
-        if (j0 >= nwarp)
-            continue; /* warp-uniform */
-
-        /* S (16, BC) = Qw K^T, dP (16, BC) = dOw V^T */
-        tc_score_pair<DMAX>(qa, da, ks, vs, sb, pb, warp);
-        __syncwarp();
-
-        /* row r, keys j0 + j: ds = tf32(p (dp - D) scale), in place of s */
+        if (j0 < rows.nwarp) { /* warp-uniform: some query of the warp sees the chunk */
+            /* S (16, BC) = Qs K^T */
+            float sc[NC][4] = {};
+            tc_product_xt<DMAX, NC>(sc, qa, sh[s][0]);
+            if (j0 + BC > rows.nfirst) /* the chunk crosses some row's last key */
 #pragma unroll
-        for (int t = 0; t < BC / 2; t++) {
-            int j = h + 2 * t;
-            float p = j0 + j < nvis ? expf(srow[j] - li) : 0.0f;
-            srow[j] = wmma::__float_to_tf32(p * (prow[j] - Di) * scale);
+                for (int nt = 0; nt < NC; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        if (j0 + 8 * nt + 2 * t + (e & 1) >= nvis[e >> 1])
+                            sc[nt][e] = -INFINITY;
+            /* online softmax per row: m' = max(m, max_j s_j), p_j = tf32(2^(s_j - m')),
+             * l' = l 2^(m - m') + sum_j p_j, o' = o 2^(m - m') */
+            uint32_t p[NC][4];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int nt = 0; nt < NC; nt++)
+                    mx = fmaxf(mx, fmaxf(sc[nt][2 * h], sc[nt][2 * h + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float mnew = fmaxf(m2[h], mx);
+                const float base = mnew == -INFINITY ? 0.0f : mnew; /* row sees nothing yet */
+                const float corr = exp2f(m2[h] - base);
+                m2[h] = mnew;
+                float sum = 0.0f;
+#pragma unroll
+                for (int nt = 0; nt < NC; nt++)
+#pragma unroll
+                    for (int u = 0; u < 2; u++) {
+                        uint32_t pb = tsr_tf32(exp2f(sc[nt][2 * h + u] - base));
+                        p[nt][2 * h + u] = pb;
+                        sum += __uint_as_float(pb);
+                    }
+                l[h] = l[h] * corr + sum;
+#pragma unroll
+                for (int nt = 0; nt < KD; nt++) {
+                    o[nt][2 * h] *= corr;
+                    o[nt][2 * h + 1] *= corr;
+                }
+            }
+            /* O (16, DMAX) += P (16, BC) V (BC, DMAX) */
+            tc_product_py<DMAX>(o, p, sh[s][1]);
         }
-        __syncwarp();
-
-        /* dQ (16, DMAX) += dS (16, BC) K (BC, DMAX) */
-        tc_chunk_product<DMAX>(dqf, sb, ks, warp);
+        __syncthreads(); /* the stage is read before the next issue overwrites it */
     }
 
-    /* dq rows of this warp += dQ, through its rows of the staging tile */
-    __syncthreads();
 #pragma unroll
-    for (int nt = 0; nt < G::ND; nt++)
-        wmma::store_matrix_sync(&sh[16 * warp * LDD + 16 * nt], dqf[nt], LDD, wmma::mem_row_major);
-    __syncwarp();
-    tc_add_rows<DMAX, LDD>(dq + (size_t)b * tq * d, &sh[16 * warp * LDD], d, tq, iw, lane);
+    for (int h = 0; h < 2; h++) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+        int i = rows.iw + g + 8 * h;
+        if (i >= sp.tq)
+            continue;
+        size_t row = (size_t)b * sp.tq + i;
+#pragma unroll
+        for (int nt = 0; nt < KD; nt++)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                int c = 8 * nt + 2 * t + u;
+                if (c < d)
+                    acc[row * d + c] = o[nt][2 * h + u];
+            }
+        if (t == 0) {
+            ms[2 * row] = m2[h] * TC_LN2;
+            ms[2 * row + 1] = l[h];
+        }
+    }
 }
 
-/* Backward, key side: dk (d, tk, nb) += scale sum_i ds_ij q_i,
- * dv (d, tk, nb) += sum_i p_ij dout_i.
- * Block (x, b): keys [jb, jb + 64), warp w keys jb + 16w + r.  Per query
- * chunk of 32 (from the first query that sees the block's first key): the
- * transposed S^T = Ks Q^T and dP^T = V dO^T (16, 32) on tensor cores
- * (Ks = scale k); per key row p and ds; dV += P^T dO and dK += dS^T Q on
- * tensor cores, in fragments until the end. */
+/* Backward, query side: dq += scale sum_j ds_ij k_j.
+ * Block (x, b): queries [ib, ib + 64), warp w queries iw + [0, 16).  Per key
+ * chunk of 32: S = Qs K^T and dP = dO V^T (16, 32); per element
+ * p = 2^(s - lse2) (0 where masked or lse = -inf), ds = p (dp - D) scale;
+ * dQ (16, DMAX) += dS K, in registers until the end. */
 template <int DMAX>
 __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
-    k_attn_bwd_kv_tc(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
-                     const float *k, const float *v, const float *dout, const float *lse,
-                     const float *D, float *dk, float *dv)
+    k_attn_bwd_q_tc(tc_shape sp, const float *q, const float *k, const float *v,
+                    const float *dout, const float *lse, const float *D, float *dq)
 {
     typedef tc_geo<DMAX> G;
-    constexpr int BR = G::BR, BC = G::BC, LDD = G::LDD, LDC = G::LDC;
-    /* qs, dos: (BC, DMAX) chunk of q, dout (together: the (BR, DMAX) staging
-     * of k, v and the results); sb: (BR, BC) s^T, then p^T; pb: dp^T, then ds^T */
-    __shared__ __align__(128) float sh[2 * BC * LDD + 2 * BR * LDC];
-    __shared__ float ls[BC], Ds[BC];
-    float *qs = sh, *dos = sh + BC * LDD, *sb = dos + BC * LDD, *pb = sb + BR * LDC;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int r = lane / 2, h = lane % 2; /* row r: key j; columns: queries i0 + h + 2t */
-    const int b = blockIdx.y;
+    constexpr int BC = G::BC, KD = G::KD, NC = G::NC;
+    __shared__ __align__(16) float sh[2][2][G::STAGE]; /* [stage][k, v] */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int b = blockIdx.y, d = sp.d;
+    const tc_qrows rows = tc_query_rows<DMAX>(sp, warp);
+    if (rows.nblock == 0)
+        return;
+    const float *qb = q + b * sp.st.hsq, *dob = dout + b * sp.st.hso;
+    const float *kb = k + b * sp.st.hsk, *vb = v + b * sp.st.hsk;
+    const int nchunks = (rows.nblock + BC - 1) / BC;
+    tc_issue<DMAX>(sh[0][0], kb, sp.st.ldk, sp.tk, d, 0, sp.vec);
+    tc_issue<DMAX>(sh[0][1], vb, sp.st.ldk, sp.tk, d, 0, sp.vec);
+    tsr_cp_async_commit();
+
+    uint32_t qa[KD][4], da[KD][4];
+    tc_rows_a<DMAX>(qa, qb, sp.st.ldq, sp.tq, d, rows.iw, sp.scale * TC_LOG2E);
+    tc_rows_a<DMAX>(da, dob, sp.st.ldo, sp.tq, d, rows.iw, 1.0f);
+    float lse2[2], Dr[2], dqa[KD][4] = {};
+    int nvis[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int i = rows.iw + g + 8 * h;
+        bool active = i < sp.tq;
+        size_t row = (size_t)b * sp.tq + i;
+        float li = active ? lse[row] : -INFINITY;
+        lse2[h] = li * TC_LOG2E;
+        Dr[h] = active ? D[row] : 0.0f;
+        nvis[h] = li != -INFINITY ? tc_visible(sp, i) : 0;
+    }
+
+    for (int ch = 0; ch < nchunks; ch++) {
+        const int s = ch & 1, j0 = ch * BC;
+        if (ch + 1 < nchunks) {
+            tc_issue<DMAX>(sh[s ^ 1][0], kb, sp.st.ldk, sp.tk, d, j0 + BC, sp.vec);
+            tc_issue<DMAX>(sh[s ^ 1][1], vb, sp.st.ldk, sp.tk, d, j0 + BC, sp.vec);
+            tsr_cp_async_commit();
+            tsr_cp_async_wait<1>();
+        } else {
+            tsr_cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (j0 < rows.nwarp) {
+            float sc[NC][4] = {}, dp[NC][4] = {};
+            tc_product_xt<DMAX, NC>(sc, qa, sh[s][0]);
+            tc_product_xt<DMAX, NC>(dp, da, sh[s][1]);
+            uint32_t ds[NC][4];
+#pragma unroll
+            for (int nt = 0; nt < NC; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int h = e >> 1, j = j0 + 8 * nt + 2 * t + (e & 1);
+                    float p = j < nvis[h] ? exp2f(sc[nt][e] - lse2[h]) : 0.0f;
+                    ds[nt][e] = tsr_tf32(p * (dp[nt][e] - Dr[h]) * sp.scale);
+                }
+            /* dQ (16, DMAX) += dS (16, BC) K (BC, DMAX) */
+            tc_product_py<DMAX>(dqa, ds, sh[s][0]);
+        }
+        __syncthreads();
+    }
+    tc_add_acc<DMAX>(dq + b * sp.st.hsq, sp.st.ldq, sp.tq, d, rows.iw, dqa);
+}
+
+/* Backward, key side: dk += scale sum_i ds_ij q_i, dv += sum_i p_ij dout_i.
+ * Block (x, b): keys [jb, jb + 64), warp w keys jw + [0, 16).  Per query
+ * chunk of 32 (from the first query that sees the block's first key): the
+ * transposed S^T = Ks Q^T and dP^T = V dO^T (16, 32) (Ks = log2(e) scale k);
+ * per element p^T and ds^T; dV += P^T dO and dK += dS^T Q, in registers
+ * until the end. */
+template <int DMAX>
+__global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
+    k_attn_bwd_kv_tc(tc_shape sp, const float *q, const float *k, const float *v,
+                     const float *dout, const float *lse, const float *D, float *dk, float *dv)
+{
+    typedef tc_geo<DMAX> G;
+    constexpr int BR = G::BR, BC = G::BC, KD = G::KD, NC = G::NC;
+    __shared__ __align__(16) float sh[2][2][G::STAGE]; /* [stage][q, dout] */
+    __shared__ float ls2[2][BC], Ds[2][BC];            /* [stage] lse (log2 domain), D */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int b = blockIdx.y, d = sp.d;
     const int jb = blockIdx.x * BR; /* the first keys are seen by the most queries */
-    const int jw = jb + 16 * warp, j = jw + r;
+    const int jw = jb + 16 * warp;
     /* query i sees key j iff q0 + i >= k0 + j: the first query that sees the
      * block's (the warp's) first key */
-    const long long ist = (long long)k0 + jb - q0, iwst = (long long)k0 + jw - q0;
-    const int istart = ist < 0 ? 0 : (ist > tq ? tq : (int)ist);
-    const int iwstart = iwst < 0 ? 0 : (iwst > tq ? tq : (int)iwst);
-    const float *qb = q + (size_t)b * tq * d, *dob = dout + (size_t)b * tq * d;
-    const float *lb = lse + (size_t)b * tq, *Db = D + (size_t)b * tq;
-    const float *kb = k + (size_t)b * tk * d, *vb = v + (size_t)b * tk * d;
+    const long long ist = (long long)sp.k0 + jb - sp.q0, iwst = (long long)sp.k0 + jw - sp.q0;
+    const int istart = ist < 0 ? 0 : (ist > sp.tq ? sp.tq : (int)ist);
+    const int iwstart = iwst < 0 ? 0 : (iwst > sp.tq ? sp.tq : (int)iwst);
+    if (istart >= sp.tq)
+        return; /* block-uniform: no query sees a key of the block */
+    const float *qb = q + b * sp.st.hsq, *dob = dout + b * sp.st.hso;
+    const float *lb = lse + (size_t)b * sp.tq, *Db = D + (size_t)b * sp.tq;
+    const float *kb = k + b * sp.st.hsk, *vb = v + b * sp.st.hsk;
+    const int nchunks = (sp.tq - istart + BC - 1) / BC;
 
-    /* this warp's scaled keys and values as KD a-fragments each */
-    frag_a ka[G::KD], va[G::KD];
-    tc_own_rows<DMAX>(ka, va, sh, kb, scale, vb, d, tk, jb, warp);
-    frag_acc dkf[G::ND], dvf[G::ND];
-#pragma unroll
-    for (int nt = 0; nt < G::ND; nt++) {
-        wmma::fill_fragment(dkf[nt], 0.0f);
-        wmma::fill_fragment(dvf[nt], 0.0f);
-    }
-    float *srow = &sb[(16 * warp + r) * LDC], *prow = &pb[(16 * warp + r) * LDC];
-
-    for (int i0 = istart; i0 < tq; i0 += BC) {
-        __syncthreads(); /* the previous chunk (or the staging) read */
-        tc_stage<BC, DMAX, LDD>(qs, qb, d, tq, i0, 1.0f);
-        tc_stage<BC, DMAX, LDD>(dos, dob, d, tq, i0, 1.0f);
-        for (int e = threadIdx.x; e < BC; e += blockDim.x) {
+    /* stage s <- query chunk [i0, i0 + BC): q, dout rows, lse, D */
+    auto issue = [&](int s, int i0) {
+        tc_issue<DMAX>(sh[s][0], qb, sp.st.ldq, sp.tq, d, i0, sp.vec);
+        tc_issue<DMAX>(sh[s][1], dob, sp.st.ldo, sp.tq, d, i0, sp.vec);
+        for (int e = threadIdx.x; e < BC; e += G::THREADS) {
             int ii = i0 + e;
-            ls[e] = ii < tq ? lb[ii] : -INFINITY;
-            Ds[e] = ii < tq ? Db[ii] : 0.0f;
+            ls2[s][e] = ii < sp.tq ? lb[ii] * TC_LOG2E : -INFINITY;
+            Ds[s][e] = ii < sp.tq ? Db[ii] : 0.0f;
+        }
+        tsr_cp_async_commit();
+    };
+    issue(0, istart);
+
+    uint32_t ka[KD][4], va[KD][4];
+    tc_rows_a<DMAX>(ka, kb, sp.st.ldk, sp.tk, d, jw, sp.scale * TC_LOG2E);
+    tc_rows_a<DMAX>(va, vb, sp.st.ldk, sp.tk, d, jw, 1.0f);
+    float dka[KD][4] = {}, dva[KD][4] = {};
+
+    for (int ch = 0; ch < nchunks; ch++) {
+        const int s = ch & 1, i0 = istart + ch * BC;
+        if (ch + 1 < nchunks) {
+            issue(s ^ 1, i0 + BC);
+            tsr_cp_async_wait<1>();
+        } else {
+            tsr_cp_async_wait<0>();
         }
         __syncthreads();
-        if (jw >= tk || i0 + BC <= iwstart)
-            continue; /* warp-uniform: no key of this warp, or no query of the chunk sees one */
-
-        /* S^T (16, BC) = Kw Q^T, dP^T (16, BC) = Vw dO^T */
-        tc_score_pair<DMAX>(ka, va, qs, dos, sb, pb, warp);
-        __syncwarp();
-
-        /* key row r, queries i0 + ii: p^T = tf32(e^(s - lse_i)) where visible,
-         * ds^T = tf32(p (dp - D_i) scale) */
+        if (jw < sp.tk && i0 + BC > iwstart) { /* warp-uniform */
+            float sc[NC][4] = {}, dp[NC][4] = {};
+            tc_product_xt<DMAX, NC>(sc, ka, sh[s][0]);
+            tc_product_xt<DMAX, NC>(dp, va, sh[s][1]);
+            uint32_t pt[NC][4], dst[NC][4];
 #pragma unroll
-        for (int t = 0; t < BC / 2; t++) {
-            int ii = h + 2 * t;
-            bool vis = j < tk && (long long)q0 + i0 + ii >= (long long)k0 + j &&
-                       ls[ii] != -INFINITY; /* also false past tq: ls = -inf there */
-            float p = vis ? expf(srow[ii] - ls[ii]) : 0.0f;
-            float ds = p * (prow[ii] - Ds[ii]) * scale;
-            srow[ii] = wmma::__float_to_tf32(p);
-            prow[ii] = wmma::__float_to_tf32(ds);
+            for (int nt = 0; nt < NC; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int ii = 8 * nt + 2 * t + (e & 1), j = jw + g + 8 * (e >> 1);
+                    bool vis = j < sp.tk && (long long)sp.q0 + i0 + ii >= (long long)sp.k0 + j &&
+                               ls2[s][ii] != -INFINITY; /* also false past tq */
+                    float p = vis ? exp2f(sc[nt][e] - ls2[s][ii]) : 0.0f;
+                    pt[nt][e] = tsr_tf32(p);
+                    dst[nt][e] = tsr_tf32(p * (dp[nt][e] - Ds[s][ii]) * sp.scale);
+                }
+            /* dV (16, DMAX) += P^T (16, BC) dO (BC, DMAX), dK += dS^T Q */
+            tc_product_py<DMAX>(dva, pt, sh[s][1]);
+            tc_product_py<DMAX>(dka, dst, sh[s][0]);
         }
-        __syncwarp();
-
-        /* dV (16, DMAX) += P^T (16, BC) dO (BC, DMAX), dK += dS^T (16, BC) Q (BC, DMAX) */
-        tc_chunk_product<DMAX>(dvf, sb, dos, warp);
-        tc_chunk_product<DMAX>(dkf, pb, qs, warp);
+        __syncthreads();
     }
-
-    /* dk, dv rows of this warp += dK, dV, through its rows of the staging tile */
-    __syncthreads();
-    float *mine = &sh[16 * warp * LDD];
-#pragma unroll
-    for (int nt = 0; nt < G::ND; nt++)
-        wmma::store_matrix_sync(&mine[16 * nt], dkf[nt], LDD, wmma::mem_row_major);
-    __syncwarp();
-    tc_add_rows<DMAX, LDD>(dk + (size_t)b * tk * d, mine, d, tk, jw, lane);
-    __syncwarp();
-#pragma unroll
-    for (int nt = 0; nt < G::ND; nt++)
-        wmma::store_matrix_sync(&mine[16 * nt], dvf[nt], LDD, wmma::mem_row_major);
-    __syncwarp();
-    tc_add_rows<DMAX, LDD>(dv + (size_t)b * tk * d, mine, d, tk, jw, lane);
+    tc_add_acc<DMAX>(dk + b * sp.st.hsk, sp.st.ldk, sp.tk, d, jw, dka);
+    tc_add_acc<DMAX>(dv + b * sp.st.hsk, sp.st.ldk, sp.tk, d, jw, dva);
 }
 
 bool tsr__cuda_attn_tc_takes(int d)
@@ -510,52 +494,59 @@ bool tsr__cuda_attn_tc_takes(int d)
     return d >= 1 && d <= 64;
 }
 
+/* the kernels' shape: cp.async when every staged row is 16-byte aligned */
+static tc_shape tc_shape_of(int d, int tq, int tk, int q0, int k0, float scale,
+                            tsr__attn_strides st, const float *q, const float *k,
+                            const float *v, const float *dout)
+{
+    bool vec = d % 4 == 0 && st.ldq % 4 == 0 && st.ldk % 4 == 0 && st.hsq % 4 == 0 &&
+               st.hsk % 4 == 0 && tsr_aligned16(q) && tsr_aligned16(k) && tsr_aligned16(v) &&
+               (!dout || (st.ldo % 4 == 0 && st.hso % 4 == 0 && tsr_aligned16(dout)));
+    return tc_shape{d, tq, tk, q0, k0, scale, st, vec ? 1 : 0};
+}
+
 template <int DMAX>
-static int launch_fwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                         float scale, const float *q, const float *k, const float *v, float *ms,
-                         float *acc)
+static int launch_fwd_tc(cudaStream_t s, int nb, tc_shape sp, const float *q, const float *k,
+                         const float *v, float *ms, float *acc)
 {
     typedef tc_geo<DMAX> G;
-    dim3 grid((tq + G::BR - 1) / G::BR, nb);
-    TSR_LAUNCH(k_attn_fwd_tc<DMAX>, grid, G::THREADS, 0, s, d, tq, tk, q0, k0, scale, q, k, v,
-               ms, acc);
+    dim3 grid((sp.tq + G::BR - 1) / G::BR, nb);
+    TSR_LAUNCH(k_attn_fwd_tc<DMAX>, grid, G::THREADS, 0, s, sp, q, k, v, ms, acc);
     return tsr_cuda_launched_t("k_attn_fwd_tc", DMAX);
 }
 
 int tsr__cuda_attn_fwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                          float scale, const float *q, const float *k, const float *v, float *ms,
-                          float *acc)
+                          float scale, tsr__attn_strides st, const float *q, const float *k,
+                          const float *v, float *ms, float *acc)
 {
+    tc_shape sp = tc_shape_of(d, tq, tk, q0, k0, scale, st, q, k, v, NULL);
     if (d <= 32)
-        return launch_fwd_tc<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
-    return launch_fwd_tc<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
+        return launch_fwd_tc<32>(s, nb, sp, q, k, v, ms, acc);
+    return launch_fwd_tc<64>(s, nb, sp, q, k, v, ms, acc);
 }
 
 template <int DMAX>
-static int launch_bwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                         float scale, const float *q, const float *k, const float *v,
-                         const float *dout, const float *lse, const float *D, float *dq,
-                         float *dk, float *dv)
+static int launch_bwd_tc(cudaStream_t s, int nb, tc_shape sp, const float *q, const float *k,
+                         const float *v, const float *dout, const float *lse, const float *D,
+                         float *dq, float *dk, float *dv)
 {
     typedef tc_geo<DMAX> G;
-    dim3 gkv((tk + G::BR - 1) / G::BR, nb), gq((tq + G::BR - 1) / G::BR, nb);
-    TSR_LAUNCH(k_attn_bwd_kv_tc<DMAX>, gkv, G::THREADS, 0, s, d, tq, tk, q0, k0, scale, q, k, v,
-               dout, lse, D, dk, dv);
+    dim3 gkv((sp.tk + G::BR - 1) / G::BR, nb), gq((sp.tq + G::BR - 1) / G::BR, nb);
+    TSR_LAUNCH(k_attn_bwd_kv_tc<DMAX>, gkv, G::THREADS, 0, s, sp, q, k, v, dout, lse, D, dk, dv);
     int st = tsr_cuda_launched_t("k_attn_bwd_kv_tc", DMAX);
     if (st)
         return st;
-    TSR_LAUNCH(k_attn_bwd_q_tc<DMAX>, gq, G::THREADS, 0, s, d, tq, tk, q0, k0, scale, q, k, v,
-               dout, lse, D, dq);
+    TSR_LAUNCH(k_attn_bwd_q_tc<DMAX>, gq, G::THREADS, 0, s, sp, q, k, v, dout, lse, D, dq);
     return tsr_cuda_launched_t("k_attn_bwd_q_tc", DMAX);
 }
 
 int tsr__cuda_attn_bwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                          float scale, const float *q, const float *k, const float *v,
-                          const float *dout, const float *lse, const float *D, float *dq,
-                          float *dk, float *dv)
+                          float scale, tsr__attn_strides st, const float *q, const float *k,
+                          const float *v, const float *dout, const float *lse, const float *D,
+                          float *dq, float *dk, float *dv)
 {
+    tc_shape sp = tc_shape_of(d, tq, tk, q0, k0, scale, st, q, k, v, dout);
     if (d <= 32)
-        return launch_bwd_tc<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk,
-                                 dv);
-    return launch_bwd_tc<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
+        return launch_bwd_tc<32>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv);
+    return launch_bwd_tc<64>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv);
 }

@@ -10,16 +10,27 @@
 
 #include <cuda_runtime.h>
 
+/* Where the operands' rows are: element c of position i of head b of
+ *   q, dq:      q + b*hsq + i*ldq + c
+ *   k, v, dk, dv: k + b*hsk + i*ldk + c
+ *   dout:       dout + b*hso + i*ldo + c
+ * (contiguous (d, t, nb) tiles: ld = d, hs = t*d).  ms, acc, lse and D are
+ * contiguous, as kernels/attention.h says. */
+struct tsr__attn_strides {
+    int ldq, ldk, ldo;
+    long long hsq, hsk, hso;
+};
+
 /* true when the tensor-core kernels take head dimension d (1..64) */
 bool tsr__cuda_attn_tc_takes(int d);
 
 /* as tsr_cuda_attn_fwd / tsr_cuda_attn_bwd (kernels/attention.h), on tensor cores */
 int tsr__cuda_attn_fwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                          float scale, const float *q, const float *k, const float *v, float *ms,
-                          float *acc);
+                          float scale, tsr__attn_strides st, const float *q, const float *k,
+                          const float *v, float *ms, float *acc);
 int tsr__cuda_attn_bwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                          float scale, const float *q, const float *k, const float *v,
-                          const float *dout, const float *lse, const float *D, float *dq,
-                          float *dk, float *dv);
+                          float scale, tsr__attn_strides st, const float *q, const float *k,
+                          const float *v, const float *dout, const float *lse, const float *D,
+                          float *dq, float *dk, float *dv);
 
 #endif
