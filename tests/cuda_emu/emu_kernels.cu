@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "emu_kernels.h"
+#include "kernels/cuda/ptx.cuh"
 
 /* Block sum through shared memory and __syncthreads (tree, any block size). */
 __global__ void k_block_sum(const float *x, int n, float *out)
@@ -147,4 +148,29 @@ cudaError_t emu_bad_config(cudaStream_t s)
     return cudaGetLastError();
 }
 
+}
+
+/* One warp: d (16x8) = c + a (16x8, row-major) b (8x8, row-major (k, n))
+ * through tsr_mma_tf32, each lane loading and storing the elements the PTX
+ * ISA assigns it (g = lane / 4, t = lane % 4), written out here
+ * independently of kernels/cuda/ptx.cuh's own comment. */
+__global__ void k_mma_tf32(const float *a, const float *b, const float *c, float *d)
+{
+    int lane = (int)threadIdx.x, g = lane / 4, t = lane % 4;
+    uint32_t af[4] = {tsr_tf32(a[g * 8 + t]), tsr_tf32(a[(g + 8) * 8 + t]),
+                      tsr_tf32(a[g * 8 + t + 4]), tsr_tf32(a[(g + 8) * 8 + t + 4])};
+    uint32_t bf[2] = {tsr_tf32(b[t * 8 + g]), tsr_tf32(b[(t + 4) * 8 + g])};
+    float acc[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1], c[(g + 8) * 8 + 2 * t],
+                    c[(g + 8) * 8 + 2 * t + 1]};
+    tsr_mma_tf32(acc, af, bf);
+    d[g * 8 + 2 * t] = acc[0];
+    d[g * 8 + 2 * t + 1] = acc[1];
+    d[(g + 8) * 8 + 2 * t] = acc[2];
+    d[(g + 8) * 8 + 2 * t + 1] = acc[3];
+}
+
+cudaError_t emu_mma_tf32(const float *a, const float *b, const float *c, float *d, cudaStream_t s)
+{
+    tsr_emu_launch("k_mma_tf32", k_mma_tf32, dim3(1), dim3(32), 0, s, a, b, c, d);
+    return cudaGetLastError();
 }

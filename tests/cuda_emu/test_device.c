@@ -3,6 +3,7 @@
  * order exposes; a barrier some threads never reach is a launch failure
  * naming the kernel, the block and the barrier, not a hang. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,4 +180,53 @@ Test(emu_device, invalid_configuration_is_the_launch_error)
 {
     cr_assert_eq(emu_bad_config(0), cudaErrorInvalidConfiguration);
     cr_assert_eq(cudaGetLastError(), cudaSuccess, "a launch error is not sticky");
+}
+
+/* x rounded to TF32 as cvt.rna does (nearest, ties away from zero), in
+ * double: the 10-bit mantissa grid */
+static double tf32_rna(float x)
+{
+    int e;
+    double m = frexp((double)x, &e); /* x = m 2^e, 0.5 <= |m| < 1 */
+    double q = ldexp(m, 11);
+    q = q < 0 ? -floor(-q + 0.5) : floor(q + 0.5);
+    return ldexp(q, e - 11);
+}
+
+Test(emu_device, mma_tf32_fragment_layouts_against_double)
+{
+    float a[128], b[64], c[128], d[128];
+    unsigned seed = 7;
+    for (int i = 0; i < 128; i++) {
+        seed = seed * 1103515245u + 12345u;
+        a[i] = (float)((int)(seed >> 16 & 1023) - 512) / 97.0f;
+        c[i] = (float)i / 16.0f;
+    }
+    for (int i = 0; i < 64; i++) {
+        seed = seed * 1103515245u + 12345u;
+        b[i] = (float)((int)(seed >> 16 & 1023) - 512) / 89.0f;
+    }
+    float *da = dev_copy(a, sizeof a), *db = dev_copy(b, sizeof b), *dc = dev_copy(c, sizeof c);
+    float *dd;
+    cr_assert_eq(cudaMalloc((void **)&dd, sizeof d), cudaSuccess);
+    for (size_t o = 0; o < sizeof orders / sizeof orders[0]; o++) {
+        setenv("TESSERA_CUDA_EMU_ORDER", orders[o], 1);
+        cr_assert_eq(emu_mma_tf32(da, db, dc, dd, 0), cudaSuccess);
+        cr_assert_eq(cudaMemcpy(d, dd, sizeof d, cudaMemcpyDeviceToHost), cudaSuccess);
+        for (int r = 0; r < 16; r++)
+            for (int n = 0; n < 8; n++) {
+                double want = c[r * 8 + n], mag = fabs(want);
+                for (int k = 0; k < 8; k++) {
+                    want += tf32_rna(a[r * 8 + k]) * tf32_rna(b[k * 8 + n]);
+                    mag += fabs(tf32_rna(a[r * 8 + k]) * tf32_rna(b[k * 8 + n]));
+                }
+                cr_assert(fabs(d[r * 8 + n] - want) <= 1e-6 * mag, "%s order: d(%d, %d) = %.9g, want %.9g",
+                          orders[o], r, n, d[r * 8 + n], want);
+            }
+    }
+    unsetenv("TESSERA_CUDA_EMU_ORDER");
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dc);
+    cudaFree(dd);
 }
