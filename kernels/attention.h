@@ -68,13 +68,18 @@ void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale
  * prec chooses how the matrix products of fwd and bwd run:
  *   TSR_ATTN_FP32: FP32 on CUDA cores (the strict mode, TSR_CUDA_FP32_STRICT;
  *                  kernels/cuda/attention.cu);
- *   TSR_ATTN_TF32: TF32 tensor cores (WMMA) with FP32 softmax and
+ *   TSR_ATTN_TF32: TF32 tensor cores (mma.sync) with FP32 softmax and
  *                  accumulation, about 1e-3 relative error
  *                  (kernels/cuda/attention_tc.cu) for d <= 64; larger head
- *                  dimensions run the FP32 kernels. */
+ *                  dimensions run the FP32 kernels;
+ *   TSR_ATTN_BF16: the same kernels with the products' operands rounded to
+ *                  bf16 (q, k, v, p, ds; fp32 storage, softmax and
+ *                  accumulation), about 4e-3 relative error per score, twice
+ *                  the tensor-core rate of TF32; d > 64 runs FP32. */
 enum {
     TSR_ATTN_FP32 = 0,
-    TSR_ATTN_TF32 = 1
+    TSR_ATTN_TF32 = 1,
+    TSR_ATTN_BF16 = 2
 };
 int tsr_cuda_attn_init(void *stream, int d, int tq, int nb, float *ms, float *acc);
 int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,

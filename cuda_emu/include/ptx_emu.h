@@ -1,8 +1,11 @@
 /* cuda_emu/include/ptx_emu.h — the emulated PTX instructions behind the
  * inline-assembly wrappers of kernels/cuda/ptx.cuh, for -Dcuda=emu:
  *   cvt.rna.tf32.f32                       tsr_emu_cvt_rna_tf32
+ *   cvt.rn.bf16x2.f32                      tsr_emu_cvt_rn_bf16x2
  *   mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
  *                                          tsr_emu_mma_m16n8k8_tf32
+ *   mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+ *                                          tsr_emu_mma_m16n8k16_bf16
  *   cp.async.cg.shared.global (16 bytes, zero fill), commit_group, wait_group
  *                                          tsr_emu_cp_async16 (a plain copy)
  *
@@ -33,6 +36,65 @@ static inline uint32_t tsr_emu_cvt_rna_tf32(float f)
     if ((u & 0x7f800000u) != 0x7f800000u)
         u = (u + 0x1000u) & 0xffffe000u;
     return u;
+}
+
+/* bf16 of x, round to nearest even; NaN stays NaN (quiet) */
+static inline uint32_t tsr_emu_bf16_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+static inline uint32_t tsr_emu_cvt_rn_bf16x2(float lo, float hi)
+{
+    return tsr_emu_bf16_bits(lo) | tsr_emu_bf16_bits(hi) << 16;
+}
+
+static inline float tsr_emu_bf16_value(uint32_t half)
+{
+    uint32_t u = (half & 0xffffu) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* d (16x8 fp32) += a (16x16 bf16) b (16x8 bf16), per lane (g = lane / 4,
+ * t = lane % 4), each register two elements, the lower index low:
+ *   a[0] = A(g, 2t..2t+1)  a[1] = A(g+8, 2t..2t+1)  a[2] = A(g, 2t+8..)  a[3] = A(g+8, 2t+8..)
+ *   b[0] = B(2t..2t+1, g)  b[1] = B(2t+8..2t+9, g)
+ *   d as in tsr_emu_mma_m16n8k8_tf32.  Products exact, sums in fp32 in k order. */
+static inline void tsr_emu_mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2],
+                                             const char *file = __builtin_FILE(),
+                                             int line = __builtin_LINE())
+{
+    struct regs {
+        uint32_t a[4], b[2];
+    } mine, all[32];
+    memcpy(mine.a, a, sizeof mine.a);
+    memcpy(mine.b, b, sizeof mine.b);
+    tsr_emu_warp_gather(&mine, all, sizeof mine, file, line);
+    const int lane = tsr_emu_lane(), g = lane / 4, t = lane % 4;
+    float A[16][16], B[16][8];
+    for (int r = 0; r < 16; r++)
+        for (int k = 0; k < 16; k++) {
+            uint32_t reg = all[(r % 8) * 4 + (k % 8) / 2].a[(r >= 8) + 2 * (k >= 8)];
+            A[r][k] = tsr_emu_bf16_value(k % 2 ? reg >> 16 : reg);
+        }
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < 8; n++) {
+            uint32_t reg = all[n * 4 + (k % 8) / 2].b[k >= 8];
+            B[k][n] = tsr_emu_bf16_value(k % 2 ? reg >> 16 : reg);
+        }
+    for (int e = 0; e < 4; e++) {
+        int r = g + 8 * (e >= 2), n = 2 * t + (e & 1);
+        float s = d[e];
+        for (int k = 0; k < 16; k++)
+            s += A[r][k] * B[k][n];
+        d[e] = s;
+    }
 }
 
 /* d (16x8 fp32) += a (16x8 tf32) b (8x8 tf32), per lane (g = lane / 4,

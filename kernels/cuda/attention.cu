@@ -352,7 +352,7 @@ static int unsupported_d(const char *fn, int d)
 
 static int unknown_prec(const char *fn, int prec)
 {
-    return tsr_cuda_invalid("%s: precision %d is neither TSR_ATTN_FP32 nor TSR_ATTN_TF32", fn,
+    return tsr_cuda_invalid("%s: precision %d is none of TSR_ATTN_FP32, _TF32, _BF16", fn,
                             prec);
 }
 
@@ -387,13 +387,13 @@ int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int
                       float scale, const float *q, const float *k, const float *v, float *ms,
                       float *acc)
 {
-    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32)
+    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
         return unknown_prec(__func__, prec);
     if (pair_empty(d, tq, tk, nb, q0, k0))
         return 0;
     cudaStream_t s = TSR_STREAM(stream);
-    if (prec == TSR_ATTN_TF32 && tsr__cuda_attn_tc_takes(d))
-        return tsr__cuda_attn_fwd_tc(s, d, tq, tk, nb, q0, k0, scale,
+    if (prec != TSR_ATTN_FP32 && tsr__cuda_attn_tc_takes(d))
+        return tsr__cuda_attn_fwd_tc(s, prec == TSR_ATTN_BF16, d, tq, tk, nb, q0, k0, scale,
                                      {d, d, d, (long long)tq * d, (long long)tk * d,
                                       (long long)tq * d},
                                      q, k, v, ms, acc);
@@ -461,13 +461,13 @@ int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int
                       const float *dout, const float *lse, const float *D, float *dq, float *dk,
                       float *dv)
 {
-    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32)
+    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
         return unknown_prec(__func__, prec);
     if (pair_empty(d, tq, tk, nb, q0, k0))
         return 0;
     cudaStream_t s = TSR_STREAM(stream);
-    if (prec == TSR_ATTN_TF32 && tsr__cuda_attn_tc_takes(d))
-        return tsr__cuda_attn_bwd_tc(s, d, tq, tk, nb, q0, k0, scale,
+    if (prec != TSR_ATTN_FP32 && tsr__cuda_attn_tc_takes(d))
+        return tsr__cuda_attn_bwd_tc(s, prec == TSR_ATTN_BF16, d, tq, tk, nb, q0, k0, scale,
                                      {d, d, d, (long long)tq * d, (long long)tk * d,
                                       (long long)tq * d},
                                      q, k, v, dout, lse, D, dq, dk, dv);

@@ -127,61 +127,125 @@ static __device__ __forceinline__ void tc_issue(float *sh, const float *x, int l
     }
 }
 
+/* The operand precision: TF32 (m16n8k8, KS = 8 wide k-steps) or bf16
+ * (m16n8k16, KS = 16). */
+template <bool BF16> struct tc_prec {
+    static constexpr int KS = BF16 ? 16 : 8;
+};
+
+/* x rounded to the operand precision, as a float */
+template <bool BF16> static __device__ __forceinline__ float tc_round(float x)
+{
+    return BF16 ? tsr_round_bf16(x) : __uint_as_float(tsr_tf32(x));
+}
+
+template <bool BF16>
+static __device__ __forceinline__ void tc_mma(float d[4], const uint32_t a[4], const uint32_t b[2])
+{
+    if (BF16)
+        tsr_mma_bf16(d, a, b);
+    else
+        tsr_mma_tf32(d, a, b);
+}
+
+/* element (r, c) of x (stride ld, n rows, d columns) times mul; 0 outside */
+static __device__ __forceinline__ float tc_at(const float *x, int ld, int n, int d, int r, int c,
+                                              float mul)
+{
+    return r < n && c < d ? x[(size_t)r * ld + c] * mul : 0.0f;
+}
+
 /* This warp's 16 rows [r0, r0 + 16) of x (stride ld, n rows, d columns),
- * times mul, as KD A fragments (16, 8), read from global memory once. */
-template <int DMAX>
+ * times mul, as DMAX / KS A fragments (16, KS), read from global memory once
+ * (register layouts: kernels/cuda/ptx.cuh). */
+template <int DMAX, bool BF16>
 static __device__ __forceinline__ void tc_rows_a(uint32_t a[][4], const float *x, int ld, int n,
                                                  int d, int r0, float mul)
 {
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int kk = 0; kk < DMAX / 8; kk++)
+    for (int kk = 0; kk < DMAX / tc_prec<BF16>::KS; kk++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            int r = r0 + g + 8 * (e & 1), c = 8 * kk + t + 4 * (e >> 1);
-            a[kk][e] = tsr_tf32(r < n && c < d ? x[(size_t)r * ld + c] * mul : 0.0f);
+            int r = r0 + g + 8 * (e & 1);
+            if (BF16) {
+                int c = 16 * kk + 2 * t + 8 * (e >> 1);
+                a[kk][e] = tsr_bf16x2(tc_at(x, ld, n, d, r, c, mul),
+                                      tc_at(x, ld, n, d, r, c + 1, mul));
+            } else {
+                int c = 8 * kk + t + 4 * (e >> 1);
+                a[kk][e] = tsr_tf32(tc_at(x, ld, n, d, r, c, mul));
+            }
         }
 }
 
-/* acc (16, 8 NT) += A (16, 8 KD) X^T for this warp, X a (8 NT, DMAX) shared
+/* acc (16, 8 NT) += A (16, DMAX) X^T for this warp, X a (8 NT, DMAX) shared
  * tile (stride LDS) read as B (k = column of X, n = row of X): the score
  * products S = Q K^T, dP = dO V^T, S^T = K Q^T, dP^T = V dO^T. */
-template <int DMAX, int NT>
+template <int DMAX, int NT, bool BF16>
 static __device__ __forceinline__ void tc_product_xt(float acc[][4], const uint32_t a[][4],
                                                      const float *x)
 {
-    constexpr int LDS = tc_geo<DMAX>::LDS;
+    constexpr int LDS = tc_geo<DMAX>::LDS, KS = tc_prec<BF16>::KS;
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int kk = 0; kk < DMAX / 8; kk++)
+    for (int kk = 0; kk < DMAX / KS; kk++)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
-            const float *row = &x[(8 * nt + g) * LDS + 8 * kk + t];
-            uint32_t b[2] = {tsr_tf32(row[0]), tsr_tf32(row[4])};
-            tsr_mma_tf32(acc[nt], a[kk], b);
+            uint32_t b[2];
+            if (BF16) { /* B(2t..2t+1, g), B(2t+8..2t+9, g): X row g, columns in pairs */
+                const float *row = &x[(8 * nt + g) * LDS + 16 * kk + 2 * t];
+                b[0] = tsr_bf16x2(row[0], row[1]);
+                b[1] = tsr_bf16x2(row[8], row[9]);
+            } else { /* B(t, g), B(t+4, g) */
+                const float *row = &x[(8 * nt + g) * LDS + 8 * kk + t];
+                b[0] = tsr_tf32(row[0]);
+                b[1] = tsr_tf32(row[4]);
+            }
+            tc_mma<BF16>(acc[nt], a[kk], b);
         }
 }
 
 /* acc (16, DMAX) += P (16, BC) Y for this warp, P the score-shaped
- * accumulators p[NC][4] (already TF32 bits: element e of block kk is row
- * g + 8 (e / 2), key 8 kk + 2t + e % 2), Y a (BC, DMAX) shared tile read
- * with its rows in the matching order: A's column t is key 2t, t + 4 key
- * 2t + 1. */
-template <int DMAX>
-static __device__ __forceinline__ void tc_product_py(float acc[][4], const uint32_t p[][4],
+ * accumulators p[NC][4] (already rounded to the operand precision:
+ * element e of 8-key block kk is row g + 8 (e / 2), key 8 kk + 2t + e % 2),
+ * Y a (BC, DMAX) shared tile.  bf16: P's layout is A's (keys 2t, 2t+1 of
+ * blocks 2kk and 2kk + 1 are A's columns 2t.., 2t+8..).  TF32: A's column t
+ * is taken to be key 2t and t + 4 key 2t + 1 (the product sums over keys),
+ * and Y's rows are read in that order. */
+template <int DMAX, bool BF16>
+static __device__ __forceinline__ void tc_product_py(float acc[][4], const float p[][4],
                                                      const float *y)
 {
     typedef tc_geo<DMAX> G;
-    constexpr int LDS = G::LDS;
+    constexpr int LDS = G::LDS, KS = tc_prec<BF16>::KS;
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int kk = 0; kk < G::NC; kk++) {
-        uint32_t a[4] = {p[kk][0], p[kk][2], p[kk][1], p[kk][3]};
-        const float *r0 = &y[(8 * kk + 2 * t) * LDS + g];
+    for (int kk = 0; kk < G::BC / KS; kk++) {
+        uint32_t a[4];
+        const float *r0 = &y[(KS * kk + 2 * t) * LDS + g];
+        if (BF16) {
+            a[0] = tsr_bf16x2(p[2 * kk][0], p[2 * kk][1]);
+            a[1] = tsr_bf16x2(p[2 * kk][2], p[2 * kk][3]);
+            a[2] = tsr_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+            a[3] = tsr_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+        } else {
+            a[0] = __float_as_uint(p[kk][0]);
+            a[1] = __float_as_uint(p[kk][2]);
+            a[2] = __float_as_uint(p[kk][1]);
+            a[3] = __float_as_uint(p[kk][3]);
+        }
 #pragma unroll
         for (int nt = 0; nt < G::KD; nt++) {
-            uint32_t b[2] = {tsr_tf32(r0[8 * nt]), tsr_tf32(r0[LDS + 8 * nt])};
-            tsr_mma_tf32(acc[nt], a, b);
+            uint32_t b[2];
+            if (BF16) { /* B(2t..2t+1, g), B(2t+8..2t+9, g): Y rows in pairs, column g */
+                b[0] = tsr_bf16x2(r0[8 * nt], r0[LDS + 8 * nt]);
+                b[1] = tsr_bf16x2(r0[8 * LDS + 8 * nt], r0[9 * LDS + 8 * nt]);
+            } else { /* keys 2t, 2t + 1 */
+                b[0] = tsr_tf32(r0[8 * nt]);
+                b[1] = tsr_tf32(r0[LDS + 8 * nt]);
+            }
+            tc_mma<BF16>(acc[nt], a, b);
         }
     }
 }
@@ -208,13 +272,13 @@ static __device__ __forceinline__ void tc_add_acc(float *x, int ld, int n, int d
  * Per key chunk of 32: S (16, 32) = Qs K^T (Qs = log2(e) scale q), the
  * online softmax of each row in the accumulators (m in the log2 domain, l
  * a per-lane partial sum until the end), then O (16, DMAX) += P V. */
-template <int DMAX>
+template <int DMAX, bool BF16>
 __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     k_attn_fwd_tc(tc_shape sp, const float *q, const float *k, const float *v, float *ms,
                   float *acc)
 {
     typedef tc_geo<DMAX> G;
-    constexpr int BC = G::BC, KD = G::KD, NC = G::NC;
+    constexpr int BC = G::BC, KD = G::KD, NC = G::NC, KA = DMAX / tc_prec<BF16>::KS;
     __shared__ __align__(16) float sh[2][2][G::STAGE]; /* [stage][k, v] */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int b = blockIdx.y, d = sp.d;
@@ -227,8 +291,8 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     tc_issue<DMAX>(sh[0][1], vb, sp.st.ldk, sp.tk, d, 0, sp.vec);
     tsr_cp_async_commit();
 
-    uint32_t qa[KD][4];
-    tc_rows_a<DMAX>(qa, qb, sp.st.ldq, sp.tq, d, rows.iw, sp.scale * TC_LOG2E);
+    uint32_t qa[KA][4];
+    tc_rows_a<DMAX, BF16>(qa, qb, sp.st.ldq, sp.tq, d, rows.iw, sp.scale * TC_LOG2E);
 
     /* rows g (h = 0) and g + 8 (h = 1): state and visible keys */
     float m2[2], l[2], o[KD][4];
@@ -264,7 +328,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
         if (j0 < rows.nwarp) { /* warp-uniform: some query of the warp sees the chunk */
             /* S (16, BC) = Qs K^T */
             float sc[NC][4] = {};
-            tc_product_xt<DMAX, NC>(sc, qa, sh[s][0]);
+            tc_product_xt<DMAX, NC, BF16>(sc, qa, sh[s][0]);
             if (j0 + BC > rows.nfirst) /* the chunk crosses some row's last key */
 #pragma unroll
                 for (int nt = 0; nt < NC; nt++)
@@ -272,9 +336,9 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
                     for (int e = 0; e < 4; e++)
                         if (j0 + 8 * nt + 2 * t + (e & 1) >= nvis[e >> 1])
                             sc[nt][e] = -INFINITY;
-            /* online softmax per row: m' = max(m, max_j s_j), p_j = tf32(2^(s_j - m')),
-             * l' = l 2^(m - m') + sum_j p_j, o' = o 2^(m - m') */
-            uint32_t p[NC][4];
+            /* online softmax per row: m' = max(m, max_j s_j), p_j = round(2^(s_j - m'))
+             * (to the operand precision), l' = l 2^(m - m') + sum_j p_j, o' = o 2^(m - m') */
+            float p[NC][4];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float mx = -INFINITY;
@@ -292,9 +356,9 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
                 for (int nt = 0; nt < NC; nt++)
 #pragma unroll
                     for (int u = 0; u < 2; u++) {
-                        uint32_t pb = tsr_tf32(exp2f(sc[nt][2 * h + u] - base));
-                        p[nt][2 * h + u] = pb;
-                        sum += __uint_as_float(pb);
+                        float pr = tc_round<BF16>(exp2f(sc[nt][2 * h + u] - base));
+                        p[nt][2 * h + u] = pr;
+                        sum += pr;
                     }
                 l[h] = l[h] * corr + sum;
 #pragma unroll
@@ -304,7 +368,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
                 }
             }
             /* O (16, DMAX) += P (16, BC) V (BC, DMAX) */
-            tc_product_py<DMAX>(o, p, sh[s][1]);
+            tc_product_py<DMAX, BF16>(o, p, sh[s][1]);
         }
         __syncthreads(); /* the stage is read before the next issue overwrites it */
     }
@@ -337,13 +401,13 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
  * chunk of 32: S = Qs K^T and dP = dO V^T (16, 32); per element
  * p = 2^(s - lse2) (0 where masked or lse = -inf), ds = p (dp - D) scale;
  * dQ (16, DMAX) += dS K, in registers until the end. */
-template <int DMAX>
+template <int DMAX, bool BF16>
 __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     k_attn_bwd_q_tc(tc_shape sp, const float *q, const float *k, const float *v,
                     const float *dout, const float *lse, const float *D, float *dq)
 {
     typedef tc_geo<DMAX> G;
-    constexpr int BC = G::BC, KD = G::KD, NC = G::NC;
+    constexpr int BC = G::BC, KD = G::KD, NC = G::NC, KA = DMAX / tc_prec<BF16>::KS;
     __shared__ __align__(16) float sh[2][2][G::STAGE]; /* [stage][k, v] */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int b = blockIdx.y, d = sp.d;
@@ -357,9 +421,9 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     tc_issue<DMAX>(sh[0][1], vb, sp.st.ldk, sp.tk, d, 0, sp.vec);
     tsr_cp_async_commit();
 
-    uint32_t qa[KD][4], da[KD][4];
-    tc_rows_a<DMAX>(qa, qb, sp.st.ldq, sp.tq, d, rows.iw, sp.scale * TC_LOG2E);
-    tc_rows_a<DMAX>(da, dob, sp.st.ldo, sp.tq, d, rows.iw, 1.0f);
+    uint32_t qa[KA][4], da[KA][4];
+    tc_rows_a<DMAX, BF16>(qa, qb, sp.st.ldq, sp.tq, d, rows.iw, sp.scale * TC_LOG2E);
+    tc_rows_a<DMAX, BF16>(da, dob, sp.st.ldo, sp.tq, d, rows.iw, 1.0f);
     float lse2[2], Dr[2], dqa[KD][4] = {};
     int nvis[2];
 #pragma unroll
@@ -386,19 +450,19 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
         __syncthreads();
         if (j0 < rows.nwarp) {
             float sc[NC][4] = {}, dp[NC][4] = {};
-            tc_product_xt<DMAX, NC>(sc, qa, sh[s][0]);
-            tc_product_xt<DMAX, NC>(dp, da, sh[s][1]);
-            uint32_t ds[NC][4];
+            tc_product_xt<DMAX, NC, BF16>(sc, qa, sh[s][0]);
+            tc_product_xt<DMAX, NC, BF16>(dp, da, sh[s][1]);
+            float ds[NC][4];
 #pragma unroll
             for (int nt = 0; nt < NC; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int h = e >> 1, j = j0 + 8 * nt + 2 * t + (e & 1);
                     float p = j < nvis[h] ? exp2f(sc[nt][e] - lse2[h]) : 0.0f;
-                    ds[nt][e] = tsr_tf32(p * (dp[nt][e] - Dr[h]) * sp.scale);
+                    ds[nt][e] = tc_round<BF16>(p * (dp[nt][e] - Dr[h]) * sp.scale);
                 }
             /* dQ (16, DMAX) += dS (16, BC) K (BC, DMAX) */
-            tc_product_py<DMAX>(dqa, ds, sh[s][0]);
+            tc_product_py<DMAX, BF16>(dqa, ds, sh[s][0]);
         }
         __syncthreads();
     }
@@ -411,13 +475,14 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
  * transposed S^T = Ks Q^T and dP^T = V dO^T (16, 32) (Ks = log2(e) scale k);
  * per element p^T and ds^T; dV += P^T dO and dK += dS^T Q, in registers
  * until the end. */
-template <int DMAX>
+template <int DMAX, bool BF16>
 __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     k_attn_bwd_kv_tc(tc_shape sp, const float *q, const float *k, const float *v,
                      const float *dout, const float *lse, const float *D, float *dk, float *dv)
 {
     typedef tc_geo<DMAX> G;
     constexpr int BR = G::BR, BC = G::BC, KD = G::KD, NC = G::NC;
+    constexpr int KA = DMAX / tc_prec<BF16>::KS;
     __shared__ __align__(16) float sh[2][2][G::STAGE]; /* [stage][q, dout] */
     __shared__ float ls2[2][BC], Ds[2][BC];            /* [stage] lse (log2 domain), D */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -449,9 +514,9 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     };
     issue(0, istart);
 
-    uint32_t ka[KD][4], va[KD][4];
-    tc_rows_a<DMAX>(ka, kb, sp.st.ldk, sp.tk, d, jw, sp.scale * TC_LOG2E);
-    tc_rows_a<DMAX>(va, vb, sp.st.ldk, sp.tk, d, jw, 1.0f);
+    uint32_t ka[KA][4], va[KA][4];
+    tc_rows_a<DMAX, BF16>(ka, kb, sp.st.ldk, sp.tk, d, jw, sp.scale * TC_LOG2E);
+    tc_rows_a<DMAX, BF16>(va, vb, sp.st.ldk, sp.tk, d, jw, 1.0f);
     float dka[KD][4] = {}, dva[KD][4] = {};
 
     for (int ch = 0; ch < nchunks; ch++) {
@@ -465,9 +530,9 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
         __syncthreads();
         if (jw < sp.tk && i0 + BC > iwstart) { /* warp-uniform */
             float sc[NC][4] = {}, dp[NC][4] = {};
-            tc_product_xt<DMAX, NC>(sc, ka, sh[s][0]);
-            tc_product_xt<DMAX, NC>(dp, va, sh[s][1]);
-            uint32_t pt[NC][4], dst[NC][4];
+            tc_product_xt<DMAX, NC, BF16>(sc, ka, sh[s][0]);
+            tc_product_xt<DMAX, NC, BF16>(dp, va, sh[s][1]);
+            float pt[NC][4], dst[NC][4];
 #pragma unroll
             for (int nt = 0; nt < NC; nt++)
 #pragma unroll
@@ -476,12 +541,12 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
                     bool vis = j < sp.tk && (long long)sp.q0 + i0 + ii >= (long long)sp.k0 + j &&
                                ls2[s][ii] != -INFINITY; /* also false past tq */
                     float p = vis ? exp2f(sc[nt][e] - ls2[s][ii]) : 0.0f;
-                    pt[nt][e] = tsr_tf32(p);
-                    dst[nt][e] = tsr_tf32(p * (dp[nt][e] - Ds[s][ii]) * sp.scale);
+                    pt[nt][e] = tc_round<BF16>(p);
+                    dst[nt][e] = tc_round<BF16>(p * (dp[nt][e] - Ds[s][ii]) * sp.scale);
                 }
             /* dV (16, DMAX) += P^T (16, BC) dO (BC, DMAX), dK += dS^T Q */
-            tc_product_py<DMAX>(dva, pt, sh[s][1]);
-            tc_product_py<DMAX>(dka, dst, sh[s][0]);
+            tc_product_py<DMAX, BF16>(dva, pt, sh[s][1]);
+            tc_product_py<DMAX, BF16>(dka, dst, sh[s][0]);
         }
         __syncthreads();
     }
@@ -505,48 +570,53 @@ static tc_shape tc_shape_of(int d, int tq, int tk, int q0, int k0, float scale,
     return tc_shape{d, tq, tk, q0, k0, scale, st, vec ? 1 : 0};
 }
 
-template <int DMAX>
+template <int DMAX, bool BF16>
 static int launch_fwd_tc(cudaStream_t s, int nb, tc_shape sp, const float *q, const float *k,
                          const float *v, float *ms, float *acc)
 {
     typedef tc_geo<DMAX> G;
     dim3 grid((sp.tq + G::BR - 1) / G::BR, nb);
-    TSR_LAUNCH(k_attn_fwd_tc<DMAX>, grid, G::THREADS, 0, s, sp, q, k, v, ms, acc);
-    return tsr_cuda_launched_t("k_attn_fwd_tc", DMAX);
+    TSR_LAUNCH((k_attn_fwd_tc<DMAX, BF16>), grid, G::THREADS, 0, s, sp, q, k, v, ms, acc);
+    return tsr_cuda_launched_t(BF16 ? "k_attn_fwd_tc(bf16)" : "k_attn_fwd_tc", DMAX);
 }
 
-int tsr__cuda_attn_fwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                          float scale, tsr__attn_strides st, const float *q, const float *k,
-                          const float *v, float *ms, float *acc)
+int tsr__cuda_attn_fwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int q0,
+                          int k0, float scale, tsr__attn_strides st, const float *q,
+                          const float *k, const float *v, float *ms, float *acc)
 {
     tc_shape sp = tc_shape_of(d, tq, tk, q0, k0, scale, st, q, k, v, NULL);
     if (d <= 32)
-        return launch_fwd_tc<32>(s, nb, sp, q, k, v, ms, acc);
-    return launch_fwd_tc<64>(s, nb, sp, q, k, v, ms, acc);
+        return bf16 ? launch_fwd_tc<32, true>(s, nb, sp, q, k, v, ms, acc)
+                    : launch_fwd_tc<32, false>(s, nb, sp, q, k, v, ms, acc);
+    return bf16 ? launch_fwd_tc<64, true>(s, nb, sp, q, k, v, ms, acc)
+                : launch_fwd_tc<64, false>(s, nb, sp, q, k, v, ms, acc);
 }
 
-template <int DMAX>
+template <int DMAX, bool BF16>
 static int launch_bwd_tc(cudaStream_t s, int nb, tc_shape sp, const float *q, const float *k,
                          const float *v, const float *dout, const float *lse, const float *D,
                          float *dq, float *dk, float *dv)
 {
     typedef tc_geo<DMAX> G;
     dim3 gkv((sp.tk + G::BR - 1) / G::BR, nb), gq((sp.tq + G::BR - 1) / G::BR, nb);
-    TSR_LAUNCH(k_attn_bwd_kv_tc<DMAX>, gkv, G::THREADS, 0, s, sp, q, k, v, dout, lse, D, dk, dv);
-    int st = tsr_cuda_launched_t("k_attn_bwd_kv_tc", DMAX);
+    TSR_LAUNCH((k_attn_bwd_kv_tc<DMAX, BF16>), gkv, G::THREADS, 0, s, sp, q, k, v, dout, lse, D,
+               dk, dv);
+    int st = tsr_cuda_launched_t(BF16 ? "k_attn_bwd_kv_tc(bf16)" : "k_attn_bwd_kv_tc", DMAX);
     if (st)
         return st;
-    TSR_LAUNCH(k_attn_bwd_q_tc<DMAX>, gq, G::THREADS, 0, s, sp, q, k, v, dout, lse, D, dq);
-    return tsr_cuda_launched_t("k_attn_bwd_q_tc", DMAX);
+    TSR_LAUNCH((k_attn_bwd_q_tc<DMAX, BF16>), gq, G::THREADS, 0, s, sp, q, k, v, dout, lse, D, dq);
+    return tsr_cuda_launched_t(BF16 ? "k_attn_bwd_q_tc(bf16)" : "k_attn_bwd_q_tc", DMAX);
 }
 
-int tsr__cuda_attn_bwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                          float scale, tsr__attn_strides st, const float *q, const float *k,
-                          const float *v, const float *dout, const float *lse, const float *D,
-                          float *dq, float *dk, float *dv)
+int tsr__cuda_attn_bwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int q0,
+                          int k0, float scale, tsr__attn_strides st, const float *q,
+                          const float *k, const float *v, const float *dout, const float *lse,
+                          const float *D, float *dq, float *dk, float *dv)
 {
     tc_shape sp = tc_shape_of(d, tq, tk, q0, k0, scale, st, q, k, v, dout);
     if (d <= 32)
-        return launch_bwd_tc<32>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv);
-    return launch_bwd_tc<64>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv);
+        return bf16 ? launch_bwd_tc<32, true>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv)
+                    : launch_bwd_tc<32, false>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv);
+    return bf16 ? launch_bwd_tc<64, true>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv)
+                : launch_bwd_tc<64, false>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv);
 }

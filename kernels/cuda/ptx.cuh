@@ -31,6 +31,24 @@ static __device__ __forceinline__ uint32_t tsr_tf32(float x)
 #endif
 }
 
+/* (lo, hi) rounded to bf16 (nearest even) and packed: lo in the low half */
+static __device__ __forceinline__ uint32_t tsr_bf16x2(float lo, float hi)
+{
+#ifdef TSR_CUDA_EMU
+    return tsr_emu_cvt_rn_bf16x2(lo, hi);
+#else
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#endif
+}
+
+/* x rounded to bf16 (nearest even), as a float */
+static __device__ __forceinline__ float tsr_round_bf16(float x)
+{
+    return __uint_as_float(tsr_bf16x2(x, 0.0f) << 16);
+}
+
 /* d (16x8, fp32) += a (16x8, tf32) b (8x8, tf32) over the warp; per lane,
  * g = lane / 4 and t = lane % 4:
  *   a[0] = A(g, t)   a[1] = A(g+8, t)   a[2] = A(g, t+4)   a[3] = A(g+8, t+4)
@@ -44,6 +62,26 @@ static __device__ __forceinline__ void tsr_mma_tf32(float d[4], const uint32_t a
     tsr_emu_mma_m16n8k8_tf32(d, a, b);
 #else
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+/* d (16x8, fp32) += a (16x16, bf16) b (16x8, bf16) over the warp; per
+ * lane, g = lane / 4 and t = lane % 4, each register two elements, the
+ * lower column (row of B) in the low half:
+ *   a[0] = A(g, 2t..2t+1)    a[1] = A(g+8, 2t..2t+1)
+ *   a[2] = A(g, 2t+8..2t+9)  a[3] = A(g+8, 2t+8..2t+9)
+ *   b[0] = B(2t..2t+1, g)    b[1] = B(2t+8..2t+9, g)
+ *   d as in tsr_mma_tf32 */
+static __device__ __forceinline__ void tsr_mma_bf16(float d[4], const uint32_t a[4],
+                                                    const uint32_t b[2])
+{
+#ifdef TSR_CUDA_EMU
+    tsr_emu_mma_m16n8k16_bf16(d, a, b);
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));

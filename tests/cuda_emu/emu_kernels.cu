@@ -174,3 +174,33 @@ cudaError_t emu_mma_tf32(const float *a, const float *b, const float *c, float *
     tsr_emu_launch("k_mma_tf32", k_mma_tf32, dim3(1), dim3(32), 0, s, a, b, c, d);
     return cudaGetLastError();
 }
+
+/* One warp: d (16x8) = c + a (16x16, row-major) b (16x8, row-major (k, n))
+ * through tsr_mma_bf16, each lane loading the pairs the PTX ISA assigns it
+ * (two elements per register, the lower index in the low half). */
+__global__ void k_mma_bf16(const float *a, const float *b, const float *c, float *d)
+{
+    int lane = (int)threadIdx.x, g = lane / 4, t = lane % 4;
+    uint32_t af[4], bf[2];
+    for (int e = 0; e < 4; e++) {
+        int r = g + 8 * (e & 1), k = 2 * t + 8 * (e >> 1);
+        af[e] = tsr_bf16x2(a[r * 16 + k], a[r * 16 + k + 1]);
+    }
+    for (int e = 0; e < 2; e++) {
+        int k = 2 * t + 8 * e;
+        bf[e] = tsr_bf16x2(b[k * 8 + g], b[(k + 1) * 8 + g]);
+    }
+    float acc[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1], c[(g + 8) * 8 + 2 * t],
+                    c[(g + 8) * 8 + 2 * t + 1]};
+    tsr_mma_bf16(acc, af, bf);
+    d[g * 8 + 2 * t] = acc[0];
+    d[g * 8 + 2 * t + 1] = acc[1];
+    d[(g + 8) * 8 + 2 * t] = acc[2];
+    d[(g + 8) * 8 + 2 * t + 1] = acc[3];
+}
+
+cudaError_t emu_mma_bf16(const float *a, const float *b, const float *c, float *d, cudaStream_t s)
+{
+    tsr_emu_launch("k_mma_bf16", k_mma_bf16, dim3(1), dim3(32), 0, s, a, b, c, d);
+    return cudaGetLastError();
+}

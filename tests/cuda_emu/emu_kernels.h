@@ -18,6 +18,7 @@ cudaError_t emu_dyn_reverse(const float *x, float *y, int n, cudaStream_t s);
 cudaError_t emu_atomic_count(int blocks, int threads, int *counter, float *fsum, cudaStream_t s);
 cudaError_t emu_bad_config(cudaStream_t s);
 cudaError_t emu_mma_tf32(const float *a, const float *b, const float *c, float *d, cudaStream_t s);
+cudaError_t emu_mma_bf16(const float *a, const float *b, const float *c, float *d, cudaStream_t s);
 #ifdef __cplusplus
 }
 #endif

@@ -230,3 +230,53 @@ Test(emu_device, mma_tf32_fragment_layouts_against_double)
     cudaFree(dc);
     cudaFree(dd);
 }
+
+/* x rounded to bf16 (nearest, ties to even), in double: 8 significant bits */
+static double bf16_rne(float x)
+{
+    int e;
+    double m = frexp((double)x, &e);
+    double q = ldexp(m, 8), f = floor(q), r = q - f;
+    q = r > 0.5 ? f + 1 : r < 0.5 ? f : (fmod(f, 2.0) == 0 ? f : f + 1);
+    return ldexp(q, e - 8);
+}
+
+Test(emu_device, mma_bf16_fragment_layouts_against_double)
+{
+    float a[256], b[128], c[128], d[128];
+    unsigned seed = 11;
+    for (int i = 0; i < 256; i++) {
+        seed = seed * 1103515245u + 12345u;
+        a[i] = (float)((int)(seed >> 16 & 1023) - 512) / 97.0f;
+    }
+    for (int i = 0; i < 128; i++) {
+        seed = seed * 1103515245u + 12345u;
+        b[i] = (float)((int)(seed >> 16 & 1023) - 512) / 89.0f;
+        c[i] = (float)i / 16.0f;
+    }
+    float *da = dev_copy(a, sizeof a), *db = dev_copy(b, sizeof b), *dc = dev_copy(c, sizeof c);
+    float *dd;
+    cr_assert_eq(cudaMalloc((void **)&dd, sizeof d), cudaSuccess);
+    for (size_t o = 0; o < sizeof orders / sizeof orders[0]; o++) {
+        setenv("TESSERA_CUDA_EMU_ORDER", orders[o], 1);
+        cr_assert_eq(emu_mma_bf16(da, db, dc, dd, 0), cudaSuccess);
+        cr_assert_eq(cudaMemcpy(d, dd, sizeof d, cudaMemcpyDeviceToHost), cudaSuccess);
+        for (int r = 0; r < 16; r++)
+            for (int n = 0; n < 8; n++) {
+                double want = c[r * 8 + n], mag = fabs(want);
+                for (int k = 0; k < 16; k++) {
+                    double p = bf16_rne(a[r * 16 + k]) * bf16_rne(b[k * 8 + n]);
+                    want += p;
+                    mag += fabs(p);
+                }
+                cr_assert(fabs(d[r * 8 + n] - want) <= 1e-6 * mag,
+                          "%s order: d(%d, %d) = %.9g, want %.9g", orders[o], r, n, d[r * 8 + n],
+                          want);
+            }
+    }
+    unsetenv("TESSERA_CUDA_EMU_ORDER");
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dc);
+    cudaFree(dd);
+}

@@ -147,6 +147,9 @@ Test(cuda_attention, tile_pairs_all_head_dims)
  * (an absolute score error).  An indexing or masking error (a key too many or
  * too few, a wrong row) moves results by a softmax weight, 1e-2 and more. */
 #define TF32_U (1.0 / 2048.0)
+/* bf16 (TSR_ATTN_BF16) keeps 8 significant bits: the same reasoning with
+ * u = 2^-8 (3.9e-3) */
+#define BF16_U (1.0 / 256.0)
 
 typedef struct {
     int d, tq, tk, nb, q0, k0, fresh; /* fresh: the state is attn_init's */
@@ -180,14 +183,23 @@ static double maxadded(const double *x, const float *base, size_t n)
     return m;
 }
 
-static void tf32_check(const char *what, const tcase *c, double err, double tol)
+/* the unit roundoff of a precision's operands: TF32 2^-11, bf16 2^-8 */
+static double prec_unit(int prec)
 {
-    cr_assert(err <= tol, "%s d=%d tq=%d tk=%d nb=%d q0=%d k0=%d fresh=%d: max error %.3g > %.3g",
-              what, c->d, c->tq, c->tk, c->nb, c->q0, c->k0, c->fresh, err, tol);
+    return prec == TSR_ATTN_BF16 ? BF16_U : TF32_U;
 }
 
-static void attn_tf32_case(tcase c, void *st, uint64_t salt)
+static void tf32_check(const char *what, int prec, const tcase *c, double err, double tol)
 {
+    cr_assert(err <= tol,
+              "%s (%s) d=%d tq=%d tk=%d nb=%d q0=%d k0=%d fresh=%d: max error %.3g > %.3g", what,
+              prec == TSR_ATTN_BF16 ? "bf16" : "tf32", c->d, c->tq, c->tk, c->nb, c->q0, c->k0,
+              c->fresh, err, tol);
+}
+
+static void attn_tc_case(tcase c, int prec, void *st, uint64_t salt)
+{
+    const double U = prec_unit(prec);
     kt_rng r = kt_seed(salt);
     int d = c.d, tq = c.tq, tk = c.tk, nb = c.nb;
     size_t nq = (size_t)d * tq * nb, nk = (size_t)d * tk * nb, rows = (size_t)tq * nb;
@@ -237,12 +249,12 @@ static void attn_tf32_case(tcase c, void *st, uint64_t salt)
     float *d_q = kt_to_dev(q, nq), *d_k = kt_to_dev(k, nk), *d_v = kt_to_dev(v, nk);
     float *d_ms = kt_to_dev(ms, 2 * rows), *d_acc = kt_to_dev(acc, nq);
     float *d_o = kt_dev(nq), *d_lse = kt_dev(rows);
-    KT_CUDA_OK(tsr_cuda_attn_fwd(st, TSR_ATTN_TF32, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k,
+    KT_CUDA_OK(tsr_cuda_attn_fwd(st, prec, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k,
                                  d_v, d_ms, d_acc));
     KT_CUDA_OK(tsr_cuda_attn_finalize(st, d, tq, nb, d_ms, d_acc, d_o, d_lse));
     float *go = kt_from_dev(d_o, nq), *glse = kt_from_dev(d_lse, rows);
-    tf32_check("tf32 attn o", &c, maxerr(go, o, nq), 4 * TF32_U * kt_dmaxabs(o, nq) + 1e-6);
-    tf32_check("tf32 attn lse", &c, maxerr(glse, lse, rows), 4 * TF32_U * (1 + smax));
+    tf32_check("tf32 attn o", prec, &c, maxerr(go, o, nq), 4 * U * kt_dmaxabs(o, nq) + 1e-6);
+    tf32_check("tf32 attn lse", prec, &c, maxerr(glse, lse, rows), 4 * U * (1 + smax));
     /* a query that saw no key: o = 0 and lse = -inf exactly */
     for (size_t row = 0; row < rows; row++)
         if (lse[row] == -INFINITY) {
@@ -288,20 +300,20 @@ static void attn_tf32_case(tcase c, void *st, uint64_t salt)
         }
     float *d_do = kt_to_dev(dout, nq), *d_l2 = kt_to_dev(flse, rows), *d_D = kt_to_dev(fD, rows);
     float *d_dq = kt_to_dev(dq, nq), *d_dk = kt_to_dev(dk, nk), *d_dv = kt_to_dev(dv, nk);
-    KT_CUDA_OK(tsr_cuda_attn_bwd(st, TSR_ATTN_TF32, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k,
+    KT_CUDA_OK(tsr_cuda_attn_bwd(st, prec, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k,
                                  d_v, d_do, d_l2, d_D, d_dq, d_dk, d_dv));
     float *g = kt_from_dev(d_dq, nq);
-    tf32_check("tf32 attn dq", &c, maxerr(g, rdq, nq), 4 * TF32_U * maxadded(rdq, dq, nq) + 1e-6);
+    tf32_check("tf32 attn dq", prec, &c, maxerr(g, rdq, nq), 4 * U * maxadded(rdq, dq, nq) + 1e-6);
     free(g);
     g = kt_from_dev(d_dk, nk);
-    tf32_check("tf32 attn dk", &c, maxerr(g, rdk, nk), 4 * TF32_U * maxadded(rdk, dk, nk) + 1e-6);
+    tf32_check("tf32 attn dk", prec, &c, maxerr(g, rdk, nk), 4 * U * maxadded(rdk, dk, nk) + 1e-6);
     free(g);
     g = kt_from_dev(d_dv, nk);
-    tf32_check("tf32 attn dv", &c, maxerr(g, rdv, nk), 4 * TF32_U * maxadded(rdv, dv, nk) + 1e-6);
+    tf32_check("tf32 attn dv", prec, &c, maxerr(g, rdv, nk), 4 * U * maxadded(rdv, dv, nk) + 1e-6);
     /* no atomics: a second run adds bit for bit the same */
     if (salt % 2 == 0) {
         kt_upload(d_dv, dv, nk);
-        KT_CUDA_OK(tsr_cuda_attn_bwd(st, TSR_ATTN_TF32, d, tq, tk, nb, c.q0, c.k0, scale, d_q,
+        KT_CUDA_OK(tsr_cuda_attn_bwd(st, prec, d, tq, tk, nb, c.q0, c.k0, scale, d_q,
                                      d_k, d_v, d_do, d_l2, d_D, d_dq, d_dk, d_dv));
         float *g2 = kt_from_dev(d_dv, nk);
         cr_assert(memcmp(g, g2, nk * sizeof(float)) == 0, "tf32 attn dv: two runs differ");
@@ -342,7 +354,33 @@ Test(cuda_attention, tf32_tensor_cores_against_double)
         {200, 17, 16, 1, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        attn_tf32_case(cases[i], st, 480 + i);
+        attn_tc_case(cases[i], TSR_ATTN_TF32, st, 480 + i);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+/* the same cases with bf16 operands (the tolerance with u = 2^-8) */
+Test(cuda_attention, bf16_tensor_cores_against_double)
+{
+    KT_REQUIRE_GPU();
+    void *st = kt_stream();
+    const tcase cases[] = {
+        {64, 256, 256, 2, 0, 0, 1},    /* causal diagonal, 4 blocks, 8 chunks */
+        {64, 100, 70, 3, 64, 64, 0},   /* edge tiles, diagonal at the corner */
+        {16, 16, 16, 2, 0, 0, 1},      /* one warp tile */
+        {1, 5, 3, 1, 2, 0, 0},         /* d = 1 */
+        {8, 13, 7, 2, 20, 25, 1},      /* q0 < k0: the diagonal inside, rows that see nothing */
+        {32, 48, 40, 2, 10, 0, 0},     /* DMAX 32, q0 > k0 */
+        {48, 33, 50, 1, 60, 0, 1},     /* d off 16, every key visible */
+        {31, 65, 129, 3, 64, 0, 0},    /* queries one past a block, keys past the diagonal */
+        {64, 130, 10, 2, 0, 64, 1},    /* the first query block sees no key */
+        {40, 97, 113, 1, 200, 180, 1}, /* the diagonal crossing off every multiple of 16 */
+        {64, 128, 192, 1, 64, 0, 0},   /* more keys than queries */
+        {80, 40, 37, 1, 3, 0, 0},      /* above 64: the FP32 kernels */
+        {128, 33, 20, 1, 10, 0, 1},
+        {200, 17, 16, 1, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        attn_tc_case(cases[i], TSR_ATTN_BF16, st, 520 + i);
     cudaStreamDestroy((cudaStream_t)st);
 }
 
