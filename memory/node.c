@@ -258,7 +258,10 @@ static int init_phantom(const tsr_mem_config_t *cfg, char *err, size_t errlen)
     }
     int rc = TSR_OK;
     for (int i = -1; rc == TSR_OK && i < P->nacc; i++) {
-        rc = tsr__phantom_node_open(node_new(cfg->tracing), P, i, err, errlen);
+        tsr_node_t *n = node_new(cfg->tracing);
+        rc = tsr__phantom_node_open(n, P, i, err, errlen);
+        if (rc == TSR_OK && n->kind == TSR_NODE_KIND_CUDA)
+            n->exec_lanes = cfg->cuda_lanes; /* a simulated GPU has the real one's lanes */
         if (rc == TSR_OK)
             mem.n++;
     }

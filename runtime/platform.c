@@ -552,9 +552,12 @@ double tsr__platform_task_seconds(const tsr_platform_t *p, int kind, const tsr_c
             break;
         }
     }
+    /* the codelets whose CUDA kernels run on tensor cores in TF32 mode:
+     * GEMMs and the attention's products (kernels/cuda/attention_tc.cu) */
     double peak = d->peak_flops;
     if (kind == TSR_DEVICE_CUDA && cuda_fp32 == TSR_CUDA_FP32_TF32 && d->peak_flops_tf32 > 0 &&
-        cl->name && strstr(cl->name, "gemm"))
+        cl->name &&
+        (strstr(cl->name, "gemm") || !strcmp(cl->name, "attn_fwd") || !strcmp(cl->name, "attn_bwd")))
         peak = d->peak_flops_tf32;
     double tc = flops > 0 && peak * fe > 0 ? flops / (peak * fe) : 0;
     double tm = bytes > 0 && d->mem_bandwidth * be > 0 ? bytes / (d->mem_bandwidth * be) : 0;

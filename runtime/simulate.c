@@ -11,6 +11,14 @@
  * worker takes its next turn. The application's thread runs the events
  * whenever it waits, until what it waits for holds.
  *
+ * A GPU worker has its node's compute lanes (TESSERA_CUDA_STREAMS, as the
+ * threads driver): up to that many tasks run at once, as kernels queued on
+ * different streams.  What overlaps is the host's part of a task (the
+ * device's launch_us: launch and the host round trip that orders it); the
+ * kernels themselves take the device one after another (a task's kernel
+ * starts when both its launch is done and the previous kernel has ended).
+ * With one lane that is exactly launch + kernel per task, in turn.
+ *
  * A task's duration is what the performance models say (the history of
  * this machine where the platform asks for it and has one, else the
  * platform's rate model, installed as the models' prior), so that the
@@ -34,6 +42,7 @@
 #include "kernels/gemm.h"
 #include "memory/vclock.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,8 +55,16 @@ typedef struct simw {
     bool waiting;       /* holds tasks, none of whose data is there */
     int origin;         /* its turn was passed on by a worker that could not
                            take the queued tasks: the first such, or -1 */
-    tsr_task_t running; /* the task whose completion event is scheduled */
-    uint64_t run_start, wait_since;
+    int nlanes;         /* tasks it may run at once: 1, or a GPU's compute lanes */
+    int nrunning;       /* lanes with a completion event scheduled */
+    tsr_task_t running[TSR_PIPE_MAX]; /* by lane; NULL: free */
+    uint64_t run_start[TSR_PIPE_MAX];
+    uint64_t dev_free;  /* when the device's last queued kernel ends */
+    struct simlane {    /* a lane's completion event argument */
+        tsr_worker_t *w;
+        int lane;
+    } lane[TSR_PIPE_MAX];
+    uint64_t wait_since;
 } simw_t;
 
 static struct {
@@ -160,19 +177,36 @@ static void sim_data_ready(tsr_mem_req_t *r)
     tsr_task_t t = r->arg;
     tsr_worker_t *w = &tsr__rt.workers[t->run_worker];
     atomic_store(&t->data_state, DATA_READY);
-    if (!sim.w[w->id].running)
+    if (sim.w[w->id].nrunning < sim.w[w->id].nlanes)
         queue_turn(w, -1);
 }
 
-/* Start t on w: its completion is an event. False when t failed instead
- * (w may take the next one). */
+/* When t, started now on w and taking ns, ends: its host part (the
+ * device's launch time, at most ns) overlaps other lanes' tasks, its
+ * kernel waits for the device's previous one (one lane: now + ns). */
+static uint64_t task_end(tsr_worker_t *w, uint64_t now, uint64_t ns)
+{
+    simw_t *s = &sim.w[w->id];
+    double launch = w->device_kind >= 0 && w->device_kind < TSR_DEVICE_KINDS
+                        ? sim.plat.device[w->device_kind].launch
+                        : 0;
+    uint64_t host = (uint64_t)llround(launch * 1e9);
+    host = host < ns ? host : ns;
+    uint64_t start = now + host > s->dev_free ? now + host : s->dev_free;
+    s->dev_free = start + (ns - host);
+    return s->dev_free;
+}
+
+/* Start t on w, on a free lane: its completion is an event. False when t
+ * failed instead (w may take the next one). */
 static bool run_task(tsr_worker_t *w, tsr_task_t t)
 {
     simw_t *s = &sim.w[w->id];
     uint64_t now = tsr__vclock_now();
     double secs = 0;
     uint64_t ns = task_ns(w, t, &secs);
-    if (now > MAX_VIRTUAL_NS || ns > MAX_VIRTUAL_NS - now) {
+    uint64_t queued = s->dev_free > now ? s->dev_free - now : 0;
+    if (now > MAX_VIRTUAL_NS || ns > MAX_VIRTUAL_NS - now - queued) {
         tsr__mem_release(&t->mreq);
         snprintf(t->mreq.err, sizeof t->mreq.err,
                  "a simulated duration of %g s %s: the platform's rates (or the models) "
@@ -181,10 +215,18 @@ static bool run_task(tsr_worker_t *w, tsr_task_t t)
         tsr__worker_fail(w, t, TSR_EINVAL);
         return false;
     }
-    s->running = t;
-    s->run_start = now;
-    if (tsr__vclock_at(now + ns, sim_complete, w) != TSR_OK) {
-        s->running = NULL;
+    int lane = 0;
+    while (s->running[lane])
+        lane++;
+    assert(lane < s->nlanes);
+    uint64_t dev_free = s->dev_free;
+    s->running[lane] = t;
+    s->run_start[lane] = now;
+    s->nrunning++;
+    if (tsr__vclock_at(task_end(w, now, ns), sim_complete, &s->lane[lane]) != TSR_OK) {
+        s->running[lane] = NULL;
+        s->nrunning--;
+        s->dev_free = dev_free;
         tsr__mem_release(&t->mreq);
         snprintf(t->mreq.err, sizeof t->mreq.err, "no memory for a simulation event");
         tsr__worker_fail(w, t, TSR_ENOMEM);
@@ -201,7 +243,7 @@ static void step(tsr_worker_t *w, int origin)
     simw_t *s = &sim.w[w->id];
     bool took = false;
     for (;;) {
-        while (w->ninflight + (s->running ? 1 : 0) < w->depth) {
+        while (w->ninflight + s->nrunning < w->depth) {
             long left;
             tsr_task_t t = tsr__worker_next(w, &left);
             if (!t)
@@ -213,7 +255,7 @@ static void step(tsr_worker_t *w, int origin)
             if (tsr__worker_take(w, t, sim_data_ready))
                 w->inflight[w->ninflight++] = t;
         }
-        if (s->running)
+        if (s->nrunning >= s->nlanes)
             return;
         int i = tsr__worker_first_ready(w);
         if (i < 0) {
@@ -240,7 +282,8 @@ static void step(tsr_worker_t *w, int origin)
             tsr__worker_fail(w, t, status);
             continue;
         }
-        if (run_task(w, t))
+        /* started (with a lane left: look for the next), or failed */
+        if (run_task(w, t) && s->nrunning >= s->nlanes)
             return;
     }
 }
@@ -294,20 +337,22 @@ static bool execute(tsr_worker_t *w, tsr_task_t t, int *rc)
     return true;
 }
 
-/* Event: w's running task ends: execute it (simulate_exec), finish it,
- * and take the next turn at once (as a thread would). */
+/* Event: the task on one of w's lanes ends: execute it (simulate_exec),
+ * finish it, and take the next turn at once (as a thread would). */
 static void sim_complete(void *arg)
 {
-    tsr_worker_t *w = arg;
+    const struct simlane *l = arg;
+    tsr_worker_t *w = l->w;
     simw_t *s = &sim.w[w->id];
-    tsr_task_t t = s->running;
+    tsr_task_t t = s->running[l->lane];
     int saved = tsr__tl_worker;
     tsr__tl_worker = w->id;
     int rc = 0;
     bool live = tsr__rt.cfg.simulate_exec ? execute(w, t, &rc) : true;
-    s->running = NULL;
+    s->running[l->lane] = NULL;
+    s->nrunning--;
     if (live)
-        tsr__worker_finish(w, t, rc, s->run_start);
+        tsr__worker_finish(w, t, rc, s->run_start[l->lane]);
     step(w, -1);
     tsr__tl_worker = saved;
 }
@@ -365,8 +410,14 @@ static int sim_start(void)
     if (!sim.w)
         return tsr__fail(TSR_ENOMEM, "init: cannot allocate %d workers", tsr__rt.nworkers);
     for (int i = 0; i < tsr__rt.nworkers; i++) {
-        sim.w[i].idle = true;
-        sim.w[i].origin = -1;
+        tsr_worker_t *w = &tsr__rt.workers[i];
+        simw_t *s = &sim.w[i];
+        s->idle = true;
+        s->origin = -1;
+        int lanes = w->device_kind == TSR_DEVICE_CUDA ? tsr__mem_node(w->node)->exec_lanes : 1;
+        s->nlanes = lanes < 1 ? 1 : lanes > TSR_PIPE_MAX ? TSR_PIPE_MAX : lanes;
+        for (int l = 0; l < TSR_PIPE_MAX; l++)
+            s->lane[l] = (struct simlane){w, l};
     }
     return TSR_OK;
 }

@@ -754,3 +754,64 @@ Test(simulate, bad_platform_file_is_refused)
     start_runtime(1, NULL, 0);
     stop_runtime();
 }
+
+/* ---- a GPU's compute lanes ------------------------------------------------------- */
+
+static const tsr_codelet_t gwork1 = {.name = "gwork1", .impl = {work_kernel, work_kernel},
+                                     .nbuffers = 1, .flops = work_flops, .bytes = no_bytes};
+
+/* One GPU of 4 GFLOPS whose tasks each pay a 100 us launch (the host's
+ * part: launch and the round trip that orders it), data links far too
+ * fast to matter; n independent 0.25 ms kernels (10^6 flops each).
+ * By hand: one lane runs launch + kernel in turn, n (100 + 250) us; four
+ * lanes overlap each launch with the kernels queued before it, so the
+ * device is busy from the first launch's end: 100 + n 250 us. */
+static double lanes_makespan(int lanes, int n)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tsr-sim-lanes-%d.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "{\"name\": \"test-lanes\", \"models\": \"rates\", \"task_overhead_us\": 0,\n"
+               " \"host\": {\"memory_gib\": 64, \"memory_bandwidth_gbs\": 1000000,\n"
+               "          \"memory_latency_us\": 0, \"cpu_workers\": 0},\n"
+               " \"devices\": {\"cpu\": {\"fp32_tflops\": 0.001, \"memory_bandwidth_gbs\": 1000000,"
+               " \"launch_us\": 0, \"flops_efficiency\": 1, \"bytes_efficiency\": 1},\n"
+               "  \"cuda\": {\"fp32_tflops\": 0.004, \"memory_bandwidth_gbs\": 1000000,"
+               " \"launch_us\": 100, \"flops_efficiency\": 1, \"bytes_efficiency\": 1}},\n"
+               " \"accelerators\": [{\"kind\": \"cuda\", \"count\": 1, \"memory_gib\": 16,"
+               " \"link\": {\"bandwidth_gbs\": 1000000, \"latency_us\": 0}}]}\n");
+    fclose(f);
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = -1;
+    cfg.bind = 0;
+    cfg.sched = "eager";
+    cfg.simulate = path;
+    cfg.perfmodel_dir = "";
+    cfg.cuda_streams = lanes;
+    cr_assert_eq(tsr_init(&cfg), TSR_OK, "tsr_init: %s", tsr_error_message());
+    cr_assert_eq(tsr_worker_count(), 1);
+    double x[16] = {0};
+    tsr_handle_t h[16];
+    cr_assert(n <= 16);
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(tsr_handle_register(&h[i], &x[i], sizeof x[i]), TSR_OK);
+        submit_work(&gwork1, &h[i], 1);
+    }
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    double t = tsr_time();
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    stop_runtime();
+    unlink(path);
+    return t;
+}
+
+Test(simulate, gpu_lanes_overlap_launches_not_kernels)
+{
+    const int n = 8;
+    double one = lanes_makespan(1, n), four = lanes_makespan(4, n);
+    cr_assert_float_eq(one, n * 350e-6, 2e-6, "one lane: %.9f s", one);
+    cr_assert_float_eq(four, 100e-6 + n * 250e-6, 2e-6, "four lanes: %.9f s", four);
+}
