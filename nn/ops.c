@@ -847,6 +847,19 @@ double tsr__attn_pairs(int tq, int tk, int nb, int q0, int k0)
     return ((double)nb) * (partial + (tq - b) * (double)tk);
 }
 
+/* The attention tasks take every head of a token tile at once: q, k, v are
+ * read in place from the (C, tt) tiles of the fused qkv activation (ld = C,
+ * head stride d), o and dout are (C, tt) tiles, and dq, dk, dv are written
+ * into the (C, tt) tiles of dqkv (kernels/attention.h's strided views). A
+ * tile of nseq whole sequences side by side is nseq kernel calls, one per
+ * sequence (the kernels' one head stride cannot also step over sequences);
+ * the contiguous state of sequence s (ms, acc, lse, D: heads x tq rows each)
+ * follows sequence s - 1's. */
+static inline long long attn_hs(const attn_args_t *a)
+{
+    return a->d; /* heads side by side in a position's C rows */
+}
+
 /* attn_init writes ms and acc */
 static double attn_init_bytes(const void *args, const size_t *sizes)
 {
@@ -854,15 +867,15 @@ static double attn_init_bytes(const void *args, const size_t *sizes)
     return (double)sizes[0] + (double)sizes[1];
 }
 
-/* ms (2, tq) = (-inf, 0), acc (d, tq) = 0 */
+/* ms (2, tq, H, nseq) = (-inf, 0), acc (d, tq, H, nseq) = 0 */
 TILE_CODELET(cl_attn_init, "attn_init", 2, attn_args_t, zero_flops, attn_init_bytes,
-             (tsr_cpu_attn_init(a->d, a->tq, a->nb, buf[0], buf[1])),
-             (tsr_cuda_attn_init(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1])));
+             (tsr_cpu_attn_init(a->d, a->tq, a->nb * a->nseq, buf[0], buf[1])),
+             (tsr_cuda_attn_init(e->cuda_stream, a->d, a->tq, a->nb * a->nseq, buf[0], buf[1])));
 
 /* Per visible pair: q.k (2d), p v into acc (2d), and the online softmax
  * (scale, max, subtraction, exp, sum: 5); the rescale of acc once per 64
- * keys (d per row and block, under 1%) is left out. q, k, v read; ms, acc
- * read and written. */
+ * keys (d per row and block, under 1%) is left out. q, k, v read (their
+ * tiles: all heads); ms, acc read and written. */
 #ifdef TSR_HAVE_CUDA
 /* The attention's matrix products follow the GEMMs' precision: TF32 tensor
  * cores unless the configuration asks for strict FP32. */
@@ -875,43 +888,83 @@ static double attn_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
     (void)sizes;
-    return tsr__attn_pairs(a->tq, a->tk, a->nb, a->q0, a->k0) * (4.0 * a->d + 5.0);
+    return tsr__attn_pairs(a->tq, a->tk, a->nb * a->nseq, a->q0, a->k0) * (4.0 * a->d + 5.0);
 }
 static double attn_fwd_bytes(const void *args, const size_t *sizes)
 {
     (void)args;
     return (double)sizes[0] + sizes[1] + sizes[2] + 2.0 * ((double)sizes[3] + sizes[4]);
 }
+/* q, k, v tiles (C, tt), ms, acc: the pair's update, sequence by sequence */
+static void attn_fwd_cpu(const attn_args_t *a, void **buf)
+{
+    size_t qs = (size_t)a->tq * a->ld, st = (size_t)a->tq * a->nb;
+    for (int s = 0; s < a->nseq; s++)
+        tsr_cpu_attn_fwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, a->ld, attn_hs(a),
+                         (const float *)buf[0] + s * qs, (const float *)buf[1] + s * qs,
+                         (const float *)buf[2] + s * qs, (float *)buf[3] + s * 2 * st,
+                         (float *)buf[4] + s * st * a->d);
+}
+#ifdef TSR_HAVE_CUDA
+static int attn_fwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
+{
+    size_t qs = (size_t)a->tq * a->ld, st = (size_t)a->tq * a->nb;
+    int rc = 0;
+    for (int s = 0; !rc && s < a->nseq; s++)
+        rc = tsr_cuda_attn_fwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb, a->q0,
+                               a->k0, a->scale, a->ld, attn_hs(a), (const float *)buf[0] + s * qs,
+                               (const float *)buf[1] + s * qs, (const float *)buf[2] + s * qs,
+                               (float *)buf[3] + s * 2 * st, (float *)buf[4] + s * st * a->d);
+    return rc;
+}
+#endif
 TILE_CODELET(cl_attn_fwd, "attn_fwd", 5, attn_args_t, attn_flops, attn_fwd_bytes,
-             (tsr_cpu_attn_fwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0],
-               buf[1], buf[2], buf[3], buf[4])),
-             (tsr_cuda_attn_fwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb,
-               a->q0, a->k0, a->scale, buf[0], buf[1], buf[2], buf[3], buf[4])));
+             attn_fwd_cpu(a, buf), attn_fwd_cuda(a, buf, e));
 
-/* Per row: 1/l, d products, m + log l (2); ms read, acc read and written
- * (as o), lse written. */
+/* Per row: 1/l, d products, m + log l (2); ms, acc read, o (a (C, tt) tile)
+ * and lse written. */
 static double attn_fin_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
     (void)sizes;
-    return (double)a->tq * a->nb * (a->d + 3.0);
+    return (double)a->tq * a->nb * a->nseq * (a->d + 3.0);
 }
 static double attn_fin_bytes(const void *args, const size_t *sizes)
 {
     (void)args;
-    return (double)sizes[0] + 2.0 * sizes[1] + sizes[2];
+    return (double)sizes[0] + sizes[1] + sizes[2] + sizes[3];
 }
-TILE_CODELET(cl_attn_fin, "attn_finalize", 3, attn_args_t, attn_fin_flops, attn_fin_bytes,
-             (tsr_cpu_attn_finalize(a->d, a->tq, a->nb, buf[0], buf[1], buf[1], buf[2])),
-             (tsr_cuda_attn_finalize(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1], buf[1],
-               buf[2])));
+/* ms, acc → o (C, tt), lse (H, tt) */
+static void attn_fin_cpu(const attn_args_t *a, void **buf)
+{
+    size_t os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
+    for (int s = 0; s < a->nseq; s++)
+        tsr_cpu_attn_finalize(a->d, a->tq, a->nb, (const float *)buf[0] + s * 2 * st,
+                              (const float *)buf[1] + s * st * a->d, a->ldo, attn_hs(a),
+                              (float *)buf[2] + s * os, (float *)buf[3] + s * st);
+}
+#ifdef TSR_HAVE_CUDA
+static int attn_fin_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
+{
+    size_t os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
+    int rc = 0;
+    for (int s = 0; !rc && s < a->nseq; s++)
+        rc = tsr_cuda_attn_finalize(e->cuda_stream, a->d, a->tq, a->nb,
+                                    (const float *)buf[0] + s * 2 * st,
+                                    (const float *)buf[1] + s * st * a->d, a->ldo, attn_hs(a),
+                                    (float *)buf[2] + s * os, (float *)buf[3] + s * st);
+    return rc;
+}
+#endif
+TILE_CODELET(cl_attn_fin, "attn_finalize", 4, attn_args_t, attn_fin_flops, attn_fin_bytes,
+             attn_fin_cpu(a, buf), attn_fin_cuda(a, buf, e));
 
 /* Per row a dot product of d (2d); o, dout read, D written. */
 static double attn_dot_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
     (void)sizes;
-    return 2.0 * a->tq * a->nb * a->d;
+    return 2.0 * a->tq * a->nb * a->nseq * a->d;
 }
 static double attn_dot_bytes(const void *args, const size_t *sizes)
 {
@@ -919,10 +972,29 @@ static double attn_dot_bytes(const void *args, const size_t *sizes)
     return (double)sizes[0] + sizes[1] + sizes[2];
 }
 
-/* D (tq) = rowsum(dout * o)                   o, dout: (d, tq) */
+/* D (H, tt) = rowsum(dout * o) per head       o, dout: (C, tt) tiles */
+static void attn_dot_cpu(const attn_args_t *a, void **buf)
+{
+    size_t os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
+    for (int s = 0; s < a->nseq; s++)
+        tsr_cpu_attn_bwd_dot(a->d, a->tq, a->nb, a->ldo, attn_hs(a),
+                             (const float *)buf[0] + s * os, (const float *)buf[1] + s * os,
+                             (float *)buf[2] + s * st);
+}
+#ifdef TSR_HAVE_CUDA
+static int attn_dot_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
+{
+    size_t os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
+    int rc = 0;
+    for (int s = 0; !rc && s < a->nseq; s++)
+        rc = tsr_cuda_attn_bwd_dot(e->cuda_stream, a->d, a->tq, a->nb, a->ldo, attn_hs(a),
+                                   (const float *)buf[0] + s * os, (const float *)buf[1] + s * os,
+                                   (float *)buf[2] + s * st);
+    return rc;
+}
+#endif
 TILE_CODELET(cl_attn_dot, "attn_bwd_dot", 3, attn_args_t, attn_dot_flops, attn_dot_bytes,
-             (tsr_cpu_attn_bwd_dot(a->d, a->tq, a->nb, buf[0], buf[1], buf[2])),
-             (tsr_cuda_attn_bwd_dot(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1], buf[2])));
+             attn_dot_cpu(a, buf), attn_dot_cuda(a, buf, e));
 
 /* Per visible pair: q.k and dout.v (4d), dv, dk, dq updates (6d), and p, ds
  * (scale, subtraction, exp, subtraction, product, scale: 6). q, k, v, dout,
@@ -932,7 +1004,7 @@ static double attn_bwd_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
     (void)sizes;
-    return tsr__attn_pairs(a->tq, a->tk, a->nb, a->q0, a->k0) * (10.0 * a->d + 6.0);
+    return tsr__attn_pairs(a->tq, a->tk, a->nb * a->nseq, a->q0, a->k0) * (10.0 * a->d + 6.0);
 }
 static double attn_bwd_bytes(const void *args, const size_t *sizes)
 {
@@ -946,7 +1018,8 @@ static double attn_bwd_bytes(const void *args, const size_t *sizes)
     return b + q * (double)sizes[6] + kv * ((double)sizes[7] + sizes[8]);
 }
 /* q, k, v, dout, lse, D → dq, dk, dv accumulated (zeroed first where the
- * pair is their first contribution, a->first) */
+ * pair is their first contribution, a->first: the task covers every head,
+ * so the whole (C, tt) tile) */
 static void attn_bwd_cpu(const attn_args_t *a, void **buf, const tsr_exec_t *e)
 {
     if (a->first & TSR_ATTN_FIRST_DQ)
@@ -955,8 +1028,14 @@ static void attn_bwd_cpu(const attn_args_t *a, void **buf, const tsr_exec_t *e)
         tsr_cpu_fill(nelem(e, 7), 0.0f, buf[7]);
         tsr_cpu_fill(nelem(e, 8), 0.0f, buf[8]);
     }
-    tsr_cpu_attn_bwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0], buf[1], buf[2],
-                     buf[3], buf[4], buf[5], buf[6], buf[7], buf[8]);
+    size_t qs = (size_t)a->tq * a->ld, os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
+    for (int s = 0; s < a->nseq; s++)
+        tsr_cpu_attn_bwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, a->ld, attn_hs(a),
+                         (const float *)buf[0] + s * qs, (const float *)buf[1] + s * qs,
+                         (const float *)buf[2] + s * qs, a->ldo, attn_hs(a),
+                         (const float *)buf[3] + s * os, (const float *)buf[4] + s * st,
+                         (const float *)buf[5] + s * st, (float *)buf[6] + s * qs,
+                         (float *)buf[7] + s * qs, (float *)buf[8] + s * qs);
 }
 #ifdef TSR_HAVE_CUDA
 static int attn_bwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
@@ -968,78 +1047,102 @@ static int attn_bwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
         rc = tsr_cuda_fill(e->cuda_stream, nelem(e, 7), 0.0f, buf[7]);
     if (!rc && (a->first & TSR_ATTN_FIRST_DKV))
         rc = tsr_cuda_fill(e->cuda_stream, nelem(e, 8), 0.0f, buf[8]);
-    return rc ? rc
-              : tsr_cuda_attn_bwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb,
-                                  a->q0, a->k0, a->scale, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5],
-                                  buf[6], buf[7], buf[8]);
+    size_t qs = (size_t)a->tq * a->ld, os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
+    for (int s = 0; !rc && s < a->nseq; s++)
+        rc = tsr_cuda_attn_bwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb, a->q0,
+                               a->k0, a->scale, a->ld, attn_hs(a), (const float *)buf[0] + s * qs,
+                               (const float *)buf[1] + s * qs, (const float *)buf[2] + s * qs,
+                               a->ldo, attn_hs(a), (const float *)buf[3] + s * os,
+                               (const float *)buf[4] + s * st, (const float *)buf[5] + s * st,
+                               (float *)buf[6] + s * qs, (float *)buf[7] + s * qs,
+                               (float *)buf[8] + s * qs);
+    return rc;
 }
 #endif
 TILE_CODELET(cl_attn_bwd, "attn_bwd", 9, attn_args_t, attn_bwd_flops, attn_bwd_bytes,
              attn_bwd_cpu(a, buf, e), attn_bwd_cuda(a, buf, e));
 
 /* How token tiles map onto sequences: a tile is either part of one sequence
- * (per_seq tiles of tq tokens each) or nb whole sequences side by side,
- * which the kernels treat as nb independent blocks (their `nb` axis). */
+ * (per_seq tiles of tq tokens each) or nseq whole sequences side by side. */
 typedef struct attn_layout {
-    int d, tq, nb, per_seq, groups;
+    int d, tq, nseq, per_seq, groups;
     float scale;
 } attn_layout_t;
 
-static attn_layout_t attn_layout(const tsr_tensor_t *qkv, int seq_len)
+static attn_layout_t attn_layout(const tsr_tensor_t *qkv, int heads, int seq_len)
 {
     attn_layout_t L;
     int tt = qkv->tile_cols;
-    L.d = qkv->tile_rows;
+    L.d = qkv->tile_rows / heads;
     L.tq = tt < seq_len ? tt : seq_len;
-    L.nb = tt / L.tq;
+    L.nseq = tt / L.tq;
     L.per_seq = seq_len / L.tq;
     L.groups = qkv->grid_cols / L.per_seq;
     L.scale = 1.0f / sqrtf((float)L.d);
     return L;
 }
 
+/* tensor t is (rows, qkv's columns) in tiles of (rows, qkv's token tile) */
+static int attn_tiles_ok(const tsr_tensor_t *t, int rows, const tsr_tensor_t *qkv)
+{
+    return t->rows == rows && t->tile_rows == rows && t->cols == qkv->cols &&
+           t->tile_cols == qkv->tile_cols && !tsr__tensor_is_bf16(t);
+}
+
 static int check_attn(const tsr_tensor_t *qkv, int heads, int seq_len, const tsr_tensor_t *y,
                       const tsr_tensor_t *lse)
 {
-    int d = qkv->tile_rows;
-    if (qkv->rows != 3 * heads * d || y->rows != heads * d || y->tile_rows != d ||
-        y->cols != qkv->cols || y->tile_cols != qkv->tile_cols || lse->rows != heads ||
-        lse->tile_rows != 1 || lse->tile_cols != qkv->tile_cols || qkv->cols % seq_len ||
-        !tsr__tokens_tile_ok(qkv->tile_cols, seq_len, qkv->cols / seq_len))
+    int C = qkv->tile_rows;
+    if (heads <= 0 || C % heads || qkv->rows != 3 * C || tsr__tensor_is_bf16(qkv) ||
+        !attn_tiles_ok(y, C, qkv) || !attn_tiles_ok(lse, heads, qkv) || seq_len <= 0 ||
+        qkv->cols % seq_len || !tsr__tokens_tile_ok(qkv->tile_cols, seq_len, qkv->cols / seq_len))
         return tsr__fail(TSR_EINVAL, "attention: qkv (%d, %d) in tiles (%d, %d) does not fit "
                                      "%d heads over sequences of %d",
                          qkv->rows, qkv->cols, qkv->tile_rows, qkv->tile_cols, heads, seq_len);
     return TSR_OK;
 }
 
+/* The arguments of the pair (query tile qi, key tile ki) of every head */
+static attn_args_t attn_args(const attn_layout_t *L, int heads, int C, int qi, int ki)
+{
+    attn_args_t a = {L->d, L->tq, L->tq, heads, qi * L->tq, ki * L->tq, L->scale, 0,
+                     L->nseq, C, C};
+    return a;
+}
+
 int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, tsr_tensor_t *ms,
-                          tsr_tensor_t *y, tsr_tensor_t *lse)
+                          tsr_tensor_t *acc, tsr_tensor_t *y, tsr_tensor_t *lse)
 {
     int rc = check_attn(qkv, heads, seq_len, y, lse);
     if (rc)
         return rc;
-    attn_layout_t L = attn_layout(qkv, seq_len);
+    int C = qkv->tile_rows;
+    if (!attn_tiles_ok(ms, 2 * heads, qkv) || !attn_tiles_ok(acc, C, qkv))
+        return tsr__fail(TSR_EINVAL, "attention: the state ms (%d, %d) in tiles (%d, %d) and acc "
+                                     "(%d, %d) in tiles (%d, %d) do not fit qkv",
+                         ms->rows, ms->cols, ms->tile_rows, ms->tile_cols, acc->rows, acc->cols,
+                         acc->tile_rows, acc->tile_cols);
+    attn_layout_t L = attn_layout(qkv, heads, seq_len);
     for (int g = 0; g < L.groups; g++)
-        for (int h = 0; h < heads; h++)
-            for (int qi = 0; qi < L.per_seq; qi++) {
-                int j = g * L.per_seq + qi;
-                tsr_handle_t hms = tsr__tile(ms, h, j), hy = tsr__tile(y, h, j);
-                attn_args_t a = {L.d, L.tq, L.tq, L.nb, qi * L.tq, 0, L.scale, 0};
-                if ((rc = SUBMIT(cl_attn_init, a, ACC(hms, TSR_W), ACC(hy, TSR_W))))
-                    return rc;
-                for (int ki = 0; ki <= qi; ki++) {
-                    int jk = g * L.per_seq + ki;
-                    a.k0 = ki * L.tq;
-                    if ((rc = SUBMIT(cl_attn_fwd, a, ACC(tsr__tile(qkv, h, j), TSR_R),
-                                     ACC(tsr__tile(qkv, heads + h, jk), TSR_R),
-                                     ACC(tsr__tile(qkv, 2 * heads + h, jk), TSR_R),
-                                     ACC(hms, TSR_RW), ACC(hy, TSR_RW))))
-                        return rc;
-                }
-                if ((rc = SUBMIT(cl_attn_fin, a, ACC(hms, TSR_R), ACC(hy, TSR_RW),
-                                 ACC(tsr__tile(lse, h, j), TSR_W))))
+        for (int qi = 0; qi < L.per_seq; qi++) {
+            int j = g * L.per_seq + qi;
+            tsr_handle_t hms = tsr__tile(ms, 0, j), hacc = tsr__tile(acc, 0, j);
+            attn_args_t a = attn_args(&L, heads, C, qi, 0);
+            if ((rc = SUBMIT(cl_attn_init, a, ACC(hms, TSR_W), ACC(hacc, TSR_W))))
+                return rc;
+            for (int ki = 0; ki <= qi; ki++) {
+                int jk = g * L.per_seq + ki;
+                a.k0 = ki * L.tq;
+                if ((rc = SUBMIT(cl_attn_fwd, a, ACC(tsr__tile(qkv, 0, j), TSR_R),
+                                 ACC(tsr__tile(qkv, 1, jk), TSR_R),
+                                 ACC(tsr__tile(qkv, 2, jk), TSR_R), ACC(hms, TSR_RW),
+                                 ACC(hacc, TSR_RW))))
                     return rc;
             }
+            if ((rc = SUBMIT(cl_attn_fin, a, ACC(hms, TSR_R), ACC(hacc, TSR_R),
+                             ACC(tsr__tile(y, 0, j), TSR_W), ACC(tsr__tile(lse, 0, j), TSR_W))))
+                return rc;
+        }
     return TSR_OK;
 }
 
@@ -1052,39 +1155,36 @@ int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len,
         rc = same_tiling(y, dy, "attention_bwd");
     if (!rc)
         rc = same_tiling(qkv, dqkv, "attention_bwd");
+    if (!rc)
+        rc = same_tiling(lse, D, "attention_bwd");
     if (rc)
         return rc;
-    attn_layout_t L = attn_layout(qkv, seq_len);
+    int C = qkv->tile_rows;
+    attn_layout_t L = attn_layout(qkv, heads, seq_len);
     for (int g = 0; g < L.groups; g++)
-        for (int h = 0; h < heads; h++)
-            for (int qi = 0; qi < L.per_seq; qi++) {
-                int j = g * L.per_seq + qi;
-                attn_args_t a = {L.d, L.tq, L.tq, L.nb, qi * L.tq, 0, L.scale, 0};
-                if ((rc = SUBMIT(cl_attn_dot, a, ACC(tsr__tile(y, h, j), TSR_R),
-                                 ACC(tsr__tile(dy, h, j), TSR_R),
-                                 ACC(tsr__tile(D, h, j), TSR_W))))
+        for (int qi = 0; qi < L.per_seq; qi++) {
+            int j = g * L.per_seq + qi;
+            attn_args_t a = attn_args(&L, heads, C, qi, 0);
+            if ((rc = SUBMIT(cl_attn_dot, a, ACC(tsr__tile(y, 0, j), TSR_R),
+                             ACC(tsr__tile(dy, 0, j), TSR_R), ACC(tsr__tile(D, 0, j), TSR_W))))
+                return rc;
+            /* In this order, query tile qi's dq first hears from key tile 0,
+             * and key tile ki's dk, dv from query tile ki: those pairs
+             * overwrite (zeroing first in the task), so dqkv needs no fill. */
+            for (int ki = 0; ki <= qi; ki++) {
+                int jk = g * L.per_seq + ki;
+                a.k0 = ki * L.tq;
+                a.first = (ki == 0 ? TSR_ATTN_FIRST_DQ : 0) | (ki == qi ? TSR_ATTN_FIRST_DKV : 0);
+                tsr_mode_t mq = ki == 0 ? TSR_W : TSR_RW, mkv = ki == qi ? TSR_W : TSR_RW;
+                if ((rc = SUBMIT(cl_attn_bwd, a, ACC(tsr__tile(qkv, 0, j), TSR_R),
+                                 ACC(tsr__tile(qkv, 1, jk), TSR_R),
+                                 ACC(tsr__tile(qkv, 2, jk), TSR_R), ACC(tsr__tile(dy, 0, j), TSR_R),
+                                 ACC(tsr__tile(lse, 0, j), TSR_R), ACC(tsr__tile(D, 0, j), TSR_R),
+                                 ACC(tsr__tile(dqkv, 0, j), mq), ACC(tsr__tile(dqkv, 1, jk), mkv),
+                                 ACC(tsr__tile(dqkv, 2, jk), mkv))))
                     return rc;
-                /* In this order, query tile qi's dq first hears from key
-                 * tile 0, and key tile ki's dk, dv from query tile ki: those
-                 * pairs overwrite (β = 0), so dqkv needs no fill first. */
-                for (int ki = 0; ki <= qi; ki++) {
-                    int jk = g * L.per_seq + ki;
-                    a.k0 = ki * L.tq;
-                    a.first = (ki == 0 ? TSR_ATTN_FIRST_DQ : 0) |
-                              (ki == qi ? TSR_ATTN_FIRST_DKV : 0);
-                    tsr_mode_t mq = ki == 0 ? TSR_W : TSR_RW, mkv = ki == qi ? TSR_W : TSR_RW;
-                    if ((rc = SUBMIT(cl_attn_bwd, a, ACC(tsr__tile(qkv, h, j), TSR_R),
-                                     ACC(tsr__tile(qkv, heads + h, jk), TSR_R),
-                                     ACC(tsr__tile(qkv, 2 * heads + h, jk), TSR_R),
-                                     ACC(tsr__tile(dy, h, j), TSR_R),
-                                     ACC(tsr__tile(lse, h, j), TSR_R),
-                                     ACC(tsr__tile(D, h, j), TSR_R),
-                                     ACC(tsr__tile(dqkv, h, j), mq),
-                                     ACC(tsr__tile(dqkv, heads + h, jk), mkv),
-                                     ACC(tsr__tile(dqkv, 2 * heads + h, jk), mkv))))
-                        return rc;
-                }
             }
+        }
     return TSR_OK;
 }
 

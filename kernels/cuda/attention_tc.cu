@@ -154,56 +154,59 @@ static __device__ __forceinline__ tc_qrows tc_query_rows(int tq, int tk, int q0,
 }
 
 /* sh[rr][c] (row stride LD), rr < ROWS, c < DMAX  <-  tf32(src(c, r0 + rr) * mul)
- * from a (d, nrows) column-major tile; rows past nrows and columns past d are 0. */
+ * from one head's (d, nrows) view, row r at src + r*ld; rows past nrows and
+ * columns past d are 0. */
 template <int ROWS, int DMAX, int LD>
-static __device__ __forceinline__ void tc_stage(float *sh, const float *src, int d, int nrows,
-                                                int r0, float mul)
+static __device__ __forceinline__ void tc_stage(float *sh, const float *src, int d, int ld,
+                                                int nrows, int r0, float mul)
 {
     for (int e = threadIdx.x; e < ROWS * DMAX; e += blockDim.x) {
         int rr = e / DMAX, c = e % DMAX, r = r0 + rr;
-        float x = (r < nrows && c < d) ? src[(size_t)r * d + c] * mul : 0.0f;
+        float x = (r < nrows && c < d) ? src[(size_t)r * ld + c] * mul : 0.0f;
         sh[rr * LD + c] = wmma::__float_to_tf32(x);
     }
 }
 
-/* dst(c, r0 + rr) += sh[rr][c] for the 16 rows of a warp: (d, nrows) tile,
- * lanes along c (coalesced) */
+/* dst(c, r0 + rr) += sh[rr][c] for the 16 rows of a warp: one head's
+ * (d, nrows) view, row r at dst + r*ld, lanes along c (coalesced) */
 template <int DMAX, int LD>
-static __device__ __forceinline__ void tc_add_rows(float *dst, const float *sh, int d, int nrows,
-                                                   int r0, int lane)
+static __device__ __forceinline__ void tc_add_rows(float *dst, const float *sh, int d, int ld,
+                                                   int nrows, int r0, int lane)
 {
     for (int e = lane; e < 16 * DMAX; e += 32) {
         int rr = e / DMAX, c = e % DMAX, r = r0 + rr;
         if (r < nrows && c < d)
-            dst[(size_t)r * d + c] += sh[rr * LD + c];
+            dst[(size_t)r * ld + c] += sh[rr * LD + c];
     }
 }
 
-/* This warp's 16 rows of two (d, n) tiles, rows r0 + 16 warp on, as KD
- * matrix_a fragments each (the first tile scaled by mul), staged one after
- * the other through sh, the block's (BR, DMAX) staging. Every thread of the
- * block calls it (block barriers). */
+/* This warp's 16 rows of two (d, n) views (row stride ldx, ldy), rows
+ * r0 + 16 warp on, as KD matrix_a fragments each (the first scaled by mul),
+ * staged one after the other through sh, the block's (BR, DMAX) staging.
+ * Every thread of the block calls it (block barriers). */
 template <int DMAX>
 static __device__ __forceinline__ void tc_own_rows(frag_a *xa, frag_a *ya, float *sh,
-                                                   const float *x, float mul, const float *y,
-                                                   int d, int n, int r0, int warp)
+                                                   const float *x, int ldx, float mul,
+                                                   const float *y, int ldy, int d, int n,
+                                                   int r0, int warp)
 {
     typedef tc_geo<DMAX> G;
     constexpr int LDD = G::LDD;
-    tc_stage<G::BR, DMAX, LDD>(sh, x, d, n, r0, mul);
+    tc_stage<G::BR, DMAX, LDD>(sh, x, d, ldx, n, r0, mul);
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < G::KD; kk++)
         wmma::load_matrix_sync(xa[kk], &sh[16 * warp * LDD + 8 * kk], LDD);
     __syncthreads();
-    tc_stage<G::BR, DMAX, LDD>(sh, y, d, n, r0, 1.0f);
+    tc_stage<G::BR, DMAX, LDD>(sh, y, d, ldy, n, r0, 1.0f);
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < G::KD; kk++)
         wmma::load_matrix_sync(ya[kk], &sh[16 * warp * LDD + 8 * kk], LDD);
 }
 
-/* Forward: q: (d, tq, nb), k, v: (d, tk, nb), ms: (2, tq, nb), acc: (d, tq, nb).
+/* Forward: q: (d, tq, nb), k, v: (d, tk, nb), all in (ld, hs)
+ * (kernels/attention.h); ms: (2, tq, nb), acc: (d, tq, nb) contiguous.
  * Block (x, b): queries [ib, ib + 64) of head b, warp w queries ib + 16w + r.
  * Per key chunk of 32: S (16, 32) = Qs K^T on tensor cores (Qs = scale q),
  * the online softmax per row in shared memory (lanes 2r and 2r+1 own row r,
@@ -211,8 +214,8 @@ static __device__ __forceinline__ void tc_own_rows(frag_a *xa, frag_a *ya, float
  * to the running acc in registers after its rescaling. */
 template <int DMAX>
 __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
-    k_attn_fwd_tc(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
-                  const float *k, const float *v, float *ms, float *acc)
+    k_attn_fwd_tc(int d, int tq, int tk, int q0, int k0, float scale, int ld, long long hs,
+                  const float *q, const float *k, const float *v, float *ms, float *acc)
 {
     typedef tc_geo<DMAX> G;
     constexpr int BR = G::BR, BC = G::BC, LDD = G::LDD, LDC = G::LDC;
@@ -230,11 +233,11 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const bool active = i < tq;
     const int nvis = active ? tc_visible(tk, q0, k0, i) : 0;
     const size_t row = (size_t)b * tq + i;
-    const float *qb = q + (size_t)b * tq * d, *kb = k + (size_t)b * tk * d;
-    const float *vb = v + (size_t)b * tk * d;
+    const float *qb = q + (size_t)b * hs, *kb = k + (size_t)b * hs;
+    const float *vb = v + (size_t)b * hs;
 
     /* this warp's (16, DMAX) scaled queries as KD a-fragments */
-    tc_stage<BR, DMAX, LDD>(ob, qb, d, tq, ib, scale);
+    tc_stage<BR, DMAX, LDD>(ob, qb, d, ld, tq, ib, scale);
     __syncthreads();
     frag_a qa[G::KD];
 #pragma unroll
@@ -254,8 +257,8 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 
     for (int j0 = 0; j0 < nblock; j0 += BC) {
         __syncthreads(); /* ks, vs, ob of the previous chunk (or the q staging) read */
-        tc_stage<BC, DMAX, LDD>(ks, kb, d, tk, j0, 1.0f);
-        tc_stage<BC, DMAX, LDD>(vs, vb, d, tk, j0, 1.0f);
+        tc_stage<BC, DMAX, LDD>(ks, kb, d, ld, tk, j0, 1.0f);
+        tc_stage<BC, DMAX, LDD>(vs, vb, d, ld, tk, j0, 1.0f);
         __syncthreads();
         if (j0 >= nwarp)
             continue; /* warp-uniform: no query of this warp sees a key of the chunk */
@@ -334,15 +337,16 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 }
 
 /* Backward, query side: dq (d, tq, nb) += scale sum_j ds_ij k_j.
+ * q, k, v, dq in (ld, hs), dout in (ldo, hso), lse, D contiguous.
  * Block (x, b): queries [ib, ib + 64), warp w queries ib + 16w + r.  Per key
  * chunk of 32: S = Qs K^T and dP = dO V^T (16, 32) on tensor cores; per row
  * ds = p (dp - D) scale with p = e^(s - lse) (0 where masked or lse = -inf);
  * dQ (16, DMAX) += dS K on tensor cores, in fragments until the end. */
 template <int DMAX>
 __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
-    k_attn_bwd_q_tc(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
-                    const float *k, const float *v, const float *dout, const float *lse,
-                    const float *D, float *dq)
+    k_attn_bwd_q_tc(int d, int tq, int tk, int q0, int k0, float scale, int ld, long long hs,
+                    const float *q, const float *k, const float *v, int ldo, long long hso,
+                    const float *dout, const float *lse, const float *D, float *dq)
 {
     typedef tc_geo<DMAX> G;
     constexpr int BR = G::BR, BC = G::BC, LDD = G::LDD, LDC = G::LDC;
@@ -362,12 +366,12 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const size_t row = (size_t)b * tq + i;
     const float li = active ? lse[row] : -INFINITY, Di = active ? D[row] : 0.0f;
     const int nvis = (active && li != -INFINITY) ? tc_visible(tk, q0, k0, i) : 0;
-    const float *qb = q + (size_t)b * tq * d, *dob = dout + (size_t)b * tq * d;
-    const float *kb = k + (size_t)b * tk * d, *vb = v + (size_t)b * tk * d;
+    const float *qb = q + (size_t)b * hs, *dob = dout + (size_t)b * hso;
+    const float *kb = k + (size_t)b * hs, *vb = v + (size_t)b * hs;
 
     /* this warp's scaled queries and dout rows as KD a-fragments each */
     frag_a qa[G::KD], da[G::KD];
-    tc_own_rows<DMAX>(qa, da, sh, qb, scale, dob, d, tq, ib, warp);
+    tc_own_rows<DMAX>(qa, da, sh, qb, ld, scale, dob, ldo, d, tq, ib, warp);
     frag_acc dqf[G::ND];
 #pragma unroll
     for (int nt = 0; nt < G::ND; nt++)
@@ -376,8 +380,8 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 
     for (int j0 = 0; j0 < nblock; j0 += BC) {
         __syncthreads(); /* the previous chunk (or the staging) read */
-        tc_stage<BC, DMAX, LDD>(ks, kb, d, tk, j0, 1.0f);
-        tc_stage<BC, DMAX, LDD>(vs, vb, d, tk, j0, 1.0f);
+        tc_stage<BC, DMAX, LDD>(ks, kb, d, ld, tk, j0, 1.0f);
+        tc_stage<BC, DMAX, LDD>(vs, vb, d, ld, tk, j0, 1.0f);
         __syncthreads();
         if (j0 >= nwarp)
             continue; /* warp-uniform */
@@ -405,11 +409,12 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     for (int nt = 0; nt < G::ND; nt++)
         wmma::store_matrix_sync(&sh[16 * warp * LDD + 16 * nt], dqf[nt], LDD, wmma::mem_row_major);
     __syncwarp();
-    tc_add_rows<DMAX, LDD>(dq + (size_t)b * tq * d, &sh[16 * warp * LDD], d, tq, iw, lane);
+    tc_add_rows<DMAX, LDD>(dq + (size_t)b * hs, &sh[16 * warp * LDD], d, ld, tq, iw, lane);
 }
 
 /* Backward, key side: dk (d, tk, nb) += scale sum_i ds_ij q_i,
- * dv (d, tk, nb) += sum_i p_ij dout_i.
+ * dv (d, tk, nb) += sum_i p_ij dout_i.  Layouts as k_attn_bwd_q_tc's; dk, dv
+ * in (ld, hs).
  * Block (x, b): keys [jb, jb + 64), warp w keys jb + 16w + r.  Per query
  * chunk of 32 (from the first query that sees the block's first key): the
  * transposed S^T = Ks Q^T and dP^T = V dO^T (16, 32) on tensor cores
@@ -417,9 +422,9 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
  * tensor cores, in fragments until the end. */
 template <int DMAX>
 __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
-    k_attn_bwd_kv_tc(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
-                     const float *k, const float *v, const float *dout, const float *lse,
-                     const float *D, float *dk, float *dv)
+    k_attn_bwd_kv_tc(int d, int tq, int tk, int q0, int k0, float scale, int ld, long long hs,
+                     const float *q, const float *k, const float *v, int ldo, long long hso,
+                     const float *dout, const float *lse, const float *D, float *dk, float *dv)
 {
     typedef tc_geo<DMAX> G;
     constexpr int BR = G::BR, BC = G::BC, LDD = G::LDD, LDC = G::LDC;
@@ -438,13 +443,13 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const long long ist = (long long)k0 + jb - q0, iwst = (long long)k0 + jw - q0;
     const int istart = ist < 0 ? 0 : (ist > tq ? tq : (int)ist);
     const int iwstart = iwst < 0 ? 0 : (iwst > tq ? tq : (int)iwst);
-    const float *qb = q + (size_t)b * tq * d, *dob = dout + (size_t)b * tq * d;
+    const float *qb = q + (size_t)b * hs, *dob = dout + (size_t)b * hso;
     const float *lb = lse + (size_t)b * tq, *Db = D + (size_t)b * tq;
-    const float *kb = k + (size_t)b * tk * d, *vb = v + (size_t)b * tk * d;
+    const float *kb = k + (size_t)b * hs, *vb = v + (size_t)b * hs;
 
     /* this warp's scaled keys and values as KD a-fragments each */
     frag_a ka[G::KD], va[G::KD];
-    tc_own_rows<DMAX>(ka, va, sh, kb, scale, vb, d, tk, jb, warp);
+    tc_own_rows<DMAX>(ka, va, sh, kb, ld, scale, vb, ld, d, tk, jb, warp);
     frag_acc dkf[G::ND], dvf[G::ND];
 #pragma unroll
     for (int nt = 0; nt < G::ND; nt++) {
@@ -455,8 +460,8 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 
     for (int i0 = istart; i0 < tq; i0 += BC) {
         __syncthreads(); /* the previous chunk (or the staging) read */
-        tc_stage<BC, DMAX, LDD>(qs, qb, d, tq, i0, 1.0f);
-        tc_stage<BC, DMAX, LDD>(dos, dob, d, tq, i0, 1.0f);
+        tc_stage<BC, DMAX, LDD>(qs, qb, d, ld, tq, i0, 1.0f);
+        tc_stage<BC, DMAX, LDD>(dos, dob, d, ldo, tq, i0, 1.0f);
         for (int e = threadIdx.x; e < BC; e += blockDim.x) {
             int ii = i0 + e;
             ls[e] = ii < tq ? lb[ii] : -INFINITY;
@@ -496,13 +501,13 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     for (int nt = 0; nt < G::ND; nt++)
         wmma::store_matrix_sync(&mine[16 * nt], dkf[nt], LDD, wmma::mem_row_major);
     __syncwarp();
-    tc_add_rows<DMAX, LDD>(dk + (size_t)b * tk * d, mine, d, tk, jw, lane);
+    tc_add_rows<DMAX, LDD>(dk + (size_t)b * hs, mine, d, ld, tk, jw, lane);
     __syncwarp();
 #pragma unroll
     for (int nt = 0; nt < G::ND; nt++)
         wmma::store_matrix_sync(&mine[16 * nt], dvf[nt], LDD, wmma::mem_row_major);
     __syncwarp();
-    tc_add_rows<DMAX, LDD>(dv + (size_t)b * tk * d, mine, d, tk, jw, lane);
+    tc_add_rows<DMAX, LDD>(dv + (size_t)b * hs, mine, d, ld, tk, jw, lane);
 }
 
 bool tsr__cuda_attn_tc_takes(int d)
@@ -512,50 +517,51 @@ bool tsr__cuda_attn_tc_takes(int d)
 
 template <int DMAX>
 static int launch_fwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                         float scale, const float *q, const float *k, const float *v, float *ms,
-                         float *acc)
+                         float scale, int ld, long long hs, const float *q, const float *k,
+                         const float *v, float *ms, float *acc)
 {
     typedef tc_geo<DMAX> G;
     dim3 grid((tq + G::BR - 1) / G::BR, nb);
-    TSR_LAUNCH(k_attn_fwd_tc<DMAX>, grid, G::THREADS, 0, s, d, tq, tk, q0, k0, scale, q, k, v,
-               ms, acc);
+    TSR_LAUNCH(k_attn_fwd_tc<DMAX>, grid, G::THREADS, 0, s, d, tq, tk, q0, k0, scale, ld, hs, q,
+               k, v, ms, acc);
     return tsr_cuda_launched_t("k_attn_fwd_tc", DMAX);
 }
 
 int tsr__cuda_attn_fwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                          float scale, const float *q, const float *k, const float *v, float *ms,
-                          float *acc)
+                          float scale, int ld, long long hs, const float *q, const float *k,
+                          const float *v, float *ms, float *acc)
 {
     if (d <= 32)
-        return launch_fwd_tc<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
-    return launch_fwd_tc<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
+        return launch_fwd_tc<32>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
+    return launch_fwd_tc<64>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
 }
 
 template <int DMAX>
 static int launch_bwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                         float scale, const float *q, const float *k, const float *v,
-                         const float *dout, const float *lse, const float *D, float *dq,
-                         float *dk, float *dv)
+                         float scale, int ld, long long hs, const float *q, const float *k,
+                         const float *v, int ldo, long long hso, const float *dout,
+                         const float *lse, const float *D, float *dq, float *dk, float *dv)
 {
     typedef tc_geo<DMAX> G;
     dim3 gkv((tk + G::BR - 1) / G::BR, nb), gq((tq + G::BR - 1) / G::BR, nb);
-    TSR_LAUNCH(k_attn_bwd_kv_tc<DMAX>, gkv, G::THREADS, 0, s, d, tq, tk, q0, k0, scale, q, k, v,
-               dout, lse, D, dk, dv);
+    TSR_LAUNCH(k_attn_bwd_kv_tc<DMAX>, gkv, G::THREADS, 0, s, d, tq, tk, q0, k0, scale, ld, hs, q,
+               k, v, ldo, hso, dout, lse, D, dk, dv);
     int st = tsr_cuda_launched_t("k_attn_bwd_kv_tc", DMAX);
     if (st)
         return st;
-    TSR_LAUNCH(k_attn_bwd_q_tc<DMAX>, gq, G::THREADS, 0, s, d, tq, tk, q0, k0, scale, q, k, v,
-               dout, lse, D, dq);
+    TSR_LAUNCH(k_attn_bwd_q_tc<DMAX>, gq, G::THREADS, 0, s, d, tq, tk, q0, k0, scale, ld, hs, q,
+               k, v, ldo, hso, dout, lse, D, dq);
     return tsr_cuda_launched_t("k_attn_bwd_q_tc", DMAX);
 }
 
 int tsr__cuda_attn_bwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                          float scale, const float *q, const float *k, const float *v,
-                          const float *dout, const float *lse, const float *D, float *dq,
-                          float *dk, float *dv)
+                          float scale, int ld, long long hs, const float *q, const float *k,
+                          const float *v, int ldo, long long hso, const float *dout,
+                          const float *lse, const float *D, float *dq, float *dk, float *dv)
 {
     if (d <= 32)
-        return launch_bwd_tc<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk,
-                                 dv);
-    return launch_bwd_tc<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
+        return launch_bwd_tc<32>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout,
+                                 lse, D, dq, dk, dv);
+    return launch_bwd_tc<64>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout,
+                             lse, D, dq, dk, dv);
 }

@@ -15,11 +15,11 @@ bool tsr__cuda_attn_tc_takes(int d);
 
 /* as tsr_cuda_attn_fwd / tsr_cuda_attn_bwd (kernels/attention.h), on tensor cores */
 int tsr__cuda_attn_fwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                          float scale, const float *q, const float *k, const float *v, float *ms,
-                          float *acc);
+                          float scale, int ld, long long hs, const float *q, const float *k,
+                          const float *v, float *ms, float *acc);
 int tsr__cuda_attn_bwd_tc(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0,
-                          float scale, const float *q, const float *k, const float *v,
-                          const float *dout, const float *lse, const float *D, float *dq,
-                          float *dk, float *dv);
+                          float scale, int ld, long long hs, const float *q, const float *k,
+                          const float *v, int ldo, long long hso, const float *dout,
+                          const float *lse, const float *D, float *dq, float *dk, float *dv);
 
 #endif

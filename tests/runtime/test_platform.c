@@ -446,7 +446,7 @@ Test(codelets, hand_counts)
      * = 10, each 4d + 5 = 13 → 130; an off-diagonal tile (q0 4, k0 0): all
      * 16 pairs → 208; backward 10d + 6 = 26 per pair */
     size_t asz[9] = {32, 32, 32, 32, 32, 16, 32, 32, 32};
-    tsr__attn_args_t a = {2, 4, 4, 1, 0, 0, 1.0f, 0};
+    tsr__attn_args_t a = {2, 4, 4, 1, 0, 0, 1.0f, 0, 1, 2, 2}; /* one head, one sequence */
     cr_expect_float_eq(flops_of("attn_fwd", &a, asz), 130, 1e-9);
     cr_expect_float_eq(flops_of("attn_bwd", &a, asz), 260, 1e-9);
     a.q0 = 4;
@@ -454,6 +454,11 @@ Test(codelets, hand_counts)
     /* q, k, v read (96), ms and acc read and written (2 × 64) */
     size_t fsz[5] = {32, 32, 32, 32, 32};
     cr_expect_float_eq(bytes_of("attn_fwd", &a, fsz), 96 + 128, 1e-9);
+    /* a task takes every head of its tile, sequence by sequence: 3 heads of
+     * 2 sequences do 6 times the work */
+    a.nb = 3, a.nseq = 2;
+    cr_expect_float_eq(flops_of("attn_fwd", &a, asz), 6 * 208, 1e-9);
+    cr_expect_float_eq(flops_of("attn_bwd", &a, asz), 6 * 16 * 26, 1e-9);
 
     /* LayerNorm forward, C 8 features × T 3 tokens: 3 × (8 × 8 + 5) = 207;
      * x read, out written (2 × 96 bytes), gamma, beta (64), mean, rstd (24) */
