@@ -529,20 +529,18 @@ static const tsr_codelet_t *const cl_regroup[TSR_REGROUP_MAX + 1] = {
 };
 
 /* The tasks of a regroup between the fine row tiling f and the coarse one
- * c: one per coarse tile and column of tiles, for up to `maxk` of its fine
- * tiles, through cls[k] (k fine tiles). A split reads the coarse tile and
- * writes the fine ones; a merge writes the coarse tile (W when the task
- * covers all of it, else RW: the next task of the tile adds its rows).
- * scratch: a TSR_SCRATCH buffer after the fine tiles, or NULL. */
-static int regroup_tasks(const tsr_tensor_t *f, const tsr_tensor_t *c, int split,
-                         const tsr_codelet_t *const *cls, int maxk, tsr_handle_t scratch)
+ * c: one per coarse tile and column of tiles, for up to TSR_REGROUP_MAX of
+ * its fine tiles. A split reads the coarse tile and writes the fine ones; a
+ * merge writes the coarse tile (W when the task covers all of it, else RW:
+ * the next task of the tile adds its rows). */
+static int regroup_tasks(const tsr_tensor_t *f, const tsr_tensor_t *c, int split)
 {
     int fine = f->tile_rows, coarse = c->tile_rows, rc = TSR_OK;
     for (int b = 0; !rc && b < f->grid_cols; b++)
         for (int ca = 0; !rc && ca < c->grid_rows; ca++) {
             int a0 = ca * coarse / fine, a1 = a0 + (tsr__tile_m(c, ca) + fine - 1) / fine;
-            for (int g = a0; !rc && g < a1; g += maxk) {
-                int k = a1 - g < maxk ? a1 - g : maxk;
+            for (int g = a0; !rc && g < a1; g += TSR_REGROUP_MAX) {
+                int k = a1 - g < TSR_REGROUP_MAX ? a1 - g : TSR_REGROUP_MAX;
                 regroup_args_t r = {split, k, tsr__tile_m(c, ca), tsr__tile_n(f, b), {0}, {0}};
                 tsr_access_t acc[TSR_MAX_BUFFERS];
                 int whole = g == a0 && g + k == a1;
@@ -553,10 +551,7 @@ static int regroup_tasks(const tsr_tensor_t *f, const tsr_tensor_t *c, int split
                     r.off[i] = (g + i) * fine - ca * coarse;
                     acc[1 + i] = (tsr_access_t){tsr__tile(f, g + i, b), split ? TSR_W : TSR_R};
                 }
-                int nb = k + 1;
-                if (scratch)
-                    acc[nb++] = (tsr_access_t){scratch, TSR_SCRATCH};
-                rc = submit(cls[k], &r, sizeof r, nb, acc);
+                rc = submit(cl_regroup[k], &r, sizeof r, k + 1, acc);
             }
         }
     return rc;
@@ -573,8 +568,7 @@ int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst)
                          src->rows, src->cols, src->tile_rows, src->tile_cols, dst->rows,
                          dst->cols, dst->tile_rows, dst->tile_cols);
     int split = src->tile_rows >= dst->tile_rows;
-    return regroup_tasks(split ? dst : src, split ? src : dst, split, cl_regroup,
-                         TSR_REGROUP_MAX, NULL);
+    return regroup_tasks(split ? dst : src, split ? src : dst, split);
 }
 
 /* ---- LayerNorm ------------------------------------------------------------ */
@@ -1501,62 +1495,6 @@ int tsr__op_convert(const tsr_tensor_t *x, tsr_tensor_t *y)
     return tilewise(yb ? &cl_to_bf16 : &cl_to_f32, x, TSR_R, y, TSR_W, "convert");
 }
 
-/* The merge of regroup into bf16: k fine fp32 tiles into one coarse bf16
- * tile, rounded, in one task (as regroup). Buffers: the coarse bf16 tile,
- * the k fine tiles, a scratch of one fine tile in bf16. Per fine tile
- * rows × ncols fp32 read, bf16 written. */
-static double regroup_bf16_bytes(const void *args, const size_t *sizes)
-{
-    return regroup_bytes(args, sizes) * 6.0 / 8.0;
-}
-static int regroup_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const regroup_args_t *a = args;
-    uint16_t *dst = buf[0];
-    (void)e;
-    for (int i = 0; i < a->k; i++) {
-        const float *src = buf[1 + i];
-        for (int j = 0; j < a->ncols; j++)
-            tsr_cpu_f32_to_bf16((size_t)a->rows[i], src + (size_t)j * a->rows[i],
-                                dst + (size_t)j * a->coarse_rows + a->off[i]);
-    }
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-/* per fine tile (contiguous rows): one conversion into the scratch, then
- * one strided copy into place (in stream order, so the scratch is reused) */
-static int regroup_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const regroup_args_t *a = args;
-    uint16_t *tmp = buf[1 + a->k];
-    for (int i = 0; i < a->k; i++) {
-        size_t rows = (size_t)a->rows[i];
-        int rc = tsr_cuda_f32_to_bf16(e->cuda_stream, rows * (size_t)a->ncols, buf[1 + i], tmp);
-        if (!rc)
-            rc = (int)cudaMemcpy2DAsync((uint16_t *)buf[0] + a->off[i], (size_t)a->coarse_rows * 2,
-                                        tmp, rows * 2, rows * 2, (size_t)a->ncols,
-                                        cudaMemcpyDeviceToDevice, (cudaStream_t)e->cuda_stream);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-#endif
-#define REGROUP_BF16_MAX (TSR_MAX_BUFFERS - 2)
-#define REGROUP_BF16_CL(k) CODELET(cl_regroup_bf16_##k, "regroup_bf16", (k) + 2, regroup_bf16_cpu, \
-                                   regroup_bf16_cuda, zero_flops, regroup_bf16_bytes)
-REGROUP_BF16_CL(1); REGROUP_BF16_CL(2); REGROUP_BF16_CL(3); REGROUP_BF16_CL(4);
-REGROUP_BF16_CL(5); REGROUP_BF16_CL(6); REGROUP_BF16_CL(7); REGROUP_BF16_CL(8);
-REGROUP_BF16_CL(9); REGROUP_BF16_CL(10); REGROUP_BF16_CL(11); REGROUP_BF16_CL(12);
-REGROUP_BF16_CL(13); REGROUP_BF16_CL(14);
-_Static_assert(REGROUP_BF16_MAX == 14, "one regroup_bf16 codelet per fine-tile count");
-static const tsr_codelet_t *const cl_regroup_bf16[REGROUP_BF16_MAX + 1] = {
-    NULL,               &cl_regroup_bf16_1,  &cl_regroup_bf16_2,  &cl_regroup_bf16_3,
-    &cl_regroup_bf16_4, &cl_regroup_bf16_5,  &cl_regroup_bf16_6,  &cl_regroup_bf16_7,
-    &cl_regroup_bf16_8, &cl_regroup_bf16_9,  &cl_regroup_bf16_10, &cl_regroup_bf16_11,
-    &cl_regroup_bf16_12, &cl_regroup_bf16_13, &cl_regroup_bf16_14,
-};
-
 /* Whether the scratch handle holds `bytes`. */
 static int check_scratch(tsr_handle_t scratch, size_t bytes, const char *op)
 {
@@ -1577,23 +1515,6 @@ static int check_dtypes(const tsr_tensor_t *f32, const tsr_tensor_t *bf, const c
     if (tsr__tensor_is_bf16(f32) || !tsr__tensor_is_bf16(bf))
         return tsr__fail(TSR_EINVAL, "%s: wants an fp32 input and a bf16 output", op);
     return TSR_OK;
-}
-
-int tsr__op_regroup_bf16(const tsr_tensor_t *src, tsr_tensor_t *dst, tsr_handle_t scratch)
-{
-    int rc = check_dtypes(src, dst, "regroup_bf16");
-    if (!rc && (src->tile_rows > dst->tile_rows || src->rows != dst->rows ||
-                src->cols != dst->cols || src->tile_cols != dst->tile_cols ||
-                dst->tile_rows % src->tile_rows || src->rows % src->tile_rows))
-        rc = tsr__fail(TSR_EINVAL, "regroup_bf16: (%d, %d) in tiles (%d, %d) does not merge "
-                                   "into (%d, %d) in tiles (%d, %d)", src->rows, src->cols,
-                       src->tile_rows, src->tile_cols, dst->rows, dst->cols, dst->tile_rows,
-                       dst->tile_cols);
-    if (!rc)
-        rc = check_scratch(scratch, max_tile_f32(src) / 2, "regroup_bf16");
-    if (rc)
-        return rc;
-    return regroup_tasks(src, dst, 0, cl_regroup_bf16, REGROUP_BF16_MAX, scratch);
 }
 
 /* LayerNorm forward into bf16: the fp32 kernel's estimates, the output
@@ -1865,7 +1786,7 @@ static const tsr_codelet_t *const all_codelets[] = {
     &cl_gelu_fwd,  &cl_gelu_bwd, &cl_embed_fwd, &cl_embed_bwd,    &cl_attn_init,
     &cl_attn_fwd,  &cl_attn_fin, &cl_attn_dot,  &cl_attn_bwd,     &cl_maxsumexp,
     &cl_logsumexp, &cl_xent_fwd, &cl_xent_bwd,  &cl_sumsq,        &cl_sumsq_2,      &cl_adamw,        &cl_adamw_bf16,
-    &cl_gemm_bf16, &cl_to_bf16,  &cl_to_f32,    &cl_regroup_bf16_1, &cl_ln_fwd_bf16,
+    &cl_gemm_bf16, &cl_to_bf16,  &cl_to_f32,    &cl_ln_fwd_bf16,
     &cl_ln_bwd_bf16, &cl_gelu_fwd_bf16, &cl_gelu_bwd_bf16, &cl_xent_bwd_bf16,
 };
 

@@ -50,7 +50,7 @@ int tsr__op_fill(tsr_tensor_t *x, float value);
 int tsr__op_copy(const tsr_tensor_t *x, tsr_tensor_t *y);
 /* dst = src, where the two tensors differ only in their row tiling and one
  * tile row count is a multiple of the other's: split coarse tiles into fine
- * ones (e.g. q, k, v of all heads into one tile per head) or merge back. */
+ * ones or merge back (generation's per-head attention output into (C, n)). */
 int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst);
 
 /* x(i, j) += bias(i): bias is (rows, 1) tiled like x's rows */
@@ -140,13 +140,11 @@ int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tenso
  * The producers of the bf16 tensors that only GEMMs read. Each computes in
  * fp32 with the fp32 kernel and rounds what it stores (to nearest even), in
  * the same task; `scratch` is a handle of at least one fp32 tile of the
- * output (of the source, for regroup: half that), used as TSR_SCRATCH (no
+ * output, used as TSR_SCRATCH (no
  * dependency). A too small scratch or wrong element types: TSR_EINVAL. */
 
 /* y = x converted: fp32 → bf16 or bf16 → fp32 (same tiling) */
 int tsr__op_convert(const tsr_tensor_t *x, tsr_tensor_t *y);
-/* tsr__op_regroup's merge (src has the finer row tiles) into bf16 dst */
-int tsr__op_regroup_bf16(const tsr_tensor_t *src, tsr_tensor_t *dst, tsr_handle_t scratch);
 /* tsr__op_layernorm_fwd with out bf16 (mean, rstd fp32) */
 int tsr__op_layernorm_fwd_bf16(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
                                const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
