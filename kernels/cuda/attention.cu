@@ -12,6 +12,10 @@
  * keys (dk, dv in registers, streams queries), one owns queries (dq, streams
  * keys), both recompute p from lse, so nothing is accumulated atomically.
  *
+ * q, k, v, o, dout, dq, dk, dv are strided views (kernels/attention.h: row
+ * r of head b at x + b*hs + r*ld; stage() and the row loads take ld, the
+ * block's head offset b*hs); the state ms, acc, lse, D is contiguous.
+ *
  * These are the FP32 CUDA-core kernels: the strict mode (prec =
  * TSR_ATTN_FP32) and the readable reference.  prec = TSR_ATTN_TF32 runs the
  * tensor-core kernels of attention_tc.cu where they take the head dimension

@@ -18,14 +18,20 @@
  * Geometry (tc_geo): a block is 4 warps, each warp owns 16 rows (queries in
  * the forward and the dq kernel, keys in the dk/dv kernel), 64 rows per block,
  * and streams the other side in chunks of BC = 32 rows through shared memory.
- * For the GPT-2 call (tq = tk = 1024, nb = 8) that is 16 x 8 = 128 blocks of
- * 128 threads: one wave that covers 128 of an H100's 132 SMs, while the four
- * warps share each staged key (query) chunk.  The causal work per block is
+ * For the GPT-2 call (tq = tk = 1024, the nb = 12 heads of one sequence)
+ * that is 16 x 12 = 192 blocks of 128 threads, while the four warps share
+ * each staged key (query) chunk.  The causal work per block is
  * uneven (the last query block sees every key), so blocks are numbered
  * heaviest first.  Head dimensions are padded with zeros to DMAX = 32 or 64.
  * Everything fits the 48 KiB of static shared memory (no opt-in attribute,
  * which the emulation does not model); d = 65..256 needs more shared memory
  * or smaller blocks and runs the FP32 kernels (attention.cu).
+ *
+ * Operands are strided views (kernels/attention.h: row r of head b at
+ * x + b*hs + r*ld): tc_stage reads rows of ld and tc_add_rows writes them,
+ * so q, k, v come straight from GPT-2's fused qkv tile (ld = C or 3C,
+ * hs = d) and dq, dk, dv go straight into its gradient; only d elements
+ * per row are touched.
  *
  * Backward: two kernels as in attention.cu (dk/dv over keys, dq over
  * queries), both recompute p from lse, no atomics, deterministic; results are
