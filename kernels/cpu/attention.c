@@ -28,6 +28,7 @@ enum {
     NR = 4,        /* query rows of the score micro-kernel */
     NC = 32,       /* key columns of the score micro-kernel */
     DMAX_BLOCKED = KT_MAX / NC, /* the largest d of the blocked form */
+    VCOPY_QUERIES = 128, /* queries of a forward key block from which v is copied (rows_block) */
 };
 
 /* Number of keys of the kv tile that query i (absolute q0 + i) sees. */
@@ -49,13 +50,31 @@ static inline int key_block(int d)
  * x: (d, jn) with ld ldx (position j's row at x + j*ldx), xT: (ncols, d) with ld ncols */
 static inline void transpose_block(int d, int jn, int ncols, const float *x, int ldx, float *xT)
 {
-    for (int c = 0; c < d; c++) {
-        float *row = xT + (size_t)c * ncols;
-        for (int j = 0; j < jn; j++)
-            row[j] = x[(size_t)j * ldx + c];
-        for (int j = jn; j < ncols; j++)
-            row[j] = 0.0f;
+    /* row by row of x: a strided view's rows are read once each, in order
+     * (a sweep of one column over rows ldx apart thrashes a few L1 sets) */
+    for (int j = 0; j < jn; j++) {
+        const float *xj = x + (size_t)j * ldx;
+        for (int c = 0; c < d; c++)
+            xT[(size_t)c * ncols + j] = xj[c];
     }
+    for (int c = 0; c < d; c++)
+        for (int j = jn; j < ncols; j++)
+            xT[(size_t)c * ncols + j] = 0.0f;
+}
+
+/* Rows [0, n) of a (d, n) view with ld ld, as a contiguous (d, n) block in
+ * buf (ld d): the rows a loop reads again and again. Where ld is much larger
+ * than d (GPT-2's fused qkv tile: ld = 3C = 36 d), rows ld * 4 bytes apart
+ * fall into a few L1 sets (9216 bytes is 1024 mod 4096) and evict each
+ * other; the block keeps them in distinct lines. A contiguous view (ld = d)
+ * is returned as it is. */
+static inline const float *rows_block(int n, int d, const float *x, int ld, float *buf)
+{
+    if (ld == d)
+        return x;
+    for (int j = 0; j < n; j++)
+        memcpy(buf + (size_t)j * d, x + (size_t)j * ld, sizeof(float) * d);
+    return buf;
 }
 
 /* s(j, r) = sum_c a(c, r) bT(j, c), in order c = 0, 1, ..., for nr (<= NR)
@@ -202,7 +221,7 @@ attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
                 long long hs, const float *q, const float *k, const float *v, float *ms,
                 float *acc)
 {
-    float kT[KT_MAX];
+    float kT[KT_MAX], vbuf[KT_MAX];
     float s[NR * KB];
     for (int b = 0; b < nb; b++) {
         const float *kb = k + (size_t)b * hs;
@@ -216,6 +235,14 @@ attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
                 break;
             int i0 = ifirst < 0 ? 0 : (int)ifirst;
             transpose_block(d, jn, ncols, kb + (size_t)j0 * ld, ld, kT);
+            /* every query from i0 on reads these jn rows of v: for many of
+             * them (a 256-query tile of the fused layout: 4.7 -> 4.3 ms) a
+             * contiguous copy pays; for a 64-query tile it costs more
+             * (0.193 -> 0.200 ms) than the conflicts it saves */
+            const float *vblk = vb + (size_t)j0 * ld;
+            if (tq - i0 >= VCOPY_QUERIES)
+                vblk = rows_block(jn, d, vblk, ld, vbuf);
+            int ldv = vblk == vbuf ? d : ld;
             for (int ib = i0; ib < tq; ib += NR) {
                 int nr = tq - ib < NR ? tq - ib : NR;
                 const float *qb = q + (size_t)b * hs + (size_t)ib * ld;
@@ -248,7 +275,7 @@ attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
                         aa[c] = ai[c] * corr;
                     for (int j = 0; j < lim; j++) {
                         float p = sr[j];
-                        const float *vj = vb + (size_t)(j0 + j) * ld;
+                        const float *vj = vblk + (size_t)j * ldv;
                         for (int c = 0; c < d; c++)
                             aa[c] += p * vj[c];
                     }
@@ -337,7 +364,8 @@ attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
                 long long hso, const float *dout, const float *lse, const float *D, float *dq,
                 float *dk, float *dv)
 {
-    float kT[KT_MAX], vT[KT_MAX];
+    float kT[KT_MAX], vT[KT_MAX], kbuf[KT_MAX];
+    float qbuf[QB * DMAX_BLOCKED], dobuf[QB * DMAX_BLOCKED];
     float P[QB * KB], dS[QB * KB];
     int lim[QB];
     for (int b = 0; b < nb; b++) {
@@ -354,6 +382,10 @@ attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
             int ibeg = ifirst < 0 ? 0 : (int)ifirst;
             transpose_block(d, jn, ncols, kb + (size_t)j0 * ld, ld, kT);
             transpose_block(d, jn, ncols, vb + (size_t)j0 * ld, ld, vT);
+            /* rows read once per query of a block (k) or per key (q, dout),
+             * contiguous where the views are strided (rows_block) */
+            const float *kblk = rows_block(jn, d, kb + (size_t)j0 * ld, ld, kbuf);
+            int ldk = kblk == kbuf ? d : ld;
             for (int i0 = ibeg; i0 < tq; i0 += QB) {
                 int in = tq - i0 < QB ? tq - i0 : QB;
                 size_t row0 = (size_t)b * tq + i0;
@@ -361,6 +393,9 @@ attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
                 int nc = ((vis > jn ? jn : vis) + NC - 1) / NC * NC;
                 scores_rows(in, d, nc, qb + (size_t)i0 * ld, ld, kT, ncols, P, ncols);
                 scores_rows(in, d, nc, dob + (size_t)i0 * ldo, ldo, vT, ncols, dS, ncols);
+                const float *qblk = rows_block(in, d, qb + (size_t)i0 * ld, ld, qbuf);
+                const float *doblk = rows_block(in, d, dob + (size_t)i0 * ldo, ldo, dobuf);
+                int ldq = qblk == qbuf ? d : ld, lddo = doblk == dobuf ? d : ldo;
                 for (int r = 0; r < in; r++) {
                     float li = lse[row0 + r], Di = D[row0 + r];
                     int l = visible_keys(tk, q0, k0, i0 + r) - j0;
@@ -384,8 +419,8 @@ attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
                         if (j >= lim[r])
                             continue;
                         float p = P[(size_t)r * ncols + j], ds = dS[(size_t)r * ncols + j];
-                        const float *doi = dob + (size_t)(i0 + r) * ldo;
-                        const float *qi = qb + (size_t)(i0 + r) * ld;
+                        const float *doi = doblk + (size_t)r * lddo;
+                        const float *qi = qblk + (size_t)r * ldq;
                         for (int c = 0; c < d; c++) {
                             av[c] += p * doi[c];
                             ak[c] += ds * qi[c];
@@ -402,7 +437,7 @@ attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
                     memcpy(aq, dqi, sizeof(float) * d);
                     for (int j = 0; j < lim[r]; j++) {
                         float ds = dsr[j];
-                        const float *kj = kb + (size_t)(j0 + j) * ld;
+                        const float *kj = kblk + (size_t)j * ldk;
                         for (int c = 0; c < d; c++)
                             aq[c] += ds * kj[c];
                     }
