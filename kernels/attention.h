@@ -11,12 +11,21 @@
  * Must never: allocate, know about tasks, or materialise the full (T, T)
  * score matrix.
  *
- * Memory order (column-major, contiguous):
- *   q, o, dout, dq: (d, tq, nb)   query i of head b at q + (b*tq + i)*d
- *   k, v, dk, dv:   (d, tk, nb)
+ * Memory order.  q, k, v, o, dout, dq, dk, dv are strided views: element c
+ * of position i of head b of x is at
+ *     x + b*hs + (size_t)i*ld + c            (c < d)
+ * with ld the elements between positions i and i+1 of one head and hs those
+ * between heads b and b+1.  q, k, v, dq, dk, dv share (ld, hs); o and dout
+ * share (ldo, hso).  Contiguous (d, t, nb) tiles are (ld = d, hs = t*d) (q
+ * and k then need tq = tk, or hs = max(tq, tk)*d); GPT-2's fused qkv
+ * activation (3C, T), column-major, is (ld = 3C, hs = d) with q of head b at
+ * rows b*d, k at rows C + b*d, v at rows 2C + b*d, and its (C, T) attention
+ * output (ld = C, hs = d).  The kernels touch only the d elements of each
+ * (position, head): the rest of a view (the other rows of a fused tile) is
+ * neither read nor written.  The running state is contiguous scratch:
  *   ms:             (2, tq, nb)   running (max, sumexp) per query, see softmax.h
  *   acc:            (d, tq, nb)   running unnormalised output
- *   lse, D:         (tq, nb)
+ *   lse, D:         (tq, nb)      query i of head b at b*tq + i
  * nb independent heads (or batch x heads) share the same positions.
  * q0 and k0 are the absolute sequence positions of the tiles' first query and
  * key; query q0+i sees key k0+j iff k0+j <= q0+i (the diagonal may cross the
@@ -37,27 +46,33 @@ void tsr_cpu_attn_init(int d, int tq, int nb, float *ms, float *acc);
 /* Online-softmax update of a query tile's state with one key/value tile:
  * for each query i with visible keys j:  m' = max(m, max_j s_ij),
  *   l' = l e^(m - m') + sum_j e^(s_ij - m'),  acc' = acc e^(m - m') + sum_j e^(s_ij - m') v_j */
-void tsr_cpu_attn_fwd(int d, int tq, int tk, int nb, int q0, int k0, float scale,
-                      const float *q, const float *k, const float *v, float *ms, float *acc);
+void tsr_cpu_attn_fwd(int d, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
+                      long long hs, const float *q, const float *k, const float *v, float *ms,
+                      float *acc);
 
 /* (ms_dst, acc_dst) = merge of the two partial states (over disjoint key sets). */
 void tsr_cpu_attn_merge(int d, int tq, int nb, const float *ms_src, const float *acc_src,
                         float *ms_dst, float *acc_dst);
 
-/* o = acc / l, lse = m + log(l); o may be acc.  A query that saw no key gets
- * o = 0 and lse = -inf. */
-void tsr_cpu_attn_finalize(int d, int tq, int nb, const float *ms, const float *acc,
-                           float *o, float *lse);
+/* o = acc / l, o in (ldo, hso); lse = m + log(l).  o may be acc only as a
+ * contiguous view (ldo = d, hso = tq*d).  A query that saw no key gets o = 0
+ * and lse = -inf. */
+void tsr_cpu_attn_finalize(int d, int tq, int nb, const float *ms, const float *acc, int ldo,
+                           long long hso, float *o, float *lse);
 
 /* D(i, b) = sum_c dout(c, i, b) * o(c, i, b) */
-void tsr_cpu_attn_bwd_dot(int d, int tq, int nb, const float *o, const float *dout, float *D);
+void tsr_cpu_attn_bwd_dot(int d, int tq, int nb, int ldo, long long hso, const float *o,
+                          const float *dout, float *D);
 
 /* Backward of one tile pair, ACCUMULATED into dq, dk, dv:
  *   p_ij = e^(s_ij - lse_i) (0 where masked),  ds_ij = p_ij (dout_i . v_j - D_i)
- *   dv_j += sum_i p_ij dout_i,  dq_i += scale sum_j ds_ij k_j,  dk_j += scale sum_i ds_ij q_i */
-void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale,
-                      const float *q, const float *k, const float *v, const float *dout,
-                      const float *lse, const float *D, float *dq, float *dk, float *dv);
+ *   dv_j += sum_i p_ij dout_i,  dq_i += scale sum_j ds_ij k_j,  dk_j += scale sum_i ds_ij q_i
+ * dq, dk, dv are in (ld, hs) like q, k, v, dout in (ldo, hso) like o; dq, dk
+ * and dv must not overlap one another (in a fused tile their rows differ). */
+void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
+                      long long hs, const float *q, const float *k, const float *v, int ldo,
+                      long long hso, const float *dout, const float *lse, const float *D,
+                      float *dq, float *dk, float *dv);
 
 /* CUDA versions, device pointers, asynchronous on `stream`;
  * 0, TSR_EINVAL for d > 256 or an unknown prec, or TSR_EDEVICE
@@ -83,18 +98,18 @@ enum {
 };
 int tsr_cuda_attn_init(void *stream, int d, int tq, int nb, float *ms, float *acc);
 int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,
-                      float scale, const float *q, const float *k, const float *v,
-                      float *ms, float *acc);
+                      float scale, int ld, long long hs, const float *q, const float *k,
+                      const float *v, float *ms, float *acc);
 int tsr_cuda_attn_merge(void *stream, int d, int tq, int nb, const float *ms_src,
                         const float *acc_src, float *ms_dst, float *acc_dst);
 int tsr_cuda_attn_finalize(void *stream, int d, int tq, int nb, const float *ms,
-                           const float *acc, float *o, float *lse);
-int tsr_cuda_attn_bwd_dot(void *stream, int d, int tq, int nb, const float *o,
-                          const float *dout, float *D);
+                           const float *acc, int ldo, long long hso, float *o, float *lse);
+int tsr_cuda_attn_bwd_dot(void *stream, int d, int tq, int nb, int ldo, long long hso,
+                          const float *o, const float *dout, float *D);
 int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,
-                      float scale, const float *q, const float *k, const float *v,
-                      const float *dout, const float *lse, const float *D,
-                      float *dq, float *dk, float *dv);
+                      float scale, int ld, long long hs, const float *q, const float *k,
+                      const float *v, int ldo, long long hso, const float *dout,
+                      const float *lse, const float *D, float *dq, float *dk, float *dv);
 
 #ifdef __cplusplus
 }

@@ -13,10 +13,11 @@
  *   c_attn.w (3C, C) tiles (C, C)  c_proj.w (C, C) tiles (C, C)
  *   c_fc.w (4C, C) tiles (tf, C)   mlp.c_proj.w (C, 4C) tiles (C, tf)
  *   a weight W (out, in) is HF's [in, out] row-major bytes; y = W x.
- *   activations (C, N) tiles (C, tt); the attention's q, k, v and output are
- *   computed by the Linear layers in tiles (C, tt) and regrouped into one
- *   tile row per head, (d, tt), for the attention tasks (and back);
- *   logits (V, N) tiles (tv, tt).
+ *   activations (C, N) tiles (C, tt); the fused q, k, v (3C, N) in tiles
+ *   (C, tt) as c_attn writes them, which the attention tasks read in place
+ *   (every head of a token tile in one task, strided views: nn/ops.h), and
+ *   whose output (C, N) tiles (C, tt) c_proj reads; the backward likewise
+ *   (dy in, dq, dk, dv out); logits (V, N) tiles (tv, tt).
  */
 #include <tessera/gpt2.h>
 #include <tessera/mpi.h>
@@ -401,7 +402,7 @@ static int make_params(tsr_gpt2_t *m)
 static int make_acts(tsr_gpt2_t *m)
 {
     const tsr_gpt2_config_t *c = &m->cfg;
-    long long C = c->channels, H = c->heads, d = m->hd, tf = c->tile_hidden;
+    long long C = c->channels, H = c->heads, tf = c->tile_hidden;
     if (!m->dry) {
         m->la = calloc((size_t)c->layers, sizeof *m->la);
         if (!m->la)
@@ -418,7 +419,9 @@ static int make_acts(tsr_gpt2_t *m)
         if (c->recompute && l > 0)
             continue; /* the block's other activations are la[0]'s (block_acts) */
         G(a->ln1, C, C) A(a->ln1_mean, 1, 1) A(a->ln1_rstd, 1, 1)
-        A(a->qkv, 3 * C, d) A(a->atty, C, d) A(a->att_lse, H, 1) G(a->yb, C, C)
+        A(a->qkv, 3 * C, C) A(a->att_lse, H, H) G(a->yb, C, C)
+        if (bf16(m)) /* the attention's fp32 output, yb its bf16 copy */
+            A(a->atty, C, C)
         A(a->res1, C, C)
         G(a->ln2, C, C) A(a->ln2_mean, 1, 1) A(a->ln2_rstd, 1, 1)
         A(a->fch, 4 * C, tf) G(a->fcg, 4 * C, tf)
@@ -426,9 +429,9 @@ static int make_acts(tsr_gpt2_t *m)
     f = "channels, batch x seq_len, tile_tokens";
     A(m->xL, C, C) G(m->lnf, C, C) A(m->lnf_mean, 1, 1) A(m->lnf_rstd, 1, 1)
     A(m->tokens, 1, 1) A(m->targets, 1, 1) A(m->ce_ms, 2, 2) A(m->ce_lse, 1, 1)
-    A(m->ce_loss, 1, 1) A(m->att_ms, 2 * H, 2) A(m->att_D, H, 1)
-    A(m->qkvb, 3 * C, C) A(m->dqkvb, 3 * C, C) A(m->dyb, C, C)
-    A(m->d, C, C) A(m->dln, C, C) A(m->dqkv, 3 * C, d) A(m->daty, C, d) A(m->dfc, 4 * C, tf)
+    A(m->ce_loss, 1, 1) A(m->att_ms, 2 * H, 2 * H) A(m->att_acc, C, C) A(m->att_D, H, H)
+    A(m->dqkvb, 3 * C, C) A(m->dyb, C, C)
+    A(m->d, C, C) A(m->dln, C, C) A(m->dfc, 4 * C, tf)
     if (bf16(m)) {
         B16(m->d16, C, C) B16(m->dfc16, 4 * C, tf) B16(m->dqkvb16, 3 * C, C)
     }
@@ -475,8 +478,8 @@ static void for_each_tensor(tsr_gpt2_t *m, void (*fn)(tsr_tensor_t *))
     }
     tsr_tensor_t *rest[] = {&m->xL, &m->lnf, &m->lnf_mean, &m->lnf_rstd, &m->logits,
                             &m->tokens, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss,
-                            &m->att_ms, &m->att_D, &m->qkvb, &m->dqkvb, &m->dyb,
-                            &m->d, &m->dln, &m->dqkv, &m->daty, &m->dfc,
+                            &m->att_ms, &m->att_acc, &m->att_D, &m->dqkvb, &m->dyb,
+                            &m->d, &m->dln, &m->dfc,
                             &m->d16, &m->dfc16, &m->dqkvb16, &m->dlogits16};
     for (size_t i = 0; i < sizeof rest / sizeof *rest; i++)
         fn(rest[i]);
@@ -938,6 +941,13 @@ static layer_acts_t *block_acts(tsr_gpt2_t *m, int l)
     return &m->la[m->cfg.recompute ? 0 : l];
 }
 
+/* The attention's fp32 output (C, N) tiles (C, tt): yb itself in fp32
+ * precision; in bf16, atty, which a conversion copies into yb for c_proj. */
+static tsr_tensor_t *att_out(tsr_gpt2_t *m, layer_acts_t *a)
+{
+    return bf16(m) ? &a->atty : &a->yb;
+}
+
 /* Drop the tensors when cond holds (a forward that keeps only its input). */
 #define DROP_IF(cond, ...) ((cond) ? DROP(__VA_ARGS__) : TSR_OK)
 
@@ -959,17 +969,16 @@ static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_ten
     /* attention */
     TRY(ln_fwd(m, x_in, p->ln1_w, p->ln1_b, &a->ln1, &a->ln1_mean, &a->ln1_rstd)); /* (C, N) */
     TRY(DROP_IF(discard, &a->ln1_mean, &a->ln1_rstd));               /* backward's only */
-    TRY(tsr__op_linear_fwd(wmat(p->attn_w), &p->attn_b->p, &a->ln1, 0.0f, &m->qkvb));
+    TRY(tsr__op_linear_fwd(wmat(p->attn_w), &p->attn_b->p, &a->ln1, 0.0f, &a->qkv));
                                                                  /* (3C, N) tiles (C, tt) */
     TRY(DROP_IF(discard, &a->ln1));
-    TRY(tsr__op_regroup(&m->qkvb, &a->qkv));                     /* (3C, N) tiles (d, tt) */
-    TRY(DROP(&m->qkvb));
-    TRY(tsr__op_attention_fwd(&a->qkv, H, T, &m->att_ms, &a->atty, &a->att_lse));
-                                                        /* (C, N) tiles (d, tt); lse (H, N) */
+    TRY(tsr__op_attention_fwd(&a->qkv, H, T, &m->att_ms, &m->att_acc, att_out(m, a),
+                              &a->att_lse));              /* (C, N) tiles (C, tt); lse (H, N) */
     TRY(DROP_IF(discard, &a->qkv, &a->att_lse));
-    TRY(bf16(m) ? tsr__op_regroup_bf16(&a->atty, &a->yb, m->scratch)
-                : tsr__op_regroup(&a->atty, &a->yb));             /* (C, N) tiles (C, tt) */
-    TRY(DROP_IF(discard, &a->atty));
+    if (bf16(m)) {
+        TRY(tsr__op_convert(&a->atty, &a->yb));                  /* bf16 (C, N) for c_proj */
+        TRY(DROP_IF(discard, &a->atty));
+    }
     TRY(tsr__op_copy(x_in, &a->res1));                            /* (C, N) */
     TRY(tsr__op_linear_fwd(wmat(p->proj_w), &p->proj_b->p, &a->yb, 1.0f, &a->res1));
                                                                   /* += W_p y + b_p */
@@ -1124,16 +1133,11 @@ static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
     /* attention: res1 = x + W_p attn(W_attn ln1(x) + b_attn) + b_p */
     TRY(linear_bwd(m, p->proj_w, p->proj_b, &a->yb, d, &m->d16, &m->dyb));
                                                                /* dyb (C, N) tiles (C, tt) */
-    TRY(DROP(&a->yb));
-    if (bf16(m))
-        TRY(DROP(&m->d16));
-    TRY(tsr__op_regroup(&m->dyb, &m->daty));                   /* (C, N) tiles (d, tt) */
-    TRY(DROP(&m->dyb));
-    TRY(tsr__op_attention_bwd(&a->qkv, H, T, &a->atty, &m->daty, &a->att_lse, &m->att_D,
-                              &m->dqkv));                      /* (3C, N) tiles (d, tt) */
-    TRY(DROP(&a->atty, &a->att_lse, &a->qkv, &m->daty, &m->att_D));
-    TRY(tsr__op_regroup(&m->dqkv, &m->dqkvb));                 /* (3C, N) tiles (C, tt) */
-    TRY(DROP(&m->dqkv));
+    if (bf16(m)) /* in fp32, yb is the attention output the backward reads */
+        TRY(DROP(&a->yb, &m->d16));
+    TRY(tsr__op_attention_bwd(&a->qkv, H, T, att_out(m, a), &m->dyb, &a->att_lse, &m->att_D,
+                              &m->dqkvb));                     /* (3C, N) tiles (C, tt) */
+    TRY(DROP(att_out(m, a), &a->att_lse, &a->qkv, &m->dyb, &m->att_D));
     if (bf16(m)) /* the bias gradient reads dqkvb, the products its bf16 copy */
         TRY(tsr__op_convert(&m->dqkvb, &m->dqkvb16));
     TRY(linear_bwd(m, p->attn_w, p->attn_b, &a->ln1, &m->dqkvb, &m->dqkvb16, &m->dln));

@@ -49,9 +49,10 @@ typedef struct layer_params {
 typedef struct layer_acts {
     tsr_tensor_t x;                  /* (C, N) input of the block */
     tsr_tensor_t ln1, ln1_mean, ln1_rstd;
-    tsr_tensor_t qkv;                /* (3C, N) tiles (d, tt): per head */
-    tsr_tensor_t atty, att_lse;      /* (C, N) tiles (d, tt); (H, N) */
-    tsr_tensor_t yb;                 /* atty in tiles (C, tt), for c_proj */
+    tsr_tensor_t qkv;                /* (3C, N) tiles (C, tt): q, k, v rows */
+    tsr_tensor_t atty, att_lse;      /* (C, N) tiles (C, tt), bf16 precision
+                                        only (else yb is it); (H, N) tiles (H, tt) */
+    tsr_tensor_t yb;                 /* attention output (C, N) tiles (C, tt), for c_proj */
     tsr_tensor_t res1;               /* x + attention */
     tsr_tensor_t ln2, ln2_mean, ln2_rstd;
     tsr_tensor_t fch, fcg;           /* (4C, N): before and after GELU */
@@ -70,10 +71,9 @@ struct tsr_gpt2 {
     layer_acts_t *la;
     tsr_tensor_t xL, lnf, lnf_mean, lnf_rstd, logits;
     tsr_tensor_t tokens, targets, ce_ms, ce_lse, ce_loss;
-    tsr_tensor_t att_ms, att_D;                   /* scratch */
-    tsr_tensor_t qkvb;                             /* (3C, N) tiles (C, tt), scratch */
-    tsr_tensor_t d, dln, dqkv, daty, dfc;         /* backward */
-    tsr_tensor_t dqkvb, dyb;                       /* … in tiles (C, tt) */
+    tsr_tensor_t att_ms, att_acc, att_D;          /* attention scratch */
+    tsr_tensor_t d, dln, dfc;                     /* backward */
+    tsr_tensor_t dqkvb, dyb;                       /* (3C, N), (C, N) in tiles (C, tt) */
     tsr_handle_t norm;                             /* sum of squares of the gradients */
     /* bf16 precision only (zeroed otherwise): the bf16 gradients the GEMMs
      * of the backward pass read, and the fp32 scratch of the bf16 producers */

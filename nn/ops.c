@@ -529,20 +529,18 @@ static const tsr_codelet_t *const cl_regroup[TSR_REGROUP_MAX + 1] = {
 };
 
 /* The tasks of a regroup between the fine row tiling f and the coarse one
- * c: one per coarse tile and column of tiles, for up to `maxk` of its fine
- * tiles, through cls[k] (k fine tiles). A split reads the coarse tile and
- * writes the fine ones; a merge writes the coarse tile (W when the task
- * covers all of it, else RW: the next task of the tile adds its rows).
- * scratch: a TSR_SCRATCH buffer after the fine tiles, or NULL. */
-static int regroup_tasks(const tsr_tensor_t *f, const tsr_tensor_t *c, int split,
-                         const tsr_codelet_t *const *cls, int maxk, tsr_handle_t scratch)
+ * c: one per coarse tile and column of tiles, for up to TSR_REGROUP_MAX of
+ * its fine tiles. A split reads the coarse tile and writes the fine ones; a
+ * merge writes the coarse tile (W when the task covers all of it, else RW:
+ * the next task of the tile adds its rows). */
+static int regroup_tasks(const tsr_tensor_t *f, const tsr_tensor_t *c, int split)
 {
     int fine = f->tile_rows, coarse = c->tile_rows, rc = TSR_OK;
     for (int b = 0; !rc && b < f->grid_cols; b++)
         for (int ca = 0; !rc && ca < c->grid_rows; ca++) {
             int a0 = ca * coarse / fine, a1 = a0 + (tsr__tile_m(c, ca) + fine - 1) / fine;
-            for (int g = a0; !rc && g < a1; g += maxk) {
-                int k = a1 - g < maxk ? a1 - g : maxk;
+            for (int g = a0; !rc && g < a1; g += TSR_REGROUP_MAX) {
+                int k = a1 - g < TSR_REGROUP_MAX ? a1 - g : TSR_REGROUP_MAX;
                 regroup_args_t r = {split, k, tsr__tile_m(c, ca), tsr__tile_n(f, b), {0}, {0}};
                 tsr_access_t acc[TSR_MAX_BUFFERS];
                 int whole = g == a0 && g + k == a1;
@@ -553,10 +551,7 @@ static int regroup_tasks(const tsr_tensor_t *f, const tsr_tensor_t *c, int split
                     r.off[i] = (g + i) * fine - ca * coarse;
                     acc[1 + i] = (tsr_access_t){tsr__tile(f, g + i, b), split ? TSR_W : TSR_R};
                 }
-                int nb = k + 1;
-                if (scratch)
-                    acc[nb++] = (tsr_access_t){scratch, TSR_SCRATCH};
-                rc = submit(cls[k], &r, sizeof r, nb, acc);
+                rc = submit(cl_regroup[k], &r, sizeof r, k + 1, acc);
             }
         }
     return rc;
@@ -573,8 +568,7 @@ int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst)
                          src->rows, src->cols, src->tile_rows, src->tile_cols, dst->rows,
                          dst->cols, dst->tile_rows, dst->tile_cols);
     int split = src->tile_rows >= dst->tile_rows;
-    return regroup_tasks(split ? dst : src, split ? src : dst, split, cl_regroup,
-                         TSR_REGROUP_MAX, NULL);
+    return regroup_tasks(split ? dst : src, split ? src : dst, split);
 }
 
 /* ---- LayerNorm ------------------------------------------------------------ */
@@ -847,6 +841,19 @@ double tsr__attn_pairs(int tq, int tk, int nb, int q0, int k0)
     return ((double)nb) * (partial + (tq - b) * (double)tk);
 }
 
+/* The attention tasks take every head of a token tile at once: q, k, v are
+ * read in place from the (C, tt) tiles of the fused qkv activation (ld = C,
+ * head stride d), o and dout are (C, tt) tiles, and dq, dk, dv are written
+ * into the (C, tt) tiles of dqkv (kernels/attention.h's strided views). A
+ * tile of nseq whole sequences side by side is nseq kernel calls, one per
+ * sequence (the kernels' one head stride cannot also step over sequences);
+ * the contiguous state of sequence s (ms, acc, lse, D: heads x tq rows each)
+ * follows sequence s - 1's. */
+static inline long long attn_hs(const attn_args_t *a)
+{
+    return a->d; /* heads side by side in a position's C rows */
+}
+
 /* attn_init writes ms and acc */
 static double attn_init_bytes(const void *args, const size_t *sizes)
 {
@@ -854,15 +861,15 @@ static double attn_init_bytes(const void *args, const size_t *sizes)
     return (double)sizes[0] + (double)sizes[1];
 }
 
-/* ms (2, tq) = (-inf, 0), acc (d, tq) = 0 */
+/* ms (2, tq, H, nseq) = (-inf, 0), acc (d, tq, H, nseq) = 0 */
 TILE_CODELET(cl_attn_init, "attn_init", 2, attn_args_t, zero_flops, attn_init_bytes,
-             (tsr_cpu_attn_init(a->d, a->tq, a->nb, buf[0], buf[1])),
-             (tsr_cuda_attn_init(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1])));
+             (tsr_cpu_attn_init(a->d, a->tq, a->nb * a->nseq, buf[0], buf[1])),
+             (tsr_cuda_attn_init(e->cuda_stream, a->d, a->tq, a->nb * a->nseq, buf[0], buf[1])));
 
 /* Per visible pair: q.k (2d), p v into acc (2d), and the online softmax
  * (scale, max, subtraction, exp, sum: 5); the rescale of acc once per 64
- * keys (d per row and block, under 1%) is left out. q, k, v read; ms, acc
- * read and written. */
+ * keys (d per row and block, under 1%) is left out. q, k, v read (their
+ * tiles: all heads); ms, acc read and written. */
 #ifdef TSR_HAVE_CUDA
 /* The attention's matrix products follow the GEMMs' precision: TF32 tensor
  * cores unless the configuration asks for strict FP32. */
@@ -875,43 +882,83 @@ static double attn_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
     (void)sizes;
-    return tsr__attn_pairs(a->tq, a->tk, a->nb, a->q0, a->k0) * (4.0 * a->d + 5.0);
+    return tsr__attn_pairs(a->tq, a->tk, a->nb * a->nseq, a->q0, a->k0) * (4.0 * a->d + 5.0);
 }
 static double attn_fwd_bytes(const void *args, const size_t *sizes)
 {
     (void)args;
     return (double)sizes[0] + sizes[1] + sizes[2] + 2.0 * ((double)sizes[3] + sizes[4]);
 }
+/* q, k, v tiles (C, tt), ms, acc: the pair's update, sequence by sequence */
+static void attn_fwd_cpu(const attn_args_t *a, void **buf)
+{
+    size_t qs = (size_t)a->tq * a->ld, st = (size_t)a->tq * a->nb;
+    for (int s = 0; s < a->nseq; s++)
+        tsr_cpu_attn_fwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, a->ld, attn_hs(a),
+                         (const float *)buf[0] + s * qs, (const float *)buf[1] + s * qs,
+                         (const float *)buf[2] + s * qs, (float *)buf[3] + s * 2 * st,
+                         (float *)buf[4] + s * st * a->d);
+}
+#ifdef TSR_HAVE_CUDA
+static int attn_fwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
+{
+    size_t qs = (size_t)a->tq * a->ld, st = (size_t)a->tq * a->nb;
+    int rc = 0;
+    for (int s = 0; !rc && s < a->nseq; s++)
+        rc = tsr_cuda_attn_fwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb, a->q0,
+                               a->k0, a->scale, a->ld, attn_hs(a), (const float *)buf[0] + s * qs,
+                               (const float *)buf[1] + s * qs, (const float *)buf[2] + s * qs,
+                               (float *)buf[3] + s * 2 * st, (float *)buf[4] + s * st * a->d);
+    return rc;
+}
+#endif
 TILE_CODELET(cl_attn_fwd, "attn_fwd", 5, attn_args_t, attn_flops, attn_fwd_bytes,
-             (tsr_cpu_attn_fwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0],
-               buf[1], buf[2], buf[3], buf[4])),
-             (tsr_cuda_attn_fwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb,
-               a->q0, a->k0, a->scale, buf[0], buf[1], buf[2], buf[3], buf[4])));
+             attn_fwd_cpu(a, buf), attn_fwd_cuda(a, buf, e));
 
-/* Per row: 1/l, d products, m + log l (2); ms read, acc read and written
- * (as o), lse written. */
+/* Per row: 1/l, d products, m + log l (2); ms, acc read, o (a (C, tt) tile)
+ * and lse written. */
 static double attn_fin_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
     (void)sizes;
-    return (double)a->tq * a->nb * (a->d + 3.0);
+    return (double)a->tq * a->nb * a->nseq * (a->d + 3.0);
 }
 static double attn_fin_bytes(const void *args, const size_t *sizes)
 {
     (void)args;
-    return (double)sizes[0] + 2.0 * sizes[1] + sizes[2];
+    return (double)sizes[0] + sizes[1] + sizes[2] + sizes[3];
 }
-TILE_CODELET(cl_attn_fin, "attn_finalize", 3, attn_args_t, attn_fin_flops, attn_fin_bytes,
-             (tsr_cpu_attn_finalize(a->d, a->tq, a->nb, buf[0], buf[1], buf[1], buf[2])),
-             (tsr_cuda_attn_finalize(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1], buf[1],
-               buf[2])));
+/* ms, acc → o (C, tt), lse (H, tt) */
+static void attn_fin_cpu(const attn_args_t *a, void **buf)
+{
+    size_t os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
+    for (int s = 0; s < a->nseq; s++)
+        tsr_cpu_attn_finalize(a->d, a->tq, a->nb, (const float *)buf[0] + s * 2 * st,
+                              (const float *)buf[1] + s * st * a->d, a->ldo, attn_hs(a),
+                              (float *)buf[2] + s * os, (float *)buf[3] + s * st);
+}
+#ifdef TSR_HAVE_CUDA
+static int attn_fin_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
+{
+    size_t os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
+    int rc = 0;
+    for (int s = 0; !rc && s < a->nseq; s++)
+        rc = tsr_cuda_attn_finalize(e->cuda_stream, a->d, a->tq, a->nb,
+                                    (const float *)buf[0] + s * 2 * st,
+                                    (const float *)buf[1] + s * st * a->d, a->ldo, attn_hs(a),
+                                    (float *)buf[2] + s * os, (float *)buf[3] + s * st);
+    return rc;
+}
+#endif
+TILE_CODELET(cl_attn_fin, "attn_finalize", 4, attn_args_t, attn_fin_flops, attn_fin_bytes,
+             attn_fin_cpu(a, buf), attn_fin_cuda(a, buf, e));
 
 /* Per row a dot product of d (2d); o, dout read, D written. */
 static double attn_dot_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
     (void)sizes;
-    return 2.0 * a->tq * a->nb * a->d;
+    return 2.0 * a->tq * a->nb * a->nseq * a->d;
 }
 static double attn_dot_bytes(const void *args, const size_t *sizes)
 {
@@ -919,10 +966,29 @@ static double attn_dot_bytes(const void *args, const size_t *sizes)
     return (double)sizes[0] + sizes[1] + sizes[2];
 }
 
-/* D (tq) = rowsum(dout * o)                   o, dout: (d, tq) */
+/* D (H, tt) = rowsum(dout * o) per head       o, dout: (C, tt) tiles */
+static void attn_dot_cpu(const attn_args_t *a, void **buf)
+{
+    size_t os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
+    for (int s = 0; s < a->nseq; s++)
+        tsr_cpu_attn_bwd_dot(a->d, a->tq, a->nb, a->ldo, attn_hs(a),
+                             (const float *)buf[0] + s * os, (const float *)buf[1] + s * os,
+                             (float *)buf[2] + s * st);
+}
+#ifdef TSR_HAVE_CUDA
+static int attn_dot_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
+{
+    size_t os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
+    int rc = 0;
+    for (int s = 0; !rc && s < a->nseq; s++)
+        rc = tsr_cuda_attn_bwd_dot(e->cuda_stream, a->d, a->tq, a->nb, a->ldo, attn_hs(a),
+                                   (const float *)buf[0] + s * os, (const float *)buf[1] + s * os,
+                                   (float *)buf[2] + s * st);
+    return rc;
+}
+#endif
 TILE_CODELET(cl_attn_dot, "attn_bwd_dot", 3, attn_args_t, attn_dot_flops, attn_dot_bytes,
-             (tsr_cpu_attn_bwd_dot(a->d, a->tq, a->nb, buf[0], buf[1], buf[2])),
-             (tsr_cuda_attn_bwd_dot(e->cuda_stream, a->d, a->tq, a->nb, buf[0], buf[1], buf[2])));
+             attn_dot_cpu(a, buf), attn_dot_cuda(a, buf, e));
 
 /* Per visible pair: q.k and dout.v (4d), dv, dk, dq updates (6d), and p, ds
  * (scale, subtraction, exp, subtraction, product, scale: 6). q, k, v, dout,
@@ -932,7 +998,7 @@ static double attn_bwd_flops(const void *args, const size_t *sizes)
 {
     const attn_args_t *a = args;
     (void)sizes;
-    return tsr__attn_pairs(a->tq, a->tk, a->nb, a->q0, a->k0) * (10.0 * a->d + 6.0);
+    return tsr__attn_pairs(a->tq, a->tk, a->nb * a->nseq, a->q0, a->k0) * (10.0 * a->d + 6.0);
 }
 static double attn_bwd_bytes(const void *args, const size_t *sizes)
 {
@@ -946,7 +1012,8 @@ static double attn_bwd_bytes(const void *args, const size_t *sizes)
     return b + q * (double)sizes[6] + kv * ((double)sizes[7] + sizes[8]);
 }
 /* q, k, v, dout, lse, D → dq, dk, dv accumulated (zeroed first where the
- * pair is their first contribution, a->first) */
+ * pair is their first contribution, a->first: the task covers every head,
+ * so the whole (C, tt) tile) */
 static void attn_bwd_cpu(const attn_args_t *a, void **buf, const tsr_exec_t *e)
 {
     if (a->first & TSR_ATTN_FIRST_DQ)
@@ -955,8 +1022,14 @@ static void attn_bwd_cpu(const attn_args_t *a, void **buf, const tsr_exec_t *e)
         tsr_cpu_fill(nelem(e, 7), 0.0f, buf[7]);
         tsr_cpu_fill(nelem(e, 8), 0.0f, buf[8]);
     }
-    tsr_cpu_attn_bwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, buf[0], buf[1], buf[2],
-                     buf[3], buf[4], buf[5], buf[6], buf[7], buf[8]);
+    size_t qs = (size_t)a->tq * a->ld, os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
+    for (int s = 0; s < a->nseq; s++)
+        tsr_cpu_attn_bwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, a->ld, attn_hs(a),
+                         (const float *)buf[0] + s * qs, (const float *)buf[1] + s * qs,
+                         (const float *)buf[2] + s * qs, a->ldo, attn_hs(a),
+                         (const float *)buf[3] + s * os, (const float *)buf[4] + s * st,
+                         (const float *)buf[5] + s * st, (float *)buf[6] + s * qs,
+                         (float *)buf[7] + s * qs, (float *)buf[8] + s * qs);
 }
 #ifdef TSR_HAVE_CUDA
 static int attn_bwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
@@ -968,78 +1041,102 @@ static int attn_bwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
         rc = tsr_cuda_fill(e->cuda_stream, nelem(e, 7), 0.0f, buf[7]);
     if (!rc && (a->first & TSR_ATTN_FIRST_DKV))
         rc = tsr_cuda_fill(e->cuda_stream, nelem(e, 8), 0.0f, buf[8]);
-    return rc ? rc
-              : tsr_cuda_attn_bwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb,
-                                  a->q0, a->k0, a->scale, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5],
-                                  buf[6], buf[7], buf[8]);
+    size_t qs = (size_t)a->tq * a->ld, os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
+    for (int s = 0; !rc && s < a->nseq; s++)
+        rc = tsr_cuda_attn_bwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb, a->q0,
+                               a->k0, a->scale, a->ld, attn_hs(a), (const float *)buf[0] + s * qs,
+                               (const float *)buf[1] + s * qs, (const float *)buf[2] + s * qs,
+                               a->ldo, attn_hs(a), (const float *)buf[3] + s * os,
+                               (const float *)buf[4] + s * st, (const float *)buf[5] + s * st,
+                               (float *)buf[6] + s * qs, (float *)buf[7] + s * qs,
+                               (float *)buf[8] + s * qs);
+    return rc;
 }
 #endif
 TILE_CODELET(cl_attn_bwd, "attn_bwd", 9, attn_args_t, attn_bwd_flops, attn_bwd_bytes,
              attn_bwd_cpu(a, buf, e), attn_bwd_cuda(a, buf, e));
 
 /* How token tiles map onto sequences: a tile is either part of one sequence
- * (per_seq tiles of tq tokens each) or nb whole sequences side by side,
- * which the kernels treat as nb independent blocks (their `nb` axis). */
+ * (per_seq tiles of tq tokens each) or nseq whole sequences side by side. */
 typedef struct attn_layout {
-    int d, tq, nb, per_seq, groups;
+    int d, tq, nseq, per_seq, groups;
     float scale;
 } attn_layout_t;
 
-static attn_layout_t attn_layout(const tsr_tensor_t *qkv, int seq_len)
+static attn_layout_t attn_layout(const tsr_tensor_t *qkv, int heads, int seq_len)
 {
     attn_layout_t L;
     int tt = qkv->tile_cols;
-    L.d = qkv->tile_rows;
+    L.d = qkv->tile_rows / heads;
     L.tq = tt < seq_len ? tt : seq_len;
-    L.nb = tt / L.tq;
+    L.nseq = tt / L.tq;
     L.per_seq = seq_len / L.tq;
     L.groups = qkv->grid_cols / L.per_seq;
     L.scale = 1.0f / sqrtf((float)L.d);
     return L;
 }
 
+/* tensor t is (rows, qkv's columns) in tiles of (rows, qkv's token tile) */
+static int attn_tiles_ok(const tsr_tensor_t *t, int rows, const tsr_tensor_t *qkv)
+{
+    return t->rows == rows && t->tile_rows == rows && t->cols == qkv->cols &&
+           t->tile_cols == qkv->tile_cols && !tsr__tensor_is_bf16(t);
+}
+
 static int check_attn(const tsr_tensor_t *qkv, int heads, int seq_len, const tsr_tensor_t *y,
                       const tsr_tensor_t *lse)
 {
-    int d = qkv->tile_rows;
-    if (qkv->rows != 3 * heads * d || y->rows != heads * d || y->tile_rows != d ||
-        y->cols != qkv->cols || y->tile_cols != qkv->tile_cols || lse->rows != heads ||
-        lse->tile_rows != 1 || lse->tile_cols != qkv->tile_cols || qkv->cols % seq_len ||
-        !tsr__tokens_tile_ok(qkv->tile_cols, seq_len, qkv->cols / seq_len))
+    int C = qkv->tile_rows;
+    if (heads <= 0 || C % heads || qkv->rows != 3 * C || tsr__tensor_is_bf16(qkv) ||
+        !attn_tiles_ok(y, C, qkv) || !attn_tiles_ok(lse, heads, qkv) || seq_len <= 0 ||
+        qkv->cols % seq_len || !tsr__tokens_tile_ok(qkv->tile_cols, seq_len, qkv->cols / seq_len))
         return tsr__fail(TSR_EINVAL, "attention: qkv (%d, %d) in tiles (%d, %d) does not fit "
                                      "%d heads over sequences of %d",
                          qkv->rows, qkv->cols, qkv->tile_rows, qkv->tile_cols, heads, seq_len);
     return TSR_OK;
 }
 
+/* The arguments of the pair (query tile qi, key tile ki) of every head */
+static attn_args_t attn_args(const attn_layout_t *L, int heads, int C, int qi, int ki)
+{
+    attn_args_t a = {L->d, L->tq, L->tq, heads, qi * L->tq, ki * L->tq, L->scale, 0,
+                     L->nseq, C, C};
+    return a;
+}
+
 int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, tsr_tensor_t *ms,
-                          tsr_tensor_t *y, tsr_tensor_t *lse)
+                          tsr_tensor_t *acc, tsr_tensor_t *y, tsr_tensor_t *lse)
 {
     int rc = check_attn(qkv, heads, seq_len, y, lse);
     if (rc)
         return rc;
-    attn_layout_t L = attn_layout(qkv, seq_len);
+    int C = qkv->tile_rows;
+    if (!attn_tiles_ok(ms, 2 * heads, qkv) || !attn_tiles_ok(acc, C, qkv))
+        return tsr__fail(TSR_EINVAL, "attention: the state ms (%d, %d) in tiles (%d, %d) and acc "
+                                     "(%d, %d) in tiles (%d, %d) do not fit qkv",
+                         ms->rows, ms->cols, ms->tile_rows, ms->tile_cols, acc->rows, acc->cols,
+                         acc->tile_rows, acc->tile_cols);
+    attn_layout_t L = attn_layout(qkv, heads, seq_len);
     for (int g = 0; g < L.groups; g++)
-        for (int h = 0; h < heads; h++)
-            for (int qi = 0; qi < L.per_seq; qi++) {
-                int j = g * L.per_seq + qi;
-                tsr_handle_t hms = tsr__tile(ms, h, j), hy = tsr__tile(y, h, j);
-                attn_args_t a = {L.d, L.tq, L.tq, L.nb, qi * L.tq, 0, L.scale, 0};
-                if ((rc = SUBMIT(cl_attn_init, a, ACC(hms, TSR_W), ACC(hy, TSR_W))))
-                    return rc;
-                for (int ki = 0; ki <= qi; ki++) {
-                    int jk = g * L.per_seq + ki;
-                    a.k0 = ki * L.tq;
-                    if ((rc = SUBMIT(cl_attn_fwd, a, ACC(tsr__tile(qkv, h, j), TSR_R),
-                                     ACC(tsr__tile(qkv, heads + h, jk), TSR_R),
-                                     ACC(tsr__tile(qkv, 2 * heads + h, jk), TSR_R),
-                                     ACC(hms, TSR_RW), ACC(hy, TSR_RW))))
-                        return rc;
-                }
-                if ((rc = SUBMIT(cl_attn_fin, a, ACC(hms, TSR_R), ACC(hy, TSR_RW),
-                                 ACC(tsr__tile(lse, h, j), TSR_W))))
+        for (int qi = 0; qi < L.per_seq; qi++) {
+            int j = g * L.per_seq + qi;
+            tsr_handle_t hms = tsr__tile(ms, 0, j), hacc = tsr__tile(acc, 0, j);
+            attn_args_t a = attn_args(&L, heads, C, qi, 0);
+            if ((rc = SUBMIT(cl_attn_init, a, ACC(hms, TSR_W), ACC(hacc, TSR_W))))
+                return rc;
+            for (int ki = 0; ki <= qi; ki++) {
+                int jk = g * L.per_seq + ki;
+                a.k0 = ki * L.tq;
+                if ((rc = SUBMIT(cl_attn_fwd, a, ACC(tsr__tile(qkv, 0, j), TSR_R),
+                                 ACC(tsr__tile(qkv, 1, jk), TSR_R),
+                                 ACC(tsr__tile(qkv, 2, jk), TSR_R), ACC(hms, TSR_RW),
+                                 ACC(hacc, TSR_RW))))
                     return rc;
             }
+            if ((rc = SUBMIT(cl_attn_fin, a, ACC(hms, TSR_R), ACC(hacc, TSR_R),
+                             ACC(tsr__tile(y, 0, j), TSR_W), ACC(tsr__tile(lse, 0, j), TSR_W))))
+                return rc;
+        }
     return TSR_OK;
 }
 
@@ -1052,39 +1149,36 @@ int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len,
         rc = same_tiling(y, dy, "attention_bwd");
     if (!rc)
         rc = same_tiling(qkv, dqkv, "attention_bwd");
+    if (!rc)
+        rc = same_tiling(lse, D, "attention_bwd");
     if (rc)
         return rc;
-    attn_layout_t L = attn_layout(qkv, seq_len);
+    int C = qkv->tile_rows;
+    attn_layout_t L = attn_layout(qkv, heads, seq_len);
     for (int g = 0; g < L.groups; g++)
-        for (int h = 0; h < heads; h++)
-            for (int qi = 0; qi < L.per_seq; qi++) {
-                int j = g * L.per_seq + qi;
-                attn_args_t a = {L.d, L.tq, L.tq, L.nb, qi * L.tq, 0, L.scale, 0};
-                if ((rc = SUBMIT(cl_attn_dot, a, ACC(tsr__tile(y, h, j), TSR_R),
-                                 ACC(tsr__tile(dy, h, j), TSR_R),
-                                 ACC(tsr__tile(D, h, j), TSR_W))))
+        for (int qi = 0; qi < L.per_seq; qi++) {
+            int j = g * L.per_seq + qi;
+            attn_args_t a = attn_args(&L, heads, C, qi, 0);
+            if ((rc = SUBMIT(cl_attn_dot, a, ACC(tsr__tile(y, 0, j), TSR_R),
+                             ACC(tsr__tile(dy, 0, j), TSR_R), ACC(tsr__tile(D, 0, j), TSR_W))))
+                return rc;
+            /* In this order, query tile qi's dq first hears from key tile 0,
+             * and key tile ki's dk, dv from query tile ki: those pairs
+             * overwrite (zeroing first in the task), so dqkv needs no fill. */
+            for (int ki = 0; ki <= qi; ki++) {
+                int jk = g * L.per_seq + ki;
+                a.k0 = ki * L.tq;
+                a.first = (ki == 0 ? TSR_ATTN_FIRST_DQ : 0) | (ki == qi ? TSR_ATTN_FIRST_DKV : 0);
+                tsr_mode_t mq = ki == 0 ? TSR_W : TSR_RW, mkv = ki == qi ? TSR_W : TSR_RW;
+                if ((rc = SUBMIT(cl_attn_bwd, a, ACC(tsr__tile(qkv, 0, j), TSR_R),
+                                 ACC(tsr__tile(qkv, 1, jk), TSR_R),
+                                 ACC(tsr__tile(qkv, 2, jk), TSR_R), ACC(tsr__tile(dy, 0, j), TSR_R),
+                                 ACC(tsr__tile(lse, 0, j), TSR_R), ACC(tsr__tile(D, 0, j), TSR_R),
+                                 ACC(tsr__tile(dqkv, 0, j), mq), ACC(tsr__tile(dqkv, 1, jk), mkv),
+                                 ACC(tsr__tile(dqkv, 2, jk), mkv))))
                     return rc;
-                /* In this order, query tile qi's dq first hears from key
-                 * tile 0, and key tile ki's dk, dv from query tile ki: those
-                 * pairs overwrite (β = 0), so dqkv needs no fill first. */
-                for (int ki = 0; ki <= qi; ki++) {
-                    int jk = g * L.per_seq + ki;
-                    a.k0 = ki * L.tq;
-                    a.first = (ki == 0 ? TSR_ATTN_FIRST_DQ : 0) |
-                              (ki == qi ? TSR_ATTN_FIRST_DKV : 0);
-                    tsr_mode_t mq = ki == 0 ? TSR_W : TSR_RW, mkv = ki == qi ? TSR_W : TSR_RW;
-                    if ((rc = SUBMIT(cl_attn_bwd, a, ACC(tsr__tile(qkv, h, j), TSR_R),
-                                     ACC(tsr__tile(qkv, heads + h, jk), TSR_R),
-                                     ACC(tsr__tile(qkv, 2 * heads + h, jk), TSR_R),
-                                     ACC(tsr__tile(dy, h, j), TSR_R),
-                                     ACC(tsr__tile(lse, h, j), TSR_R),
-                                     ACC(tsr__tile(D, h, j), TSR_R),
-                                     ACC(tsr__tile(dqkv, h, j), mq),
-                                     ACC(tsr__tile(dqkv, heads + h, jk), mkv),
-                                     ACC(tsr__tile(dqkv, 2 * heads + h, jk), mkv))))
-                        return rc;
-                }
             }
+        }
     return TSR_OK;
 }
 
@@ -1401,62 +1495,6 @@ int tsr__op_convert(const tsr_tensor_t *x, tsr_tensor_t *y)
     return tilewise(yb ? &cl_to_bf16 : &cl_to_f32, x, TSR_R, y, TSR_W, "convert");
 }
 
-/* The merge of regroup into bf16: k fine fp32 tiles into one coarse bf16
- * tile, rounded, in one task (as regroup). Buffers: the coarse bf16 tile,
- * the k fine tiles, a scratch of one fine tile in bf16. Per fine tile
- * rows × ncols fp32 read, bf16 written. */
-static double regroup_bf16_bytes(const void *args, const size_t *sizes)
-{
-    return regroup_bytes(args, sizes) * 6.0 / 8.0;
-}
-static int regroup_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const regroup_args_t *a = args;
-    uint16_t *dst = buf[0];
-    (void)e;
-    for (int i = 0; i < a->k; i++) {
-        const float *src = buf[1 + i];
-        for (int j = 0; j < a->ncols; j++)
-            tsr_cpu_f32_to_bf16((size_t)a->rows[i], src + (size_t)j * a->rows[i],
-                                dst + (size_t)j * a->coarse_rows + a->off[i]);
-    }
-    return 0;
-}
-#ifdef TSR_HAVE_CUDA
-/* per fine tile (contiguous rows): one conversion into the scratch, then
- * one strided copy into place (in stream order, so the scratch is reused) */
-static int regroup_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
-{
-    const regroup_args_t *a = args;
-    uint16_t *tmp = buf[1 + a->k];
-    for (int i = 0; i < a->k; i++) {
-        size_t rows = (size_t)a->rows[i];
-        int rc = tsr_cuda_f32_to_bf16(e->cuda_stream, rows * (size_t)a->ncols, buf[1 + i], tmp);
-        if (!rc)
-            rc = (int)cudaMemcpy2DAsync((uint16_t *)buf[0] + a->off[i], (size_t)a->coarse_rows * 2,
-                                        tmp, rows * 2, rows * 2, (size_t)a->ncols,
-                                        cudaMemcpyDeviceToDevice, (cudaStream_t)e->cuda_stream);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-#endif
-#define REGROUP_BF16_MAX (TSR_MAX_BUFFERS - 2)
-#define REGROUP_BF16_CL(k) CODELET(cl_regroup_bf16_##k, "regroup_bf16", (k) + 2, regroup_bf16_cpu, \
-                                   regroup_bf16_cuda, zero_flops, regroup_bf16_bytes)
-REGROUP_BF16_CL(1); REGROUP_BF16_CL(2); REGROUP_BF16_CL(3); REGROUP_BF16_CL(4);
-REGROUP_BF16_CL(5); REGROUP_BF16_CL(6); REGROUP_BF16_CL(7); REGROUP_BF16_CL(8);
-REGROUP_BF16_CL(9); REGROUP_BF16_CL(10); REGROUP_BF16_CL(11); REGROUP_BF16_CL(12);
-REGROUP_BF16_CL(13); REGROUP_BF16_CL(14);
-_Static_assert(REGROUP_BF16_MAX == 14, "one regroup_bf16 codelet per fine-tile count");
-static const tsr_codelet_t *const cl_regroup_bf16[REGROUP_BF16_MAX + 1] = {
-    NULL,               &cl_regroup_bf16_1,  &cl_regroup_bf16_2,  &cl_regroup_bf16_3,
-    &cl_regroup_bf16_4, &cl_regroup_bf16_5,  &cl_regroup_bf16_6,  &cl_regroup_bf16_7,
-    &cl_regroup_bf16_8, &cl_regroup_bf16_9,  &cl_regroup_bf16_10, &cl_regroup_bf16_11,
-    &cl_regroup_bf16_12, &cl_regroup_bf16_13, &cl_regroup_bf16_14,
-};
-
 /* Whether the scratch handle holds `bytes`. */
 static int check_scratch(tsr_handle_t scratch, size_t bytes, const char *op)
 {
@@ -1477,23 +1515,6 @@ static int check_dtypes(const tsr_tensor_t *f32, const tsr_tensor_t *bf, const c
     if (tsr__tensor_is_bf16(f32) || !tsr__tensor_is_bf16(bf))
         return tsr__fail(TSR_EINVAL, "%s: wants an fp32 input and a bf16 output", op);
     return TSR_OK;
-}
-
-int tsr__op_regroup_bf16(const tsr_tensor_t *src, tsr_tensor_t *dst, tsr_handle_t scratch)
-{
-    int rc = check_dtypes(src, dst, "regroup_bf16");
-    if (!rc && (src->tile_rows > dst->tile_rows || src->rows != dst->rows ||
-                src->cols != dst->cols || src->tile_cols != dst->tile_cols ||
-                dst->tile_rows % src->tile_rows || src->rows % src->tile_rows))
-        rc = tsr__fail(TSR_EINVAL, "regroup_bf16: (%d, %d) in tiles (%d, %d) does not merge "
-                                   "into (%d, %d) in tiles (%d, %d)", src->rows, src->cols,
-                       src->tile_rows, src->tile_cols, dst->rows, dst->cols, dst->tile_rows,
-                       dst->tile_cols);
-    if (!rc)
-        rc = check_scratch(scratch, max_tile_f32(src) / 2, "regroup_bf16");
-    if (rc)
-        return rc;
-    return regroup_tasks(src, dst, 0, cl_regroup_bf16, REGROUP_BF16_MAX, scratch);
 }
 
 /* LayerNorm forward into bf16: the fp32 kernel's estimates, the output
@@ -1765,7 +1786,7 @@ static const tsr_codelet_t *const all_codelets[] = {
     &cl_gelu_fwd,  &cl_gelu_bwd, &cl_embed_fwd, &cl_embed_bwd,    &cl_attn_init,
     &cl_attn_fwd,  &cl_attn_fin, &cl_attn_dot,  &cl_attn_bwd,     &cl_maxsumexp,
     &cl_logsumexp, &cl_xent_fwd, &cl_xent_bwd,  &cl_sumsq,        &cl_sumsq_2,      &cl_adamw,        &cl_adamw_bf16,
-    &cl_gemm_bf16, &cl_to_bf16,  &cl_to_f32,    &cl_regroup_bf16_1, &cl_ln_fwd_bf16,
+    &cl_gemm_bf16, &cl_to_bf16,  &cl_to_f32,    &cl_ln_fwd_bf16,
     &cl_ln_bwd_bf16, &cl_gelu_fwd_bf16, &cl_gelu_bwd_bf16, &cl_xent_bwd_bf16,
 };
 

@@ -50,7 +50,7 @@ int tsr__op_fill(tsr_tensor_t *x, float value);
 int tsr__op_copy(const tsr_tensor_t *x, tsr_tensor_t *y);
 /* dst = src, where the two tensors differ only in their row tiling and one
  * tile row count is a multiple of the other's: split coarse tiles into fine
- * ones (e.g. q, k, v of all heads into one tile per head) or merge back. */
+ * ones or merge back (generation's per-head attention output into (C, n)). */
 int tsr__op_regroup(const tsr_tensor_t *src, tsr_tensor_t *dst);
 
 /* x(i, j) += bias(i): bias is (rows, 1) tiled like x's rows */
@@ -87,15 +87,22 @@ int tsr__op_embed_fwd(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
 int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int seq_len,
                       tsr_tensor_t *dwte, tsr_tensor_t *dwpe);
 
-/* Causal multi-head attention over sequences of seq_len tokens.
- *   qkv (3C, N) tiled (d, tt): tile rows 0..H-1 are q of each head,
- *   tt within a sequence or spanning whole sequences (tsr__tokens_tile_ok),
- *   H..2H-1 k, 2H..3H-1 v;  y (C, N) tiled (d, tt);  lse (H, N) tiled (1, tt);
- *   ms: scratch (2H, N) tiled (2, tt). */
+/* Causal multi-head attention over sequences of seq_len tokens, C = H d,
+ * all fp32, tt within a sequence or spanning whole sequences
+ * (tsr__tokens_tile_ok):
+ *   qkv (3C, N) tiled (C, tt), as the fused Linear writes it: tile row 0 is
+ *   q (head h at rows h d .. h d + d - 1), 1 is k, 2 is v; the kernels read
+ *   every head in place (strided views, kernels/attention.h);
+ *   y (C, N) tiled (C, tt), head h at rows h d, written in place;
+ *   lse (H, N) tiled (H, tt); ms: scratch (2H, N) tiled (2H, tt), acc:
+ *   scratch (C, N) tiled (C, tt) (the online-softmax state). A tile of lse,
+ *   ms, acc (and D below) is the kernels' contiguous state of its heads,
+ *   sequence by sequence, not a column-major matrix.
+ * One task per (query tile, key tile) pair covers all heads. */
 int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, tsr_tensor_t *ms,
-                          tsr_tensor_t *y, tsr_tensor_t *lse);
-/* dqkv = the gradient through attention (overwritten); D: scratch (H, N)
- * tiled (1, tt). */
+                          tsr_tensor_t *acc, tsr_tensor_t *y, tsr_tensor_t *lse);
+/* dqkv (tiled like qkv) = the gradient through attention (overwritten),
+ * dy tiled like y; D: scratch tiled like lse. */
 int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len,
                           const tsr_tensor_t *y, const tsr_tensor_t *dy,
                           const tsr_tensor_t *lse, tsr_tensor_t *D, tsr_tensor_t *dqkv);
@@ -133,13 +140,11 @@ int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tenso
  * The producers of the bf16 tensors that only GEMMs read. Each computes in
  * fp32 with the fp32 kernel and rounds what it stores (to nearest even), in
  * the same task; `scratch` is a handle of at least one fp32 tile of the
- * output (of the source, for regroup: half that), used as TSR_SCRATCH (no
+ * output, used as TSR_SCRATCH (no
  * dependency). A too small scratch or wrong element types: TSR_EINVAL. */
 
 /* y = x converted: fp32 → bf16 or bf16 → fp32 (same tiling) */
 int tsr__op_convert(const tsr_tensor_t *x, tsr_tensor_t *y);
-/* tsr__op_regroup's merge (src has the finer row tiles) into bf16 dst */
-int tsr__op_regroup_bf16(const tsr_tensor_t *src, tsr_tensor_t *dst, tsr_handle_t scratch);
 /* tsr__op_layernorm_fwd with out bf16 (mean, rstd fp32) */
 int tsr__op_layernorm_fwd_bf16(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
                                const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
@@ -202,8 +207,9 @@ typedef struct tsr__embed_args {
     int C, T, nv, v0, V;
 } tsr__embed_args_t;
 /* attention on a (query tile, key tile) pair: head dimension d, tq queries
- * from q0 and tk keys from k0 (absolute positions in the sequence), nb
- * sequences side by side in one tile */
+ * from q0 and tk keys from k0 (absolute positions in the sequence), nb heads,
+ * nseq sequences side by side in one tile; q, k, v (dq, dk, dv) tiles with
+ * ld rows per token, o and dout with ldo (head stride d in both) */
 typedef struct tsr__attn_args {
     int d, tq, tk, nb, q0, k0;
     float scale;
@@ -211,6 +217,7 @@ typedef struct tsr__attn_args {
      * (ATTN_FIRST_DKV) get their first contribution: zeroed in the task
      * instead of by fill tasks before it (written, not read: TSR_W) */
     int first;
+    int nseq, ld, ldo;
 } tsr__attn_args_t;
 enum { TSR_ATTN_FIRST_DQ = 1, TSR_ATTN_FIRST_DKV = 2 };
 /* cross-entropy on a vocabulary tile [v0, v0 + nv) of T tokens */

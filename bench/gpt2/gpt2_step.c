@@ -318,16 +318,18 @@ static void report(tsr_gpt2_t *m, const options_t *o, const char *tag, const res
  * the forward and the block's backward, counted from the tensors of
  * nn/gpt2.c (N = batch x seq tokens, C channels, H heads, 4 bytes each):
  *   ln1 (C, N)      ln1_mean, ln1_rstd (1, N) each
- *   qkv (3C, N)     atty (C, N)     att_lse (H, N)     yb (C, N)
+ *   qkv (3C, N)     att_lse (H, N)  yb (C, N): the attention's output
  *   res1 (C, N)     ln2 (C, N)      ln2_mean, ln2_rstd (1, N) each
  *   fch, fcg (4C, N) each
- * = 4 N (16 C + H + 4). The block's input x (C, N) is kept in both modes.
+ * = 4 N (15 C + H + 4) (fp32: the attention writes yb in place; bf16 adds
+ * its fp32 original atty and halves others). The block's input x (C, N) is
+ * kept in both modes.
  * Keeping, every block's set is alive when backward starts; recomputing,
  * one set (shared by the blocks) at a time: the peak should fall by
  * (layers - 1) sets. */
 static double activation_bytes(const options_t *o)
 {
-    return 4.0 * o->batch * o->seq * (16.0 * o->channels + o->heads + 4.0);
+    return 4.0 * o->batch * o->seq * (15.0 * o->channels + o->heads + 4.0);
 }
 
 /* One mode under its own runtime (its own peak): create, train, report. */

@@ -184,26 +184,33 @@ static void c_gemm_tile(void)
 {
     tsr_cpu_gemm(TSR_NOTRANS, TSR_NOTRANS, GT, GT, GT, 1.0f, GA, GT, 0, GB, GT, 0, 0.0f, GC, GT, 0, 1);
 }
-/* an off-diagonal pair (all keys visible): the full work of a tile pair */
+/* an off-diagonal pair (all keys visible): the full work of a tile pair,
+ * contiguous (d, tq, nb) tiles (ld = d, hs = tq d) */
 static void c_attn_fwd(void)
 {
-    tsr_cpu_attn_fwd(AD, ATQ, ATQ, ANB, ATQ, 0, 0.125f, AQ, AK, AV, AMS, AACC);
+    tsr_cpu_attn_fwd(AD, ATQ, ATQ, ANB, ATQ, 0, 0.125f, AD, (long long)ATQ * AD, AQ, AK, AV, AMS,
+                     AACC);
 }
 static void c_attn_bwd(void)
 {
-    tsr_cpu_attn_bwd(AD, ATQ, ATQ, ANB, ATQ, 0, 0.125f, AQ, AK, AV, ADO, ALSE, AD_, ADQ, ADK, ADV);
+    tsr_cpu_attn_bwd(AD, ATQ, ATQ, ANB, ATQ, 0, 0.125f, AD, (long long)ATQ * AD, AQ, AK, AV, AD,
+                     (long long)ATQ * AD, ADO, ALSE, AD_, ADQ, ADK, ADV);
 }
-/* GPT-2's attention task at batch x 64 tokens: a diagonal (causal) tile pair
- * of 64 queries and keys, 4 sequences */
-enum { GD_T = 64, GD_NB = 4 };
+/* GPT-2's attention task on one 64-token sequence tile: a diagonal (causal)
+ * tile pair of 64 queries and keys, all 12 heads, q, k, v read in place from
+ * the fused (3C, 64) qkv tile (ld = 3C, hs = d, C = 12 d), o and dout in
+ * (C, 64), dq, dk, dv written into a fused tile (kernels/attention.h) */
+enum { GD_T = 64, GD_NB = 12 };
+#define GD_C (GD_NB * AD)
 static void c_attn_fwd_diag(void)
 {
-    tsr_cpu_attn_fwd(AD, GD_T, GD_T, GD_NB, 0, 0, 0.125f, AQ, AK, AV, AMS, AACC);
+    tsr_cpu_attn_fwd(AD, GD_T, GD_T, GD_NB, 0, 0, 0.125f, 3 * GD_C, AD, AQ, AQ + GD_C,
+                     AQ + 2 * GD_C, AMS, AACC);
 }
 static void c_attn_bwd_diag(void)
 {
-    tsr_cpu_attn_bwd(AD, GD_T, GD_T, GD_NB, 0, 0, 0.125f, AQ, AK, AV, ADO, ALSE, AD_, ADQ, ADK,
-                     ADV);
+    tsr_cpu_attn_bwd(AD, GD_T, GD_T, GD_NB, 0, 0, 0.125f, 3 * GD_C, AD, AQ, AQ + GD_C,
+                     AQ + 2 * GD_C, GD_C, AD, ADO, ALSE, AD_, ADQ, ADQ + GD_C, ADQ + 2 * GD_C);
 }
 
 /* ---- the CPU GEMM's libraries on GPT-2's tile shapes ------------------------ */
@@ -359,16 +366,17 @@ static void run_cpu(void)
         report("gemm", shape, "cpu", time_best(c_gemm_tile), 2.0 * GT * GT * GT, "GFLOP/s", gf);
     }
     if (selected("attn")) {
-        size_t nq = (size_t)AD * ATQ * ANB;
-        AQ = falloc(nq, -1, 1, 20), AK = falloc(nq, -1, 1, 21), AV = falloc(nq, -1, 1, 22);
-        ADO = falloc(nq, -1, 1, 23), ADQ = falloc(nq, 0, 0, 24), ADK = falloc(nq, 0, 0, 25);
+        size_t nq = (size_t)AD * ATQ * ANB, nf = (size_t)3 * GD_C * GD_T;
+        nf = nf > nq ? nf : nq; /* q and dq hold the diagonal case's fused tiles too */
+        AQ = falloc(nf, -1, 1, 20), AK = falloc(nq, -1, 1, 21), AV = falloc(nq, -1, 1, 22);
+        ADO = falloc(nq, -1, 1, 23), ADQ = falloc(nf, 0, 0, 24), ADK = falloc(nq, 0, 0, 25);
         ADV = falloc(nq, 0, 0, 26), AACC = falloc(nq, 0, 0, 27), AO = falloc(nq, 0, 0, 28);
         AMS = falloc(2 * (size_t)ATQ * ANB, 0, 0, 29), ALSE = falloc((size_t)ATQ * ANB, 0, 0, 30);
         AD_ = falloc((size_t)ATQ * ANB, 0, 0, 31);
         tsr_cpu_attn_init(AD, ATQ, ANB, AMS, AACC);
         c_attn_fwd();
-        tsr_cpu_attn_finalize(AD, ATQ, ANB, AMS, AACC, AO, ALSE);
-        tsr_cpu_attn_bwd_dot(AD, ATQ, ANB, AO, ADO, AD_);
+        tsr_cpu_attn_finalize(AD, ATQ, ANB, AMS, AACC, AD, (long long)ATQ * AD, AO, ALSE);
+        tsr_cpu_attn_bwd_dot(AD, ATQ, ANB, AD, (long long)ATQ * AD, AO, ADO, AD_);
         snprintf(shape, sizeof shape, "d%d,%dx%d,h%d", AD, ATQ, ATQ, ANB);
         double fl = (double)AD * ATQ * ATQ * ANB;
         report("attn_fwd", shape, "cpu", time_best(c_attn_fwd), 4 * fl, "GFLOP/s", gf);
@@ -376,9 +384,9 @@ static void run_cpu(void)
         /* the diagonal tile: flops of the visible pairs, T (T + 1) / 2 per head */
         tsr_cpu_attn_init(AD, GD_T, GD_NB, AMS, AACC);
         c_attn_fwd_diag();
-        tsr_cpu_attn_finalize(AD, GD_T, GD_NB, AMS, AACC, AO, ALSE);
-        tsr_cpu_attn_bwd_dot(AD, GD_T, GD_NB, AO, ADO, AD_);
-        snprintf(shape, sizeof shape, "d%d,%dx%d,h%d,diag", AD, GD_T, GD_T, GD_NB);
+        tsr_cpu_attn_finalize(AD, GD_T, GD_NB, AMS, AACC, GD_C, AD, AO, ALSE);
+        tsr_cpu_attn_bwd_dot(AD, GD_T, GD_NB, GD_C, AD, AO, ADO, AD_);
+        snprintf(shape, sizeof shape, "d%d,%dx%d,h%d,diag,fused", AD, GD_T, GD_T, GD_NB);
         double fd = (double)AD * GD_T * (GD_T + 1) / 2 * GD_NB;
         report("attn_fwd_diag", shape, "cpu", time_best(c_attn_fwd_diag), 4 * fd, "GFLOP/s", gf);
         report("attn_bwd_diag", shape, "cpu", time_best(c_attn_bwd_diag), 10 * fd, "GFLOP/s", gf);
@@ -530,16 +538,35 @@ static void g_adamw_bf16(void)
 static void g_sumsq(void) { GCHECK(tsr_cuda_sumsq(gs, gN, gA, gAcc, 0)); }
 static void g_f2bf(void) { GCHECK(tsr_cuda_f32_to_bf16(gs, gN, gA, gH)); }
 static void g_bf2f(void) { GCHECK(tsr_cuda_bf16_to_f32(gs, gN, gH, gB)); }
-/* the attention cases: precision (TSR_ATTN_TF32 by default), heads, and
- * where the queries start (gATQ: every key visible; 0: the causal diagonal) */
-static int gAprec = TSR_ATTN_TF32, gAnb = 0, gAq0 = 0;
+/* the attention cases: precision (TSR_ATTN_TF32 by default), heads, where
+ * the queries start (gATQ: every key visible; 0: the causal diagonal), and
+ * the layout: contiguous (d, tq, nb) tiles, or (gAfused) GPT-2's, q, k, v
+ * read in place from the fused (3C, T) qkv activation (ld = 3C, hs = d,
+ * C = nb d; dq, dk, dv likewise into gdq), o and dout in (C, T) */
+static int gAprec = TSR_ATTN_TF32, gAnb = 0, gAq0 = 0, gAfused = 0;
 static void g_attn_fwd(void)
 {
-    GCHECK(tsr_cuda_attn_fwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, gAq0, 0, 0.125f, gq, gk, gv, gms, gacc));
+    if (gAfused) {
+        long long C = (long long)gAnb * gAD;
+        GCHECK(tsr_cuda_attn_fwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, gAq0, 0, 0.125f, (int)(3 * C),
+                                 gAD, gq, gq + C, gq + 2 * C, gms, gacc));
+    } else {
+        GCHECK(tsr_cuda_attn_fwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, gAq0, 0, 0.125f, gAD,
+                                 (long long)gATQ * gAD, gq, gk, gv, gms, gacc));
+    }
 }
 static void g_attn_bwd(void)
 {
-    GCHECK(tsr_cuda_attn_bwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, gAq0, 0, 0.125f, gq, gk, gv, gdo, glse, gDD, gdq, gdk, gdv));
+    if (gAfused) {
+        long long C = (long long)gAnb * gAD;
+        GCHECK(tsr_cuda_attn_bwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, gAq0, 0, 0.125f, (int)(3 * C),
+                                 gAD, gq, gq + C, gq + 2 * C, (int)C, gAD, gdo, glse, gDD, gdq,
+                                 gdq + C, gdq + 2 * C));
+    } else {
+        long long hs = (long long)gATQ * gAD;
+        GCHECK(tsr_cuda_attn_bwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, gAq0, 0, 0.125f, gAD, hs, gq,
+                                 gk, gv, gAD, hs, gdo, glse, gDD, gdq, gdk, gdv));
+    }
 }
 
 static void run_gpu(void)
@@ -638,30 +665,38 @@ static void run_gpu(void)
     }
     if (selected("attn") && !gerr) {
         size_t nq = (size_t)gAD * gATQ * gANB, rows = (size_t)gATQ * gANB;
-        gq = galloc(nq, -1, 1, 20), gk = galloc(nq, -1, 1, 21), gv = galloc(nq, -1, 1, 22);
-        gdo = galloc(nq, -1, 1, 23), gdq = galloc(nq, 0, 0, 24), gdk = galloc(nq, 0, 0, 25);
+        /* q and dq hold a fused (3C, T) tile of up to gANB heads */
+        gq = galloc(3 * nq, -1, 1, 20), gk = galloc(nq, -1, 1, 21), gv = galloc(nq, -1, 1, 22);
+        gdo = galloc(nq, -1, 1, 23), gdq = galloc(3 * nq, 0, 0, 24), gdk = galloc(nq, 0, 0, 25);
         gdv = galloc(nq, 0, 0, 26), gacc = galloc(nq, 0, 0, 27), gms = galloc(2 * rows, 0, 0, 28);
         glse = galloc(rows, 0, 0, 29), gDD = galloc(rows, 0, 0, 30);
         GCHECK(tsr_cuda_attn_init(gs, gAD, gATQ, gANB, gms, gacc));
         gAnb = gANB, gAq0 = gATQ;
         g_attn_fwd();
-        GCHECK(tsr_cuda_attn_finalize(gs, gAD, gATQ, gANB, gms, gacc, gacc, glse));
-        GCHECK(tsr_cuda_attn_bwd_dot(gs, gAD, gATQ, gANB, gacc, gdo, gDD));
+        GCHECK(tsr_cuda_attn_finalize(gs, gAD, gATQ, gANB, gms, gacc, gAD, (long long)gATQ * gAD,
+                                      gacc, glse));
+        GCHECK(tsr_cuda_attn_bwd_dot(gs, gAD, gATQ, gANB, gAD, (long long)gATQ * gAD, gacc, gdo,
+                                     gDD));
         /* TF32 tensor cores (what training runs unless strict) against the
          * cuBLAS TF32 ceiling, then the strict FP32 kernels against SGEMM's;
-         * a pair with every key visible (gANB heads), then the causal diagonal
-         * pair of GPT-2's attention call (8 heads, half the products) */
+         * a pair with every key visible (gANB heads, contiguous tiles), then
+         * the causal diagonal pair of GPT-2's attention call (the 12 heads of
+         * one sequence read in place from the fused qkv tile, half the
+         * products) */
         const struct {
             const char *name;
-            int prec, nb, q0;
+            int prec, nb, q0, fused;
         } ac[] = {
-            {"attn_fwd", TSR_ATTN_TF32, gANB, gATQ}, {"attn_fwd_fp32", TSR_ATTN_FP32, gANB, gATQ},
-            {"attn_fwd_diag", TSR_ATTN_TF32, 8, 0},  {"attn_fwd_diag_fp32", TSR_ATTN_FP32, 8, 0},
+            {"attn_fwd", TSR_ATTN_TF32, gANB, gATQ, 0},
+            {"attn_fwd_fp32", TSR_ATTN_FP32, gANB, gATQ, 0},
+            {"attn_fwd_diag", TSR_ATTN_TF32, 12, 0, 1},
+            {"attn_fwd_diag_fp32", TSR_ATTN_FP32, 12, 0, 1},
         };
         for (size_t c = 0; c < sizeof ac / sizeof ac[0] && !gerr; c++) {
             gAprec = ac[c].prec, gAnb = ac[c].nb < gANB ? ac[c].nb : gANB, gAq0 = ac[c].q0;
-            snprintf(shape, sizeof shape, "d%d,%dx%d,h%d%s", gAD, gATQ, gATQ, gAnb,
-                     gAq0 ? "" : ",causal");
+            gAfused = ac[c].fused;
+            snprintf(shape, sizeof shape, "d%d,%dx%d,h%d%s%s", gAD, gATQ, gATQ, gAnb,
+                     gAq0 ? "" : ",causal", gAfused ? ",fused" : "");
             double f = (double)gAD * gATQ * gATQ * gAnb * (gAq0 ? 1.0 : 0.5);
             double ceil = gAprec == TSR_ATTN_TF32 ? ceiltf : ceil32;
             char bname[32];

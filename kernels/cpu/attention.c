@@ -9,7 +9,11 @@
  *
  * Every sum is accumulated in a fixed order written in the source (over c for
  * the scores, over keys or queries for the products, 16 partial sums folded
- * pairwise for l), so all clones compute the same values. */
+ * pairwise for l), so all clones compute the same values.
+ *
+ * q, k, v, o, dout, dq, dk, dv are strided views (ld, hs) as
+ * kernels/attention.h describes: a position's d elements are contiguous, so
+ * the rows read and written stay vectorizable whatever ld and hs are. */
 #include "kernels/attention.h"
 
 #include <math.h>
@@ -24,6 +28,7 @@ enum {
     NR = 4,        /* query rows of the score micro-kernel */
     NC = 32,       /* key columns of the score micro-kernel */
     DMAX_BLOCKED = KT_MAX / NC, /* the largest d of the blocked form */
+    VCOPY_QUERIES = 128, /* queries of a forward key block from which v is copied (rows_block) */
 };
 
 /* Number of keys of the kv tile that query i (absolute q0 + i) sees. */
@@ -42,24 +47,43 @@ static inline int key_block(int d)
 }
 
 /* xT(c, j) = x(c, j) for j < jn, 0 for jn <= j < ncols
- * x: (d, jn) rows of d, xT: (ncols, d) with ld ncols */
-static inline void transpose_block(int d, int jn, int ncols, const float *x, float *xT)
+ * x: (d, jn) with ld ldx (position j's row at x + j*ldx), xT: (ncols, d) with ld ncols */
+static inline void transpose_block(int d, int jn, int ncols, const float *x, int ldx, float *xT)
 {
-    for (int c = 0; c < d; c++) {
-        float *row = xT + (size_t)c * ncols;
-        for (int j = 0; j < jn; j++)
-            row[j] = x[(size_t)j * d + c];
-        for (int j = jn; j < ncols; j++)
-            row[j] = 0.0f;
+    /* row by row of x: a strided view's rows are read once each, in order
+     * (a sweep of one column over rows ldx apart thrashes a few L1 sets) */
+    for (int j = 0; j < jn; j++) {
+        const float *xj = x + (size_t)j * ldx;
+        for (int c = 0; c < d; c++)
+            xT[(size_t)c * ncols + j] = xj[c];
     }
+    for (int c = 0; c < d; c++)
+        for (int j = jn; j < ncols; j++)
+            xT[(size_t)c * ncols + j] = 0.0f;
+}
+
+/* Rows [0, n) of a (d, n) view with ld ld, as a contiguous (d, n) block in
+ * buf (ld d): the rows a loop reads again and again. Where ld is much larger
+ * than d (GPT-2's fused qkv tile: ld = 3C = 36 d), rows ld * 4 bytes apart
+ * fall into a few L1 sets (9216 bytes is 1024 mod 4096) and evict each
+ * other; the block keeps them in distinct lines. A contiguous view (ld = d)
+ * is returned as it is. */
+static inline const float *rows_block(int n, int d, const float *x, int ld, float *buf)
+{
+    if (ld == d)
+        return x;
+    for (int j = 0; j < n; j++)
+        memcpy(buf + (size_t)j * d, x + (size_t)j * ld, sizeof(float) * d);
+    return buf;
 }
 
 /* s(j, r) = sum_c a(c, r) bT(j, c), in order c = 0, 1, ..., for nr (<= NR)
  * rows and ncols (a multiple of NC) columns.
- * a: (d, nr) rows of d, bT: (ncols, d) with ld ldb, s: (ncols, nr) with ld lds */
+ * a: (d, nr) with ld lda, bT: (ncols, d) with ld ldb, s: (ncols, nr) with ld lds */
 static inline __attribute__((always_inline)) void scores(int nr, int d, int ncols,
-                                                         const float *a, const float *bT,
-                                                         int ldb, float *s, int lds)
+                                                         const float *a, int lda,
+                                                         const float *bT, int ldb, float *s,
+                                                         int lds)
 {
     for (int j = 0; j < ncols; j += NC) {
         float acc[NR][NC];
@@ -69,7 +93,7 @@ static inline __attribute__((always_inline)) void scores(int nr, int d, int ncol
         for (int c = 0; c < d; c++) {
             const float *bc = bT + (size_t)c * ldb + j;
             for (int r = 0; r < nr; r++) {
-                float ar = a[(size_t)r * d + c];
+                float ar = a[(size_t)r * lda + c];
                 for (int u = 0; u < NC; u++)
                     acc[r][u] += ar * bc[u];
             }
@@ -79,16 +103,17 @@ static inline __attribute__((always_inline)) void scores(int nr, int d, int ncol
     }
 }
 
-/* s = A B^T for n rows of A: the NR-row micro-kernel, then single rows */
+/* s = A B^T for n rows of A (ld lda): the NR-row micro-kernel, then single rows */
 static inline __attribute__((always_inline)) void scores_rows(int n, int d, int ncols,
-                                                              const float *a, const float *bT,
-                                                              int ldb, float *s, int lds)
+                                                              const float *a, int lda,
+                                                              const float *bT, int ldb,
+                                                              float *s, int lds)
 {
     int r = 0;
     for (; r + NR <= n; r += NR)
-        scores(NR, d, ncols, a + (size_t)r * d, bT, ldb, s + (size_t)r * lds, lds);
+        scores(NR, d, ncols, a + (size_t)r * lda, lda, bT, ldb, s + (size_t)r * lds, lds);
     for (; r < n; r++)
-        scores(1, d, ncols, a + (size_t)r * d, bT, ldb, s + (size_t)r * lds, lds);
+        scores(1, d, ncols, a + (size_t)r * lda, lda, bT, ldb, s + (size_t)r * lds, lds);
 }
 
 /* x with its bits cleared where keep is 0: a select that vectorizes */
@@ -127,24 +152,26 @@ void tsr_cpu_attn_init(int d, int tq, int nb, float *ms, float *acc)
 }
 
 /* The row-at-a-time forms, for head dimensions too large for a transposed
- * key block (d > KT_MAX / NC). */
-static void attn_fwd_rows(int d, int tq, int tk, int nb, int q0, int k0, float scale,
-                          const float *q, const float *k, const float *v, float *ms, float *acc)
+ * key block (d > KT_MAX / NC).  q, k, v (and dq, dk, dv) in (ld, hs), dout
+ * in (ldo, hso), ms, acc, lse, D contiguous (kernels/attention.h). */
+static void attn_fwd_rows(int d, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
+                          long long hs, const float *q, const float *k, const float *v,
+                          float *ms, float *acc)
 {
     for (int b = 0; b < nb; b++) {
-        const float *kb = k + (size_t)b * tk * d;
-        const float *vb = v + (size_t)b * tk * d;
+        const float *kb = k + (size_t)b * hs;
+        const float *vb = v + (size_t)b * hs;
         for (int i = 0; i < tq; i++) {
             size_t row = (size_t)b * tq + i;
-            const float *qi = q + row * d;
+            const float *qi = q + (size_t)b * hs + (size_t)i * ld;
             float *ai = acc + row * d;
             int nvis = visible_keys(tk, q0, k0, i);
             float m = ms[2 * row], l = ms[2 * row + 1];
             for (int j = 0; j < nvis; j++) {
-                float s = scale * tsr_vdotf(qi, kb + (size_t)j * d, d);
+                float s = scale * tsr_vdotf(qi, kb + (size_t)j * ld, d);
                 float mnew = s > m ? s : m;
                 float corr = tsr_vexpf(m - mnew), p = tsr_vexpf(s - mnew);
-                const float *vj = vb + (size_t)j * d;
+                const float *vj = vb + (size_t)j * ld;
                 l = l * corr + p;
                 for (int c = 0; c < d; c++)
                     ai[c] = ai[c] * corr + p * vj[c];
@@ -156,26 +183,26 @@ static void attn_fwd_rows(int d, int tq, int tk, int nb, int q0, int k0, float s
     }
 }
 
-static void attn_bwd_rows(int d, int tq, int tk, int nb, int q0, int k0, float scale,
-                          const float *q, const float *k, const float *v, const float *dout,
-                          const float *lse, const float *D, float *dq, float *dk, float *dv)
+static void attn_bwd_rows(int d, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
+                          long long hs, const float *q, const float *k, const float *v, int ldo,
+                          long long hso, const float *dout, const float *lse, const float *D,
+                          float *dq, float *dk, float *dv)
 {
     for (int b = 0; b < nb; b++) {
-        const float *kb = k + (size_t)b * tk * d;
-        const float *vb = v + (size_t)b * tk * d;
         for (int i = 0; i < tq; i++) {
-            size_t row = (size_t)b * tq + i;
-            const float *qi = q + row * d, *doi = dout + row * d;
-            float *dqi = dq + row * d;
+            size_t row = (size_t)b * tq + i, qo = (size_t)b * hs + (size_t)i * ld;
+            const float *qi = q + qo, *doi = dout + (size_t)b * hso + (size_t)i * ldo;
+            float *dqi = dq + qo;
             float li = lse[row], Di = D[row];
             int nvis = visible_keys(tk, q0, k0, i);
             if (li == -INFINITY)
                 continue;
             for (int j = 0; j < nvis; j++) {
-                const float *kj = kb + (size_t)j * d, *vj = vb + (size_t)j * d;
+                size_t ko = (size_t)b * hs + (size_t)j * ld;
+                const float *kj = k + ko, *vj = v + ko;
                 float p = tsr_vexpf(scale * tsr_vdotf(qi, kj, d) - li);
                 float dss = scale * (p * (tsr_vdotf(doi, vj, d) - Di));
-                float *dkj = dk + ((size_t)b * tk + j) * d, *dvj = dv + ((size_t)b * tk + j) * d;
+                float *dkj = dk + ko, *dvj = dv + ko;
                 for (int c = 0; c < d; c++) {
                     dvj[c] += p * doi[c];
                     dkj[c] += dss * qi[c];
@@ -190,14 +217,15 @@ static void attn_bwd_rows(int d, int tq, int tk, int nb, int q0, int k0, float s
  * by the micro-kernel, the online-softmax update of each row, and
  * acc_i += sum_j P_ij v_j in order of j into a register row. */
 static inline __attribute__((always_inline)) void
-attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float scale,
-                const float *q, const float *k, const float *v, float *ms, float *acc)
+attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
+                long long hs, const float *q, const float *k, const float *v, float *ms,
+                float *acc)
 {
-    float kT[KT_MAX];
+    float kT[KT_MAX], vbuf[KT_MAX];
     float s[NR * KB];
     for (int b = 0; b < nb; b++) {
-        const float *kb = k + (size_t)b * tk * d;
-        const float *vb = v + (size_t)b * tk * d;
+        const float *kb = k + (size_t)b * hs;
+        const float *vb = v + (size_t)b * hs;
         for (int j0 = 0; j0 < tk; j0 += kbk) {
             int jn = tk - j0 < kbk ? tk - j0 : kbk;
             int ncols = (jn + NC - 1) / NC * NC;
@@ -206,18 +234,26 @@ attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
             if (ifirst >= tq)
                 break;
             int i0 = ifirst < 0 ? 0 : (int)ifirst;
-            transpose_block(d, jn, ncols, kb + (size_t)j0 * d, kT);
+            transpose_block(d, jn, ncols, kb + (size_t)j0 * ld, ld, kT);
+            /* every query from i0 on reads these jn rows of v: for many of
+             * them (a 256-query tile of the fused layout: 4.7 -> 4.3 ms) a
+             * contiguous copy pays; for a 64-query tile it costs more
+             * (0.193 -> 0.200 ms) than the conflicts it saves */
+            const float *vblk = vb + (size_t)j0 * ld;
+            if (tq - i0 >= VCOPY_QUERIES)
+                vblk = rows_block(jn, d, vblk, ld, vbuf);
+            int ldv = vblk == vbuf ? d : ld;
             for (int ib = i0; ib < tq; ib += NR) {
                 int nr = tq - ib < NR ? tq - ib : NR;
-                const float *qb = q + ((size_t)b * tq + ib) * d;
+                const float *qb = q + (size_t)b * hs + (size_t)ib * ld;
                 /* the columns any of these rows sees (the last row sees most):
                  * on a diagonal block the rest is never computed */
                 int vis = visible_keys(tk, q0, k0, ib + nr - 1) - j0;
                 int nc = ((vis > jn ? jn : vis) + NC - 1) / NC * NC;
                 if (nr == NR)
-                    scores(NR, d, nc, qb, kT, ncols, s, ncols);
+                    scores(NR, d, nc, qb, ld, kT, ncols, s, ncols);
                 else
-                    scores_rows(nr, d, nc, qb, kT, ncols, s, ncols);
+                    scores_rows(nr, d, nc, qb, ld, kT, ncols, s, ncols);
                 for (int r = 0; r < nr; r++) {
                     int i = ib + r;
                     size_t row = (size_t)b * tq + i;
@@ -239,7 +275,7 @@ attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
                         aa[c] = ai[c] * corr;
                     for (int j = 0; j < lim; j++) {
                         float p = sr[j];
-                        const float *vj = vb + (size_t)(j0 + j) * d;
+                        const float *vj = vblk + (size_t)j * ldv;
                         for (int c = 0; c < d; c++)
                             aa[c] += p * vj[c];
                     }
@@ -252,19 +288,20 @@ attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
     }
 }
 
-/* q: (d, tq, nb), k, v: (d, tk, nb), ms: (2, tq, nb), acc: (d, tq, nb)
+/* q: (d, tq, nb), k, v: (d, tk, nb), all in (ld, hs); ms: (2, tq, nb),
+ * acc: (d, tq, nb) contiguous.
  * d = 64 (GPT-2's heads) is an instance of its own, as in the backward. */
 TSR_CPU_CLONES void tsr_cpu_attn_fwd(int d, int tq, int tk, int nb, int q0, int k0, float scale,
-                                     const float *q, const float *k, const float *v, float *ms,
-                                     float *acc)
+                                     int ld, long long hs, const float *q, const float *k,
+                                     const float *v, float *ms, float *acc)
 {
     int kbk = key_block(d);
     if (kbk == 0)
-        attn_fwd_rows(d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
+        attn_fwd_rows(d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
     else if (d == 64)
-        attn_fwd_blocks(64, KB, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
+        attn_fwd_blocks(64, KB, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
     else
-        attn_fwd_blocks(d, kbk, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
+        attn_fwd_blocks(d, kbk, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
 }
 
 /* ms_*: (2, tq, nb), acc_*: (d, tq, nb) */
@@ -288,26 +325,32 @@ void tsr_cpu_attn_merge(int d, int tq, int nb, const float *ms_src, const float 
     }
 }
 
-/* ms: (2, tq, nb), acc, o: (d, tq, nb), lse: (tq, nb) */
-void tsr_cpu_attn_finalize(int d, int tq, int nb, const float *ms, const float *acc,
-                           float *o, float *lse)
+/* ms: (2, tq, nb), acc: (d, tq, nb), lse: (tq, nb) contiguous;
+ * o: (d, tq, nb) in (ldo, hso) */
+void tsr_cpu_attn_finalize(int d, int tq, int nb, const float *ms, const float *acc, int ldo,
+                           long long hso, float *o, float *lse)
 {
-    size_t rows = (size_t)tq * nb;
-    for (size_t r = 0; r < rows; r++) {
-        float m = ms[2 * r], l = ms[2 * r + 1];
-        float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        for (int c = 0; c < d; c++)
-            o[r * d + c] = acc[r * d + c] * inv;
-        lse[r] = l > 0.0f ? m + logf(l) : -INFINITY;
-    }
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < tq; i++) {
+            size_t r = (size_t)b * tq + i;
+            float *oi = o + (size_t)b * hso + (size_t)i * ldo;
+            float m = ms[2 * r], l = ms[2 * r + 1];
+            float inv = l > 0.0f ? 1.0f / l : 0.0f;
+            for (int c = 0; c < d; c++)
+                oi[c] = acc[r * d + c] * inv;
+            lse[r] = l > 0.0f ? m + logf(l) : -INFINITY;
+        }
 }
 
-/* o, dout: (d, tq, nb), D: (tq, nb) */
-void tsr_cpu_attn_bwd_dot(int d, int tq, int nb, const float *o, const float *dout, float *D)
+/* o, dout: (d, tq, nb) in (ldo, hso), D: (tq, nb) */
+void tsr_cpu_attn_bwd_dot(int d, int tq, int nb, int ldo, long long hso, const float *o,
+                          const float *dout, float *D)
 {
-    size_t rows = (size_t)tq * nb;
-    for (size_t r = 0; r < rows; r++)
-        D[r] = (float)tsr_vdot(o + r * d, dout + r * d, (size_t)d);
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < tq; i++) {
+            size_t off = (size_t)b * hso + (size_t)i * ldo;
+            D[(size_t)b * tq + i] = (float)tsr_vdot(o + off, dout + off, (size_t)d);
+        }
 }
 
 /* The blocked backward, kbk keys per block.  Per key block and block of QB
@@ -316,16 +359,20 @@ void tsr_cpu_attn_bwd_dot(int d, int tq, int nb, const float *o, const float *do
  * dv_j += sum_i P_ij dout_i and dk_j += sum_i dS_ij q_i (in order of i) and
  * dq_i += sum_j dS_ij k_j (in order of j), into register rows. */
 static inline __attribute__((always_inline)) void
-attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float scale,
-                const float *q, const float *k, const float *v, const float *dout,
-                const float *lse, const float *D, float *dq, float *dk, float *dv)
+attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
+                long long hs, const float *q, const float *k, const float *v, int ldo,
+                long long hso, const float *dout, const float *lse, const float *D, float *dq,
+                float *dk, float *dv)
 {
-    float kT[KT_MAX], vT[KT_MAX];
+    float kT[KT_MAX], vT[KT_MAX], kbuf[KT_MAX];
+    float qbuf[QB * DMAX_BLOCKED], dobuf[QB * DMAX_BLOCKED];
     float P[QB * KB], dS[QB * KB];
     int lim[QB];
     for (int b = 0; b < nb; b++) {
-        const float *kb = k + (size_t)b * tk * d;
-        const float *vb = v + (size_t)b * tk * d;
+        const float *kb = k + (size_t)b * hs;
+        const float *vb = v + (size_t)b * hs;
+        const float *qb = q + (size_t)b * hs, *dob = dout + (size_t)b * hso;
+        float *dqb = dq + (size_t)b * hs, *dkb = dk + (size_t)b * hs, *dvb = dv + (size_t)b * hs;
         for (int j0 = 0; j0 < tk; j0 += kbk) {
             int jn = tk - j0 < kbk ? tk - j0 : kbk;
             int ncols = (jn + NC - 1) / NC * NC;
@@ -333,15 +380,22 @@ attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
             if (ifirst >= tq)
                 break;
             int ibeg = ifirst < 0 ? 0 : (int)ifirst;
-            transpose_block(d, jn, ncols, kb + (size_t)j0 * d, kT);
-            transpose_block(d, jn, ncols, vb + (size_t)j0 * d, vT);
+            transpose_block(d, jn, ncols, kb + (size_t)j0 * ld, ld, kT);
+            transpose_block(d, jn, ncols, vb + (size_t)j0 * ld, ld, vT);
+            /* rows read once per query of a block (k) or per key (q, dout),
+             * contiguous where the views are strided (rows_block) */
+            const float *kblk = rows_block(jn, d, kb + (size_t)j0 * ld, ld, kbuf);
+            int ldk = kblk == kbuf ? d : ld;
             for (int i0 = ibeg; i0 < tq; i0 += QB) {
                 int in = tq - i0 < QB ? tq - i0 : QB;
                 size_t row0 = (size_t)b * tq + i0;
                 int vis = visible_keys(tk, q0, k0, i0 + in - 1) - j0;
                 int nc = ((vis > jn ? jn : vis) + NC - 1) / NC * NC;
-                scores_rows(in, d, nc, q + row0 * d, kT, ncols, P, ncols);
-                scores_rows(in, d, nc, dout + row0 * d, vT, ncols, dS, ncols);
+                scores_rows(in, d, nc, qb + (size_t)i0 * ld, ld, kT, ncols, P, ncols);
+                scores_rows(in, d, nc, dob + (size_t)i0 * ldo, ldo, vT, ncols, dS, ncols);
+                const float *qblk = rows_block(in, d, qb + (size_t)i0 * ld, ld, qbuf);
+                const float *doblk = rows_block(in, d, dob + (size_t)i0 * ldo, ldo, dobuf);
+                int ldq = qblk == qbuf ? d : ld, lddo = doblk == dobuf ? d : ldo;
                 for (int r = 0; r < in; r++) {
                     float li = lse[row0 + r], Di = D[row0 + r];
                     int l = visible_keys(tk, q0, k0, i0 + r) - j0;
@@ -356,8 +410,8 @@ attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
                 }
                 /* dv, dk: key by key, the queries in order */
                 for (int j = 0; j < jn; j++) {
-                    float *dvj = dv + ((size_t)b * tk + j0 + j) * d;
-                    float *dkj = dk + ((size_t)b * tk + j0 + j) * d;
+                    float *dvj = dvb + (size_t)(j0 + j) * ld;
+                    float *dkj = dkb + (size_t)(j0 + j) * ld;
                     float av[DMAX_BLOCKED], ak[DMAX_BLOCKED];
                     memcpy(av, dvj, sizeof(float) * d);
                     memcpy(ak, dkj, sizeof(float) * d);
@@ -365,8 +419,8 @@ attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
                         if (j >= lim[r])
                             continue;
                         float p = P[(size_t)r * ncols + j], ds = dS[(size_t)r * ncols + j];
-                        const float *doi = dout + (row0 + r) * d;
-                        const float *qi = q + (row0 + r) * d;
+                        const float *doi = doblk + (size_t)r * lddo;
+                        const float *qi = qblk + (size_t)r * ldq;
                         for (int c = 0; c < d; c++) {
                             av[c] += p * doi[c];
                             ak[c] += ds * qi[c];
@@ -377,13 +431,13 @@ attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
                 }
                 /* dq: query by query, the keys in order */
                 for (int r = 0; r < in; r++) {
-                    float *dqi = dq + (row0 + r) * d;
+                    float *dqi = dqb + (size_t)(i0 + r) * ld;
                     const float *dsr = dS + (size_t)r * ncols;
                     float aq[DMAX_BLOCKED];
                     memcpy(aq, dqi, sizeof(float) * d);
                     for (int j = 0; j < lim[r]; j++) {
                         float ds = dsr[j];
-                        const float *kj = kb + (size_t)(j0 + j) * d;
+                        const float *kj = kblk + (size_t)j * ldk;
                         for (int c = 0; c < d; c++)
                             aq[c] += ds * kj[c];
                     }
@@ -394,19 +448,24 @@ attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
     }
 }
 
-/* q, dout, dq: (d, tq, nb); k, v, dk, dv: (d, tk, nb); lse, D: (tq, nb)
+/* q, dq: (d, tq, nb), k, v, dk, dv: (d, tk, nb), all in (ld, hs);
+ * dout: (d, tq, nb) in (ldo, hso); lse, D: (tq, nb) contiguous.
  * GPT-2's head dimension 64 gets its own instance: with d a constant the
  * accumulator rows live in registers. */
 TSR_CPU_CLONES void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale,
-                                     const float *q, const float *k, const float *v,
-                                     const float *dout, const float *lse, const float *D,
-                                     float *dq, float *dk, float *dv)
+                                     int ld, long long hs, const float *q, const float *k,
+                                     const float *v, int ldo, long long hso, const float *dout,
+                                     const float *lse, const float *D, float *dq, float *dk,
+                                     float *dv)
 {
     int kbk = key_block(d);
     if (kbk == 0)
-        attn_bwd_rows(d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
+        attn_bwd_rows(d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout, lse, D, dq,
+                      dk, dv);
     else if (d == 64)
-        attn_bwd_blocks(64, KB, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
+        attn_bwd_blocks(64, KB, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout, lse,
+                        D, dq, dk, dv);
     else
-        attn_bwd_blocks(d, kbk, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
+        attn_bwd_blocks(d, kbk, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout, lse,
+                        D, dq, dk, dv);
 }

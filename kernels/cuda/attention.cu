@@ -12,6 +12,10 @@
  * keys (dk, dv in registers, streams queries), one owns queries (dq, streams
  * keys), both recompute p from lse, so nothing is accumulated atomically.
  *
+ * q, k, v, o, dout, dq, dk, dv are strided views (kernels/attention.h: row
+ * r of head b at x + b*hs + r*ld; stage() and the row loads take ld, the
+ * block's head offset b*hs); the state ms, acc, lse, D is contiguous.
+ *
  * These are the FP32 CUDA-core kernels: the strict mode (prec =
  * TSR_ATTN_FP32) and the readable reference.  prec = TSR_ATTN_TF32 runs the
  * tensor-core kernels of attention_tc.cu where they take the head dimension
@@ -46,19 +50,22 @@ __device__ __forceinline__ int visible(int tk, int q0, int k0, int i)
     return n < 0 ? 0 : (n > tk ? tk : (int)n);
 }
 
-/* Stage rows [r0, r0 + BR) of a (d, nrows) tile into sh[BR][DMAX], zero padded. */
+/* Stage rows [r0, r0 + BR) of one head's (d, nrows) view (row r at src + r*ld)
+ * into sh[BR][DMAX], zero padded. */
 template <int DMAX, int BR>
-__device__ __forceinline__ void stage(float (*sh)[DMAX], const float *src, int d, int nrows, int r0)
+__device__ __forceinline__ void stage(float (*sh)[DMAX], const float *src, int d, int ld,
+                                      int nrows, int r0)
 {
     for (int e = threadIdx.x; e < BR * DMAX; e += blockDim.x) {
         int rr = e / DMAX, c = e % DMAX, r = r0 + rr;
-        sh[rr][c] = (r < nrows && c < d) ? src[(size_t)r * d + c] : 0.0f;
+        sh[rr][c] = (r < nrows && c < d) ? src[(size_t)r * ld + c] : 0.0f;
     }
 }
 
-/* q: (d, tq, nb), k, v: (d, tk, nb), ms: (2, tq, nb), acc: (d, tq, nb) */
+/* q: (d, tq, nb), k, v: (d, tk, nb), all in (ld, hs) (kernels/attention.h);
+ * ms: (2, tq, nb), acc: (d, tq, nb) contiguous.  Block (x, b): BR queries of head b. */
 template <int DMAX>
-__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_fwd(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
+__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_fwd(int d, int tq, int tk, int q0, int k0, float scale, int ld, long long hs, const float *q,
                            const float *k, const float *v, float *ms, float *acc)
 {
     constexpr int G = geo<DMAX>::G, BK = geo<DMAX>::BK, BQ = geo<DMAX>::BR;
@@ -74,21 +81,22 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_fwd(int d, int tq, 
         return;
     const bool active = i < tq;
     const size_t row = (size_t)b * tq + i;
-    const float *kb = k + (size_t)b * tk * d, *vb = v + (size_t)b * tk * d;
+    const float *kb = k + (size_t)b * hs, *vb = v + (size_t)b * hs;
+    const float *qi = q + (size_t)b * hs + (size_t)i * ld;
     float qr[32], ar[32];
 #pragma unroll
     for (int u = 0; u < 32; u++) {
         int c = g + G * u;
         bool in = active && c < d;
-        qr[u] = in ? q[row * d + c] * scale : 0.0f; /* scores come out scaled */
+        qr[u] = in ? qi[c] * scale : 0.0f; /* scores come out scaled */
         ar[u] = in ? acc[row * d + c] : 0.0f;
     }
     float m = active ? ms[2 * row] : -INFINITY, l = active ? ms[2 * row + 1] : 0.0f;
     const int nvis = active ? visible(tk, q0, k0, i) : 0;
     for (int j0 = 0; j0 < nblock; j0 += BK) {
         __syncthreads();
-        stage<DMAX, BK>(ks, kb, d, tk, j0);
-        stage<DMAX, BK>(vs, vb, d, tk, j0);
+        stage<DMAX, BK>(ks, kb, d, ld, tk, j0);
+        stage<DMAX, BK>(vs, vb, d, ld, tk, j0);
         __syncthreads();
         float s[BK], cmax = -INFINITY;
 #pragma unroll
@@ -134,10 +142,11 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_fwd(int d, int tq, 
 }
 
 /* Backward, key side: dk, dv for BR keys per block, streaming queries.
- * q, dout: (d, tq, nb); k, v, dk, dv: (d, tk, nb); lse, D: (tq, nb) */
+ * q: (d, tq, nb), k, v, dk, dv: (d, tk, nb), all in (ld, hs); dout: (d, tq, nb)
+ * in (ldo, hso); lse, D: (tq, nb) contiguous */
 template <int DMAX>
-__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_kv(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
-                              const float *k, const float *v, const float *dout, const float *lse,
+__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_kv(int d, int tq, int tk, int q0, int k0, float scale, int ld, long long hs, const float *q,
+                              const float *k, const float *v, int ldo, long long hso, const float *dout, const float *lse,
                               const float *D, float *dk, float *dv)
 {
     constexpr int G = geo<DMAX>::G, BR = geo<DMAX>::BK, BQ = geo<DMAX>::BR;
@@ -145,16 +154,16 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_kv(int d, int t
     const int b = blockIdx.y, g = threadIdx.x % G;
     const int j = blockIdx.x * BQ + threadIdx.x / G;
     const bool active = j < tk;
-    const size_t krow = (size_t)b * tk + j;
-    const float *qb = q + (size_t)b * tq * d, *dob = dout + (size_t)b * tq * d;
+    const size_t koff = (size_t)b * hs + (size_t)j * ld;
+    const float *qb = q + (size_t)b * hs, *dob = dout + (size_t)b * hso;
     const float *lb = lse + (size_t)b * tq, *Db = D + (size_t)b * tq;
     float kr[32], vr[32], dkr[32], dvr[32];
 #pragma unroll
     for (int u = 0; u < 32; u++) {
         int c = g + G * u;
         bool in = active && c < d;
-        kr[u] = in ? k[krow * d + c] * scale : 0.0f;
-        vr[u] = in ? v[krow * d + c] : 0.0f;
+        kr[u] = in ? k[koff + c] * scale : 0.0f;
+        vr[u] = in ? v[koff + c] : 0.0f;
         dkr[u] = 0.0f, dvr[u] = 0.0f;
     }
     /* query i sees key j iff q0 + i >= k0 + j: the block's first key decides */
@@ -163,8 +172,8 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_kv(int d, int t
     const int istart = ist < 0 ? 0 : (ist > tq ? tq : (int)ist);
     for (int i0 = istart; i0 < tq; i0 += BR) {
         __syncthreads();
-        stage<DMAX, BR>(qs, qb, d, tq, i0);
-        stage<DMAX, BR>(dos, dob, d, tq, i0);
+        stage<DMAX, BR>(qs, qb, d, ld, tq, i0);
+        stage<DMAX, BR>(dos, dob, d, ldo, tq, i0);
         for (int e = threadIdx.x; e < BR; e += blockDim.x) {
             int i = i0 + e;
             ls[e] = i < tq ? lb[i] : -INFINITY;
@@ -197,16 +206,17 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_kv(int d, int t
     for (int u = 0; u < 32; u++) {
         int c = g + G * u;
         if (c < d) {
-            dk[krow * d + c] += dkr[u];
-            dv[krow * d + c] += dvr[u];
+            dk[koff + c] += dkr[u];
+            dv[koff + c] += dvr[u];
         }
     }
 }
 
-/* Backward, query side: dq for BR queries per block, streaming keys. */
+/* Backward, query side: dq for BR queries per block, streaming keys.
+ * Layouts as k_attn_bwd_kv's; dq in (ld, hs). */
 template <int DMAX>
-__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_q(int d, int tq, int tk, int q0, int k0, float scale, const float *q,
-                             const float *k, const float *v, const float *dout, const float *lse,
+__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_q(int d, int tq, int tk, int q0, int k0, float scale, int ld, long long hs, const float *q,
+                             const float *k, const float *v, int ldo, long long hso, const float *dout, const float *lse,
                              const float *D, float *dq)
 {
     constexpr int G = geo<DMAX>::G, BK = geo<DMAX>::BK, BQ = geo<DMAX>::BR;
@@ -215,14 +225,15 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_q(int d, int tq
     const int i = blockIdx.x * BQ + threadIdx.x / G;
     const bool active = i < tq;
     const size_t row = (size_t)b * tq + i;
-    const float *kb = k + (size_t)b * tk * d, *vb = v + (size_t)b * tk * d;
+    const size_t qoff = (size_t)b * hs + (size_t)i * ld, dooff = (size_t)b * hso + (size_t)i * ldo;
+    const float *kb = k + (size_t)b * hs, *vb = v + (size_t)b * hs;
     float qr[32], dor[32], dqr[32];
 #pragma unroll
     for (int u = 0; u < 32; u++) {
         int c = g + G * u;
         bool in = active && c < d;
-        qr[u] = in ? q[row * d + c] * scale : 0.0f;
-        dor[u] = in ? dout[row * d + c] : 0.0f;
+        qr[u] = in ? q[qoff + c] * scale : 0.0f;
+        dor[u] = in ? dout[dooff + c] : 0.0f;
         dqr[u] = 0.0f;
     }
     const float li = active ? lse[row] : -INFINITY, Di = active ? D[row] : 0.0f;
@@ -231,8 +242,8 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_q(int d, int tq
     const int nblock = visible(tk, q0, k0, ilast);
     for (int j0 = 0; j0 < nblock; j0 += BK) {
         __syncthreads();
-        stage<DMAX, BK>(ks, kb, d, tk, j0);
-        stage<DMAX, BK>(vs, vb, d, tk, j0);
+        stage<DMAX, BK>(ks, kb, d, ld, tk, j0);
+        stage<DMAX, BK>(vs, vb, d, ld, tk, j0);
         __syncthreads();
 #pragma unroll 4
         for (int jj = 0; jj < BK; jj++) {
@@ -257,7 +268,7 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_q(int d, int tq
     for (int u = 0; u < 32; u++) {
         int c = g + G * u;
         if (c < d)
-            dq[row * d + c] += dqr[u];
+            dq[qoff + c] += dqr[u];
     }
 }
 
@@ -304,31 +315,42 @@ __global__ void k_attn_merge(int d, size_t rows, const float *ms_src, const floa
     }
 }
 
-/* one warp per row (grid-stride): ms: (2, rows), acc, o: (d, rows), lse: (rows) */
-__global__ void k_attn_finalize(int d, size_t rows, const float *ms, const float *acc, float *o,
-                                float *lse)
+/* the offset of row r = b*tq + i of a (d, tq, nb) view in (ld, hs) */
+__device__ __forceinline__ size_t view_off(size_t r, int tq, int ld, long long hs)
+{
+    return (r / tq) * (size_t)hs + (r % tq) * (size_t)ld;
+}
+
+/* one warp per row r = b*tq + i (grid-stride): ms: (2, rows), acc: (d, rows),
+ * lse: (rows) contiguous; o: (d, tq, nb) in (ldo, hso) */
+__global__ void k_attn_finalize(int d, int tq, size_t rows, const float *ms, const float *acc,
+                                int ldo, long long hso, float *o, float *lse)
 {
     int lane = threadIdx.x & 31;
     size_t nwarps = ((size_t)gridDim.x * blockDim.x) >> 5;
     for (size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; r < rows; r += nwarps) {
         float m = ms[2 * r], l = ms[2 * r + 1];
         float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        float *orow = o + view_off(r, tq, ldo, hso);
         for (int c = lane; c < d; c += 32)
-            o[r * d + c] = acc[r * d + c] * inv;
+            orow[c] = acc[r * d + c] * inv;
         if (lane == 0)
             lse[r] = l > 0.0f ? m + logf(l) : -INFINITY;
     }
 }
 
-/* one warp per row (grid-stride): o, dout: (d, rows), D: (rows) */
-__global__ void k_attn_bwd_dot(int d, size_t rows, const float *o, const float *dout, float *D)
+/* one warp per row r = b*tq + i (grid-stride): o, dout: (d, tq, nb) in
+ * (ldo, hso), D: (rows) contiguous */
+__global__ void k_attn_bwd_dot(int d, int tq, size_t rows, int ldo, long long hso, const float *o,
+                               const float *dout, float *D)
 {
     int lane = threadIdx.x & 31;
     size_t nwarps = ((size_t)gridDim.x * blockDim.x) >> 5;
     for (size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5; r < rows; r += nwarps) {
+        size_t off = view_off(r, tq, ldo, hso);
         float s = 0.0f;
         for (int c = lane; c < d; c += 32)
-            s += o[r * d + c] * dout[r * d + c];
+            s += o[off + c] * dout[off + c];
         s = tsr_warp_sum(s);
         if (lane == 0)
             D[r] = s;
@@ -374,18 +396,19 @@ int tsr_cuda_attn_init(void *stream, int d, int tq, int nb, float *ms, float *ac
 
 template <int DMAX>
 static int launch_fwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0, float scale,
-                      const float *q, const float *k, const float *v, float *ms, float *acc)
+                      int ld, long long hs, const float *q, const float *k, const float *v,
+                      float *ms, float *acc)
 {
     constexpr int BQ = geo<DMAX>::BR;
     dim3 grid((tq + BQ - 1) / BQ, nb);
-    TSR_LAUNCH(k_attn_fwd<DMAX>, grid, geo<DMAX>::THREADS, 0, s, d, tq, tk, q0, k0, scale, q, k, v,
-               ms, acc);
+    TSR_LAUNCH(k_attn_fwd<DMAX>, grid, geo<DMAX>::THREADS, 0, s, d, tq, tk, q0, k0, scale, ld, hs,
+               q, k, v, ms, acc);
     return tsr_cuda_launched_t("k_attn_fwd", DMAX);
 }
 
 int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,
-                      float scale, const float *q, const float *k, const float *v, float *ms,
-                      float *acc)
+                      float scale, int ld, long long hs, const float *q, const float *k,
+                      const float *v, float *ms, float *acc)
 {
     if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
         return unknown_prec(__func__, prec);
@@ -394,14 +417,12 @@ int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int
     cudaStream_t s = TSR_STREAM(stream);
     if (prec != TSR_ATTN_FP32 && tsr__cuda_attn_tc_takes(d))
         return tsr__cuda_attn_fwd_tc(s, prec == TSR_ATTN_BF16, d, tq, tk, nb, q0, k0, scale,
-                                     {d, d, d, (long long)tq * d, (long long)tk * d,
-                                      (long long)tq * d},
-                                     q, k, v, ms, acc);
+                                     {ld, ld, ld, hs, hs, hs}, q, k, v, ms, acc);
     switch (dmax_of(d)) {
-    case 32: return launch_fwd<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
-    case 64: return launch_fwd<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
-    case 128: return launch_fwd<128>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
-    case 256: return launch_fwd<256>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, ms, acc);
+    case 32: return launch_fwd<32>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
+    case 64: return launch_fwd<64>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
+    case 128: return launch_fwd<128>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
+    case 256: return launch_fwd<256>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
     default: return unsupported_d(__func__, d);
     }
 }
@@ -418,48 +439,49 @@ int tsr_cuda_attn_merge(void *stream, int d, int tq, int nb, const float *ms_src
 }
 
 int tsr_cuda_attn_finalize(void *stream, int d, int tq, int nb, const float *ms, const float *acc,
-                           float *o, float *lse)
+                           int ldo, long long hso, float *o, float *lse)
 {
     size_t rows = (size_t)tq * nb;
     if (rows == 0)
         return 0;
-    TSR_LAUNCH(k_attn_finalize, tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream), d, rows, ms,
-               acc, o, lse);
+    TSR_LAUNCH(k_attn_finalize, tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream), d, tq,
+               rows, ms, acc, ldo, hso, o, lse);
     return tsr_cuda_launched("k_attn_finalize");
 }
 
-int tsr_cuda_attn_bwd_dot(void *stream, int d, int tq, int nb, const float *o, const float *dout,
-                          float *D)
+int tsr_cuda_attn_bwd_dot(void *stream, int d, int tq, int nb, int ldo, long long hso,
+                          const float *o, const float *dout, float *D)
 {
     size_t rows = (size_t)tq * nb;
     if (rows == 0)
         return 0;
-    TSR_LAUNCH(k_attn_bwd_dot, tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream), d, rows, o,
-               dout, D);
+    TSR_LAUNCH(k_attn_bwd_dot, tsr_blocks(rows * 32, 256), 256, 0, TSR_STREAM(stream), d, tq, rows,
+               ldo, hso, o, dout, D);
     return tsr_cuda_launched("k_attn_bwd_dot");
 }
 
 template <int DMAX>
 static int launch_bwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0, float scale,
-                      const float *q, const float *k, const float *v, const float *dout,
-                      const float *lse, const float *D, float *dq, float *dk, float *dv)
+                      int ld, long long hs, const float *q, const float *k, const float *v,
+                      int ldo, long long hso, const float *dout, const float *lse, const float *D,
+                      float *dq, float *dk, float *dv)
 {
     constexpr int threads = geo<DMAX>::THREADS, BQ = geo<DMAX>::BR;
     dim3 gkv((tk + BQ - 1) / BQ, nb), gq((tq + BQ - 1) / BQ, nb);
-    TSR_LAUNCH(k_attn_bwd_kv<DMAX>, gkv, threads, 0, s, d, tq, tk, q0, k0, scale, q, k, v, dout,
-               lse, D, dk, dv);
+    TSR_LAUNCH(k_attn_bwd_kv<DMAX>, gkv, threads, 0, s, d, tq, tk, q0, k0, scale, ld, hs, q, k, v,
+               ldo, hso, dout, lse, D, dk, dv);
     int st = tsr_cuda_launched_t("k_attn_bwd_kv", DMAX);
     if (st)
         return st;
-    TSR_LAUNCH(k_attn_bwd_q<DMAX>, gq, threads, 0, s, d, tq, tk, q0, k0, scale, q, k, v, dout, lse,
-               D, dq);
+    TSR_LAUNCH(k_attn_bwd_q<DMAX>, gq, threads, 0, s, d, tq, tk, q0, k0, scale, ld, hs, q, k, v,
+               ldo, hso, dout, lse, D, dq);
     return tsr_cuda_launched_t("k_attn_bwd_q", DMAX);
 }
 
 int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,
-                      float scale, const float *q, const float *k, const float *v,
-                      const float *dout, const float *lse, const float *D, float *dq, float *dk,
-                      float *dv)
+                      float scale, int ld, long long hs, const float *q, const float *k,
+                      const float *v, int ldo, long long hso, const float *dout,
+                      const float *lse, const float *D, float *dq, float *dk, float *dv)
 {
     if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
         return unknown_prec(__func__, prec);
@@ -468,14 +490,15 @@ int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int
     cudaStream_t s = TSR_STREAM(stream);
     if (prec != TSR_ATTN_FP32 && tsr__cuda_attn_tc_takes(d))
         return tsr__cuda_attn_bwd_tc(s, prec == TSR_ATTN_BF16, d, tq, tk, nb, q0, k0, scale,
-                                     {d, d, d, (long long)tq * d, (long long)tk * d,
-                                      (long long)tq * d},
-                                     q, k, v, dout, lse, D, dq, dk, dv);
+                                     {ld, ld, ldo, hs, hs, hso}, q, k, v, dout, lse, D, dq, dk,
+                                     dv);
+#define TSR_BWD_ARGS s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout, lse, D, dq, dk, dv
     switch (dmax_of(d)) {
-    case 32: return launch_bwd<32>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
-    case 64: return launch_bwd<64>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
-    case 128: return launch_bwd<128>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
-    case 256: return launch_bwd<256>(s, d, tq, tk, nb, q0, k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
+    case 32: return launch_bwd<32>(TSR_BWD_ARGS);
+    case 64: return launch_bwd<64>(TSR_BWD_ARGS);
+    case 128: return launch_bwd<128>(TSR_BWD_ARGS);
+    case 256: return launch_bwd<256>(TSR_BWD_ARGS);
     default: return unsupported_d(__func__, d);
     }
+#undef TSR_BWD_ARGS
 }

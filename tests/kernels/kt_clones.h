@@ -21,11 +21,11 @@ typedef struct {
     void (*maxsumexp)(int, int, const float *, int, float *, int);
     void (*crossentropy_bwd)(int, int, int, const float *, int, const float *, const int32_t *,
                              float, float *, int);
-    void (*attn_fwd)(int, int, int, int, int, int, float, const float *, const float *,
-                     const float *, float *, float *);
-    void (*attn_bwd)(int, int, int, int, int, int, float, const float *, const float *,
-                     const float *, const float *, const float *, const float *, float *,
-                     float *, float *);
+    void (*attn_fwd)(int, int, int, int, int, int, float, int, long long, const float *,
+                     const float *, const float *, float *, float *);
+    void (*attn_bwd)(int, int, int, int, int, int, float, int, long long, const float *,
+                     const float *, const float *, int, long long, const float *, const float *,
+                     const float *, float *, float *, float *);
     void (*layernorm_fwd)(int, int, const float *, const float *, const float *, float, float *,
                           float *, float *);
     void (*layernorm_bwd)(int, int, const float *, const float *, const float *, const float *,

@@ -9,12 +9,20 @@
  *  - shapes: 1x1, primes, tiles smaller than the head dimension, the diagonal
  *    crossing tiles anywhere, kv blocks longer than the CPU's 64-key chunk,
  *    non-zero absolute offsets, several heads; pairs above the diagonal are
- *    submitted too and must be no-ops; outputs poisoned before each call. */
+ *    submitted too and must be no-ops; outputs poisoned before each call;
+ *  - layouts (kernels/attention.h): contiguous (d, t, nb) tiles (ld = d, hs =
+ *    max(tq, tk) d), and GPT-2's fused one, q, k, v of nb heads interleaved
+ *    in one (3C, T) buffer (C = nb d, ld = 3C, hs = d), o and dout in (C, T),
+ *    dq, dk, dv written into a (3C, T) buffer, all read and written in place
+ *    at the tiles' offsets; optionally with padding rows after each position
+ *    (ld = 3C + pad) holding NaN, which a wrong ld or hs would read (or which
+ *    a wrong write would leave or overwrite: checked to stay NaN). */
 #include "kernels/attention.h"
 #include "kt_util.h"
 
 typedef struct {
     int d, T, nb, tq, tk, base, merge;
+    int fused, pad; /* the fused layout, with pad NaN rows after each position */
 } acase;
 
 /* element (c, t, b) of a full (d, T, nb) array */
@@ -90,19 +98,20 @@ static double ref_loss(int d, int T, int nb, double scale, const double *q, cons
     return l;
 }
 
-/* tile (d, n, nb) <-> positions [p0, p0 + n) of a full (d, T, nb) array */
-static void gather(int d, int T, int nb, int p0, int n, const float *full, float *tile)
+/* tile (d, n, nb) with head stride hn positions (hn >= n) <-> positions
+ * [p0, p0 + n) of a full (d, T, nb) array */
+static void gather(int d, int T, int nb, int p0, int n, int hn, const float *full, float *tile)
 {
     for (int b = 0; b < nb; b++)
         for (int i = 0; i < n; i++)
-            memcpy(tile + ((size_t)b * n + i) * d, full + IX(0, p0 + i, b), sizeof(float) * d);
+            memcpy(tile + ((size_t)b * hn + i) * d, full + IX(0, p0 + i, b), sizeof(float) * d);
 }
 
-static void scatter(int d, int T, int nb, int p0, int n, const float *tile, float *full)
+static void scatter(int d, int T, int nb, int p0, int n, int hn, const float *tile, float *full)
 {
     for (int b = 0; b < nb; b++)
         for (int i = 0; i < n; i++)
-            memcpy(full + IX(0, p0 + i, b), tile + ((size_t)b * n + i) * d, sizeof(float) * d);
+            memcpy(full + IX(0, p0 + i, b), tile + ((size_t)b * hn + i) * d, sizeof(float) * d);
 }
 
 static int imin(int a, int b)
@@ -117,7 +126,9 @@ static void tiled(const acase *ac, const float *q, const float *k, const float *
 {
     int d = ac->d, T = ac->T, nb = ac->nb;
     float scale = 1.0f / sqrtf((float)d);
-    size_t mq = (size_t)d * ac->tq * nb, mk = (size_t)d * ac->tk * nb;
+    /* q, k, v, dq, dk, dv share (ld, hs): tiles of max(tq, tk) positions */
+    int tmax = ac->tq > ac->tk ? ac->tq : ac->tk;
+    size_t mq = (size_t)d * tmax * nb, mk = mq;
     float *qt = kt_alloc(mq), *ot = kt_alloc(mq), *dot_ = kt_alloc(mq), *dqt = kt_alloc(mq);
     float *acc = kt_alloc(mq), *acc2 = kt_alloc(mq);
     float *ms = kt_alloc(2 * (size_t)ac->tq * nb), *ms2 = kt_alloc(2 * (size_t)ac->tq * nb);
@@ -126,47 +137,141 @@ static void tiled(const acase *ac, const float *q, const float *k, const float *
     /* forward: one q tile at a time, all kv tiles (those above the diagonal too) */
     for (int q0 = 0; q0 < T; q0 += ac->tq) {
         int tq = imin(ac->tq, T - q0);
-        gather(d, T, nb, q0, tq, q, qt);
+        long long hs = (long long)tmax * d, hso = (long long)tq * d;
+        gather(d, T, nb, q0, tq, tmax, q, qt);
         kt_poison(ms, 2 * (size_t)tq * nb), kt_poison(acc, (size_t)d * tq * nb);
         tsr_cpu_attn_init(d, tq, nb, ms, acc);
         tsr_cpu_attn_init(d, tq, nb, ms2, acc2);
         int idx = 0;
         for (int k0 = 0; k0 < T; k0 += ac->tk, idx++) {
             int tk = imin(ac->tk, T - k0);
-            gather(d, T, nb, k0, tk, k, kt), gather(d, T, nb, k0, tk, v, vt);
+            gather(d, T, nb, k0, tk, tmax, k, kt), gather(d, T, nb, k0, tk, tmax, v, vt);
             int second = ac->merge && (idx % 2 == 1);
-            tsr_cpu_attn_fwd(d, tq, tk, nb, ac->base + q0, ac->base + k0, scale, qt, kt, vt,
-                             second ? ms2 : ms, second ? acc2 : acc);
+            tsr_cpu_attn_fwd(d, tq, tk, nb, ac->base + q0, ac->base + k0, scale, d, hs, qt, kt,
+                             vt, second ? ms2 : ms, second ? acc2 : acc);
         }
         if (ac->merge)
             tsr_cpu_attn_merge(d, tq, nb, ms2, acc2, ms, acc);
         kt_poison(ot, (size_t)d * tq * nb), kt_poison(lt, (size_t)tq * nb);
-        tsr_cpu_attn_finalize(d, tq, nb, ms, acc, ot, lt);
-        scatter(d, T, nb, q0, tq, ot, o);
+        tsr_cpu_attn_finalize(d, tq, nb, ms, acc, d, hso, ot, lt);
+        scatter(d, T, nb, q0, tq, tq, ot, o);
         for (int b = 0; b < nb; b++)
             memcpy(lse + (size_t)b * T + q0, lt + (size_t)b * tq, sizeof(float) * tq);
     }
     /* backward: for each kv tile, all q tiles */
     for (int k0 = 0; k0 < T; k0 += ac->tk) {
         int tk = imin(ac->tk, T - k0);
-        gather(d, T, nb, k0, tk, k, kt), gather(d, T, nb, k0, tk, v, vt);
-        gather(d, T, nb, k0, tk, dk, dkt), gather(d, T, nb, k0, tk, dv, dvt);
+        long long hs = (long long)tmax * d;
+        gather(d, T, nb, k0, tk, tmax, k, kt), gather(d, T, nb, k0, tk, tmax, v, vt);
+        gather(d, T, nb, k0, tk, tmax, dk, dkt), gather(d, T, nb, k0, tk, tmax, dv, dvt);
         for (int q0 = 0; q0 < T; q0 += ac->tq) {
             int tq = imin(ac->tq, T - q0);
-            gather(d, T, nb, q0, tq, q, qt), gather(d, T, nb, q0, tq, o, ot);
-            gather(d, T, nb, q0, tq, dout, dot_), gather(d, T, nb, q0, tq, dq, dqt);
+            long long hso = (long long)tq * d;
+            gather(d, T, nb, q0, tq, tmax, q, qt), gather(d, T, nb, q0, tq, tq, o, ot);
+            gather(d, T, nb, q0, tq, tq, dout, dot_), gather(d, T, nb, q0, tq, tmax, dq, dqt);
             for (int b = 0; b < nb; b++)
                 memcpy(lt + (size_t)b * tq, lse + (size_t)b * T + q0, sizeof(float) * tq);
             kt_poison(Dt, (size_t)tq * nb);
-            tsr_cpu_attn_bwd_dot(d, tq, nb, ot, dot_, Dt);
-            tsr_cpu_attn_bwd(d, tq, tk, nb, ac->base + q0, ac->base + k0, scale, qt, kt, vt,
-                             dot_, lt, Dt, dqt, dkt, dvt);
-            scatter(d, T, nb, q0, tq, dqt, dq);
+            tsr_cpu_attn_bwd_dot(d, tq, nb, d, hso, ot, dot_, Dt);
+            tsr_cpu_attn_bwd(d, tq, tk, nb, ac->base + q0, ac->base + k0, scale, d, hs, qt, kt,
+                             vt, d, hso, dot_, lt, Dt, dqt, dkt, dvt);
+            scatter(d, T, nb, q0, tq, tmax, dqt, dq);
         }
-        scatter(d, T, nb, k0, tk, dkt, dk), scatter(d, T, nb, k0, tk, dvt, dv);
+        scatter(d, T, nb, k0, tk, tmax, dkt, dk), scatter(d, T, nb, k0, tk, tmax, dvt, dv);
     }
     free(qt), free(ot), free(dot_), free(dqt), free(acc), free(acc2), free(ms), free(ms2);
     free(lt), free(Dt), free(kt), free(vt), free(dkt), free(dvt);
+}
+
+/* The fused layout: x (d, T, nb) <-> rows [r0 + b d, r0 + b d + d) of
+ * position t of a (ld, T) buffer (b the head); pack writes, unpack reads. */
+static void pack(int d, int T, int nb, const float *x, int ld, int r0, float *buf)
+{
+    for (int b = 0; b < nb; b++)
+        for (int t = 0; t < T; t++)
+            memcpy(buf + (size_t)t * ld + r0 + (size_t)b * d, x + IX(0, t, b), sizeof(float) * d);
+}
+
+static void unpack(int d, int T, int nb, const float *buf, int ld, int r0, float *x)
+{
+    for (int b = 0; b < nb; b++)
+        for (int t = 0; t < T; t++)
+            memcpy(x + IX(0, t, b), buf + (size_t)t * ld + r0 + (size_t)b * d, sizeof(float) * d);
+}
+
+/* rows [r0, r1) of every position of a (ld, T) buffer are still NaN */
+static void assert_pad_nan(const char *what, const float *buf, int ld, int T, int r0, int r1)
+{
+    for (int t = 0; t < T; t++)
+        for (int r = r0; r < r1; r++)
+            cr_assert(isnan(buf[(size_t)t * ld + r]), "%s: padding row %d of position %d written",
+                      what, r, t);
+}
+
+/* tiled() in the fused layout: q, k, v packed into one (3C + pad, T) buffer
+ * (C = nb d), dout into (C + pad, T); every kernel call gets views at the
+ * tiles' offsets (ld = 3C + pad or C + pad, hs = d), nothing is gathered.
+ * o, dq, dk, dv are unpacked into the full (d, T, nb) arrays at the end. */
+static void tiled_fused(const acase *ac, const float *q, const float *k, const float *v,
+                        const float *dout, float *o, float *lse, float *dq, float *dk, float *dv)
+{
+    int d = ac->d, T = ac->T, nb = ac->nb, C = nb * d, pad = ac->pad;
+    int ld = 3 * C + pad, ldo = C + pad;
+    float scale = 1.0f / sqrtf((float)d);
+    float *qkv = kt_alloc((size_t)ld * T), *dqkv = kt_alloc((size_t)ld * T);
+    float *ob = kt_alloc((size_t)ldo * T), *dob = kt_alloc((size_t)ldo * T);
+    kt_poison(qkv, (size_t)ld * T), kt_poison(dqkv, (size_t)ld * T);
+    kt_poison(ob, (size_t)ldo * T), kt_poison(dob, (size_t)ldo * T);
+    pack(d, T, nb, q, ld, 0, qkv), pack(d, T, nb, k, ld, C, qkv), pack(d, T, nb, v, ld, 2 * C, qkv);
+    pack(d, T, nb, dq, ld, 0, dqkv), pack(d, T, nb, dk, ld, C, dqkv);
+    pack(d, T, nb, dv, ld, 2 * C, dqkv), pack(d, T, nb, dout, ldo, 0, dob);
+    size_t mq = (size_t)d * ac->tq * nb, rows = (size_t)ac->tq * nb;
+    float *acc = kt_alloc(mq), *acc2 = kt_alloc(mq), *ms = kt_alloc(2 * rows);
+    float *ms2 = kt_alloc(2 * rows), *lt = kt_alloc(rows), *Dt = kt_alloc(rows);
+    for (int q0 = 0; q0 < T; q0 += ac->tq) {
+        int tq = imin(ac->tq, T - q0);
+        const float *qt = qkv + (size_t)q0 * ld;
+        kt_poison(ms, 2 * rows), kt_poison(acc, mq);
+        tsr_cpu_attn_init(d, tq, nb, ms, acc);
+        tsr_cpu_attn_init(d, tq, nb, ms2, acc2);
+        int idx = 0;
+        for (int k0 = 0; k0 < T; k0 += ac->tk, idx++) {
+            int tk = imin(ac->tk, T - k0);
+            const float *kt = qkv + (size_t)k0 * ld + C, *vt = kt + C;
+            int second = ac->merge && (idx % 2 == 1);
+            tsr_cpu_attn_fwd(d, tq, tk, nb, ac->base + q0, ac->base + k0, scale, ld, d, qt, kt,
+                             vt, second ? ms2 : ms, second ? acc2 : acc);
+        }
+        if (ac->merge)
+            tsr_cpu_attn_merge(d, tq, nb, ms2, acc2, ms, acc);
+        kt_poison(lt, rows);
+        tsr_cpu_attn_finalize(d, tq, nb, ms, acc, ldo, d, ob + (size_t)q0 * ldo, lt);
+        for (int b = 0; b < nb; b++)
+            memcpy(lse + (size_t)b * T + q0, lt + (size_t)b * tq, sizeof(float) * tq);
+    }
+    assert_pad_nan("fused attention o", ob, ldo, T, C, ldo);
+    unpack(d, T, nb, ob, ldo, 0, o);
+    for (int k0 = 0; k0 < T; k0 += ac->tk) {
+        int tk = imin(ac->tk, T - k0);
+        const float *kt = qkv + (size_t)k0 * ld + C, *vt = kt + C;
+        float *dkt = dqkv + (size_t)k0 * ld + C, *dvt = dkt + C;
+        for (int q0 = 0; q0 < T; q0 += ac->tq) {
+            int tq = imin(ac->tq, T - q0);
+            const float *qt = qkv + (size_t)q0 * ld, *ot = ob + (size_t)q0 * ldo;
+            const float *dot_ = dob + (size_t)q0 * ldo;
+            for (int b = 0; b < nb; b++)
+                memcpy(lt + (size_t)b * tq, lse + (size_t)b * T + q0, sizeof(float) * tq);
+            kt_poison(Dt, rows);
+            tsr_cpu_attn_bwd_dot(d, tq, nb, ldo, d, ot, dot_, Dt);
+            tsr_cpu_attn_bwd(d, tq, tk, nb, ac->base + q0, ac->base + k0, scale, ld, d, qt, kt,
+                             vt, ldo, d, dot_, lt, Dt, dqkv + (size_t)q0 * ld, dkt, dvt);
+        }
+    }
+    assert_pad_nan("fused attention dqkv", dqkv, ld, T, 3 * C, ld);
+    unpack(d, T, nb, dqkv, ld, 0, dq), unpack(d, T, nb, dqkv, ld, C, dk);
+    unpack(d, T, nb, dqkv, ld, 2 * C, dv);
+    free(qkv), free(dqkv), free(ob), free(dob), free(acc), free(acc2), free(ms), free(ms2);
+    free(lt), free(Dt);
 }
 
 static double *to_d(const float *x, size_t n)
@@ -187,15 +292,18 @@ static void run(acase ac, uint64_t salt, int with_fd)
     float *o = kt_alloc(n), *lse = kt_alloc((size_t)T * nb);
     float *dq = kt_rand(&r, n, -1, 1), *dk = kt_rand(&r, n, -1, 1), *dv = kt_rand(&r, n, -1, 1);
     float *dq0 = kt_dup(dq, n), *dk0 = kt_dup(dk, n), *dv0 = kt_dup(dv, n);
-    tiled(&ac, q, k, v, dout, o, lse, dq, dk, dv);
+    if (ac.fused)
+        tiled_fused(&ac, q, k, v, dout, o, lse, dq, dk, dv);
+    else
+        tiled(&ac, q, k, v, dout, o, lse, dq, dk, dv);
 
     double *qd = to_d(q, n), *kd = to_d(k, n), *vd = to_d(v, n), *wd = to_d(dout, n);
     double *od = kt_dalloc(n), *ld = kt_dalloc((size_t)T * nb);
     double scale = 1.0 / sqrt((double)d);
     ref_fwd(d, T, nb, scale, qd, kd, vd, od, ld);
     char what[128];
-    snprintf(what, sizeof what, "attention o d=%d T=%d nb=%d tiles %dx%d merge=%d", d, T, nb,
-             ac.tq, ac.tk, ac.merge);
+    snprintf(what, sizeof what, "attention o d=%d T=%d nb=%d tiles %dx%d merge=%d fused=%d pad=%d",
+             d, T, nb, ac.tq, ac.tk, ac.merge, ac.fused, ac.pad);
     kt_assert_close(what, o, od, n, 2e-6, 2e-5);
     kt_assert_close("attention lse", lse, ld, (size_t)T * nb, 2e-6, 2e-6);
 
@@ -266,4 +374,20 @@ Test(attention, blocked_head_dims)
     run((acase){.d = 128, .T = 45, .nb = 1, .tq = 45, .tk = 45}, 104, 0);
     run((acase){.d = 200, .T = 40, .nb = 1, .tq = 19, .tk = 40, .merge = 1}, 105, 0);
     run((acase){.d = 300, .T = 9, .nb = 1, .tq = 4, .tk = 9}, 106, 0);
+}
+
+/* q, k, v read in place from one (3C, T) buffer (ld = 3C, hs = d), o written
+ * into (C, T), dq, dk, dv into (3C, T): GPT-2's call (d = 64, 12 heads, the
+ * diagonal 64-token tile and its neighbours), the row-at-a-time form
+ * (d = 300), odd shapes with merges, and padded ld (NaN rows between
+ * positions, which a wrong ld or hs would read). */
+Test(attention, fused_qkv_strided_views)
+{
+    run((acase){.d = 64, .T = 128, .nb = 12, .tq = 64, .tk = 64, .fused = 1}, 107, 0);
+    run((acase){.d = 8, .T = 13, .nb = 3, .tq = 5, .tk = 3, .fused = 1}, 108, 1);
+    run((acase){.d = 7, .T = 23, .nb = 2, .tq = 6, .tk = 9, .base = 11, .merge = 1, .fused = 1,
+                .pad = 3},
+        109, 0);
+    run((acase){.d = 64, .T = 71, .nb = 3, .tq = 37, .tk = 71, .fused = 1, .pad = 5}, 110, 0);
+    run((acase){.d = 300, .T = 9, .nb = 2, .tq = 4, .tk = 9, .fused = 1, .pad = 1}, 111, 0);
 }

@@ -125,7 +125,8 @@ Test(clones, elementwise_and_reductions_bit_identical)
 }
 
 /* attention on GPT-2's diagonal tile (d = 64, the instance of its own) and
- * on an odd head dimension with an off-diagonal pair, forward and backward */
+ * on an odd head dimension with an off-diagonal pair, forward and backward;
+ * q, k, v, dq, dk, dv contiguous with head stride max(tq, tk) d */
 Test(clones, attention_bit_identical)
 {
     const kt_clone_set *sets[3];
@@ -135,7 +136,9 @@ Test(clones, attention_bit_identical)
     for (int sh = 0; sh < 2; sh++) {
         int d = shapes[sh][0], tq = shapes[sh][1], tk = shapes[sh][2], nb = shapes[sh][3];
         int q0 = shapes[sh][4];
-        size_t nq = (size_t)d * tq * nb, nk = (size_t)d * tk * nb, rows = (size_t)tq * nb;
+        int tmax = tq > tk ? tq : tk;
+        long long hs = (long long)tmax * d;
+        size_t nq = (size_t)d * tmax * nb, nk = nq, rows = (size_t)tq * nb;
         float *q = kt_rand(&r, nq, -2, 2), *k = kt_rand(&r, nk, -2, 2);
         float *v = kt_rand(&r, nk, -1, 1), *dout = kt_rand(&r, nq, -1, 1);
         float *lse = kt_rand(&r, rows, 3, 5), *D = kt_rand(&r, rows, -0.5f, 0.5f);
@@ -146,11 +149,11 @@ Test(clones, attention_bit_identical)
             for (int a = 0; a < 5; a++)
                 out[a] = kt_alloc(sz[a]);
             tsr_cpu_attn_init(d, tq, nb, out[0], out[1]);
-            sets[s]->attn_fwd(d, tq, tk, nb, q0, 0, 0.125f, q, k, v, out[0], out[1]);
+            sets[s]->attn_fwd(d, tq, tk, nb, q0, 0, 0.125f, d, hs, q, k, v, out[0], out[1]);
             for (int a = 2; a < 5; a++)
                 memset(out[a], 0, sz[a] * 4);
-            sets[s]->attn_bwd(d, tq, tk, nb, q0, 0, 0.125f, q, k, v, dout, lse, D, out[2],
-                              out[3], out[4]);
+            sets[s]->attn_bwd(d, tq, tk, nb, q0, 0, 0.125f, d, hs, q, k, v, d, hs, dout, lse, D,
+                              out[2], out[3], out[4]);
             if (s == 0)
                 continue;
             const char *nm[5] = {"attn_fwd ms", "attn_fwd acc", "attn_bwd dq", "attn_bwd dk",

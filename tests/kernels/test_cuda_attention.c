@@ -3,7 +3,10 @@
  * the diagonal, head dimensions from 1 to 256 (every register-tile variant),
  * tiles smaller than the head dimension and longer than one thread block;
  * device outputs poisoned; the TF32 tensor-core path against a double
- * reference.  Skipped visibly without a GPU. */
+ * reference; the strided views of kernels/attention.h: q, k, v of nb heads
+ * interleaved in one (3C, t) buffer (ld = 3C, optionally padded with NaN
+ * rows, hs = d), o and dout in (C, t), dq, dk, dv in (3C, t), in FP32 and
+ * TF32 against the double reference.  Skipped visibly without a GPU. */
 #include "kernels/attention.h"
 #include "kernels/crossentropy.h"
 #include "kernels/embedding.h"
@@ -41,18 +44,105 @@ static attn_inputs_t attn_inputs(kt_rng *r, int d, int tq, int tk, int nb, bool 
     return in;
 }
 
+/* Where the kernels see the operands (kernels/attention.h): q, k, v in one
+ * buffer of nx elements at offsets 0, koff, voff with (ld, hs); o and dout in
+ * buffers of no elements with (ldo, hso).  Contiguous: three (d, tmax, nb)
+ * blocks, tmax = max(tq, tk) (ld = d, hs = tmax d), o (d, tq, nb).  Fused:
+ * GPT-2's (3C + pad, tmax) qkv buffer, C = nb d (ld = 3C + pad, hs = d), o
+ * in (C + pad, tq) (ldo = C + pad, hso = d). */
+typedef struct {
+    int ld, ldo;
+    long long hs, hso;
+    size_t nx, no, koff, voff;
+} vlayout;
+
+static vlayout make_layout(int d, int tq, int tk, int nb, int fused, int pad)
+{
+    vlayout L;
+    int tmax = tq > tk ? tq : tk;
+    if (fused) {
+        int C = nb * d;
+        L.ld = 3 * C + pad, L.hs = d, L.nx = (size_t)L.ld * tmax;
+        L.koff = (size_t)C, L.voff = 2 * (size_t)C;
+        L.ldo = C + pad, L.hso = d, L.no = (size_t)L.ldo * tq;
+    } else {
+        size_t S = (size_t)d * tmax * nb;
+        L.ld = d, L.hs = (long long)tmax * d, L.nx = 3 * S, L.koff = S, L.voff = 2 * S;
+        L.ldo = d, L.hso = (long long)tq * d, L.no = (size_t)d * tq * nb;
+    }
+    return L;
+}
+
+/* x (d, n, nb) contiguous <-> the view (ld, hs) at buf + off */
+static void to_view(const float *x, int d, int n, int nb, int ld, long long hs, float *buf)
+{
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < n; i++)
+            memcpy(buf + (size_t)b * hs + (size_t)i * ld, x + ((size_t)b * n + i) * d,
+                   sizeof(float) * d);
+}
+
+static void from_view(const float *buf, int d, int n, int nb, int ld, long long hs, float *x)
+{
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < n; i++)
+            memcpy(x + ((size_t)b * n + i) * d, buf + (size_t)b * hs + (size_t)i * ld,
+                   sizeof(float) * d);
+}
+
+/* A buffer of n NaN with q (d, tq, nb), k, v (d, tk, nb) in their views */
+static float *qkv_buffer(const vlayout *L, int d, int tq, int tk, int nb, const float *q,
+                         const float *k, const float *v)
+{
+    float *x = kt_alloc(L->nx);
+    kt_poison(x, L->nx);
+    to_view(q, d, tq, nb, L->ld, L->hs, x);
+    to_view(k, d, tk, nb, L->ld, L->hs, x + L->koff);
+    to_view(v, d, tk, nb, L->ld, L->hs, x + L->voff);
+    return x;
+}
+
+/* Every element of a buffer outside the views is still NaN: nothing wrote
+ * there (mark: 1 where a view's element lies) */
+static void assert_outside_nan(const char *what, const float *x, const unsigned char *mark,
+                               size_t n)
+{
+    for (size_t e = 0; e < n; e++)
+        cr_assert(mark[e] || isnan(x[e]), "%s: element %zu outside the views written (%g)", what,
+                  e, x[e]);
+}
+
+static unsigned char *view_mark(size_t n, int d, int nb, int ld, long long hs,
+                                const size_t *offs, const int *lens, int nviews)
+{
+    unsigned char *m = calloc(n, 1);
+    cr_assert_not_null(m);
+    for (int w = 0; w < nviews; w++)
+        for (int b = 0; b < nb; b++)
+            for (int i = 0; i < lens[w]; i++)
+                memset(m + offs[w] + (size_t)b * hs + (size_t)i * ld, 1, (size_t)d);
+    return m;
+}
+
 static void attn_pair(pcase c, void *st, uint64_t salt)
 {
     kt_rng r = kt_seed(salt);
     int d = c.d, tq = c.tq, tk = c.tk, nb = c.nb;
-    size_t nq = (size_t)d * tq * nb, nk = (size_t)d * tk * nb, rows = (size_t)tq * nb;
+    size_t nq = (size_t)d * tq * nb, rows = (size_t)tq * nb;
     float scale = 1.0f / sqrtf((float)d);
     attn_inputs_t in = attn_inputs(&r, d, tq, tk, nb, false);
-    float *q = in.q, *k = in.k, *v = in.v, *dout = in.dout, *ms = in.ms, *acc = in.acc;
-    float *d_q = kt_to_dev(q, nq), *d_k = kt_to_dev(k, nk), *d_v = kt_to_dev(v, nk);
+    float *ms = in.ms, *acc = in.acc;
+    /* contiguous views, q, k, v (and dq, dk, dv) sharing hs = max(tq, tk) d */
+    vlayout L = make_layout(d, tq, tk, nb, 0, 0);
+    float *x = qkv_buffer(&L, d, tq, tk, nb, in.q, in.k, in.v);
+    for (size_t e = 0; e < L.nx; e++) /* the CPU kernels must not read the gaps either */
+        x[e] = isnan(x[e]) ? 0.0f : x[e];
+    float *q = x, *k = x + L.koff, *v = x + L.voff, *dout = in.dout;
+    float *d_x = kt_to_dev(x, L.nx), *d_q = d_x, *d_k = d_x + L.koff, *d_v = d_x + L.voff;
     float *d_ms = kt_to_dev(ms, 2 * rows), *d_acc = kt_to_dev(acc, nq);
-    KT_CUDA_OK(tsr_cuda_attn_fwd(st, TSR_ATTN_FP32, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_ms, d_acc));
-    tsr_cpu_attn_fwd(d, tq, tk, nb, c.q0, c.k0, scale, q, k, v, ms, acc);
+    KT_CUDA_OK(tsr_cuda_attn_fwd(st, TSR_ATTN_FP32, d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs,
+                                 d_q, d_k, d_v, d_ms, d_acc));
+    tsr_cpu_attn_fwd(d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs, q, k, v, ms, acc);
     float *g = kt_from_dev(d_ms, 2 * rows);
     char what[128];
     snprintf(what, sizeof what, "cuda attn_fwd state d=%d tq=%d tk=%d q0=%d k0=%d", d, tq, tk,
@@ -66,40 +156,38 @@ static void attn_pair(pcase c, void *st, uint64_t salt)
     /* finalize and D on both sides, then the backward of the pair */
     float *o = kt_alloc(nq), *lse = kt_alloc(rows), *D = kt_alloc(rows);
     float *d_o = kt_dev(nq), *d_lse = kt_dev(rows), *d_D = kt_dev(rows), *d_do = kt_to_dev(dout, nq);
-    KT_CUDA_OK(tsr_cuda_attn_finalize(st, d, tq, nb, d_ms, d_acc, d_o, d_lse));
-    tsr_cpu_attn_finalize(d, tq, nb, ms, acc, o, lse);
+    KT_CUDA_OK(tsr_cuda_attn_finalize(st, d, tq, nb, d_ms, d_acc, L.ldo, L.hso, d_o, d_lse));
+    tsr_cpu_attn_finalize(d, tq, nb, ms, acc, L.ldo, L.hso, o, lse);
     g = kt_from_dev(d_o, nq);
     kt_assert_close_f("cuda attn_finalize o", g, o, nq, 1e-5, 1e-4);
     free(g);
     g = kt_from_dev(d_lse, rows);
     kt_assert_close_f("cuda attn_finalize lse", g, lse, rows, 1e-5, 1e-5);
     free(g);
-    KT_CUDA_OK(tsr_cuda_attn_bwd_dot(st, d, tq, nb, d_o, d_do, d_D));
-    tsr_cpu_attn_bwd_dot(d, tq, nb, o, dout, D);
+    KT_CUDA_OK(tsr_cuda_attn_bwd_dot(st, d, tq, nb, L.ldo, L.hso, d_o, d_do, d_D));
+    tsr_cpu_attn_bwd_dot(d, tq, nb, L.ldo, L.hso, o, dout, D);
     g = kt_from_dev(d_D, rows);
     kt_assert_close_f("cuda attn_bwd_dot", g, D, rows, 1e-5, 1e-4);
     free(g);
     /* use identical inputs for the backward: the CPU's o, lse, D */
     kt_upload(d_lse, lse, rows), kt_upload(d_D, D, rows);
-    float *dq = kt_rand(&r, nq, -1, 1), *dk = kt_rand(&r, nk, -1, 1), *dv = kt_rand(&r, nk, -1, 1);
-    float *d_dq = kt_to_dev(dq, nq), *d_dk = kt_to_dev(dk, nk), *d_dv = kt_to_dev(dv, nk);
-    KT_CUDA_OK(tsr_cuda_attn_bwd(st, TSR_ATTN_FP32, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k, d_v, d_do, d_lse,
-                                 d_D, d_dq, d_dk, d_dv));
-    tsr_cpu_attn_bwd(d, tq, tk, nb, c.q0, c.k0, scale, q, k, v, dout, lse, D, dq, dk, dv);
-    g = kt_from_dev(d_dq, nq);
-    kt_assert_close_f("cuda attn_bwd dq", g, dq, nq, 1e-4, 1e-4);
+    float *dx = kt_rand(&r, L.nx, -1, 1);
+    float *d_dx = kt_to_dev(dx, L.nx);
+    KT_CUDA_OK(tsr_cuda_attn_bwd(st, TSR_ATTN_FP32, d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs,
+                                 d_q, d_k, d_v, L.ldo, L.hso, d_do, d_lse, d_D, d_dx,
+                                 d_dx + L.koff, d_dx + L.voff));
+    tsr_cpu_attn_bwd(d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs, q, k, v, L.ldo, L.hso, dout,
+                     lse, D, dx, dx + L.koff, dx + L.voff);
+    g = kt_from_dev(d_dx, L.nx);
+    kt_assert_close_f("cuda attn_bwd dq", g, dx, L.koff, 1e-4, 1e-4);
+    kt_assert_close_f("cuda attn_bwd dk", g + L.koff, dx + L.koff, L.koff, 1e-4, 1e-4);
+    kt_assert_close_f("cuda attn_bwd dv", g + L.voff, dx + L.voff, L.koff, 1e-4, 1e-4);
     free(g);
-    g = kt_from_dev(d_dk, nk);
-    kt_assert_close_f("cuda attn_bwd dk", g, dk, nk, 1e-4, 1e-4);
-    free(g);
-    g = kt_from_dev(d_dv, nk);
-    kt_assert_close_f("cuda attn_bwd dv", g, dv, nk, 1e-4, 1e-4);
-    free(g);
-    float *bufs[] = {d_q, d_k, d_v, d_ms, d_acc, d_o, d_lse, d_D, d_do, d_dq, d_dk, d_dv};
+    float *bufs[] = {d_x, d_ms, d_acc, d_o, d_lse, d_D, d_do, d_dx};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cudaFree(bufs[i]);
-    free(q), free(k), free(v), free(dout), free(ms), free(acc), free(o), free(lse), free(D);
-    free(dq), free(dk), free(dv);
+    free(in.q), free(in.k), free(in.v), free(x), free(dout), free(ms), free(acc), free(o);
+    free(lse), free(D), free(dx);
 }
 
 Test(cuda_attention, tile_pairs_all_head_dims)
@@ -126,7 +214,7 @@ Test(cuda_attention, tile_pairs_all_head_dims)
     cudaStreamDestroy((cudaStream_t)st);
 }
 
-/* ---- the TF32 tensor-core path (prec = TSR_ATTN_TF32) ----
+/* ---- the tensor-core paths (prec = TSR_ATTN_TF32, TSR_ATTN_BF16) ----
  *
  * Compared with a naive double-precision reference of the whole pair
  * (scores, the online-softmax update from a prior state, finalize, the
@@ -183,23 +271,29 @@ static double maxadded(const double *x, const float *base, size_t n)
     return m;
 }
 
-/* the unit roundoff of a precision's operands: TF32 2^-11, bf16 2^-8 */
-static double prec_unit(int prec)
-{
-    return prec == TSR_ATTN_BF16 ? BF16_U : TF32_U;
-}
+/* how a reference case runs: precision, layout (fused: the (3C + pad, t)
+ * qkv buffer, else contiguous views), and the error unit of the precision */
+typedef struct {
+    int prec, fused, pad;
+} rmode;
 
-static void tf32_check(const char *what, int prec, const tcase *c, double err, double tol)
+static void tf32_check(const char *what, const tcase *c, const rmode *md, double err, double tol)
 {
     cr_assert(err <= tol,
-              "%s (%s) d=%d tq=%d tk=%d nb=%d q0=%d k0=%d fresh=%d: max error %.3g > %.3g", what,
-              prec == TSR_ATTN_BF16 ? "bf16" : "tf32", c->d, c->tq, c->tk, c->nb, c->q0, c->k0,
-              c->fresh, err, tol);
+              "%s d=%d tq=%d tk=%d nb=%d q0=%d k0=%d fresh=%d prec=%d fused=%d pad=%d: max error "
+              "%.3g > %.3g",
+              what, c->d, c->tq, c->tk, c->nb, c->q0, c->k0, c->fresh, md->prec, md->fused,
+              md->pad, err, tol);
 }
 
-static void attn_tc_case(tcase c, int prec, void *st, uint64_t salt)
+/* One tile pair against the double reference, in the precision and layout
+ * of md; TF32 tolerances (below) for TF32, FP32 ones (U = 2^-17: sums of up
+ * to a few hundred rounded terms) for FP32. */
+static void attn_ref_case(tcase c, const rmode *md, void *st, uint64_t salt)
 {
-    const double U = prec_unit(prec);
+    const double U = md->prec == TSR_ATTN_TF32   ? TF32_U
+                     : md->prec == TSR_ATTN_BF16 ? BF16_U
+                                                 : 1.0 / 131072.0;
     kt_rng r = kt_seed(salt);
     int d = c.d, tq = c.tq, tk = c.tk, nb = c.nb;
     size_t nq = (size_t)d * tq * nb, nk = (size_t)d * tk * nb, rows = (size_t)tq * nb;
@@ -245,16 +339,28 @@ static void attn_tc_case(tcase c, int prec, void *st, uint64_t salt)
             }
         }
 
-    /* forward on tensor cores from the prior state, then finalize */
-    float *d_q = kt_to_dev(q, nq), *d_k = kt_to_dev(k, nk), *d_v = kt_to_dev(v, nk);
+    /* the kernels' views: q, k, v (and dq, dk, dv) in one buffer, o and
+     * dout in another, everything outside the views NaN */
+    vlayout L = make_layout(d, tq, tk, nb, md->fused, md->pad);
+    size_t offs[3] = {0, L.koff, L.voff}, ooff = 0;
+    int lens[3] = {tq, tk, tk};
+    unsigned char *xmark = view_mark(L.nx, d, nb, L.ld, L.hs, offs, lens, 3);
+    unsigned char *omark = view_mark(L.no, d, nb, L.ldo, L.hso, &ooff, lens, 1);
+    float *xb = qkv_buffer(&L, d, tq, tk, nb, q, k, v), *ob = kt_alloc(L.no);
+    kt_poison(ob, L.no);
+
+    /* forward from the prior state, then finalize */
+    float *d_x = kt_to_dev(xb, L.nx), *d_q = d_x, *d_k = d_x + L.koff, *d_v = d_x + L.voff;
     float *d_ms = kt_to_dev(ms, 2 * rows), *d_acc = kt_to_dev(acc, nq);
-    float *d_o = kt_dev(nq), *d_lse = kt_dev(rows);
-    KT_CUDA_OK(tsr_cuda_attn_fwd(st, prec, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k,
-                                 d_v, d_ms, d_acc));
-    KT_CUDA_OK(tsr_cuda_attn_finalize(st, d, tq, nb, d_ms, d_acc, d_o, d_lse));
-    float *go = kt_from_dev(d_o, nq), *glse = kt_from_dev(d_lse, rows);
-    tf32_check("tf32 attn o", prec, &c, maxerr(go, o, nq), 4 * U * kt_dmaxabs(o, nq) + 1e-6);
-    tf32_check("tf32 attn lse", prec, &c, maxerr(glse, lse, rows), 4 * U * (1 + smax));
+    float *d_o = kt_to_dev(ob, L.no), *d_lse = kt_dev(rows);
+    KT_CUDA_OK(tsr_cuda_attn_fwd(st, md->prec, d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs, d_q,
+                                 d_k, d_v, d_ms, d_acc));
+    KT_CUDA_OK(tsr_cuda_attn_finalize(st, d, tq, nb, d_ms, d_acc, L.ldo, L.hso, d_o, d_lse));
+    float *gob = kt_from_dev(d_o, L.no), *glse = kt_from_dev(d_lse, rows), *go = kt_alloc(nq);
+    assert_outside_nan("attn o", gob, omark, L.no);
+    from_view(gob, d, tq, nb, L.ldo, L.hso, go);
+    tf32_check("attn o", &c, md, maxerr(go, o, nq), 4 * U * kt_dmaxabs(o, nq) + 1e-6);
+    tf32_check("attn lse", &c, md, maxerr(glse, lse, rows), 4 * U * (1 + smax));
     /* a query that saw no key: o = 0 and lse = -inf exactly */
     for (size_t row = 0; row < rows; row++)
         if (lse[row] == -INFINITY) {
@@ -298,34 +404,42 @@ static void attn_tc_case(tcase c, int prec, void *st, uint64_t salt)
                 }
             }
         }
-    float *d_do = kt_to_dev(dout, nq), *d_l2 = kt_to_dev(flse, rows), *d_D = kt_to_dev(fD, rows);
-    float *d_dq = kt_to_dev(dq, nq), *d_dk = kt_to_dev(dk, nk), *d_dv = kt_to_dev(dv, nk);
-    KT_CUDA_OK(tsr_cuda_attn_bwd(st, prec, d, tq, tk, nb, c.q0, c.k0, scale, d_q, d_k,
-                                 d_v, d_do, d_l2, d_D, d_dq, d_dk, d_dv));
-    float *g = kt_from_dev(d_dq, nq);
-    tf32_check("tf32 attn dq", prec, &c, maxerr(g, rdq, nq), 4 * U * maxadded(rdq, dq, nq) + 1e-6);
-    free(g);
-    g = kt_from_dev(d_dk, nk);
-    tf32_check("tf32 attn dk", prec, &c, maxerr(g, rdk, nk), 4 * U * maxadded(rdk, dk, nk) + 1e-6);
-    free(g);
-    g = kt_from_dev(d_dv, nk);
-    tf32_check("tf32 attn dv", prec, &c, maxerr(g, rdv, nk), 4 * U * maxadded(rdv, dv, nk) + 1e-6);
+    float *dob = kt_alloc(L.no), *dxb = qkv_buffer(&L, d, tq, tk, nb, dq, dk, dv);
+    kt_poison(dob, L.no);
+    to_view(dout, d, tq, nb, L.ldo, L.hso, dob);
+    float *d_do = kt_to_dev(dob, L.no), *d_l2 = kt_to_dev(flse, rows), *d_D = kt_to_dev(fD, rows);
+    float *d_dx = kt_to_dev(dxb, L.nx);
+    KT_CUDA_OK(tsr_cuda_attn_bwd(st, md->prec, d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs, d_q,
+                                 d_k, d_v, L.ldo, L.hso, d_do, d_l2, d_D, d_dx, d_dx + L.koff,
+                                 d_dx + L.voff));
+    float *gx = kt_from_dev(d_dx, L.nx), *g = kt_alloc(nq > nk ? nq : nk);
+    assert_outside_nan("attn dq, dk, dv", gx, xmark, L.nx);
+    from_view(gx, d, tq, nb, L.ld, L.hs, g);
+    tf32_check("attn dq", &c, md, maxerr(g, rdq, nq), 4 * U * maxadded(rdq, dq, nq) + 1e-6);
+    from_view(gx + L.koff, d, tk, nb, L.ld, L.hs, g);
+    tf32_check("attn dk", &c, md, maxerr(g, rdk, nk), 4 * U * maxadded(rdk, dk, nk) + 1e-6);
+    from_view(gx + L.voff, d, tk, nb, L.ld, L.hs, g);
+    tf32_check("attn dv", &c, md, maxerr(g, rdv, nk), 4 * U * maxadded(rdv, dv, nk) + 1e-6);
     /* no atomics: a second run adds bit for bit the same */
     if (salt % 2 == 0) {
-        kt_upload(d_dv, dv, nk);
-        KT_CUDA_OK(tsr_cuda_attn_bwd(st, prec, d, tq, tk, nb, c.q0, c.k0, scale, d_q,
-                                     d_k, d_v, d_do, d_l2, d_D, d_dq, d_dk, d_dv));
-        float *g2 = kt_from_dev(d_dv, nk);
-        cr_assert(memcmp(g, g2, nk * sizeof(float)) == 0, "tf32 attn dv: two runs differ");
+        kt_upload(d_dx, dxb, L.nx);
+        KT_CUDA_OK(tsr_cuda_attn_bwd(st, md->prec, d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs,
+                                     d_q, d_k, d_v, L.ldo, L.hso, d_do, d_l2, d_D, d_dx,
+                                     d_dx + L.koff, d_dx + L.voff));
+        float *g2 = kt_from_dev(d_dx, L.nx);
+        for (size_t e = 0; e < L.nx; e++)
+            cr_assert(!xmark[e] || memcmp(&gx[e], &g2[e], sizeof(float)) == 0,
+                      "attn dq, dk, dv: two runs differ at %zu", e);
         free(g2);
     }
-    free(g);
-    float *bufs[] = {d_q, d_k, d_v, d_ms, d_acc, d_o, d_lse, d_do, d_l2, d_D, d_dq, d_dk, d_dv};
+    free(g), free(gx);
+    float *bufs[] = {d_x, d_ms, d_acc, d_o, d_lse, d_do, d_l2, d_D, d_dx};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cudaFree(bufs[i]);
     free(q), free(k), free(v), free(dout), free(ms), free(acc), free(o), free(lse), free(D);
-    free(s), free(go), free(glse), free(flse), free(fD), free(dq), free(dk), free(dv);
-    free(rdq), free(rdk), free(rdv);
+    free(s), free(go), free(gob), free(glse), free(flse), free(fD), free(dq), free(dk), free(dv);
+    free(rdq), free(rdk), free(rdv), free(xb), free(ob), free(dob), free(dxb), free(xmark);
+    free(omark);
 }
 
 /* Head dimensions off 16 and both tensor-core variants (DMAX 32, 64), those
@@ -333,7 +447,7 @@ static void attn_tc_case(tcase c, int prec, void *st, uint64_t salt)
  * edge tiles off 16 and off the 64-row blocks and 32-row chunks; the diagonal
  * at a corner, crossing inside, q0 != k0 either way; fully visible pairs;
  * rows that see no key (o = 0, lse = -inf from a fresh state). */
-Test(cuda_attention, tf32_tensor_cores_against_double)
+Test(cuda_attention, tensor_cores_against_double)
 {
     KT_REQUIRE_GPU();
     void *st = kt_stream();
@@ -353,34 +467,34 @@ Test(cuda_attention, tf32_tensor_cores_against_double)
         {128, 33, 20, 1, 10, 0, 1},
         {200, 17, 16, 1, 0, 0, 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        attn_tc_case(cases[i], TSR_ATTN_TF32, st, 480 + i);
+    const rmode modes[] = {{TSR_ATTN_TF32, 0, 0}, {TSR_ATTN_BF16, 0, 0}};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            attn_ref_case(cases[i], &modes[m], st, 480 + 40 * m + i);
     cudaStreamDestroy((cudaStream_t)st);
 }
 
-/* the same cases with bf16 operands (the tolerance with u = 2^-8) */
-Test(cuda_attention, bf16_tensor_cores_against_double)
+/* GPT-2's layout: q, k, v of nb heads read in place from one (3C, t) buffer
+ * (ld = 3C, hs = d), o written into (C, t), dout read from it, dq, dk, dv
+ * added into (3C, t); padded ld (3C + pad, NaN rows a wrong ld or hs would
+ * read, or a stray write would overwrite); both precisions, both tensor-core
+ * variants and the FP32 fallback (d = 80), against the double reference. */
+Test(cuda_attention, fused_qkv_strided_views)
 {
     KT_REQUIRE_GPU();
     void *st = kt_stream();
     const tcase cases[] = {
-        {64, 256, 256, 2, 0, 0, 1},    /* causal diagonal, 4 blocks, 8 chunks */
-        {64, 100, 70, 3, 64, 64, 0},   /* edge tiles, diagonal at the corner */
-        {16, 16, 16, 2, 0, 0, 1},      /* one warp tile */
-        {1, 5, 3, 1, 2, 0, 0},         /* d = 1 */
-        {8, 13, 7, 2, 20, 25, 1},      /* q0 < k0: the diagonal inside, rows that see nothing */
-        {32, 48, 40, 2, 10, 0, 0},     /* DMAX 32, q0 > k0 */
-        {48, 33, 50, 1, 60, 0, 1},     /* d off 16, every key visible */
-        {31, 65, 129, 3, 64, 0, 0},    /* queries one past a block, keys past the diagonal */
-        {64, 130, 10, 2, 0, 64, 1},    /* the first query block sees no key */
-        {40, 97, 113, 1, 200, 180, 1}, /* the diagonal crossing off every multiple of 16 */
-        {64, 128, 192, 1, 64, 0, 0},   /* more keys than queries */
-        {80, 40, 37, 1, 3, 0, 0},      /* above 64: the FP32 kernels */
-        {128, 33, 20, 1, 10, 0, 1},
-        {200, 17, 16, 1, 0, 0, 0},
+        {64, 128, 128, 4, 0, 0, 1},   /* GPT-2's head, diagonal pair, 4 heads */
+        {64, 100, 70, 3, 64, 64, 0},  /* edge tiles, diagonal at the corner */
+        {32, 48, 40, 2, 10, 0, 0},    /* DMAX 32, q0 > k0 */
+        {8, 13, 7, 3, 20, 25, 1},     /* rows that see nothing */
+        {80, 40, 37, 2, 3, 0, 0},     /* above 64: the FP32 kernels */
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        attn_tc_case(cases[i], TSR_ATTN_BF16, st, 520 + i);
+    const rmode modes[] = {{TSR_ATTN_FP32, 1, 0}, {TSR_ATTN_TF32, 1, 0}, {TSR_ATTN_FP32, 1, 3},
+                           {TSR_ATTN_TF32, 1, 5}, {TSR_ATTN_BF16, 1, 4}};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            attn_ref_case(cases[i], &modes[m], st, 500 + 10 * m + i);
     cudaStreamDestroy((cudaStream_t)st);
 }
 

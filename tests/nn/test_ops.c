@@ -291,31 +291,41 @@ static void attention_ref(const float *qkv, int H, int d, int S, int T, const fl
     free(dp);
 }
 
+/* The attention ops on the fused layout: qkv (3C, N) in (C, tt) tiles (q, k,
+ * v rows of every head, read in place), y and dy (C, N) in (C, tt) tiles,
+ * lse and D (H, N) in (H, tt), the state ms (2H, N), acc (C, N). */
 static void attention_case(int tt)
 {
     int H = 3, d = 8, S = 4, T = 12, C = H * d, N = S * T;
     kt_rng r = kt_seed(77);
     float *qkv = kt_rand(&r, (size_t)3 * C * N, -1, 1), *dy = kt_rand(&r, (size_t)C * N, -1, 1);
-    tsr_tensor_t tq, ty, tl, tms, tD, tdy, tdq;
-    tensor_from(&tq, 3 * C, N, d, tt, qkv);
-    tensor_from(&ty, C, N, d, tt, NULL);
-    tensor_from(&tl, H, N, 1, tt, NULL);
-    tensor_from(&tms, 2 * H, N, 2, tt, NULL);
-    tensor_from(&tD, H, N, 1, tt, NULL);
-    tensor_from(&tdy, C, N, d, tt, dy);
-    /* dqkv starts dirty: the backward overwrites it (no fill before it) */
+    tsr_tensor_t tq, ty, tl, tms, tacc, tD, tdy, tdq;
+    tensor_from(&tq, 3 * C, N, C, tt, qkv);
+    /* y, the state and dqkv start dirty: the ops overwrite them */
     float *dirty = kt_rand(&r, (size_t)3 * C * N, 5, 9);
-    tensor_from(&tdq, 3 * C, N, d, tt, dirty);
+    tensor_from(&ty, C, N, C, tt, dirty);
+    tensor_from(&tl, H, N, H, tt, NULL);
+    tensor_from(&tms, 2 * H, N, 2 * H, tt, dirty);
+    tensor_from(&tacc, C, N, C, tt, dirty);
+    tensor_from(&tD, H, N, H, tt, NULL);
+    tensor_from(&tdy, C, N, C, tt, dy);
+    tensor_from(&tdq, 3 * C, N, C, tt, dirty);
     free(dirty);
-    OK(tsr__op_attention_fwd(&tq, H, T, &tms, &ty, &tl));
+    OK(tsr__op_attention_fwd(&tq, H, T, &tms, &tacc, &ty, &tl));
     OK(tsr__op_attention_bwd(&tq, H, T, &ty, &tdy, &tl, &tD, &tdq));
     double *y = kt_dalloc((size_t)C * N), *dq = kt_dalloc((size_t)3 * C * N);
     attention_ref(qkv, H, d, S, T, dy, y, dq);
     float *gy = tensor_get(&ty), *gdq = tensor_get(&tdq);
     kt_assert_close("attention y", gy, y, (size_t)C * N, 1e-5, 1e-4);
     kt_assert_close("attention dqkv", gdq, dq, (size_t)3 * C * N, 1e-5, 1e-4);
-    tsr_tensor_t *all[] = {&tq, &ty, &tl, &tms, &tD, &tdy, &tdq};
-    for (size_t i = 0; i < 7; i++)
+    /* per-head tiles (the layout before the fused one) are refused */
+    tsr_tensor_t hq, hy;
+    tensor_from(&hq, 3 * C, N, d, tt, NULL);
+    tensor_from(&hy, C, N, d, tt, NULL);
+    cr_assert_eq(tsr__op_attention_fwd(&hq, H, T, &tms, &tacc, &hy, &tl), TSR_EINVAL);
+    cr_assert_eq(tsr__op_attention_fwd(&tq, H + 1, T, &tms, &tacc, &ty, &tl), TSR_EINVAL);
+    tsr_tensor_t *all[] = {&tq, &ty, &tl, &tms, &tacc, &tD, &tdy, &tdq, &hq, &hy};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         tsr__tensor_free(all[i]);
     free(qkv);
     free(dy);

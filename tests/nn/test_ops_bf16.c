@@ -2,7 +2,7 @@
  * grids with edge tiles, against naive double loops: the bf16 GEMM (every
  * transposition, C fp32 or bf16, COMMUTE), conversions, and the producers
  * that compute in fp32 and store bf16 (LayerNorm forward and backward, GELU
- * forward and backward, the cross-entropy gradient, the regroup merge).
+ * forward and backward, the cross-entropy gradient).
  *
  * Tolerances: a bf16 value is its input rounded to nearest, within half an
  * ulp = 2^-8 of the value (8 significant bits); the references are computed
@@ -335,36 +335,3 @@ Test(nn_ops_bf16, cross_entropy_gradient)
     tsr_shutdown();
 }
 
-/* The merge of per-head (d, tt) tiles into (C, tt) tiles, rounded to bf16:
- * every element lands where it was, rounded to nearest. */
-static void regroup_bf16_case(int H)
-{
-    enum { d = 4, Nt = 10, tt = 4 };
-    int Cc = d * H;
-    kt_rng r = kt_seed(19 + H);
-    float *x = kt_rand(&r, Cc * Nt, -3, 3);
-    tsr_tensor_t S, Dt;
-    tsr_handle_t scratch;
-    f32_tensor(&S, Cc, Nt, d, tt, x);
-    bf16_tensor(&Dt, Cc, Nt, Cc, tt, NULL);
-    OK(tsr_handle_alloc(&scratch, (size_t)d * tt * 2));
-    OK(tsr__op_regroup_bf16(&S, &Dt, scratch));
-    uint16_t *h = malloc(sizeof(uint16_t) * Cc * Nt);
-    OK(tsr__tensor_read(&Dt, h, Cc));
-    for (int i = 0; i < Cc * Nt; i++)
-        cr_assert_eq(h[i], kt_bf16_round(x[i]), "element %d: 0x%04x for %.9g", i, h[i],
-                     (double)x[i]);
-    /* a split (coarse into fine) is not a merge */
-    cr_assert_eq(tsr__op_regroup_bf16(&Dt, &S, scratch), TSR_EINVAL);
-    free(x), free(h);
-    tsr__tensor_free(&S), tsr__tensor_free(&Dt);
-    OK(tsr_handle_unregister(scratch));
-}
-
-Test(nn_ops_bf16, regroup_merge_into_bf16)
-{
-    rt_start();
-    regroup_bf16_case(3);  /* one task per coarse tile */
-    regroup_bf16_case(17); /* more fine tiles than one task takes: two, the second RW */
-    tsr_shutdown();
-}

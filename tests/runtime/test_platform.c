@@ -391,7 +391,7 @@ Test(codelets, every_one_has_estimates)
 {
     static const char *const movers[] = {"fill",        "copy",        "copy_rows",
                                          "attn_init",   "f32_to_bf16", "bf16_to_f32",
-                                         "regroup", "regroup_bf16"};
+                                         "regroup"};
     int n = 0;
     for (const tsr_codelet_t *cl; (cl = tsr__op_codelet_at(n)); n++) {
         cr_expect_not_null(cl->bytes, "%s has no bytes estimate", cl->name);
@@ -404,7 +404,7 @@ Test(codelets, every_one_has_estimates)
             cr_expect_not_null(cl->flops, "%s has no flops estimate", cl->name);
         cr_expect_eq(tsr__op_codelet(cl->name), cl);
     }
-    cr_expect_eq(n, 37);
+    cr_expect_eq(n, 36);
     cr_expect_null(tsr__op_codelet("nope"));
 }
 
@@ -446,7 +446,7 @@ Test(codelets, hand_counts)
      * = 10, each 4d + 5 = 13 → 130; an off-diagonal tile (q0 4, k0 0): all
      * 16 pairs → 208; backward 10d + 6 = 26 per pair */
     size_t asz[9] = {32, 32, 32, 32, 32, 16, 32, 32, 32};
-    tsr__attn_args_t a = {2, 4, 4, 1, 0, 0, 1.0f, 0};
+    tsr__attn_args_t a = {2, 4, 4, 1, 0, 0, 1.0f, 0, 1, 2, 2}; /* one head, one sequence */
     cr_expect_float_eq(flops_of("attn_fwd", &a, asz), 130, 1e-9);
     cr_expect_float_eq(flops_of("attn_bwd", &a, asz), 260, 1e-9);
     a.q0 = 4;
@@ -454,6 +454,11 @@ Test(codelets, hand_counts)
     /* q, k, v read (96), ms and acc read and written (2 × 64) */
     size_t fsz[5] = {32, 32, 32, 32, 32};
     cr_expect_float_eq(bytes_of("attn_fwd", &a, fsz), 96 + 128, 1e-9);
+    /* a task takes every head of its tile, sequence by sequence: 3 heads of
+     * 2 sequences do 6 times the work */
+    a.nb = 3, a.nseq = 2;
+    cr_expect_float_eq(flops_of("attn_fwd", &a, asz), 6 * 208, 1e-9);
+    cr_expect_float_eq(flops_of("attn_bwd", &a, asz), 6 * 16 * 26, 1e-9);
 
     /* LayerNorm forward, C 8 features × T 3 tokens: 3 × (8 × 8 + 5) = 207;
      * x read, out written (2 × 96 bytes), gamma, beta (64), mean, rstd (24) */
