@@ -90,15 +90,21 @@ void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale
  *   TSR_ATTN_BF16: the same kernels with the products' operands rounded to
  *                  bf16 (q, k, v, p, ds; fp32 storage, softmax and
  *                  accumulation), about 4e-3 relative error per score, twice
- *                  the tensor-core rate of TF32; d > 64 runs FP32. */
+ *                  the tensor-core rate of TF32; d > 64 runs FP32.
+ *
+ * fwd and bwd take nseq sequences of nb heads each, back to back in the
+ * views (a tile of several whole sequences): sequence s of q, dq starts
+ * s*tq*ld after q, of k, v, dk, dv s*tk*ld after k, of dout s*tq*ldo after
+ * dout; head b of sequence s is state row s*nb + b of ms, acc, lse, D.  The
+ * tensor-core kernels run them in one launch (nseq*nb at most 65535). */
 enum {
     TSR_ATTN_FP32 = 0,
     TSR_ATTN_TF32 = 1,
     TSR_ATTN_BF16 = 2
 };
 int tsr_cuda_attn_init(void *stream, int d, int tq, int nb, float *ms, float *acc);
-int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,
-                      float scale, int ld, long long hs, const float *q, const float *k,
+int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int nseq, int q0,
+                      int k0, float scale, int ld, long long hs, const float *q, const float *k,
                       const float *v, float *ms, float *acc);
 int tsr_cuda_attn_merge(void *stream, int d, int tq, int nb, const float *ms_src,
                         const float *acc_src, float *ms_dst, float *acc_dst);
@@ -106,8 +112,8 @@ int tsr_cuda_attn_finalize(void *stream, int d, int tq, int nb, const float *ms,
                            const float *acc, int ldo, long long hso, float *o, float *lse);
 int tsr_cuda_attn_bwd_dot(void *stream, int d, int tq, int nb, int ldo, long long hso,
                           const float *o, const float *dout, float *D);
-int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,
-                      float scale, int ld, long long hs, const float *q, const float *k,
+int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int nseq, int q0,
+                      int k0, float scale, int ld, long long hs, const float *q, const float *k,
                       const float *v, int ldo, long long hso, const float *dout,
                       const float *lse, const float *D, float *dq, float *dk, float *dv);
 

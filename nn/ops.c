@@ -902,14 +902,10 @@ static void attn_fwd_cpu(const attn_args_t *a, void **buf)
 #ifdef TSR_HAVE_CUDA
 static int attn_fwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
 {
-    size_t qs = (size_t)a->tq * a->ld, st = (size_t)a->tq * a->nb;
-    int rc = 0;
-    for (int s = 0; !rc && s < a->nseq; s++)
-        rc = tsr_cuda_attn_fwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb, a->q0,
-                               a->k0, a->scale, a->ld, attn_hs(a), (const float *)buf[0] + s * qs,
-                               (const float *)buf[1] + s * qs, (const float *)buf[2] + s * qs,
-                               (float *)buf[3] + s * 2 * st, (float *)buf[4] + s * st * a->d);
-    return rc;
+    /* every sequence of the tile in one launch */
+    return tsr_cuda_attn_fwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb, a->nseq,
+                             a->q0, a->k0, a->scale, a->ld, attn_hs(a), buf[0], buf[1], buf[2],
+                             buf[3], buf[4]);
 }
 #endif
 TILE_CODELET(cl_attn_fwd, "attn_fwd", 5, attn_args_t, attn_flops, attn_fwd_bytes,
@@ -1041,15 +1037,11 @@ static int attn_bwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
         rc = tsr_cuda_fill(e->cuda_stream, nelem(e, 7), 0.0f, buf[7]);
     if (!rc && (a->first & TSR_ATTN_FIRST_DKV))
         rc = tsr_cuda_fill(e->cuda_stream, nelem(e, 8), 0.0f, buf[8]);
-    size_t qs = (size_t)a->tq * a->ld, os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
-    for (int s = 0; !rc && s < a->nseq; s++)
-        rc = tsr_cuda_attn_bwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb, a->q0,
-                               a->k0, a->scale, a->ld, attn_hs(a), (const float *)buf[0] + s * qs,
-                               (const float *)buf[1] + s * qs, (const float *)buf[2] + s * qs,
-                               a->ldo, attn_hs(a), (const float *)buf[3] + s * os,
-                               (const float *)buf[4] + s * st, (const float *)buf[5] + s * st,
-                               (float *)buf[6] + s * qs, (float *)buf[7] + s * qs,
-                               (float *)buf[8] + s * qs);
+    if (!rc) /* every sequence of the tile in one launch */
+        rc = tsr_cuda_attn_bwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb, a->nseq,
+                               a->q0, a->k0, a->scale, a->ld, attn_hs(a), buf[0], buf[1], buf[2],
+                               a->ldo, attn_hs(a), buf[3], buf[4], buf[5], buf[6], buf[7],
+                               buf[8]);
     return rc;
 }
 #endif

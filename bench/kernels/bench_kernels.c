@@ -548,10 +548,10 @@ static void g_attn_fwd(void)
 {
     if (gAfused) {
         long long C = (long long)gAnb * gAD;
-        GCHECK(tsr_cuda_attn_fwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, gAq0, 0, 0.125f, (int)(3 * C),
+        GCHECK(tsr_cuda_attn_fwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, 1, gAq0, 0, 0.125f, (int)(3 * C),
                                  gAD, gq, gq + C, gq + 2 * C, gms, gacc));
     } else {
-        GCHECK(tsr_cuda_attn_fwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, gAq0, 0, 0.125f, gAD,
+        GCHECK(tsr_cuda_attn_fwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, 1, gAq0, 0, 0.125f, gAD,
                                  (long long)gATQ * gAD, gq, gk, gv, gms, gacc));
     }
 }
@@ -559,12 +559,12 @@ static void g_attn_bwd(void)
 {
     if (gAfused) {
         long long C = (long long)gAnb * gAD;
-        GCHECK(tsr_cuda_attn_bwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, gAq0, 0, 0.125f, (int)(3 * C),
+        GCHECK(tsr_cuda_attn_bwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, 1, gAq0, 0, 0.125f, (int)(3 * C),
                                  gAD, gq, gq + C, gq + 2 * C, (int)C, gAD, gdo, glse, gDD, gdq,
                                  gdq + C, gdq + 2 * C));
     } else {
         long long hs = (long long)gATQ * gAD;
-        GCHECK(tsr_cuda_attn_bwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, gAq0, 0, 0.125f, gAD, hs, gq,
+        GCHECK(tsr_cuda_attn_bwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, 1, gAq0, 0, 0.125f, gAD, hs, gq,
                                  gk, gv, gAD, hs, gdo, glse, gDD, gdq, gdk, gdv));
     }
 }

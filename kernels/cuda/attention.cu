@@ -406,25 +406,38 @@ static int launch_fwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int
     return tsr_cuda_launched_t("k_attn_fwd", DMAX);
 }
 
-int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,
-                      float scale, int ld, long long hs, const float *q, const float *k,
-                      const float *v, float *ms, float *acc)
+/* the FP32 forward of one sequence */
+static int fwd_fp32(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0, float scale,
+                    int ld, long long hs, const float *q, const float *k, const float *v,
+                    float *ms, float *acc)
 {
-    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
-        return unknown_prec(__func__, prec);
-    if (pair_empty(d, tq, tk, nb, q0, k0))
-        return 0;
-    cudaStream_t s = TSR_STREAM(stream);
-    if (prec != TSR_ATTN_FP32 && tsr__cuda_attn_tc_takes(d))
-        return tsr__cuda_attn_fwd_tc(s, prec == TSR_ATTN_BF16, d, tq, tk, nb, q0, k0, scale,
-                                     {ld, ld, ld, hs, hs, hs}, q, k, v, ms, acc);
     switch (dmax_of(d)) {
     case 32: return launch_fwd<32>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
     case 64: return launch_fwd<64>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
     case 128: return launch_fwd<128>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
     case 256: return launch_fwd<256>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
-    default: return unsupported_d(__func__, d);
+    default: return unsupported_d("tsr_cuda_attn_fwd", d);
     }
+}
+
+int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int nseq, int q0,
+                      int k0, float scale, int ld, long long hs, const float *q, const float *k,
+                      const float *v, float *ms, float *acc)
+{
+    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
+        return unknown_prec(__func__, prec);
+    if (nseq <= 0 || pair_empty(d, tq, tk, nb, q0, k0))
+        return 0;
+    cudaStream_t s = TSR_STREAM(stream);
+    if (prec != TSR_ATTN_FP32 && tsr__cuda_attn_tc_takes(d))
+        return tsr__cuda_attn_fwd_tc(s, prec == TSR_ATTN_BF16, d, tq, tk, nb, nseq, q0, k0, scale,
+                                     {ld, ld, ld, hs, hs, hs}, q, k, v, ms, acc);
+    int rc = 0;
+    size_t qs = (size_t)tq * ld, ks = (size_t)tk * ld, st = (size_t)tq * nb;
+    for (int i = 0; !rc && i < nseq; i++)
+        rc = fwd_fp32(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q + i * qs, k + i * ks, v + i * ks,
+                      ms + i * 2 * st, acc + i * st * d);
+    return rc;
 }
 
 int tsr_cuda_attn_merge(void *stream, int d, int tq, int nb, const float *ms_src,
@@ -478,27 +491,43 @@ static int launch_bwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int
     return tsr_cuda_launched_t("k_attn_bwd_q", DMAX);
 }
 
-int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int q0, int k0,
-                      float scale, int ld, long long hs, const float *q, const float *k,
-                      const float *v, int ldo, long long hso, const float *dout,
-                      const float *lse, const float *D, float *dq, float *dk, float *dv)
+/* the FP32 backward of one sequence */
+static int bwd_fp32(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0, float scale,
+                    int ld, long long hs, const float *q, const float *k, const float *v, int ldo,
+                    long long hso, const float *dout, const float *lse, const float *D, float *dq,
+                    float *dk, float *dv)
 {
-    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
-        return unknown_prec(__func__, prec);
-    if (pair_empty(d, tq, tk, nb, q0, k0))
-        return 0;
-    cudaStream_t s = TSR_STREAM(stream);
-    if (prec != TSR_ATTN_FP32 && tsr__cuda_attn_tc_takes(d))
-        return tsr__cuda_attn_bwd_tc(s, prec == TSR_ATTN_BF16, d, tq, tk, nb, q0, k0, scale,
-                                     {ld, ld, ldo, hs, hs, hso}, q, k, v, dout, lse, D, dq, dk,
-                                     dv);
 #define TSR_BWD_ARGS s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout, lse, D, dq, dk, dv
     switch (dmax_of(d)) {
     case 32: return launch_bwd<32>(TSR_BWD_ARGS);
     case 64: return launch_bwd<64>(TSR_BWD_ARGS);
     case 128: return launch_bwd<128>(TSR_BWD_ARGS);
     case 256: return launch_bwd<256>(TSR_BWD_ARGS);
-    default: return unsupported_d(__func__, d);
+    default: return unsupported_d("tsr_cuda_attn_bwd", d);
     }
 #undef TSR_BWD_ARGS
+}
+
+int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int nseq, int q0,
+                      int k0, float scale, int ld, long long hs, const float *q, const float *k,
+                      const float *v, int ldo, long long hso, const float *dout,
+                      const float *lse, const float *D, float *dq, float *dk, float *dv)
+{
+    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
+        return unknown_prec(__func__, prec);
+    if (nseq <= 0 || pair_empty(d, tq, tk, nb, q0, k0))
+        return 0;
+    cudaStream_t s = TSR_STREAM(stream);
+    if (prec != TSR_ATTN_FP32 && tsr__cuda_attn_tc_takes(d))
+        return tsr__cuda_attn_bwd_tc(s, prec == TSR_ATTN_BF16, d, tq, tk, nb, nseq, q0, k0, scale,
+                                     {ld, ld, ldo, hs, hs, hso}, q, k, v, dout, lse, D, dq, dk,
+                                     dv);
+    int rc = 0;
+    size_t qs = (size_t)tq * ld, ks = (size_t)tk * ld, os = (size_t)tq * ldo;
+    size_t st = (size_t)tq * nb;
+    for (int i = 0; !rc && i < nseq; i++)
+        rc = bwd_fp32(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q + i * qs, k + i * ks, v + i * ks,
+                      ldo, hso, dout + i * os, lse + i * st, D + i * st, dq + i * qs, dk + i * ks,
+                      dv + i * ks);
+    return rc;
 }

@@ -72,8 +72,17 @@ struct tc_shape {
     int d, tq, tk, q0, k0;
     float scale;
     tsr__attn_strides st;
-    int vec; /* every staged row 16-byte aligned: cp.async */
+    int heads; /* per sequence: blockIdx.y = sequence * heads + head */
+    int vec;   /* every staged row 16-byte aligned: cp.async */
 };
+
+/* where head b (blockIdx.y) of an operand starts: its sequence's start
+ * (sequences back to back, t positions of stride ld each) plus its head's */
+static __device__ __forceinline__ long long tc_head(const tc_shape &sp, int b, int t, int ld,
+                                                    long long hs)
+{
+    return (long long)(b / sp.heads) * t * ld + (long long)(b % sp.heads) * hs;
+}
 
 /* keys of a (tk) tile that query i sees: 0..tk */
 static __device__ __forceinline__ int tc_visible(const tc_shape &sp, int i)
@@ -285,7 +294,9 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const tc_qrows rows = tc_query_rows<DMAX>(sp, warp);
     if (rows.nblock == 0)
         return; /* block-uniform: no query of the block sees a key */
-    const float *qb = q + b * sp.st.hsq, *kb = k + b * sp.st.hsk, *vb = v + b * sp.st.hsk;
+    const long long kofs = tc_head(sp, b, sp.tk, sp.st.ldk, sp.st.hsk);
+    const float *qb = q + tc_head(sp, b, sp.tq, sp.st.ldq, sp.st.hsq), *kb = k + kofs,
+                *vb = v + kofs;
     const int nchunks = (rows.nblock + BC - 1) / BC;
     tc_issue<DMAX>(sh[0][0], kb, sp.st.ldk, sp.tk, d, 0, sp.vec);
     tc_issue<DMAX>(sh[0][1], vb, sp.st.ldk, sp.tk, d, 0, sp.vec);
@@ -414,8 +425,10 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const tc_qrows rows = tc_query_rows<DMAX>(sp, warp);
     if (rows.nblock == 0)
         return;
-    const float *qb = q + b * sp.st.hsq, *dob = dout + b * sp.st.hso;
-    const float *kb = k + b * sp.st.hsk, *vb = v + b * sp.st.hsk;
+    const long long qofs = tc_head(sp, b, sp.tq, sp.st.ldq, sp.st.hsq);
+    const long long kofs = tc_head(sp, b, sp.tk, sp.st.ldk, sp.st.hsk);
+    const float *qb = q + qofs, *dob = dout + tc_head(sp, b, sp.tq, sp.st.ldo, sp.st.hso);
+    const float *kb = k + kofs, *vb = v + kofs;
     const int nchunks = (rows.nblock + BC - 1) / BC;
     tc_issue<DMAX>(sh[0][0], kb, sp.st.ldk, sp.tk, d, 0, sp.vec);
     tc_issue<DMAX>(sh[0][1], vb, sp.st.ldk, sp.tk, d, 0, sp.vec);
@@ -466,7 +479,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
         }
         __syncthreads();
     }
-    tc_add_acc<DMAX>(dq + b * sp.st.hsq, sp.st.ldq, sp.tq, d, rows.iw, dqa);
+    tc_add_acc<DMAX>(dq + qofs, sp.st.ldq, sp.tq, d, rows.iw, dqa);
 }
 
 /* Backward, key side: dk += scale sum_i ds_ij q_i, dv += sum_i p_ij dout_i.
@@ -496,9 +509,11 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const int iwstart = iwst < 0 ? 0 : (iwst > sp.tq ? sp.tq : (int)iwst);
     if (istart >= sp.tq)
         return; /* block-uniform: no query sees a key of the block */
-    const float *qb = q + b * sp.st.hsq, *dob = dout + b * sp.st.hso;
+    const long long kofs = tc_head(sp, b, sp.tk, sp.st.ldk, sp.st.hsk);
+    const float *qb = q + tc_head(sp, b, sp.tq, sp.st.ldq, sp.st.hsq);
+    const float *dob = dout + tc_head(sp, b, sp.tq, sp.st.ldo, sp.st.hso);
     const float *lb = lse + (size_t)b * sp.tq, *Db = D + (size_t)b * sp.tq;
-    const float *kb = k + b * sp.st.hsk, *vb = v + b * sp.st.hsk;
+    const float *kb = k + kofs, *vb = v + kofs;
     const int nchunks = (sp.tq - istart + BC - 1) / BC;
 
     /* stage s <- query chunk [i0, i0 + BC): q, dout rows, lse, D */
@@ -550,8 +565,8 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
         }
         __syncthreads();
     }
-    tc_add_acc<DMAX>(dk + b * sp.st.hsk, sp.st.ldk, sp.tk, d, jw, dka);
-    tc_add_acc<DMAX>(dv + b * sp.st.hsk, sp.st.ldk, sp.tk, d, jw, dva);
+    tc_add_acc<DMAX>(dk + kofs, sp.st.ldk, sp.tk, d, jw, dka);
+    tc_add_acc<DMAX>(dv + kofs, sp.st.ldk, sp.tk, d, jw, dva);
 }
 
 bool tsr__cuda_attn_tc_takes(int d)
@@ -560,14 +575,14 @@ bool tsr__cuda_attn_tc_takes(int d)
 }
 
 /* the kernels' shape: cp.async when every staged row is 16-byte aligned */
-static tc_shape tc_shape_of(int d, int tq, int tk, int q0, int k0, float scale,
+static tc_shape tc_shape_of(int d, int tq, int tk, int nb, int q0, int k0, float scale,
                             tsr__attn_strides st, const float *q, const float *k,
                             const float *v, const float *dout)
 {
     bool vec = d % 4 == 0 && st.ldq % 4 == 0 && st.ldk % 4 == 0 && st.hsq % 4 == 0 &&
                st.hsk % 4 == 0 && tsr_aligned16(q) && tsr_aligned16(k) && tsr_aligned16(v) &&
                (!dout || (st.ldo % 4 == 0 && st.hso % 4 == 0 && tsr_aligned16(dout)));
-    return tc_shape{d, tq, tk, q0, k0, scale, st, vec ? 1 : 0};
+    return tc_shape{d, tq, tk, q0, k0, scale, st, nb, vec ? 1 : 0};
 }
 
 template <int DMAX, bool BF16>
@@ -580,11 +595,12 @@ static int launch_fwd_tc(cudaStream_t s, int nb, tc_shape sp, const float *q, co
     return tsr_cuda_launched_t(BF16 ? "k_attn_fwd_tc(bf16)" : "k_attn_fwd_tc", DMAX);
 }
 
-int tsr__cuda_attn_fwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int q0,
-                          int k0, float scale, tsr__attn_strides st, const float *q,
+int tsr__cuda_attn_fwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int nseq,
+                          int q0, int k0, float scale, tsr__attn_strides st, const float *q,
                           const float *k, const float *v, float *ms, float *acc)
 {
-    tc_shape sp = tc_shape_of(d, tq, tk, q0, k0, scale, st, q, k, v, NULL);
+    tc_shape sp = tc_shape_of(d, tq, tk, nb, q0, k0, scale, st, q, k, v, NULL);
+    nb *= nseq; /* grid rows: every head of every sequence */
     if (d <= 32)
         return bf16 ? launch_fwd_tc<32, true>(s, nb, sp, q, k, v, ms, acc)
                     : launch_fwd_tc<32, false>(s, nb, sp, q, k, v, ms, acc);
@@ -608,12 +624,13 @@ static int launch_bwd_tc(cudaStream_t s, int nb, tc_shape sp, const float *q, co
     return tsr_cuda_launched_t(BF16 ? "k_attn_bwd_q_tc(bf16)" : "k_attn_bwd_q_tc", DMAX);
 }
 
-int tsr__cuda_attn_bwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int q0,
-                          int k0, float scale, tsr__attn_strides st, const float *q,
+int tsr__cuda_attn_bwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int nseq,
+                          int q0, int k0, float scale, tsr__attn_strides st, const float *q,
                           const float *k, const float *v, const float *dout, const float *lse,
                           const float *D, float *dq, float *dk, float *dv)
 {
-    tc_shape sp = tc_shape_of(d, tq, tk, q0, k0, scale, st, q, k, v, dout);
+    tc_shape sp = tc_shape_of(d, tq, tk, nb, q0, k0, scale, st, q, k, v, dout);
+    nb *= nseq; /* grid rows: every head of every sequence */
     if (d <= 32)
         return bf16 ? launch_bwd_tc<32, true>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv)
                     : launch_bwd_tc<32, false>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv);

@@ -26,10 +26,12 @@ bool tsr__cuda_attn_tc_takes(int d);
 
 /* as tsr_cuda_attn_fwd / tsr_cuda_attn_bwd (kernels/attention.h), on tensor
  * cores: TF32 operands, or bf16 ones where bf16 is set */
-int tsr__cuda_attn_fwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int q0, int k0,
+int tsr__cuda_attn_fwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int nseq,
+                          int q0, int k0,
                           float scale, tsr__attn_strides st, const float *q, const float *k,
                           const float *v, float *ms, float *acc);
-int tsr__cuda_attn_bwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int q0, int k0,
+int tsr__cuda_attn_bwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int nseq,
+                          int q0, int k0,
                           float scale, tsr__attn_strides st, const float *q, const float *k,
                           const float *v, const float *dout, const float *lse, const float *D,
                           float *dq, float *dk, float *dv);

@@ -140,7 +140,7 @@ static void attn_pair(pcase c, void *st, uint64_t salt)
     float *q = x, *k = x + L.koff, *v = x + L.voff, *dout = in.dout;
     float *d_x = kt_to_dev(x, L.nx), *d_q = d_x, *d_k = d_x + L.koff, *d_v = d_x + L.voff;
     float *d_ms = kt_to_dev(ms, 2 * rows), *d_acc = kt_to_dev(acc, nq);
-    KT_CUDA_OK(tsr_cuda_attn_fwd(st, TSR_ATTN_FP32, d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs,
+    KT_CUDA_OK(tsr_cuda_attn_fwd(st, TSR_ATTN_FP32, d, tq, tk, nb, 1, c.q0, c.k0, scale, L.ld, L.hs,
                                  d_q, d_k, d_v, d_ms, d_acc));
     tsr_cpu_attn_fwd(d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs, q, k, v, ms, acc);
     float *g = kt_from_dev(d_ms, 2 * rows);
@@ -173,7 +173,7 @@ static void attn_pair(pcase c, void *st, uint64_t salt)
     kt_upload(d_lse, lse, rows), kt_upload(d_D, D, rows);
     float *dx = kt_rand(&r, L.nx, -1, 1);
     float *d_dx = kt_to_dev(dx, L.nx);
-    KT_CUDA_OK(tsr_cuda_attn_bwd(st, TSR_ATTN_FP32, d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs,
+    KT_CUDA_OK(tsr_cuda_attn_bwd(st, TSR_ATTN_FP32, d, tq, tk, nb, 1, c.q0, c.k0, scale, L.ld, L.hs,
                                  d_q, d_k, d_v, L.ldo, L.hso, d_do, d_lse, d_D, d_dx,
                                  d_dx + L.koff, d_dx + L.voff));
     tsr_cpu_attn_bwd(d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs, q, k, v, L.ldo, L.hso, dout,
@@ -353,7 +353,7 @@ static void attn_ref_case(tcase c, const rmode *md, void *st, uint64_t salt)
     float *d_x = kt_to_dev(xb, L.nx), *d_q = d_x, *d_k = d_x + L.koff, *d_v = d_x + L.voff;
     float *d_ms = kt_to_dev(ms, 2 * rows), *d_acc = kt_to_dev(acc, nq);
     float *d_o = kt_to_dev(ob, L.no), *d_lse = kt_dev(rows);
-    KT_CUDA_OK(tsr_cuda_attn_fwd(st, md->prec, d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs, d_q,
+    KT_CUDA_OK(tsr_cuda_attn_fwd(st, md->prec, d, tq, tk, nb, 1, c.q0, c.k0, scale, L.ld, L.hs, d_q,
                                  d_k, d_v, d_ms, d_acc));
     KT_CUDA_OK(tsr_cuda_attn_finalize(st, d, tq, nb, d_ms, d_acc, L.ldo, L.hso, d_o, d_lse));
     float *gob = kt_from_dev(d_o, L.no), *glse = kt_from_dev(d_lse, rows), *go = kt_alloc(nq);
@@ -409,7 +409,7 @@ static void attn_ref_case(tcase c, const rmode *md, void *st, uint64_t salt)
     to_view(dout, d, tq, nb, L.ldo, L.hso, dob);
     float *d_do = kt_to_dev(dob, L.no), *d_l2 = kt_to_dev(flse, rows), *d_D = kt_to_dev(fD, rows);
     float *d_dx = kt_to_dev(dxb, L.nx);
-    KT_CUDA_OK(tsr_cuda_attn_bwd(st, md->prec, d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs, d_q,
+    KT_CUDA_OK(tsr_cuda_attn_bwd(st, md->prec, d, tq, tk, nb, 1, c.q0, c.k0, scale, L.ld, L.hs, d_q,
                                  d_k, d_v, L.ldo, L.hso, d_do, d_l2, d_D, d_dx, d_dx + L.koff,
                                  d_dx + L.voff));
     float *gx = kt_from_dev(d_dx, L.nx), *g = kt_alloc(nq > nk ? nq : nk);
@@ -423,7 +423,7 @@ static void attn_ref_case(tcase c, const rmode *md, void *st, uint64_t salt)
     /* no atomics: a second run adds bit for bit the same */
     if (salt % 2 == 0) {
         kt_upload(d_dx, dxb, L.nx);
-        KT_CUDA_OK(tsr_cuda_attn_bwd(st, md->prec, d, tq, tk, nb, c.q0, c.k0, scale, L.ld, L.hs,
+        KT_CUDA_OK(tsr_cuda_attn_bwd(st, md->prec, d, tq, tk, nb, 1, c.q0, c.k0, scale, L.ld, L.hs,
                                      d_q, d_k, d_v, L.ldo, L.hso, d_do, d_l2, d_D, d_dx,
                                      d_dx + L.koff, d_dx + L.voff));
         float *g2 = kt_from_dev(d_dx, L.nx);
@@ -495,6 +495,69 @@ Test(cuda_attention, fused_qkv_strided_views)
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             attn_ref_case(cases[i], &modes[m], st, 500 + 10 * m + i);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+/* A tile of nseq whole sequences (GPT-2's GPU tile holds the batch): one
+ * launch over every head of every sequence adds, bit for bit, what one
+ * launch per sequence adds (the reference: the per-sequence call the
+ * double-precision tests above check), in each precision; q, k, v in the
+ * fused (3C, nseq T) layout. */
+Test(cuda_attention, sequences_of_a_tile_in_one_launch)
+{
+    KT_REQUIRE_GPU();
+    void *st = kt_stream();
+    const int d = 64, H = 3, T = 80, nseq = 3, C = H * d, ld = 3 * C;
+    const size_t nx = (size_t)ld * T * nseq, no = (size_t)C * T * nseq;
+    const size_t rows = (size_t)T * H * nseq, sr = (size_t)T * H;
+    kt_rng r = kt_seed(77);
+    float *x = kt_rand(&r, nx, -1, 1), *dout = kt_rand(&r, no, -1, 1);
+    float *lse = kt_rand(&r, rows, 1, 2), *D = kt_rand(&r, rows, -0.1f, 0.1f);
+    float *ms = kt_alloc(2 * rows), *acc = kt_alloc(rows * d);
+    for (size_t i = 0; i < rows; i++)
+        ms[2 * i] = -INFINITY, ms[2 * i + 1] = 0;
+    for (size_t i = 0; i < rows * d; i++)
+        acc[i] = 0;
+    float *d_x = kt_to_dev(x, nx), *d_do = kt_to_dev(dout, no), *d_l = kt_to_dev(lse, rows);
+    float *d_D = kt_to_dev(D, rows);
+    const int precs[] = {TSR_ATTN_FP32, TSR_ATTN_TF32, TSR_ATTN_BF16};
+    for (size_t p = 0; p < sizeof precs / sizeof precs[0]; p++) {
+        float *out[2][5]; /* [one launch, per sequence][ms, acc, dq.., dk.., dv: the (3C) tile] */
+        for (int way = 0; way < 2; way++) {
+            float *d_ms = kt_to_dev(ms, 2 * rows), *d_acc = kt_to_dev(acc, rows * d);
+            float *d_g = kt_dev(nx); /* dq, dk, dv: rows 0, C, 2C of the fused gradient */
+            KT_CUDA_OK(cudaMemset(d_g, 0, nx * sizeof(float)) == cudaSuccess ? 0 : 1);
+            int ns = way == 0 ? nseq : 1;
+            for (int s0 = 0; s0 < nseq; s0 += ns) {
+                size_t qo = (size_t)s0 * T * ld, oo = (size_t)s0 * T * C, so = (size_t)s0 * sr;
+                KT_CUDA_OK(tsr_cuda_attn_fwd(st, precs[p], d, T, T, H, ns, 0, 0, 0.125f, ld, d,
+                                             d_x + qo, d_x + qo + C, d_x + qo + 2 * C,
+                                             d_ms + 2 * so, d_acc + so * d));
+                KT_CUDA_OK(tsr_cuda_attn_bwd(st, precs[p], d, T, T, H, ns, 0, 0, 0.125f, ld, d,
+                                             d_x + qo, d_x + qo + C, d_x + qo + 2 * C, C, d,
+                                             d_do + oo, d_l + so, d_D + so, d_g + qo,
+                                             d_g + qo + C, d_g + qo + 2 * C));
+            }
+            out[way][0] = kt_from_dev(d_ms, 2 * rows);
+            out[way][1] = kt_from_dev(d_acc, rows * d);
+            out[way][2] = kt_from_dev(d_g, nx);
+            cudaFree(d_ms), cudaFree(d_acc), cudaFree(d_g);
+        }
+        const size_t n[3] = {2 * rows, rows * d, nx};
+        const char *what[3] = {"ms", "acc", "dq, dk, dv"};
+        for (int i = 0; i < 3; i++) {
+            cr_assert(memcmp(out[0][i], out[1][i], n[i] * sizeof(float)) == 0,
+                      "prec %d: %s of one launch differs from per-sequence launches", precs[p],
+                      what[i]);
+            double nz = 0;
+            for (size_t e = 0; e < n[i]; e++)
+                nz += out[0][i][e] != 0 && isfinite(out[0][i][e]);
+            cr_assert(nz > n[i] / 4, "prec %d: %s mostly untouched", precs[p], what[i]);
+            free(out[0][i]), free(out[1][i]);
+        }
+    }
+    cudaFree(d_x), cudaFree(d_do), cudaFree(d_l), cudaFree(d_D);
+    free(x), free(dout), free(lse), free(D), free(ms), free(acc);
     cudaStreamDestroy((cudaStream_t)st);
 }
 

@@ -36,21 +36,21 @@ Test(cuda_errors, failed_launch_names_the_kernel_and_the_error)
     float *q = kt_dev(64), *k = kt_dev(64), *v = kt_dev(64), *ms = kt_dev(64), *acc = kt_dev(64);
     /* 70000 heads: a grid y dimension above CUDA's 65535 (a real H200 under
      * CUDA 13 names it cudaErrorInvalidValue; the emulation follows it) */
-    int rc = tsr_cuda_attn_fwd(st, TSR_ATTN_FP32, 20, 1, 1, 70000, 0, 0, 0.5f, 20, 20, q, k, v,
+    int rc = tsr_cuda_attn_fwd(st, TSR_ATTN_FP32, 20, 1, 1, 70000, 1, 0, 0, 0.5f, 20, 20, q, k, v,
                                ms, acc);
     cr_assert_eq(rc, TSR_EDEVICE, "attn_fwd over 70000 heads returned %d", rc);
     cr_assert(kt_msg_has("k_attn_fwd<32>: launch failed"), "message: %s", tsr_cuda_last_error());
     cr_assert(kt_msg_has("cudaErrorInvalidValue"), "message: %s", tsr_cuda_last_error());
     fill_works(st);
     /* the same on tensor cores names the tensor-core kernel */
-    rc = tsr_cuda_attn_fwd(st, TSR_ATTN_TF32, 20, 1, 1, 70000, 0, 0, 0.5f, 20, 20, q, k, v, ms,
+    rc = tsr_cuda_attn_fwd(st, TSR_ATTN_TF32, 20, 1, 1, 70000, 1, 0, 0, 0.5f, 20, 20, q, k, v, ms,
                            acc);
     cr_assert_eq(rc, TSR_EDEVICE, "tf32 attn_fwd over 70000 heads returned %d", rc);
     cr_assert(kt_msg_has("k_attn_fwd_tc<32>: launch failed"), "message: %s",
               tsr_cuda_last_error());
     fill_works(st);
     /* the backward's first kernel fails and the second is not launched */
-    rc = tsr_cuda_attn_bwd(st, TSR_ATTN_FP32, 40, 1, 1, 70000, 0, 0, 0.5f, 40, 40, q, k, v, 40,
+    rc = tsr_cuda_attn_bwd(st, TSR_ATTN_FP32, 40, 1, 1, 70000, 1, 0, 0, 0.5f, 40, 40, q, k, v, 40,
                            40, q, ms, ms, acc, acc, acc);
     cr_assert_eq(rc, TSR_EDEVICE, "attn_bwd over 70000 heads returned %d", rc);
     cr_assert(kt_msg_has("k_attn_bwd_kv<64>: launch failed"), "message: %s", tsr_cuda_last_error());
@@ -66,20 +66,20 @@ Test(cuda_errors, unsupported_head_dim_is_einval_before_any_launch)
     KT_REQUIRE_GPU();
     void *st = kt_stream();
     float *b = kt_dev(16);
-    int rc = tsr_cuda_attn_fwd(st, TSR_ATTN_TF32, 300, 1, 1, 1, 0, 0, 0.5f, 300, 300, b, b, b, b,
+    int rc = tsr_cuda_attn_fwd(st, TSR_ATTN_TF32, 300, 1, 1, 1, 1, 0, 0, 0.5f, 300, 300, b, b, b, b,
                                b);
     cr_assert_eq(rc, TSR_EINVAL);
     cr_assert(kt_msg_has("tsr_cuda_attn_fwd: head dimension 300"), "message: %s",
               tsr_cuda_last_error());
-    rc = tsr_cuda_attn_bwd(st, TSR_ATTN_TF32, 257, 1, 1, 1, 0, 0, 0.5f, 257, 257, b, b, b, 257,
+    rc = tsr_cuda_attn_bwd(st, TSR_ATTN_TF32, 257, 1, 1, 1, 1, 0, 0, 0.5f, 257, 257, b, b, b, 257,
                            257, b, b, b, b, b, b);
     cr_assert_eq(rc, TSR_EINVAL);
     cr_assert(kt_msg_has("tsr_cuda_attn_bwd: head dimension 257"), "message: %s",
               tsr_cuda_last_error());
-    rc = tsr_cuda_attn_fwd(st, 7, 64, 1, 1, 1, 0, 0, 0.5f, 64, 64, b, b, b, b, b);
+    rc = tsr_cuda_attn_fwd(st, 7, 64, 1, 1, 1, 1, 0, 0, 0.5f, 64, 64, b, b, b, b, b);
     cr_assert_eq(rc, TSR_EINVAL);
     cr_assert(kt_msg_has("tsr_cuda_attn_fwd: precision 7"), "message: %s", tsr_cuda_last_error());
-    rc = tsr_cuda_attn_bwd(st, -1, 64, 1, 1, 1, 0, 0, 0.5f, 64, 64, b, b, b, 64, 64, b, b, b, b, b,
+    rc = tsr_cuda_attn_bwd(st, -1, 64, 1, 1, 1, 1, 0, 0, 0.5f, 64, 64, b, b, b, 64, 64, b, b, b, b, b,
                            b);
     cr_assert_eq(rc, TSR_EINVAL);
     cr_assert(kt_msg_has("tsr_cuda_attn_bwd: precision -1"), "message: %s", tsr_cuda_last_error());
