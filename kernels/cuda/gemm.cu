@@ -3,7 +3,7 @@
  * cublasGemmStridedBatchedEx call; a failure names the cuBLAS call.
  * Products with an epilogue (bias, GELU, their gradients) are one
  * cublasLtMatmul each: a cuBLASLt handle per device, a workspace and a bias
- * gradient buffer per stream, the heuristic's algorithm cached per problem;
+ * gradient buffer per stream (kernels/cuda/scratch.cuh), the heuristic's algorithm cached per problem;
  * where cuBLASLt has no algorithm, the cuBLAS product and the kernels below. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/scratch.cuh"
 #include "kernels/gemm.h"
 
 static cublasOperation_t op_of(int t)
@@ -167,24 +168,12 @@ __global__ void k_gemm_add(int n, const float *x, float *y)
 
 namespace {
 
-enum { LT_MAX_DEVICES = 64, LT_MAX_STREAMS = 256, LT_CACHE = 1024 };
+enum { LT_MAX_DEVICES = 64, LT_CACHE = 1024 };
 #ifdef TSR_CUDA_EMU
 const size_t LT_WORKSPACE = 0; /* the emulated cuBLASLt needs none */
 #else
 const size_t LT_WORKSPACE = (size_t)8 << 20; /* per stream */
 #endif
-
-/* What one stream's epilogue products keep: the cuBLASLt workspace (NULL and
- * 0 bytes when it could not be had: cuBLASLt then picks algorithms without
- * one) and the buffer a bias gradient to accumulate lands in first. */
-struct StreamState {
-    int device;
-    cudaStream_t stream;
-    void *ws;
-    size_t ws_bytes;
-    float *partial;
-    size_t partial_len;
-};
 
 /* A cached heuristic answer: the problem, and its algorithm or none. */
 struct LtKey {
@@ -198,8 +187,6 @@ struct LtEntry {
 
 std::mutex lt_mu;
 cublasLtHandle_t lt_handle[LT_MAX_DEVICES];
-StreamState lt_streams[LT_MAX_STREAMS];
-int lt_nstreams;
 LtEntry lt_cache[LT_CACHE];
 
 int lt_get_handle(int device, cublasLtHandle_t *out)
@@ -218,45 +205,17 @@ int lt_get_handle(int device, cublasLtHandle_t *out)
     return 0;
 }
 
-/* The stream's state, with at least `partial` floats of bias gradient
- * buffer (growing it waits for the stream: the old buffer may be in use). */
-int lt_stream_state(int device, cudaStream_t stream, size_t partial, StreamState **out)
+/* The stream's cuBLASLt workspace (NULL and 0 bytes when it cannot be had:
+ * cuBLASLt then picks algorithms without one). */
+void lt_workspace(cudaStream_t stream, void **ws, size_t *bytes)
 {
-    std::lock_guard<std::mutex> lk(lt_mu);
-    StreamState *s = nullptr;
-    for (int i = 0; i < lt_nstreams && !s; i++)
-        if (lt_streams[i].device == device && lt_streams[i].stream == stream)
-            s = &lt_streams[i];
-    if (!s) {
-        if (lt_nstreams == LT_MAX_STREAMS)
-            return tsr_cuda_invalid("cublasLt: more than %d streams", LT_MAX_STREAMS);
-        s = &lt_streams[lt_nstreams++];
-        memset(s, 0, sizeof *s);
-        s->device = device;
-        s->stream = stream;
-        if (LT_WORKSPACE && cudaMalloc(&s->ws, LT_WORKSPACE) == cudaSuccess)
-            s->ws_bytes = LT_WORKSPACE;
-        else {
-            s->ws = nullptr;
-            (void)cudaGetLastError(); /* no workspace: algorithms without one */
-        }
-    }
-    if (partial > s->partial_len) {
-        size_t len = partial < 4096 ? 4096 : partial;
-        cudaError_t e;
-        if (s->partial) {
-            if ((e = cudaStreamSynchronize(stream)) != cudaSuccess)
-                return tsr_cuda_failed("tsr_cuda_gemm_ep: cudaStreamSynchronize", e);
-            cudaFree(s->partial);
-            s->partial = nullptr;
-            s->partial_len = 0;
-        }
-        if ((e = cudaMalloc((void **)&s->partial, len * sizeof(float))) != cudaSuccess)
-            return tsr_cuda_failed("tsr_cuda_gemm_ep: cudaMalloc (bias gradient)", e);
-        s->partial_len = len;
-    }
-    *out = s;
-    return 0;
+    *ws = nullptr;
+    *bytes = 0;
+    if (LT_WORKSPACE && tsr_cuda_stream_scratch(stream, TSR_SCRATCH_LT_WORKSPACE, LT_WORKSPACE,
+                                                ws) == 0)
+        *bytes = LT_WORKSPACE;
+    else
+        *ws = nullptr;
 }
 
 unsigned lt_hash(const LtKey &k)
@@ -389,14 +348,18 @@ int gemm_ep(const char *fn, cudaStream_t stream, void *handle, cublasComputeType
     if (ce != cudaSuccess)
         return tsr_cuda_failed("tsr_cuda_gemm_ep: cudaGetDevice", ce);
     cublasLtHandle_t lt = nullptr;
-    StreamState *ss = nullptr;
+    void *ws = nullptr, *partial = nullptr;
+    size_t ws_bytes = 0;
     int rc;
-    if ((rc = lt_get_handle(device, &lt)) ||
-        (rc = lt_stream_state(device, stream, wants_grad && epi->bgrad_accumulate ? (size_t)glen : 0,
-                              &ss)))
+    if ((rc = lt_get_handle(device, &lt)))
         return rc;
+    if (wants_grad && epi->bgrad_accumulate &&
+        (rc = tsr_cuda_stream_scratch(stream, TSR_SCRATCH_BGRAD, (size_t)glen * sizeof(float),
+                                      &partial)))
+        return rc;
+    lt_workspace(stream, &ws, &ws_bytes);
     bool has_aux = epi && epi->aux && (kind == TSR_EPI_BIAS_GELU || reads_aux);
-    float *grad_out = wants_grad ? (epi->bgrad_accumulate ? ss->partial : epi->bgrad) : nullptr;
+    float *grad_out = wants_grad ? (epi->bgrad_accumulate ? (float *)partial : epi->bgrad) : nullptr;
     const void *ptrs[6] = {a, b, c, has_aux ? epi->aux : c, wants_bias ? (const void *)epi->bias : c,
                            grad_out ? (const void *)grad_out : c};
     LtKey key;
@@ -441,14 +404,14 @@ int gemm_ep(const char *fn, cudaStream_t stream, void *handle, cublasComputeType
         found = 0;
         if (!(has_aux && epi->ld_aux % 8)) {
             cublasLtMatmulPreference_t pref = nullptr;
-            uint64_t ws = ss->ws_bytes;
+            uint64_t wsb = ws_bytes;
             cublasLtMatmulHeuristicResult_t res;
             int nres = 0;
             memset(&res, 0, sizeof res);
             cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
             if (st == CUBLAS_STATUS_SUCCESS)
                 st = cublasLtMatmulPreferenceSetAttribute(
-                    pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+                    pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
             if (st == CUBLAS_STATUS_SUCCESS)
                 st = cublasLtMatmulAlgoGetHeuristic(lt, d.op, d.a, d.b, d.c, d.c, pref, 1, &res,
                                                     &nres);
@@ -465,7 +428,7 @@ int gemm_ep(const char *fn, cudaStream_t stream, void *handle, cublasComputeType
     }
     if (found) {
         cublasStatus_t st = cublasLtMatmul(lt, d.op, &alpha, a, d.a, b, d.b, &beta, c, d.c, c, d.c,
-                                           &algo, ss->ws, ss->ws_bytes, stream);
+                                           &algo, ws, ws_bytes, stream);
         if (st != CUBLAS_STATUS_SUCCESS)
             return tsr_cuda_blas_failed("cublasLtMatmul", (int)st);
     } else { /* the cuBLAS product, then the epilogue's kernels */
@@ -512,7 +475,7 @@ int gemm_ep(const char *fn, cudaStream_t stream, void *handle, cublasComputeType
         }
     }
     if (wants_grad && epi->bgrad_accumulate) { /* bgrad += the partial, in stream order */
-        TSR_LAUNCH(k_gemm_add, tsr_blocks((size_t)glen, 256), 256, 0, stream, glen, ss->partial,
+        TSR_LAUNCH(k_gemm_add, tsr_blocks((size_t)glen, 256), 256, 0, stream, glen, (float *)partial,
                    epi->bgrad);
         return tsr_cuda_launched("k_gemm_add");
     }
