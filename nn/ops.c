@@ -195,10 +195,7 @@ static int check_bias(const tsr_tensor_t *bias, const tsr_tensor_t *x, const cha
  *   gemm_dgelu_bgrad: the GELU input (R), the bias gradient (COMMUTE)
  *   gemm_bgrada:      the bias gradient (COMMUTE)
  * Bias gradients are added to (bgrad_accumulate): many tiles sum into one. */
-typedef struct gemm_ep_args {
-    gemm_args_t g;
-    int kind, ab16, c16;
-} gemm_ep_args_t;
+typedef tsr__gemm_ep_args_t gemm_ep_args_t;
 
 static void ep_vectors(const gemm_ep_args_t *a, void **buf, tsr_gemm_epilogue_t *e)
 {

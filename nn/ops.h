@@ -191,6 +191,13 @@ typedef struct tsr__gemm_bf16_args {
     tsr__gemm_args_t g;
     int c_bf16;
 } tsr__gemm_bf16_args_t;
+/* gemm_bias, gemm_bias_gelu, gemm_dgelu, gemm_dgelu_bgrad, gemm_bgrada: the
+ * product g with the epilogue kind (TSR_EPI_*, kernels/gemm.h); A and B
+ * bf16 (ab16), C bf16 (c16) */
+typedef struct tsr__gemm_ep_args {
+    tsr__gemm_args_t g;
+    int kind, ab16, c16;
+} tsr__gemm_ep_args_t;
 /* y[yoff + i] += x[xoff + i], i < n */
 typedef struct tsr__slice_args {
     size_t xoff, yoff, n;

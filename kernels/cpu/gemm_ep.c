@@ -92,13 +92,13 @@ int tsr_cpu_gemm_ep(int transa, int transb, int m, int n, int k, float alpha, co
     if (epi && !kind_ok(epi))
         return TSR_EINVAL;
     tsr_cpu_gemm(transa, transb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
-    if (!epi || epi->kind == TSR_EPI_NONE || m <= 0)
+    if (!epi || epi->kind == TSR_EPI_NONE)
         return 0;
     if (epi->kind == TSR_EPI_BGRADA)
         op_row_sums(a, 0, transa, m, k, lda, epi->bgrad, epi->bgrad_accumulate);
     else if (epi->kind == TSR_EPI_BGRADB)
         op_row_sums(b, 0, !transb, n, k, ldb, epi->bgrad, epi->bgrad_accumulate);
-    else if (n > 0)
+    else if (m > 0)
         return column_epilogue(m, n, c, NULL, ldc, epi, NULL, NULL);
     return 0;
 }
@@ -111,15 +111,15 @@ int tsr_cpu_gemm_bf16_ep(int transa, int transb, int m, int n, int k, float alph
         return TSR_EINVAL;
     tsr_cpu_gemm_bf16(transa, transb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, c_is_bf16,
                       ldc, 0, 1);
-    if (!epi || epi->kind == TSR_EPI_NONE || m <= 0)
+    if (!epi || epi->kind == TSR_EPI_NONE)
         return 0;
     if (epi->kind == TSR_EPI_BGRADA)
         op_row_sums(a, 1, transa, m, k, lda, epi->bgrad, epi->bgrad_accumulate);
     else if (epi->kind == TSR_EPI_BGRADB)
         op_row_sums(b, 1, !transb, n, k, ldb, epi->bgrad, epi->bgrad_accumulate);
-    else if (n > 0 && !c_is_bf16)
+    else if (m > 0 && !c_is_bf16)
         return column_epilogue(m, n, c, NULL, ldc, epi, NULL, NULL);
-    else if (n > 0) {
+    else if (m > 0) {
         float *col = malloc(2 * (size_t)m * sizeof *col);
         int rc = col ? column_epilogue(m, n, NULL, c, ldc, epi, col, col + m) : TSR_ENOMEM;
         free(col);

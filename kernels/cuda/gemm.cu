@@ -335,13 +335,26 @@ int gemm_ep(const char *fn, cudaStream_t stream, void *handle, cublasComputeType
                                 "for %d rows)",
                                 fn, kind, epi ? epi->ld_aux : 0, m);
     int glen = kind == TSR_EPI_BGRADB ? n : m;
-    if (m == 0 || n == 0) { /* nothing to compute; an empty sum is 0 */
-        if (wants_grad && !epi->bgrad_accumulate && glen > 0) {
+    int lda_ = lda < 1 ? 1 : lda, ldb_ = ldb < 1 ? 1 : ldb;
+    if (m == 0 || n == 0) { /* no product; a bias gradient of A or B still has its sums */
+        int rc = 0;
+        if ((kind == TSR_EPI_BGRADA || kind == TSR_EPI_BGRADB) && glen > 0) {
+            int by_row = kind == TSR_EPI_BGRADA ? transa != TSR_TRANS : transb == TSR_TRANS;
+            const void *x = kind == TSR_EPI_BGRADA ? a : b;
+            int ld = kind == TSR_EPI_BGRADA ? lda_ : ldb_;
+            if (ab_type == CUDA_R_16BF)
+                TSR_LAUNCH(k_gemm_sums<uint16_t>, tsr_blocks((size_t)glen, 8), 256, 0, stream, glen,
+                           k, (const uint16_t *)x, ld, by_row, epi->bgrad, epi->bgrad_accumulate);
+            else
+                TSR_LAUNCH(k_gemm_sums<float>, tsr_blocks((size_t)glen, 8), 256, 0, stream, glen, k,
+                           (const float *)x, ld, by_row, epi->bgrad, epi->bgrad_accumulate);
+            rc = tsr_cuda_launched("k_gemm_sums");
+        } else if (kind == TSR_EPI_DGELU_BGRAD && !epi->bgrad_accumulate && glen > 0) {
             cudaError_t e = cudaMemsetAsync(epi->bgrad, 0, (size_t)glen * sizeof(float), stream);
             if (e != cudaSuccess)
-                return tsr_cuda_failed("tsr_cuda_gemm_ep: cudaMemsetAsync", e);
+                rc = tsr_cuda_failed("tsr_cuda_gemm_ep: cudaMemsetAsync", e);
         }
-        return 0;
+        return rc;
     }
     int device = 0;
     cudaError_t ce = cudaGetDevice(&device);
@@ -372,7 +385,6 @@ int gemm_ep(const char *fn, cudaStream_t stream, void *handle, cublasComputeType
     cublasLtEpilogue_t ep = lt_epilogue(kind, has_aux);
     cublasOperation_t ta = op_of(transa), tb = op_of(transb);
     int32_t bias_type = CUDA_R_32F;
-    int lda_ = lda < 1 ? 1 : lda, ldb_ = ldb < 1 ? 1 : ldb;
     LT_TRY(cublasLtMatmulDescCreate, &d.op, compute, CUDA_R_32F);
     LT_TRY(cublasLtMatmulDescSetAttribute, d.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(int32_t));
     LT_TRY(cublasLtMatmulDescSetAttribute, d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(int32_t));

@@ -183,6 +183,8 @@ static const ep_case CASES[] = {
     {TSR_EPI_BGRADA, 1, 0, 19, 45, 31, 0, 1, 0, 1.0f, 0.0f},
     {TSR_EPI_BGRADB, 1, 0, 37, 29, 23, 0, 0, 0, 1.0f, 0.0f},
     {TSR_EPI_BGRADB, 0, 1, 19, 45, 31, 0, 1, 0, 1.0f, 1.0f},
+    {TSR_EPI_BGRADA, 0, 1, 5, 0, 7, 0, 1, 0, 1.0f, 0.0f}, /* no columns: A's sums all the same */
+    {TSR_EPI_BGRADB, 0, 0, 0, 6, 9, 0, 0, 0, 1.0f, 0.0f}, /* no rows: B's sums */
 };
 #define NCASES (sizeof CASES / sizeof CASES[0])
 
