@@ -392,19 +392,19 @@ int gemm_ep(const char *fn, cudaStream_t stream, void *handle, cublasComputeType
     if (wants_bias || wants_grad) {
         const void *bp = wants_bias ? (const void *)epi->bias : (const void *)grad_out;
         LT_TRY(cublasLtMatmulDescSetAttribute, d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp,
-                                              sizeof bp);
-        LT_TRY(cublasLtMatmulDescSetAttribute, d.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                              &bias_type, sizeof bias_type);
+               sizeof bp);
+        /* fp32 bias and bias gradient: the default for an fp32 D; a bf16 D
+         * would have bf16 ones by default */
+        if (c_type != CUDA_R_32F)
+            LT_TRY(cublasLtMatmulDescSetAttribute, d.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                   &bias_type, sizeof bias_type);
     }
-    if (has_aux) {
+    if (has_aux) { /* in D's type: cuBLASLt's default, no attribute */
         int64_t ld_aux = epi->ld_aux;
-        int32_t aux_type = (int32_t)c_type;
         LT_TRY(cublasLtMatmulDescSetAttribute, d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-                                              &epi->aux, sizeof epi->aux);
+               &epi->aux, sizeof epi->aux);
         LT_TRY(cublasLtMatmulDescSetAttribute, d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux,
-                                              sizeof ld_aux);
-        LT_TRY(cublasLtMatmulDescSetAttribute, d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
-                                              &aux_type, sizeof aux_type);
+               sizeof ld_aux);
     }
     LT_TRY(cublasLtMatrixLayoutCreate, &d.a, ab_type, transa == TSR_TRANS ? k : m,
                                       transa == TSR_TRANS ? m : k, lda_);
