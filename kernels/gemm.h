@@ -159,6 +159,10 @@ int tsr_cuda_gemm_bf16_ep(void *stream, void *cublas_handle, int transa, int tra
                           int n, int k, float alpha, const uint16_t *a, int lda,
                           const uint16_t *b, int ldb, float beta, void *c, int c_is_bf16,
                           int ldc, const tsr_gemm_epilogue_t *epi);
+/* How many tsr_cuda_gemm_ep / _bf16_ep calls of this process ran as one
+ * cublasLtMatmul (*fused) and how many through the fallback (*fallback):
+ * what a GPU run reports to show that the epilogues are fused there. */
+void tsr_cuda_gemm_ep_counts(uint64_t *fused, uint64_t *fallback);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include <cublas_v2.h>
 #include <tessera/tessera.h>
 
+#include <atomic>
 #include <mutex>
 #include <string.h>
 
@@ -186,6 +187,7 @@ struct LtEntry {
 };
 
 std::mutex lt_mu;
+std::atomic<uint64_t> lt_fused, lt_fallback;
 cublasLtHandle_t lt_handle[LT_MAX_DEVICES];
 LtEntry lt_cache[LT_CACHE];
 
@@ -443,7 +445,9 @@ int gemm_ep(const char *fn, cudaStream_t stream, void *handle, cublasComputeType
                                            &algo, ws, ws_bytes, stream);
         if (st != CUBLAS_STATUS_SUCCESS)
             return tsr_cuda_blas_failed("cublasLtMatmul", (int)st);
+        lt_fused++;
     } else { /* the cuBLAS product, then the epilogue's kernels */
+        lt_fallback++;
         if ((rc = gemm_ex(fn, stream, handle, compute, ab_type, c_type, transa, transb, m, n, k,
                           alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1)))
             return rc;
@@ -522,4 +526,10 @@ extern "C" int tsr_cuda_gemm_bf16_ep(void *stream, void *cublas_handle, int tran
     return gemm_ep("tsr_cuda_gemm_bf16_ep", TSR_STREAM(stream), cublas_handle, CUBLAS_COMPUTE_32F,
                    CUDA_R_16BF, c_is_bf16 ? CUDA_R_16BF : CUDA_R_32F, transa, transb, m, n, k,
                    alpha, a, lda, b, ldb, beta, c, ldc, epi);
+}
+
+extern "C" void tsr_cuda_gemm_ep_counts(uint64_t *fused, uint64_t *fallback)
+{
+    *fused = lt_fused.load();
+    *fallback = lt_fallback.load();
 }
