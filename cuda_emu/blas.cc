@@ -1,9 +1,13 @@
-/* cuda_emu/blas.cc — the emulated cuBLAS subset: a handle is a device and a
- * stream; a GEMM is queued on the stream and runs as OpenBLAS sgemm
+/* cuda_emu/blas.cc — the emulated cuBLAS and cuBLASLt subsets: a handle is a
+ * device and a stream (a cuBLASLt handle: nothing, the stream comes with each
+ * call); a GEMM is queued on the stream and runs as OpenBLAS sgemm
  * (column-major, as cuBLAS) on inputs rounded as the GPU would read them:
  * TF32 (10-bit mantissa, round to nearest even) for CUBLAS_COMPUTE_32F_FAST_TF32
  * or the TF32 math mode, bf16 widened exactly, bf16 for _FAST_16BF;
- * accumulation in fp32, a bf16 result rounded to nearest even.
+ * accumulation in fp32, a bf16 result rounded to nearest even. cuBLASLt's
+ * epilogues (bias, GELU with its auxiliary input, GELU gradient, bias
+ * gradients) are computed per element in double from the fp32 product and
+ * stored in their types, the bias gradients summed in double.
  *
  * Must never: read a matrix outside the allocation its pointer lies in (every
  * operand's extent is checked at the call), or read alpha/beta after the call
@@ -11,10 +15,12 @@
  */
 #include "emu.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <cblas.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -407,4 +413,419 @@ extern "C" const char *cublasGetStatusString(cublasStatus_t s)
     case CUBLAS_STATUS_LICENSE_ERROR: return "error detected trying to check the license";
     }
     return "unknown error";
+}
+
+/* ---- cuBLASLt ------------------------------------------------------------ */
+
+struct cublasLtContext {
+    int magic;
+};
+struct tsr_emu_lt_desc {
+    cublasComputeType_t compute;
+    cudaDataType_t scale;
+    int ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    void *bias = nullptr, *aux = nullptr;
+    int64_t aux_ld = 0;
+    int bias_type = -1, aux_type = -1; /* -1: D's type */
+};
+struct tsr_emu_lt_layout {
+    cudaDataType_t type;
+    uint64_t rows, cols;
+    int64_t ld;
+};
+struct tsr_emu_lt_pref {
+    uint64_t max_workspace = 0;
+};
+
+namespace {
+
+struct LtGemm {
+    int ta, tb, m, n, k, lda, ldb, ldc, ldd;
+    float alpha, beta;
+    const void *A, *B, *C;
+    void *D;
+    cudaDataType_t at, ct;
+    Round round;
+    uint32_t epi;
+    void *bias, *aux;
+    int64_t aux_ld;
+    cudaDataType_t bias_t, aux_t;
+};
+
+const double GELU_S = 0.7978845608028654; /* sqrt(2/pi) */
+
+double gelu(double x)
+{
+    return 0.5 * x * (1.0 + std::tanh(GELU_S * (x + 0.044715 * x * x * x)));
+}
+
+double gelu_grad(double x)
+{
+    double t = std::tanh(GELU_S * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_S * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+float get(const void *p, cudaDataType_t t, size_t at)
+{
+    return t == CUDA_R_16BF ? bf16_to_f(((const uint16_t *)p)[at]) : ((const float *)p)[at];
+}
+
+void put(void *p, cudaDataType_t t, size_t at, double v)
+{
+    if (t == CUDA_R_16BF)
+        ((uint16_t *)p)[at] = f_to_bf16((float)v);
+    else
+        ((float *)p)[at] = (float)v;
+}
+
+bool has(uint32_t epi, uint32_t bit)
+{
+    return (epi & bit) != 0;
+}
+
+void run_lt(void *arg)
+{
+    LtGemm *g = (LtGemm *)arg;
+    int ar = g->ta == CUBLAS_OP_N ? g->m : g->k, ac = g->ta == CUBLAS_OP_N ? g->k : g->m;
+    int br = g->tb == CUBLAS_OP_N ? g->k : g->n, bc = g->tb == CUBLAS_OP_N ? g->n : g->k;
+    std::vector<float> a((size_t)ar * ac), b((size_t)br * bc), t((size_t)g->m * g->n, 0.0f);
+    load(g->A, g->at, ar, ac, g->lda, g->round, a.data());
+    load(g->B, g->at, br, bc, g->ldb, g->round, b.data());
+    if (g->k > 0 && g->m > 0 && g->n > 0)
+        cblas_sgemm(CblasColMajor, g->ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                    g->tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, g->m, g->n, g->k, g->alpha,
+                    a.data(), ar > 0 ? ar : 1, b.data(), br > 0 ? br : 1, 0.0f, t.data(), g->m);
+    uint32_t e = g->epi;
+    bool bgrad_a = e == CUBLASLT_EPILOGUE_BGRADA, bgrad_b = e == CUBLASLT_EPILOGUE_BGRADB;
+    bool dgelu = has(e, 64), bgrad_d = dgelu && has(e, 16);
+    bool bias = !dgelu && !bgrad_a && !bgrad_b && has(e, CUBLASLT_EPILOGUE_BIAS);
+    bool gelu_f = !dgelu && has(e, 32), aux_out = gelu_f && has(e, 128);
+    std::vector<double> rows((size_t)g->m, 0.0);
+    for (int j = 0; j < g->n; j++)
+        for (int i = 0; i < g->m; i++) {
+            size_t ij = (size_t)j * (size_t)g->m + (size_t)i;
+            double v = t[ij]; /* the fp32 product, as the accumulator holds it */
+            if (g->beta != 0.0f) /* C is not read when beta is 0 */
+                v += (double)g->beta * get(g->C, g->ct, (size_t)j * g->ldc + i);
+            v = (float)v; /* alpha AB + beta C in fp32 */
+            if (bias)
+                v += get(g->bias, g->bias_t, (size_t)i);
+            if (aux_out)
+                put(g->aux, g->aux_t, (size_t)j * (size_t)g->aux_ld + i, v);
+            if (gelu_f)
+                v = gelu(v);
+            if (dgelu)
+                v *= gelu_grad(get(g->aux, g->aux_t, (size_t)j * (size_t)g->aux_ld + i));
+            v = (float)v;
+            if (bgrad_d)
+                rows[(size_t)i] += v;
+            put(g->D, g->ct, (size_t)j * g->ldd + i, v);
+        }
+    if (bgrad_d)
+        for (int i = 0; i < g->m; i++)
+            put(g->bias, g->bias_t, (size_t)i, rows[(size_t)i]);
+    if (bgrad_a) /* over k of op(A) (m, k): one value per row of D */
+        for (int i = 0; i < g->m; i++) {
+            double s = 0.0;
+            for (int p = 0; p < g->k; p++)
+                s += g->ta == CUBLAS_OP_N ? a[(size_t)p * ar + i] : a[(size_t)i * ar + p];
+            put(g->bias, g->bias_t, (size_t)i, s);
+        }
+    if (bgrad_b) /* over k of op(B) (k, n): one value per column of D */
+        for (int j = 0; j < g->n; j++) {
+            double s = 0.0;
+            for (int p = 0; p < g->k; p++)
+                s += g->tb == CUBLAS_OP_N ? b[(size_t)j * br + p] : b[(size_t)p * br + j];
+            put(g->bias, g->bias_t, (size_t)j, s);
+        }
+    delete g;
+}
+
+bool epilogue_known(uint32_t e)
+{
+    switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT:
+    case CUBLASLT_EPILOGUE_BIAS:
+    case CUBLASLT_EPILOGUE_GELU:
+    case CUBLASLT_EPILOGUE_GELU_AUX:
+    case CUBLASLT_EPILOGUE_GELU_BIAS:
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+    case CUBLASLT_EPILOGUE_DGELU:
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD:
+    case CUBLASLT_EPILOGUE_BGRADA:
+    case CUBLASLT_EPILOGUE_BGRADB: return true;
+    }
+    return false;
+}
+
+/* The problem the descriptors describe is one the emulation (and the
+ * library's documentation) accepts; why not in *why. */
+bool lt_valid(const tsr_emu_lt_desc *d, const tsr_emu_lt_layout *A, const tsr_emu_lt_layout *B,
+              const tsr_emu_lt_layout *C, const tsr_emu_lt_layout *D, const char **why)
+{
+    *why = nullptr;
+    if (!d || !A || !B || !C || !D)
+        *why = "a descriptor is NULL";
+    else if (!epilogue_known(d->epilogue))
+        *why = "epilogue not emulated";
+    else if (A->type != B->type || (A->type != CUDA_R_32F && A->type != CUDA_R_16BF) ||
+             C->type != D->type || (D->type != CUDA_R_32F && D->type != CUDA_R_16BF))
+        *why = "data types (A and B fp32 or bf16, C = D fp32 or bf16)";
+    else if (C->rows != D->rows || C->cols != D->cols)
+        *why = "C and D shapes differ";
+    else {
+        uint64_t m = D->rows, n = D->cols;
+        uint64_t am = d->ta == CUBLAS_OP_N ? A->rows : A->cols;
+        uint64_t ak = d->ta == CUBLAS_OP_N ? A->cols : A->rows;
+        uint64_t bk = d->tb == CUBLAS_OP_N ? B->rows : B->cols;
+        uint64_t bn = d->tb == CUBLAS_OP_N ? B->cols : B->rows;
+        uint32_t e = d->epilogue;
+        if (am != m || bn != n || ak != bk)
+            *why = "shapes of op(A), op(B) and D disagree";
+        else if ((int64_t)A->rows > A->ld || (int64_t)B->rows > B->ld ||
+                 (int64_t)C->rows > C->ld || (int64_t)D->rows > D->ld)
+            *why = "a leading dimension is below the rows";
+        else if (e != CUBLASLT_EPILOGUE_DEFAULT && !d->bias && e != CUBLASLT_EPILOGUE_GELU &&
+                 e != CUBLASLT_EPILOGUE_GELU_AUX && e != CUBLASLT_EPILOGUE_DGELU)
+            *why = "the epilogue needs CUBLASLT_MATMUL_DESC_BIAS_POINTER";
+        else if ((e & 128) && (!d->aux || d->aux_ld < (int64_t)m || d->aux_ld % 8))
+            *why = "the epilogue needs an auxiliary pointer and an ld >= rows, divisible by 8";
+        else if ((d->bias_type != -1 && d->bias_type != CUDA_R_32F && d->bias_type != CUDA_R_16BF) ||
+                 (d->aux_type != -1 && d->aux_type != CUDA_R_32F && d->aux_type != CUDA_R_16BF))
+            *why = "bias or auxiliary data type";
+    }
+    return *why == nullptr;
+}
+
+cudaDataType_t type_or(int t, cudaDataType_t dflt)
+{
+    return t == -1 ? dflt : (cudaDataType_t)t;
+}
+
+} // namespace
+
+extern "C" cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
+{
+    if (!h)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (inject("cublasLtCreate")) {
+        fail(cudaErrorMemoryAllocation, "cublasLtCreate: failure injected");
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    }
+    *h = new cublasLtContext{0x1717};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtDestroy(cublasLtHandle_t h)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
+                                                   cublasComputeType_t compute,
+                                                   cudaDataType_t scale)
+{
+    if (!d)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *d = new tsr_emu_lt_desc{};
+    (*d)->compute = compute;
+    (*d)->scale = scale;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
+{
+    delete d;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
+                                                         cublasLtMatmulDescAttributes_t attr,
+                                                         const void *buf, size_t size)
+{
+    if (!d || !buf)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    /* the sizes cuBLASLt checks: int32_t, uint32_t, pointers, int64_t */
+    auto want = [&](size_t s) { return size == s; };
+    switch (attr) {
+    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
+        if (!want(4)) break;
+        d->compute = (cublasComputeType_t) * (const int32_t *)buf;
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_SCALE_TYPE:
+        if (!want(4)) break;
+        d->scale = (cudaDataType_t) * (const int32_t *)buf;
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_POINTER_MODE:
+        if (!want(4) || *(const int32_t *)buf != 0) break; /* host pointers only */
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+    case CUBLASLT_MATMUL_DESC_TRANSB: {
+        if (!want(4)) break;
+        int32_t v = *(const int32_t *)buf;
+        if (v != CUBLAS_OP_N && v != CUBLAS_OP_T) break;
+        (attr == CUBLASLT_MATMUL_DESC_TRANSA ? d->ta : d->tb) = v;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+        if (!want(4)) break;
+        d->epilogue = *(const uint32_t *)buf;
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+        if (!want(sizeof(void *))) break;
+        memcpy(&d->bias, buf, sizeof(void *));
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+        if (!want(sizeof(void *))) break;
+        memcpy(&d->aux, buf, sizeof(void *));
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+        if (!want(8)) break;
+        d->aux_ld = *(const int64_t *)buf;
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+        if (!want(4)) break;
+        (attr == CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE ? d->bias_type : d->aux_type) =
+            *(const int32_t *)buf;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    fail(cudaErrorInvalidValue, "cublasLtMatmulDescSetAttribute: attribute %d, %zu bytes",
+         (int)attr, size);
+    return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+extern "C" cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType type,
+                                                     uint64_t rows, uint64_t cols, int64_t ld)
+{
+    if (!l || ld < 1 || rows > (uint64_t)INT32_MAX || cols > (uint64_t)INT32_MAX)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *l = new tsr_emu_lt_layout{type, rows, cols, ld};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
+{
+    delete l;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
+{
+    if (!p)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *p = new tsr_emu_lt_pref{};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
+{
+    delete p;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
+    cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+    size_t size)
+{
+    if (!p || !buf || attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES || size != 8)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    p->max_workspace = *(const uint64_t *)buf;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* One "algorithm" (data[0] = 1: the emulated product), no workspace; none
+ * for a problem the emulation rejects (as cuBLASLt returns no algorithm for
+ * an unsupported combination). */
+extern "C" cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
+    cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D, cublasLtMatmulPreference_t pref,
+    int requested, cublasLtMatmulHeuristicResult_t results[], int *returned)
+{
+    if (!h || !pref || !returned || requested <= 0 || !results)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *returned = 0;
+    if (inject("cublasLtMatmulAlgoGetHeuristic"))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    const char *why;
+    if (!lt_valid(d, A, B, C, D, &why))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    memset(&results[0], 0, sizeof results[0]);
+    results[0].algo.data[0] = 1;
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].wavesCount = 1.0f;
+    *returned = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
+                                         const void *alpha, const void *A,
+                                         cublasLtMatrixLayout_t Ad, const void *B,
+                                         cublasLtMatrixLayout_t Bd, const void *beta,
+                                         const void *C, cublasLtMatrixLayout_t Cd, void *D,
+                                         cublasLtMatrixLayout_t Dd, const cublasLtMatmulAlgo_t *algo,
+                                         void *workspace, size_t workspace_bytes,
+                                         cudaStream_t stream)
+{
+    const char *call = "cublasLtMatmul";
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (inject(call)) {
+        fail(cudaErrorLaunchFailure, "%s: failure injected", call);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    const char *why = "";
+    if (!alpha || !beta || !lt_valid(d, Ad, Bd, Cd, Dd, &why) || (algo && algo->data[0] != 1)) {
+        fail(cudaErrorInvalidValue, "%s: %s", call,
+             !alpha || !beta ? "alpha or beta is NULL" : algo && algo->data[0] != 1 ? "unknown algorithm" : why);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (d->compute != CUBLAS_COMPUTE_32F && d->compute != CUBLAS_COMPUTE_32F_FAST_TF32 &&
+        d->compute != CUBLAS_COMPUTE_32F_FAST_16BF && d->compute != CUBLAS_COMPUTE_32F_PEDANTIC) {
+        fail(cudaErrorNotSupported, "%s: compute type %d", call, (int)d->compute);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    (void)workspace, (void)workspace_bytes;
+    Stream *s = stream_of(stream, call);
+    if (!s)
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    cublasContext dev{s->dev->id, stream, CUBLAS_DEFAULT_MATH};
+    int m = (int)Dd->rows, n = (int)Dd->cols;
+    int k = (int)(d->ta == CUBLAS_OP_N ? Ad->cols : Ad->rows);
+    cudaDataType_t bias_t = type_or(d->bias_type, Dd->type), aux_t = type_or(d->aux_type, Dd->type);
+    uint32_t e = d->epilogue;
+    size_t es = Ad->type == CUDA_R_16BF ? 2 : 4, cs = Dd->type == CUDA_R_16BF ? 2 : 4;
+    size_t bias_len = e == CUBLASLT_EPILOGUE_BGRADB ? (size_t)n : (size_t)m;
+    bool uses_bias = e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_GELU &&
+                     e != CUBLASLT_EPILOGUE_GELU_AUX && e != CUBLASLT_EPILOGUE_DGELU;
+    float b = *(const float *)beta;
+    if (!operand_ok(call, "A", &dev, A, extent((int)Ad->rows, (int)Ad->cols, (int)Ad->ld, 0, 1), es) ||
+        !operand_ok(call, "B", &dev, B, extent((int)Bd->rows, (int)Bd->cols, (int)Bd->ld, 0, 1), es) ||
+        (b != 0.0f && !operand_ok(call, "C", &dev, C, extent(m, n, (int)Cd->ld, 0, 1), cs)) ||
+        !operand_ok(call, "D", &dev, D, extent(m, n, (int)Dd->ld, 0, 1), cs) ||
+        (uses_bias && !operand_ok(call, "bias", &dev, d->bias, bias_len,
+                                  bias_t == CUDA_R_16BF ? 2 : 4)) ||
+        ((e & 128) && !operand_ok(call, "aux", &dev, d->aux, extent(m, n, (int)d->aux_ld, 0, 1),
+                                  aux_t == CUDA_R_16BF ? 2 : 4)))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    {
+        std::lock_guard<std::mutex> lk(g_mu);
+        if (s->dev->sticky != cudaSuccess && s->dev->sticky_seen)
+            return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    Round r = d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && Ad->type == CUDA_R_32F ? R_TF32
+              : d->compute == CUBLAS_COMPUTE_32F_FAST_16BF                         ? R_BF16
+                                                                                   : R_NONE;
+    LtGemm *g = new LtGemm{d->ta, d->tb, m, n, k, (int)Ad->ld, (int)Bd->ld, (int)Cd->ld,
+                           (int)Dd->ld, *(const float *)alpha, b, A, B, C, D, Ad->type,
+                           Dd->type, r, e, d->bias, d->aux, d->aux_ld, bias_t, aux_t};
+    Op *op = new Op(Op::BLAS);
+    op->fn = run_lt;
+    op->user = g;
+    submit(s, op);
+    return CUBLAS_STATUS_SUCCESS;
 }

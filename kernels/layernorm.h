@@ -34,9 +34,11 @@ void tsr_cpu_layernorm_bwd(int C, int T, const float *dout, const float *x,
 
 /* CUDA versions, device pointers, asynchronous on `stream`;
  * 0 or TSR_EDEVICE (kernels/cuda_status.h names the failure).
- * The CUDA backward adds dgamma/dbeta with atomics (summation order varies),
- * unless `deterministic`: then a second kernel sums them, one thread per
- * channel, rows in order. */
+ * One warp per token, float4 loads and stores where C is a multiple of 4 (at
+ * most 1024) and every pointer is 16-byte aligned. The backward's dgamma and
+ * dbeta are sums in a fixed order, never float atomics: bitwise the same from
+ * run to run whatever `deterministic` says (kept for the callers; the float4
+ * path needs a per-stream scratch buffer, kernels/cuda/scratch.cuh). */
 int tsr_cuda_layernorm_fwd(void *stream, int C, int T, const float *x, const float *gamma,
                            const float *beta, float eps, float *out, float *mean, float *rstd);
 int tsr_cuda_layernorm_bwd(void *stream, int C, int T, const float *dout, const float *x,

@@ -923,13 +923,16 @@ static int ln_bwd(tsr_gpt2_t *m, const tsr_tensor_t *x, param_t *w, param_t *b,
     return tsr__op_layernorm_bwd(&m->dln, x, &w->p, mean, rstd, &m->d, &w->g, &b->g);
 }
 
-/* Linear backward (nn/ops.h) with dy's bf16 copy dy16 in bf16 precision. */
+/* Linear backward (nn/ops.h) with dy's bf16 copy dy16 in bf16 precision;
+ * b NULL: its bias gradient is already summed (by the GELU-gradient product
+ * of the Linear after it). */
 static int linear_bwd(tsr_gpt2_t *m, param_t *w, param_t *b, const tsr_tensor_t *x,
                       const tsr_tensor_t *dy, const tsr_tensor_t *dy16, tsr_tensor_t *dx)
 {
+    tsr_tensor_t *db = b ? &b->g : NULL;
     if (bf16(m))
-        return tsr__op_linear_bwd_bf16(&w->pb, x, dy, dy16, dx, &w->g, &b->g);
-    return tsr__op_linear_bwd(&w->p, x, dy, dx, &w->g, &b->g);
+        return tsr__op_linear_bwd_bf16(&w->pb, x, dy, dy16, dx, &w->g, db);
+    return tsr__op_linear_bwd(&w->p, x, dy, dx, &w->g, db);
 }
 
 /* ---- forward -------------------------------------------------------------- */
@@ -987,10 +990,14 @@ static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_ten
     TRY(ln_fwd(m, &a->res1, p->ln2_w, p->ln2_b, &a->ln2, &a->ln2_mean, &a->ln2_rstd));
                                                                   /* (C, N) */
     TRY(DROP_IF(discard, &a->ln2_mean, &a->ln2_rstd));
-    TRY(tsr__op_linear_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, 0.0f, &a->fch)); /* (4C, N) */
-    TRY(DROP_IF(discard, &a->ln2));
-    TRY(bf16(m) ? tsr__op_gelu_fwd_bf16(&a->fch, &a->fcg, m->scratch)
-                : tsr__op_gelu_fwd(&a->fch, &a->fcg));            /* (4C, N) */
+    if (bf16(m)) { /* fch fp32, fcg bf16 */
+        TRY(tsr__op_linear_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, 0.0f, &a->fch)); /* (4C, N) */
+        TRY(DROP_IF(discard, &a->ln2));
+        TRY(tsr__op_gelu_fwd_bf16(&a->fch, &a->fcg, m->scratch));                   /* (4C, N) */
+    } else { /* fch = W_fc ln2 + b_fc and fcg = gelu(fch), one task per tile */
+        TRY(tsr__op_linear_gelu_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, &a->fch, &a->fcg));
+        TRY(DROP_IF(discard, &a->ln2));                                               /* (4C, N) */
+    }
     TRY(DROP_IF(discard, &a->fch));
     if (!x_out)
         return TSR_OK; /* recomputed: backward needs fcg, not x_out */
@@ -1117,14 +1124,18 @@ static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
         TRY(block_forward(m, l, x_in, NULL, 1));   /* ln1 … fcg of block l, (C..4C, N) */
     /* MLP: x_out = res1 + W_fp gelu(W_fc ln2(res1) + b_fc) + b_fp */
     /* (bf16: d16 = bf16(d), written by the LayerNorm backward that made d) */
-    TRY(linear_bwd(m, p->fcproj_w, p->fcproj_b, &a->fcg, d, &m->d16, &m->dfc)); /* dfc (4C, N) */
-    TRY(DROP(&a->fcg));
-    if (bf16(m))
-        TRY(DROP(&m->d16));
-    TRY(bf16(m) ? tsr__op_gelu_bwd_bf16(&a->fch, &m->dfc, &m->dfc16)
-                : tsr__op_gelu_bwd(&a->fch, &m->dfc));                    /* (4C, N) */
+    if (bf16(m)) {
+        TRY(linear_bwd(m, p->fcproj_w, p->fcproj_b, &a->fcg, d, &m->d16, &m->dfc));
+        TRY(DROP(&a->fcg, &m->d16));                                         /* dfc (4C, N) */
+        TRY(tsr__op_gelu_bwd_bf16(&a->fch, &m->dfc, &m->dfc16));             /* (4C, N) */
+    } else { /* dfc = gelu'(fch) W_fp^T d and the fc bias gradient, one task per tile */
+        TRY(tsr__op_linear_gelu_bwd(&p->fcproj_w->p, &a->fcg, d, &a->fch, &m->dfc,
+                                    &p->fcproj_w->g, &p->fcproj_b->g, &p->fc_b->g));
+        TRY(DROP(&a->fcg));                                                  /* dfc (4C, N) */
+    }
     TRY(DROP(&a->fch));
-    TRY(linear_bwd(m, p->fc_w, p->fc_b, &a->ln2, &m->dfc, &m->dfc16, &m->dln)); /* dln (C, N) */
+    TRY(linear_bwd(m, p->fc_w, bf16(m) ? p->fc_b : NULL, &a->ln2, &m->dfc, &m->dfc16,
+                   &m->dln));                                               /* dln (C, N) */
     TRY(DROP(&a->ln2, &m->dfc));
     if (bf16(m))
         TRY(DROP(&m->dfc16));

@@ -180,8 +180,133 @@ static int tiling_match(const tsr_tensor_t *x, int tx, int ax, const tsr_tensor_
     return TSR_OK;
 }
 
-int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
-                 const tsr_tensor_t *b, float beta, tsr_tensor_t *c, int acc_mode)
+static int check_bias(const tsr_tensor_t *bias, const tsr_tensor_t *x, const char *op);
+
+/* ---- GEMM with a fused epilogue ------------------------------------------
+ * One task computes a tile product and what used to follow it as separate
+ * tasks (kernels/gemm.h epilogues): the bias, the bias and GELU, the GELU
+ * gradient with the bias gradient of its input, or the bias gradient of A
+ * beside a weight gradient. The CUDA implementation is one cuBLASLt call;
+ * the CPU implementation runs the product and then the epilogue's loop.
+ * Buffers: A, B, C (the output D; the GELU output for gemm_bias_gelu), then
+ *   gemm_bias:        bias (R)
+ *   gemm_bias_gelu:   bias (R), the GELU input (W)
+ *   gemm_dgelu:       the GELU input (R)
+ *   gemm_dgelu_bgrad: the GELU input (R), the bias gradient (COMMUTE)
+ *   gemm_bgrada:      the bias gradient (COMMUTE)
+ * Bias gradients are added to (bgrad_accumulate): many tiles sum into one. */
+typedef tsr__gemm_ep_args_t gemm_ep_args_t;
+
+static void ep_vectors(const gemm_ep_args_t *a, void **buf, tsr_gemm_epilogue_t *e)
+{
+    int k = a->kind;
+    e->kind = k;
+    e->bias = k == TSR_EPI_BIAS || k == TSR_EPI_BIAS_GELU ? buf[3] : NULL;
+    e->aux = k == TSR_EPI_BIAS_GELU                          ? buf[4]
+             : k == TSR_EPI_DGELU || k == TSR_EPI_DGELU_BGRAD ? buf[3]
+                                                              : NULL;
+    e->ld_aux = a->g.m;
+    e->bgrad = k == TSR_EPI_DGELU_BGRAD ? buf[4] : k == TSR_EPI_BGRADA ? buf[3] : NULL;
+    e->bgrad_accumulate = 1;
+}
+
+static int gemm_ep_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const gemm_ep_args_t *a = args;
+    const gemm_args_t *g = &a->g;
+    tsr_gemm_epilogue_t ep;
+    (void)e;
+    ep_vectors(a, buf, &ep);
+    int lda = g->ta ? g->k : g->m, ldb = g->tb ? g->n : g->k;
+    if (a->ab16)
+        return tsr_cpu_gemm_bf16_ep(g->ta, g->tb, g->m, g->n, g->k, g->alpha, buf[0], lda,
+                                    buf[1], ldb, g->beta, buf[2], a->c16, g->m, &ep);
+    return tsr_cpu_gemm_ep(g->ta, g->tb, g->m, g->n, g->k, g->alpha, buf[0], lda, buf[1], ldb,
+                           g->beta, buf[2], g->m, &ep);
+}
+
+#ifdef TSR_HAVE_CUDA
+static int gemm_ep_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const gemm_ep_args_t *a = args;
+    const gemm_args_t *g = &a->g;
+    tsr_gemm_epilogue_t ep;
+    ep_vectors(a, buf, &ep);
+    int lda = g->ta ? g->k : g->m, ldb = g->tb ? g->n : g->k;
+    if (a->ab16)
+        return tsr_cuda_gemm_bf16_ep(e->cuda_stream, e->cublas_handle, g->ta, g->tb, g->m, g->n,
+                                     g->k, g->alpha, buf[0], lda, buf[1], ldb, g->beta, buf[2],
+                                     a->c16, g->m, &ep);
+    return tsr_cuda_gemm_ep(e->cuda_stream, e->cublas_handle,
+                            e->cuda_fp32 == TSR_CUDA_FP32_STRICT ? TSR_GEMM_FP32 : TSR_GEMM_TF32,
+                            g->ta, g->tb, g->m, g->n, g->k, g->alpha, buf[0], lda, buf[1], ldb,
+                            g->beta, buf[2], g->m, &ep);
+}
+#endif
+
+/* the product's 2mnk, and per element of the (m, n) tile: bias 1, bias and
+ * GELU about 10, GELU gradient about 12 and its sum 1; the bias gradient of
+ * A (m k additions) */
+static double gemm_ep_flops(const void *args, const size_t *sizes)
+{
+    const gemm_ep_args_t *a = args;
+    double mn = (double)a->g.m * a->g.n;
+    double per = a->kind == TSR_EPI_BIAS          ? 1.0
+                 : a->kind == TSR_EPI_BIAS_GELU   ? 11.0
+                 : a->kind == TSR_EPI_DGELU       ? 12.0
+                 : a->kind == TSR_EPI_DGELU_BGRAD ? 13.0
+                                                  : 0.0;
+    double extra = a->kind == TSR_EPI_BGRADA ? (double)a->g.m * a->g.k : 0.0;
+    return gemm_flops(&a->g, sizes) + per * mn + extra;
+}
+/* A and B read; C written (and read unless beta = 0); the vectors read (a
+ * bias gradient also written); the GELU input written or read */
+static double gemm_ep_bytes(const void *args, const size_t *sizes)
+{
+    const gemm_ep_args_t *a = args;
+    double ab = a->ab16 ? 2.0 : 4.0, cs = a->c16 ? 2.0 : 4.0, m = a->g.m;
+    double mn = m * a->g.n;
+    double bytes = ab * (m * a->g.k + (double)a->g.k * a->g.n) +
+                   cs * (a->g.beta != 0.0f ? 2.0 : 1.0) * mn;
+    switch (a->kind) {
+    case TSR_EPI_BIAS: bytes += 4.0 * m; break;
+    case TSR_EPI_BIAS_GELU: bytes += 4.0 * m + cs * mn; break;
+    case TSR_EPI_DGELU: bytes += cs * mn; break;
+    case TSR_EPI_DGELU_BGRAD: bytes += cs * mn + 8.0 * m; break;
+    case TSR_EPI_BGRADA: bytes += 8.0 * m; break;
+    }
+    (void)sizes;
+    return bytes;
+}
+CODELET(cl_gemm_bias, "gemm_bias", 4, gemm_ep_cpu, gemm_ep_cuda, gemm_ep_flops, gemm_ep_bytes);
+CODELET(cl_gemm_bias_gelu, "gemm_bias_gelu", 5, gemm_ep_cpu, gemm_ep_cuda, gemm_ep_flops,
+        gemm_ep_bytes);
+CODELET(cl_gemm_dgelu, "gemm_dgelu", 4, gemm_ep_cpu, gemm_ep_cuda, gemm_ep_flops, gemm_ep_bytes);
+CODELET(cl_gemm_dgelu_bgrad, "gemm_dgelu_bgrad", 5, gemm_ep_cpu, gemm_ep_cuda, gemm_ep_flops,
+        gemm_ep_bytes);
+CODELET(cl_gemm_bgrada, "gemm_bgrada", 4, gemm_ep_cpu, gemm_ep_cuda, gemm_ep_flops,
+        gemm_ep_bytes);
+
+/* What a tiled GEMM fuses (tsr_gemm_epilogue_t kinds, per task):
+ *   TSR_EPI_NONE
+ *   TSR_EPI_BIAS        vec: bias (rows of C, 1) tiled like C's rows, added
+ *                       by each C tile's first product (p = 0)
+ *   TSR_EPI_BIAS_GELU   vec: bias; aux: the GELU input, tiled like C (W);
+ *                       C = gelu(aux). One inner tile only, beta 0.
+ *   TSR_EPI_DGELU       aux: the GELU input (R); C = op(A) op(B) * gelu'(aux).
+ *                       One inner tile only, beta 0.
+ *   TSR_EPI_DGELU_BGRAD as DGELU, and vec += the row sums of C (COMMUTE)
+ *   TSR_EPI_BGRADA      vec += the row sums of op(A) over the inner
+ *                       dimension (COMMUTE), by the tasks of C's first column
+ *                       of tiles: each inner tile once. */
+typedef struct gemm_fuse {
+    int kind;
+    const tsr_tensor_t *vec, *aux;
+} gemm_fuse_t;
+
+static int gemm_tiles(int transa, int transb, float alpha, const tsr_tensor_t *a,
+                      const tsr_tensor_t *b, float beta, tsr_tensor_t *c, int acc_mode,
+                      const gemm_fuse_t *fuse)
 {
     int rc;
     if ((rc = tiling_match(a, transa, 0, c, 0, 0, "rows of op(A) and C")) ||
@@ -197,8 +322,17 @@ int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
                                      "fp32, and C is bf16 only with bf16 A and B",
                          ab16 ? "bf16" : "fp32", bb16 ? "bf16" : "fp32",
                          tsr__tensor_is_bf16(c) ? "bf16" : "fp32");
-    int kk, kt, kgrid;
+    int kk, kt, kgrid, kind = fuse ? fuse->kind : TSR_EPI_NONE;
     op_tiling(a, transa, 1, &kk, &kt, &kgrid);
+    int whole = kind == TSR_EPI_BIAS_GELU || kind == TSR_EPI_DGELU || kind == TSR_EPI_DGELU_BGRAD;
+    if (whole && (kgrid != 1 || beta != 0.0f || acc_mode != TSR_RW))
+        return tsr__fail(TSR_EINVAL, "gemm: a GELU epilogue needs one inner tile (%d) and beta "
+                                     "0 (%g)", kgrid, (double)beta);
+    if (whole && (rc = same_tiling(fuse->aux, c, "gemm epilogue")))
+        return rc;
+    if (kind != TSR_EPI_NONE && kind != TSR_EPI_DGELU &&
+        (rc = check_bias(fuse->vec, c, "gemm epilogue")))
+        return rc;
     for (int j = 0; j < c->grid_cols; j++)
         for (int i = 0; i < c->grid_rows; i++)
             for (int p = 0; p < kgrid; p++) {
@@ -207,21 +341,56 @@ int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
                                  p == 0 ? beta : 1.0f};
                 tsr_handle_t ha = transa ? tsr__tile(a, p, i) : tsr__tile(a, i, p);
                 tsr_handle_t hb = transb ? tsr__tile(b, j, p) : tsr__tile(b, p, j);
+                tsr_handle_t hc = tsr__tile(c, i, j);
                 tsr_mode_t mc = acc_mode == TSR_COMMUTE ? TSR_COMMUTE
                                 : g.beta == 0.0f        ? TSR_W
                                                         : TSR_RW;
-                if (ab16) {
-                    gemm_bf16_args_t g16 = {g, tsr__tensor_is_bf16(c)};
-                    rc = SUBMIT(cl_gemm_bf16, g16, ACC(ha, TSR_R), ACC(hb, TSR_R),
-                                ACC(tsr__tile(c, i, j), mc));
-                } else {
-                    rc = SUBMIT(cl_gemm, g, ACC(ha, TSR_R), ACC(hb, TSR_R),
-                                ACC(tsr__tile(c, i, j), mc));
+                int k = kind;
+                if ((k == TSR_EPI_BIAS && p != 0) || (k == TSR_EPI_BGRADA && j != 0))
+                    k = TSR_EPI_NONE;
+                gemm_ep_args_t ge = {g, k, ab16, tsr__tensor_is_bf16(c)};
+                switch (k) {
+                case TSR_EPI_BIAS:
+                    rc = SUBMIT(cl_gemm_bias, ge, ACC(ha, TSR_R), ACC(hb, TSR_R), ACC(hc, mc),
+                                ACC(tsr__tile(fuse->vec, i, 0), TSR_R));
+                    break;
+                case TSR_EPI_BIAS_GELU:
+                    rc = SUBMIT(cl_gemm_bias_gelu, ge, ACC(ha, TSR_R), ACC(hb, TSR_R),
+                                ACC(hc, TSR_W), ACC(tsr__tile(fuse->vec, i, 0), TSR_R),
+                                ACC(tsr__tile(fuse->aux, i, j), TSR_W));
+                    break;
+                case TSR_EPI_DGELU:
+                    rc = SUBMIT(cl_gemm_dgelu, ge, ACC(ha, TSR_R), ACC(hb, TSR_R),
+                                ACC(hc, TSR_W), ACC(tsr__tile(fuse->aux, i, j), TSR_R));
+                    break;
+                case TSR_EPI_DGELU_BGRAD:
+                    rc = SUBMIT(cl_gemm_dgelu_bgrad, ge, ACC(ha, TSR_R), ACC(hb, TSR_R),
+                                ACC(hc, TSR_W), ACC(tsr__tile(fuse->aux, i, j), TSR_R),
+                                ACC(tsr__tile(fuse->vec, i, 0), TSR_COMMUTE));
+                    break;
+                case TSR_EPI_BGRADA:
+                    rc = SUBMIT(cl_gemm_bgrada, ge, ACC(ha, TSR_R), ACC(hb, TSR_R), ACC(hc, mc),
+                                ACC(tsr__tile(fuse->vec, i, 0), TSR_COMMUTE));
+                    break;
+                default:
+                    if (ab16) {
+                        gemm_bf16_args_t g16 = {g, tsr__tensor_is_bf16(c)};
+                        rc = SUBMIT(cl_gemm_bf16, g16, ACC(ha, TSR_R), ACC(hb, TSR_R),
+                                    ACC(hc, mc));
+                    } else {
+                        rc = SUBMIT(cl_gemm, g, ACC(ha, TSR_R), ACC(hb, TSR_R), ACC(hc, mc));
+                    }
                 }
                 if (rc)
                     return rc;
             }
     return TSR_OK;
+}
+
+int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
+                 const tsr_tensor_t *b, float beta, tsr_tensor_t *c, int acc_mode)
+{
+    return gemm_tiles(transa, transb, alpha, a, b, beta, c, acc_mode, NULL);
 }
 
 /* ---- elementwise ---------------------------------------------------------- */
@@ -394,7 +563,13 @@ int tsr__op_bias_grad(const tsr_tensor_t *dy, tsr_tensor_t *dbias)
     return bias_loop(&cl_bias_grad, dbias, TSR_COMMUTE, dy, TSR_R, "bias_grad");
 }
 
-/* ---- Linear layers -------------------------------------------------------- */
+/* ---- Linear layers --------------------------------------------------------
+ * The bias and the GELU ride on the GEMM tasks (gemm_tiles' epilogues): one
+ * task per output tile in the forward; in the backward the bias gradient
+ * comes from the weight-gradient products of dw's first column of tiles
+ * (BGRADA: the row sums of dy over each token tile, COMMUTE into db), and
+ * the GELU gradient with its bias gradient from the input-gradient product
+ * where the inner dimension is one tile. */
 
 int tsr__op_linear_fwd(const tsr_tensor_t *w, const tsr_tensor_t *b, const tsr_tensor_t *x,
                        float beta, tsr_tensor_t *y)
@@ -404,23 +579,75 @@ int tsr__op_linear_fwd(const tsr_tensor_t *w, const tsr_tensor_t *b, const tsr_t
         return tsr__fail(TSR_EINVAL, "linear_fwd: beta %g is neither 0 nor 1", (double)beta);
     if ((rc = check_bias(b, y, "linear_fwd"))) /* before any task is submitted */
         return rc;
-    if (beta == 0.0f) /* the GEMM overwrites y: the bias comes after */
-        return (rc = tsr__op_gemm(OP_N, OP_N, 1.0f, w, x, 0.0f, y, TSR_RW))
-                   ? rc : tsr__op_bias_add(b, y);
-    /* the GEMM accumulates W x into y: the bias goes in first */
-    return (rc = tsr__op_bias_add(b, y)) ? rc
-                                         : tsr__op_gemm(OP_N, OP_N, 1.0f, w, x, 1.0f, y, TSR_RW);
+    /* beta 1, the residual form: y + W x + b by each tile's first product */
+    gemm_fuse_t f = {TSR_EPI_BIAS, b, NULL};
+    return gemm_tiles(OP_N, OP_N, 1.0f, w, x, beta, y, TSR_RW, &f);
+}
+
+/* Whether W's columns (the inner dimension of W x) are one tile. */
+static int one_inner_tile(const tsr_tensor_t *w, int trans)
+{
+    int len, tile, grid;
+    op_tiling(w, trans, 1, &len, &tile, &grid);
+    return grid == 1;
+}
+
+int tsr__op_linear_gelu_fwd(const tsr_tensor_t *w, const tsr_tensor_t *b, const tsr_tensor_t *x,
+                            tsr_tensor_t *pre, tsr_tensor_t *out)
+{
+    int rc;
+    if ((rc = check_bias(b, pre, "linear_gelu_fwd")) ||
+        (rc = same_tiling(pre, out, "linear_gelu_fwd")))
+        return rc;
+    /* one task per tile where the GELU can follow the whole product, and
+     * the GELU input and output share a type */
+    if (one_inner_tile(w, OP_N) && tsr__tensor_is_bf16(pre) == tsr__tensor_is_bf16(out)) {
+        gemm_fuse_t f = {TSR_EPI_BIAS_GELU, b, pre};
+        return gemm_tiles(OP_N, OP_N, 1.0f, w, x, 0.0f, out, TSR_RW, &f);
+    }
+    return (rc = tsr__op_linear_fwd(w, b, x, 0.0f, pre)) ? rc : tsr__op_gelu_fwd(pre, out);
+}
+
+/* dx = W^T dy, or with pre its GELU gradient and the bias gradient dbpre
+ * of the layer before; dw += dy x^T and db += the row sums of dy (db NULL:
+ * none). The products read dy_prod (dy, or its bf16 copy), the bias
+ * gradient of the unfused path dy. */
+static int linear_bwd(const tsr_tensor_t *w, const tsr_tensor_t *x, const tsr_tensor_t *dy,
+                      const tsr_tensor_t *dy_prod, const tsr_tensor_t *pre, tsr_tensor_t *dx,
+                      tsr_tensor_t *dw, tsr_tensor_t *db, tsr_tensor_t *dbpre, const char *op)
+{
+    int rc;
+    if ((db && (rc = check_bias(db, dy, op))) || (dbpre && (rc = check_bias(dbpre, dx, op))) ||
+        (pre && (rc = same_tiling(pre, dx, op))))
+        return rc;
+    if (pre && one_inner_tile(w, OP_T)) { /* (in, N): the GELU's gradient in the same task */
+        gemm_fuse_t f = {dbpre ? TSR_EPI_DGELU_BGRAD : TSR_EPI_DGELU, dbpre, pre};
+        rc = gemm_tiles(OP_T, OP_N, 1.0f, w, dy_prod, 0.0f, dx, TSR_RW, &f);
+    } else {
+        rc = gemm_tiles(OP_T, OP_N, 1.0f, w, dy_prod, 0.0f, dx, TSR_RW, NULL);
+        if (!rc && pre)
+            rc = tsr__op_gelu_bwd(pre, dx);
+        if (!rc && dbpre)
+            rc = tsr__op_bias_grad(dx, dbpre);
+    }
+    if (rc)
+        return rc;
+    /* (out, in); with db: the row sums of dy_prod by dw's first tile column */
+    gemm_fuse_t f = {db ? TSR_EPI_BGRADA : TSR_EPI_NONE, db, NULL};
+    return gemm_tiles(OP_N, OP_T, 1.0f, dy_prod, x, 1.0f, dw, TSR_COMMUTE, &f);
 }
 
 int tsr__op_linear_bwd(const tsr_tensor_t *w, const tsr_tensor_t *x, const tsr_tensor_t *dy,
                        tsr_tensor_t *dx, tsr_tensor_t *dw, tsr_tensor_t *db)
 {
-    int rc;
-    if ((rc = check_bias(db, dy, "linear_bwd")) ||
-        (rc = tsr__op_gemm(OP_T, OP_N, 1.0f, w, dy, 0.0f, dx, TSR_RW)) ||   /* (in, N)  */
-        (rc = tsr__op_gemm(OP_N, OP_T, 1.0f, dy, x, 1.0f, dw, TSR_COMMUTE))) /* (out, in) */
-        return rc;
-    return tsr__op_bias_grad(dy, db);                                        /* (out, 1) */
+    return linear_bwd(w, x, dy, dy, NULL, dx, dw, db, NULL, "linear_bwd");
+}
+
+int tsr__op_linear_gelu_bwd(const tsr_tensor_t *w, const tsr_tensor_t *x, const tsr_tensor_t *dy,
+                            const tsr_tensor_t *pre, tsr_tensor_t *dx, tsr_tensor_t *dw,
+                            tsr_tensor_t *db, tsr_tensor_t *dbpre)
+{
+    return linear_bwd(w, x, dy, dy, pre, dx, dw, db, dbpre, "linear_gelu_bwd");
 }
 
 /* Rows [src_off, src_off + nrows) of each of the ncols columns of src (src_rows
@@ -1761,13 +1988,10 @@ int tsr__op_linear_bwd_bf16(const tsr_tensor_t *w, const tsr_tensor_t *x,
                             tsr_tensor_t *dw, tsr_tensor_t *db)
 {
     int rc;
-    if ((rc = check_bias(db, dy, "linear_bwd_bf16")) ||
-        (rc = same_tiling(dy, dy16, "linear_bwd_bf16")) ||
-        (rc = check_dtypes(dy, dy16, "linear_bwd_bf16")) ||
-        (rc = tsr__op_gemm(OP_T, OP_N, 1.0f, w, dy16, 0.0f, dx, TSR_RW)) ||   /* (in, N)  */
-        (rc = tsr__op_gemm(OP_N, OP_T, 1.0f, dy16, x, 1.0f, dw, TSR_COMMUTE))) /* (out, in) */
+    if ((rc = same_tiling(dy, dy16, "linear_bwd_bf16")) ||
+        (rc = check_dtypes(dy, dy16, "linear_bwd_bf16")))
         return rc;
-    return tsr__op_bias_grad(dy, db);                                          /* (out, 1) */
+    return linear_bwd(w, x, dy, dy16, NULL, dx, dw, db, NULL, "linear_bwd_bf16");
 }
 
 /* ---- the codelets, by name (for tests and tools) -------------------------- */
@@ -1780,6 +2004,7 @@ static const tsr_codelet_t *const all_codelets[] = {
     &cl_logsumexp, &cl_xent_fwd, &cl_xent_bwd,  &cl_sumsq,        &cl_sumsq_2,      &cl_adamw,        &cl_adamw_bf16,
     &cl_gemm_bf16, &cl_to_bf16,  &cl_to_f32,    &cl_ln_fwd_bf16,
     &cl_ln_bwd_bf16, &cl_gelu_fwd_bf16, &cl_gelu_bwd_bf16, &cl_xent_bwd_bf16,
+    &cl_gemm_bias, &cl_gemm_bias_gelu, &cl_gemm_dgelu, &cl_gemm_dgelu_bgrad, &cl_gemm_bgrada,
 };
 
 const tsr_codelet_t *tsr__op_codelet(const char *name)

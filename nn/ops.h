@@ -35,14 +35,29 @@ int tsr__op_gemm(int transa, int transb, float alpha, const tsr_tensor_t *a,
 
 /* A Linear layer y = W x + b over token columns:
  *   w (out, in), b (out, 1) tiled like w's rows, x (in, N), y (out, N).
- * beta 0: y = W x + b (overwritten).  beta 1: the residual form y += W x + b
- * (the bias is added first, then the GEMM accumulates the product). */
+ * beta 0: y = W x + b (overwritten).  beta 1: the residual form y += W x + b.
+ * The bias rides on each output tile's first product (a fused epilogue:
+ * one task per tile where W's columns are one tile). */
 int tsr__op_linear_fwd(const tsr_tensor_t *w, const tsr_tensor_t *b, const tsr_tensor_t *x,
                        float beta, tsr_tensor_t *y);
+/* pre = W x + b, out = gelu(pre) (both overwritten, tiled alike): one task
+ * per tile where W's columns are one tile and pre and out share a type,
+ * else the Linear and then gelu_fwd. */
+int tsr__op_linear_gelu_fwd(const tsr_tensor_t *w, const tsr_tensor_t *b, const tsr_tensor_t *x,
+                            tsr_tensor_t *pre, tsr_tensor_t *out);
 /* Its backward: dx = W^T dy (overwritten), dw += dy x^T and db += the row
- * sums of dy (both COMMUTE over token tiles). */
+ * sums of dy (both COMMUTE over token tiles; db NULL: no bias gradient).
+ * The bias gradient comes from the weight-gradient products of dw's first
+ * column of tiles (one per token tile). */
 int tsr__op_linear_bwd(const tsr_tensor_t *w, const tsr_tensor_t *x, const tsr_tensor_t *dy,
                        tsr_tensor_t *dx, tsr_tensor_t *dw, tsr_tensor_t *db);
+/* The backward of a Linear whose input x was gelu(pre): dx = gelu'(pre) *
+ * (W^T dy), and dbpre += the row sums of that dx (the bias gradient of the
+ * Linear that made pre; NULL: none), in the same task where W's rows are
+ * one tile; dw, db as tsr__op_linear_bwd. */
+int tsr__op_linear_gelu_bwd(const tsr_tensor_t *w, const tsr_tensor_t *x, const tsr_tensor_t *dy,
+                            const tsr_tensor_t *pre, tsr_tensor_t *dx, tsr_tensor_t *dw,
+                            tsr_tensor_t *db, tsr_tensor_t *dbpre);
 
 /* x = value */
 int tsr__op_fill(tsr_tensor_t *x, float value);
@@ -164,7 +179,7 @@ int tsr__op_xent_bwd_bf16(const tsr_tensor_t *logits, const tsr_tensor_t *target
                           const tsr_tensor_t *lse, float scale, tsr_tensor_t *dlogits,
                           tsr_handle_t scratch);
 /* tsr__op_linear_bwd with bf16 w and x: the products read dy16 = bf16(dy),
- * the bias gradient the fp32 dy. */
+ * and so does the bias gradient (their epilogue). */
 int tsr__op_linear_bwd_bf16(const tsr_tensor_t *w, const tsr_tensor_t *x,
                             const tsr_tensor_t *dy, const tsr_tensor_t *dy16, tsr_tensor_t *dx,
                             tsr_tensor_t *dw, tsr_tensor_t *db);
@@ -181,6 +196,13 @@ typedef struct tsr__gemm_bf16_args {
     tsr__gemm_args_t g;
     int c_bf16;
 } tsr__gemm_bf16_args_t;
+/* gemm_bias, gemm_bias_gelu, gemm_dgelu, gemm_dgelu_bgrad, gemm_bgrada: the
+ * product g with the epilogue kind (TSR_EPI_*, kernels/gemm.h); A and B
+ * bf16 (ab16), C bf16 (c16) */
+typedef struct tsr__gemm_ep_args {
+    tsr__gemm_args_t g;
+    int kind, ab16, c16;
+} tsr__gemm_ep_args_t;
 /* y[yoff + i] += x[xoff + i], i < n */
 typedef struct tsr__slice_args {
     size_t xoff, yoff, n;

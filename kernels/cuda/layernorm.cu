@@ -1,10 +1,142 @@
-/* CUDA LayerNorm: one warp per token (column of a (C, T) tile).  The backward
- * keeps dgamma/dbeta partial sums of all tokens of a block in shared memory
- * and adds them to global memory once per block. */
+/* CUDA LayerNorm: one warp per token (column of a (C, T) tile), its
+ * features read and written as float4 where C is a multiple of 4 (at most
+ * 1024: a lane keeps its share of the token in registers) and the pointers
+ * are 16-byte aligned; scalar loops otherwise. No float atomics: the
+ * backward's dgamma/dbeta are sums in a fixed order — per warp over its
+ * tokens, per block over its warps in turn, then over the blocks in a
+ * second kernel (the vector path: per-block partials in a per-stream
+ * scratch buffer) or per channel over the tokens in order (scalar path). */
 #include "kernels/layernorm.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/scratch.cuh"
 
-enum { WARPS = 8 };
+enum { WARPS = 8, VEC = 8 /* float4 per lane: C <= 4 * 32 * VEC */, MAX_BLOCKS = 256 };
+
+/* x, out: (C, T) as float4 (C4 = C / 4 per token); gamma, beta: (C4);
+ * mean, rstd: (T). One warp per token; the token stays in registers. */
+__global__ void k_ln_fwd4(int C, int T, const float4 *x, const float4 *gamma,
+                          const float4 *beta, float eps, float4 *out, float *mean, float *rstd)
+{
+    int lane = threadIdx.x & 31;
+    int t = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    if (t >= T) /* the whole warp: t is the warp's */
+        return;
+    int C4 = C >> 2;
+    const float4 *xt = x + (size_t)t * C4;
+    float4 v[VEC];
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VEC; i++) {
+        int c = lane + 32 * i;
+        v[i] = c < C4 ? xt[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+    }
+    float mu = tsr_warp_sum(s) / (float)C, q = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+        if (lane + 32 * i < C4) {
+            float a = v[i].x - mu, b = v[i].y - mu, c = v[i].z - mu, d = v[i].w - mu;
+            q += (a * a + b * b) + (c * c + d * d);
+        }
+    float rs = rsqrtf(tsr_warp_sum(q) / (float)C + eps);
+    float4 *ot = out + (size_t)t * C4;
+#pragma unroll
+    for (int i = 0; i < VEC; i++) {
+        int c = lane + 32 * i;
+        if (c < C4) {
+            float4 g = gamma[c], b = beta[c];
+            ot[c] = make_float4((v[i].x - mu) * rs * g.x + b.x, (v[i].y - mu) * rs * g.y + b.y,
+                                (v[i].z - mu) * rs * g.z + b.z, (v[i].w - mu) * rs * g.w + b.w);
+        }
+    }
+    if (lane == 0) {
+        mean[t] = mu;
+        rstd[t] = rs;
+    }
+}
+
+/* dout, x, dx: (C, T) as float4; gamma: (C4); mean, rstd: (T);
+ * partial: (2C, gridDim.x): block b's dgamma (C) then dbeta (C) sums.
+ * dx += ...; warps take tokens t = warp, warp + all warps, ...; the block's
+ * sums in 2C floats of dynamic shared memory, added warp after warp. */
+__global__ void k_ln_bwd4(int C, int T, const float4 *dout, const float4 *x, const float4 *gamma,
+                          const float *mean, const float *rstd, float4 *dx, float *partial)
+{
+    TSR_DYNAMIC_SHARED(float, sh);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, C4 = C >> 2;
+    float4 pg[VEC], pb[VEC];
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+        pg[i] = pb[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int t = blockIdx.x * WARPS + warp; t < T; t += gridDim.x * WARPS) {
+        const float4 *dt = dout + (size_t)t * C4, *xt = x + (size_t)t * C4;
+        float mu = mean[t], rs = rstd[t], a = 0.0f, b = 0.0f;
+#pragma unroll
+        for (int i = 0; i < VEC; i++) {
+            int c = lane + 32 * i;
+            if (c < C4) {
+                float4 d = dt[c], xv = xt[c], g = gamma[c];
+                a += (g.x * d.x + g.y * d.y) + (g.z * d.z + g.w * d.w);
+                b += (g.x * d.x * (xv.x - mu) + g.y * d.y * (xv.y - mu)) +
+                     (g.z * d.z * (xv.z - mu) + g.w * d.w * (xv.w - mu));
+            }
+        }
+        float ma = tsr_warp_sum(a) / (float)C, mb = tsr_warp_sum(b) * rs / (float)C;
+        float4 *dxt = dx + (size_t)t * C4;
+#pragma unroll
+        for (int i = 0; i < VEC; i++) {
+            int c = lane + 32 * i;
+            if (c < C4) {
+                float4 d = dt[c], xv = xt[c], g = gamma[c], o = dxt[c];
+                float hx = (xv.x - mu) * rs, hy = (xv.y - mu) * rs;
+                float hz = (xv.z - mu) * rs, hw = (xv.w - mu) * rs;
+                o.x += rs * (g.x * d.x - ma - hx * mb);
+                o.y += rs * (g.y * d.y - ma - hy * mb);
+                o.z += rs * (g.z * d.z - ma - hz * mb);
+                o.w += rs * (g.w * d.w - ma - hw * mb);
+                dxt[c] = o;
+                pg[i].x += d.x * hx, pg[i].y += d.y * hy, pg[i].z += d.z * hz, pg[i].w += d.w * hw;
+                pb[i].x += d.x, pb[i].y += d.y, pb[i].z += d.z, pb[i].w += d.w;
+            }
+        }
+    }
+    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x)
+        sh[c] = 0.0f;
+    for (int w = 0; w < WARPS; w++) { /* one warp at a time: a fixed order */
+        __syncthreads();
+        if (warp == w) {
+#pragma unroll
+            for (int i = 0; i < VEC; i++) {
+                int c = lane + 32 * i;
+                if (c < C4) {
+                    float *g = sh + 4 * c, *b = sh + C + 4 * c;
+                    g[0] += pg[i].x, g[1] += pg[i].y, g[2] += pg[i].z, g[3] += pg[i].w;
+                    b[0] += pb[i].x, b[1] += pb[i].y, b[2] += pb[i].z, b[3] += pb[i].w;
+                }
+            }
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x)
+        partial[(size_t)blockIdx.x * 2 * C + c] = sh[c];
+}
+
+/* dgamma (C), dbeta (C) += the sums of partial (2C, nparts) over its
+ * columns, in order: one thread per value. */
+__global__ void k_ln_params_sum(int C, int nparts, const float *partial, float *dgamma,
+                                float *dbeta)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= 2 * C)
+        return;
+    float s = 0.0f;
+    for (int p = 0; p < nparts; p++)
+        s += partial[(size_t)p * 2 * C + c];
+    if (c < C)
+        dgamma[c] += s;
+    else
+        dbeta[c - C] += s;
+}
 
 /* x, out: (C, T); gamma, beta: (C); mean, rstd: (T) */
 __global__ void k_ln_fwd(int C, int T, const float *x, const float *gamma, const float *beta,
@@ -34,20 +166,11 @@ __global__ void k_ln_fwd(int C, int T, const float *x, const float *gamma, const
     }
 }
 
-/* dout, x, dx: (C, T); gamma, dgamma, dbeta: (C); mean, rstd: (T).
- * use_smem: accumulate dgamma/dbeta in 2*C floats of dynamic shared memory. */
+/* dout, x, dx: (C, T); gamma: (C); mean, rstd: (T). dx += ... only: the
+ * scalar path's dgamma/dbeta are k_ln_bwd_params'. */
 __global__ void k_ln_bwd(int C, int T, const float *dout, const float *x, const float *gamma,
-                         const float *mean, const float *rstd, float *dx, float *dgamma,
-                         float *dbeta, int use_smem, int params)
+                         const float *mean, const float *rstd, float *dx)
 {
-    TSR_DYNAMIC_SHARED(float, sh);
-    /* without shared memory the block may have none: no offset from it */
-    float *sg = sh, *sb = sh + (use_smem ? C : 0);
-    if (use_smem) {
-        for (int c = threadIdx.x; c < C; c += blockDim.x)
-            sg[c] = 0.0f, sb[c] = 0.0f;
-        __syncthreads();
-    }
     int lane = threadIdx.x & 31;
     for (int t = blockIdx.x * WARPS + (threadIdx.x >> 5); t < T; t += gridDim.x * WARPS) {
         const float *dt = dout + (size_t)t * C, *xt = x + (size_t)t * C;
@@ -62,22 +185,7 @@ __global__ void k_ln_bwd(int C, int T, const float *dout, const float *x, const 
         float ma = tsr_warp_sum(a) / (float)C, mb = tsr_warp_sum(b) / (float)C;
         for (int c = lane; c < C; c += 32) {
             float xhat = (xt[c] - mu) * rs;
-            float d = dt[c];
-            dxt[c] += rs * (gamma[c] * d - ma - xhat * mb);
-            if (params && use_smem) {
-                atomicAdd(&sg[c], d * xhat);
-                atomicAdd(&sb[c], d);
-            } else if (params) {
-                atomicAdd(&dgamma[c], d * xhat);
-                atomicAdd(&dbeta[c], d);
-            }
-        }
-    }
-    if (use_smem && params) {
-        __syncthreads();
-        for (int c = threadIdx.x; c < C; c += blockDim.x) {
-            atomicAdd(&dgamma[c], sg[c]);
-            atomicAdd(&dbeta[c], sb[c]);
+            dxt[c] += rs * (gamma[c] * dt[c] - ma - xhat * mb);
         }
     }
 }
@@ -100,11 +208,30 @@ __global__ void k_ln_bwd_params(int C, int T, const float *dout, const float *x,
     dbeta[c] += b;
 }
 
+/* The float4 path: C a multiple of 4, at most 4 * 32 * VEC, every pointer
+ * 16-byte aligned. */
+static bool vec_ok(int C, const void *const *p, int n)
+{
+    if (C % 4 || C > 4 * 32 * VEC)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (!tsr_aligned16(p[i]))
+            return false;
+    return true;
+}
+
 int tsr_cuda_layernorm_fwd(void *stream, int C, int T, const float *x, const float *gamma,
                            const float *beta, float eps, float *out, float *mean, float *rstd)
 {
     if (C <= 0 || T <= 0)
         return 0;
+    const void *p[] = {x, gamma, beta, out};
+    if (vec_ok(C, p, 4)) {
+        TSR_LAUNCH(k_ln_fwd4, (T + WARPS - 1) / WARPS, WARPS * 32, 0, TSR_STREAM(stream), C, T,
+                   (const float4 *)x, (const float4 *)gamma, (const float4 *)beta, eps,
+                   (float4 *)out, mean, rstd);
+        return tsr_cuda_launched("k_ln_fwd4");
+    }
     TSR_LAUNCH(k_ln_fwd, (T + WARPS - 1) / WARPS, WARPS * 32, 0, TSR_STREAM(stream), C, T, x, gamma,
                beta, eps, out, mean, rstd);
     return tsr_cuda_launched("k_ln_fwd");
@@ -114,21 +241,33 @@ int tsr_cuda_layernorm_bwd(void *stream, int C, int T, const float *dout, const 
                            const float *gamma, const float *mean, const float *rstd, float *dx,
                            float *dgamma, float *dbeta, int deterministic)
 {
+    (void)deterministic; /* always: no float atomics */
     if (C <= 0 || T <= 0)
         return 0;
-    size_t smem = 2 * (size_t)C * sizeof(float);
-    int use_smem = smem <= 48 * 1024;
-    /* blocks share the flush of dgamma/dbeta: fewer, fuller blocks for big C */
+    cudaStream_t s = TSR_STREAM(stream);
     int blocks = (T + WARPS - 1) / WARPS;
-    blocks = blocks > 512 ? 512 : blocks;
-    if (deterministic)
-        use_smem = 0;
-    TSR_LAUNCH(k_ln_bwd, blocks, WARPS * 32, use_smem ? smem : 0, TSR_STREAM(stream), C, T, dout, x,
-               gamma, mean, rstd, dx, dgamma, dbeta, use_smem, !deterministic);
-    int rc = tsr_cuda_launched("k_ln_bwd");
-    if (rc || !deterministic)
+    blocks = blocks > MAX_BLOCKS ? MAX_BLOCKS : blocks;
+    const void *p[] = {dout, x, gamma, dx};
+    int rc;
+    if (vec_ok(C, p, 4)) {
+        void *partial = nullptr;
+        if ((rc = tsr_cuda_stream_scratch(s, TSR_SCRATCH_LN_PARTIAL,
+                                          (size_t)blocks * 2 * (size_t)C * sizeof(float),
+                                          &partial)))
+            return rc;
+        TSR_LAUNCH(k_ln_bwd4, blocks, WARPS * 32, 2 * (size_t)C * sizeof(float), s, C, T,
+                   (const float4 *)dout, (const float4 *)x, (const float4 *)gamma, mean, rstd,
+                   (float4 *)dx, (float *)partial);
+        if ((rc = tsr_cuda_launched("k_ln_bwd4")))
+            return rc;
+        TSR_LAUNCH(k_ln_params_sum, (2 * C + 255) / 256, 256, 0, s, C, blocks,
+                   (const float *)partial, dgamma, dbeta);
+        return tsr_cuda_launched("k_ln_params_sum");
+    }
+    TSR_LAUNCH(k_ln_bwd, blocks, WARPS * 32, 0, s, C, T, dout, x, gamma, mean, rstd, dx);
+    if ((rc = tsr_cuda_launched("k_ln_bwd")))
         return rc;
-    TSR_LAUNCH(k_ln_bwd_params, (C + 127) / 128, 128, 0, TSR_STREAM(stream), C, T, dout, x, mean,
-               rstd, dgamma, dbeta);
+    TSR_LAUNCH(k_ln_bwd_params, (C + 127) / 128, 128, 0, s, C, T, dout, x, mean, rstd, dgamma,
+               dbeta);
     return tsr_cuda_launched("k_ln_bwd_params");
 }

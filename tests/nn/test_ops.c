@@ -206,6 +206,109 @@ static void linear_case(int out, int in, int N, int to, int ti, int tt)
         free(dl[i]);
 }
 
+static double gelu_ref(double x)
+{
+    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+static double gelu_grad_ref(double x)
+{
+    double t = tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) +
+           0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+/* An MLP's two Linears: pre = W1 x + b1, h = gelu(pre) (linear_gelu_fwd),
+ * then the second one's backward through the GELU (linear_gelu_bwd): dh =
+ * gelu'(pre) W2^T dy, db1 += rows of dh, dw2 += dy h^T, db2 += rows of dy;
+ * tiled (th, ti), (to, th) over tt tokens, against double loops. One tile
+ * along in and out: fused tasks; several: the unfused path. */
+static void mlp_case(int in, int hid, int out, int N, int ti, int th, int to, int tt)
+{
+    kt_rng r = kt_seed((uint64_t)(in * 7 + hid * 131 + out));
+    size_t nh = (size_t)hid * N;
+    float *w1 = kt_rand(&r, (size_t)hid * in, -1, 1), *b1 = kt_rand(&r, (size_t)hid, -1, 1);
+    float *x = kt_rand(&r, (size_t)in * N, -1, 1), *w2 = kt_rand(&r, (size_t)out * hid, -1, 1);
+    float *dy = kt_rand(&r, (size_t)out * N, -1, 1), *junk = kt_rand(&r, nh, -1, 1);
+    float *dw20 = kt_rand(&r, (size_t)out * hid, -1, 1), *db20 = kt_rand(&r, (size_t)out, -1, 1);
+    float *db10 = kt_rand(&r, (size_t)hid, -1, 1);
+    tsr_tensor_t W1, B1, X, PRE, H, W2, DY, DH, DW2, DB2, DB1;
+    tensor_from(&W1, hid, in, th, ti, w1);
+    tensor_from(&B1, hid, 1, th, 1, b1);
+    tensor_from(&X, in, N, ti, tt, x);
+    tensor_from(&PRE, hid, N, th, tt, junk);
+    tensor_from(&H, hid, N, th, tt, junk);
+    tensor_from(&W2, out, hid, to, th, w2);
+    tensor_from(&DY, out, N, to, tt, dy);
+    tensor_from(&DH, hid, N, th, tt, junk);
+    tensor_from(&DW2, out, hid, to, th, dw20);
+    tensor_from(&DB2, out, 1, to, 1, db20);
+    tensor_from(&DB1, hid, 1, th, 1, db10);
+    OK(tsr__op_linear_gelu_fwd(&W1, &B1, &X, &PRE, &H));
+    OK(tsr__op_linear_gelu_bwd(&W2, &H, &DY, &PRE, &DH, &DW2, &DB2, &DB1));
+    float *gpre = tensor_get(&PRE), *gh = tensor_get(&H), *gdh = tensor_get(&DH);
+    float *gdw2 = tensor_get(&DW2), *gdb2 = tensor_get(&DB2), *gdb1 = tensor_get(&DB1);
+    double *pre = kt_dalloc(nh), *h = kt_dalloc(nh), *dh = kt_dalloc(nh);
+    double *dw2 = kt_dalloc((size_t)out * hid), *db2 = kt_dalloc((size_t)out);
+    double *db1 = kt_dalloc((size_t)hid);
+    for (int t = 0; t < N; t++)
+        for (int o = 0; o < hid; o++) {
+            double s = b1[o];
+            for (int i = 0; i < in; i++)
+                s += (double)w1[o + (size_t)i * hid] * x[i + (size_t)t * in];
+            pre[o + (size_t)t * hid] = s;
+            h[o + (size_t)t * hid] = gelu_ref(s);
+        }
+    for (int t = 0; t < N; t++)
+        for (int i = 0; i < hid; i++) {
+            double s = 0;
+            for (int o = 0; o < out; o++)
+                s += (double)w2[o + (size_t)i * out] * dy[o + (size_t)t * out];
+            dh[i + (size_t)t * hid] = s * gelu_grad_ref(pre[i + (size_t)t * hid]);
+        }
+    for (int i = 0; i < hid; i++) {
+        double s = 0;
+        for (int t = 0; t < N; t++)
+            s += dh[i + (size_t)t * hid];
+        db1[i] = db10[i] + s;
+        for (int o = 0; o < out; o++) {
+            double g = 0;
+            for (int t = 0; t < N; t++)
+                g += (double)dy[o + (size_t)t * out] * h[i + (size_t)t * hid];
+            dw2[o + (size_t)i * out] = dw20[o + (size_t)i * out] + g;
+        }
+    }
+    for (int o = 0; o < out; o++) {
+        double s = 0;
+        for (int t = 0; t < N; t++)
+            s += dy[o + (size_t)t * out];
+        db2[o] = db20[o] + s;
+    }
+    kt_assert_close("mlp pre", gpre, pre, nh, 1e-5, 1e-5);
+    kt_assert_close("mlp gelu", gh, h, nh, 1e-5, 1e-5);
+    kt_assert_close("mlp dh", gdh, dh, nh, 1e-5, 1e-5);
+    kt_assert_close("mlp dw2", gdw2, dw2, (size_t)out * hid, 1e-5, 1e-5);
+    kt_assert_close("mlp db2", gdb2, db2, (size_t)out, 1e-5, 1e-5);
+    kt_assert_close("mlp db1", gdb1, db1, (size_t)hid, 1e-5, 1e-5);
+    tsr_tensor_t *all[] = {&W1, &B1, &X, &PRE, &H, &W2, &DY, &DH, &DW2, &DB2, &DB1};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tsr__tensor_free(all[i]);
+    float *fl[] = {w1, b1, x, w2, dy, junk, dw20, db20, db10, gpre, gh, gdh, gdw2, gdb2, gdb1};
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+        free(fl[i]);
+    double *dl[] = {pre, h, dh, dw2, db2, db1};
+    for (size_t i = 0; i < sizeof dl / sizeof *dl; i++)
+        free(dl[i]);
+}
+
+Test(nn_ops, mlp_linears_with_gelu_fused_and_unfused_against_loops)
+{
+    rt_start();
+    mlp_case(16, 40, 16, 24, 16, 24, 16, 8); /* one tile along in and out: fused */
+    mlp_case(19, 37, 21, 23, 8, 16, 12, 8);  /* edge tiles on every axis: unfused */
+    rt_stop();
+}
+
 Test(nn_ops, linear_forward_and_backward_against_loops)
 {
     rt_start();

@@ -404,7 +404,7 @@ Test(codelets, every_one_has_estimates)
             cr_expect_not_null(cl->flops, "%s has no flops estimate", cl->name);
         cr_expect_eq(tsr__op_codelet(cl->name), cl);
     }
-    cr_expect_eq(n, 36);
+    cr_expect_eq(n, 41); /* 37, less regroup_bf16, with the 5 fused GEMM epilogues */
     cr_expect_null(tsr__op_codelet("nope"));
 }
 
@@ -493,6 +493,24 @@ Test(codelets, hand_counts)
     cr_expect_float_eq(bytes_of("gemm_bf16", &g16, NULL), 70 + 96, 1e-9);
     g16.g.beta = 0.0f, g16.c_bf16 = 1;
     cr_expect_float_eq(bytes_of("gemm_bf16", &g16, NULL), 70 + 24, 1e-9);
+    /* GEMMs with an epilogue, the shape above (m 3, n 4, k 5, beta 1):
+     * bias 1 flop per C element and the bias read (3 floats); bias + GELU 11
+     * per element, the GELU input written too (12 floats); the GELU
+     * gradient 13 per element with its row sums, its input read (12) and
+     * the bias gradient read and written (6); A's row sums m k */
+    tsr__gemm_ep_args_t ge = {{0, 0, 3, 4, 5, 1.0f, 1.0f}, 1 /* TSR_EPI_BIAS */, 0, 0};
+    cr_expect_float_eq(flops_of("gemm_bias", &ge, NULL), 120 + 12, 1e-9);
+    cr_expect_float_eq(bytes_of("gemm_bias", &ge, NULL), 4 * (15 + 20 + 24 + 3), 1e-9);
+    ge.kind = 2, ge.g.beta = 0.0f; /* TSR_EPI_BIAS_GELU */
+    cr_expect_float_eq(flops_of("gemm_bias_gelu", &ge, NULL), 120 + 132, 1e-9);
+    cr_expect_float_eq(bytes_of("gemm_bias_gelu", &ge, NULL), 4 * (15 + 20 + 12 + 3 + 12), 1e-9);
+    ge.kind = 4; /* TSR_EPI_DGELU_BGRAD */
+    cr_expect_float_eq(flops_of("gemm_dgelu_bgrad", &ge, NULL), 120 + 156, 1e-9);
+    cr_expect_float_eq(bytes_of("gemm_dgelu_bgrad", &ge, NULL), 4 * (15 + 20 + 12 + 12 + 6),
+                       1e-9);
+    ge.kind = 5, ge.g.beta = 1.0f, ge.ab16 = 1; /* TSR_EPI_BGRADA, bf16 A and B */
+    cr_expect_float_eq(flops_of("gemm_bgrada", &ge, NULL), 120 + 15, 1e-9);
+    cr_expect_float_eq(bytes_of("gemm_bgrada", &ge, NULL), 70 + 4 * (24 + 6), 1e-9);
     /* conversion of 10 elements: 4 bytes read, 2 written each (either way) */
     size_t vsz[2] = {40, 20};
     cr_expect_float_eq(bytes_of("f32_to_bf16", NULL, vsz), 60, 1e-9);
