@@ -975,7 +975,7 @@ static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_ten
     TRY(tsr__op_linear_fwd(wmat(p->attn_w), &p->attn_b->p, &a->ln1, 0.0f, &a->qkv));
                                                                  /* (3C, N) tiles (C, tt) */
     TRY(DROP_IF(discard, &a->ln1));
-    TRY(tsr__op_attention_fwd(&a->qkv, H, T, &m->att_ms, &m->att_acc, att_out(m, a),
+    TRY(tsr__op_attention_fwd(&a->qkv, H, T, bf16(m), &m->att_ms, &m->att_acc, att_out(m, a),
                               &a->att_lse));              /* (C, N) tiles (C, tt); lse (H, N) */
     TRY(DROP_IF(discard, &a->qkv, &a->att_lse));
     if (bf16(m)) {
@@ -1146,7 +1146,7 @@ static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
                                                                /* dyb (C, N) tiles (C, tt) */
     if (bf16(m)) /* in fp32, yb is the attention output the backward reads */
         TRY(DROP(&a->yb, &m->d16));
-    TRY(tsr__op_attention_bwd(&a->qkv, H, T, att_out(m, a), &m->dyb, &a->att_lse, &m->att_D,
+    TRY(tsr__op_attention_bwd(&a->qkv, H, T, bf16(m), att_out(m, a), &m->dyb, &a->att_lse, &m->att_D,
                               &m->dqkvb));                     /* (3C, N) tiles (C, tt) */
     TRY(DROP(att_out(m, a), &a->att_lse, &a->qkv, &m->dyb, &m->att_D));
     if (bf16(m)) /* the bias gradient reads dqkvb, the products its bf16 copy */

@@ -1098,11 +1098,14 @@ TILE_CODELET(cl_attn_init, "attn_init", 2, attn_args_t, zero_flops, attn_init_by
  * keys (d per row and block, under 1%) is left out. q, k, v read (their
  * tiles: all heads); ms, acc read and written. */
 #ifdef TSR_HAVE_CUDA
-/* The attention's matrix products follow the GEMMs' precision: TF32 tensor
- * cores unless the configuration asks for strict FP32. */
-static int attn_prec(const tsr_exec_t *e)
+/* The attention's matrix products follow the model's: bf16 tensor cores
+ * for a bf16 model, TF32 ones for fp32, unless the configuration asks for
+ * strict FP32. */
+static int attn_prec(const attn_args_t *a, const tsr_exec_t *e)
 {
-    return e->cuda_fp32 == TSR_CUDA_FP32_STRICT ? TSR_ATTN_FP32 : TSR_ATTN_TF32;
+    return e->cuda_fp32 == TSR_CUDA_FP32_STRICT ? TSR_ATTN_FP32
+           : a->bf16                            ? TSR_ATTN_BF16
+                                                : TSR_ATTN_TF32;
 }
 #endif
 static double attn_flops(const void *args, const size_t *sizes)
@@ -1130,7 +1133,7 @@ static void attn_fwd_cpu(const attn_args_t *a, void **buf)
 static int attn_fwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
 {
     /* every sequence of the tile in one launch */
-    return tsr_cuda_attn_fwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb, a->nseq,
+    return tsr_cuda_attn_fwd(e->cuda_stream, attn_prec(a, e), a->d, a->tq, a->tk, a->nb, a->nseq,
                              a->q0, a->k0, a->scale, a->ld, attn_hs(a), buf[0], buf[1], buf[2],
                              buf[3], buf[4]);
 }
@@ -1265,7 +1268,7 @@ static int attn_bwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
     if (!rc && (a->first & TSR_ATTN_FIRST_DKV))
         rc = tsr_cuda_fill(e->cuda_stream, nelem(e, 8), 0.0f, buf[8]);
     if (!rc) /* every sequence of the tile in one launch */
-        rc = tsr_cuda_attn_bwd(e->cuda_stream, attn_prec(e), a->d, a->tq, a->tk, a->nb, a->nseq,
+        rc = tsr_cuda_attn_bwd(e->cuda_stream, attn_prec(a, e), a->d, a->tq, a->tk, a->nb, a->nseq,
                                a->q0, a->k0, a->scale, a->ld, attn_hs(a), buf[0], buf[1], buf[2],
                                a->ldo, attn_hs(a), buf[3], buf[4], buf[5], buf[6], buf[7],
                                buf[8]);
@@ -1316,15 +1319,15 @@ static int check_attn(const tsr_tensor_t *qkv, int heads, int seq_len, const tsr
 }
 
 /* The arguments of the pair (query tile qi, key tile ki) of every head */
-static attn_args_t attn_args(const attn_layout_t *L, int heads, int C, int qi, int ki)
+static attn_args_t attn_args(const attn_layout_t *L, int heads, int C, int qi, int ki, int bf16)
 {
     attn_args_t a = {L->d, L->tq, L->tq, heads, qi * L->tq, ki * L->tq, L->scale, 0,
-                     L->nseq, C, C};
+                     L->nseq, C, C, bf16 != 0};
     return a;
 }
 
-int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, tsr_tensor_t *ms,
-                          tsr_tensor_t *acc, tsr_tensor_t *y, tsr_tensor_t *lse)
+int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, int bf16,
+                          tsr_tensor_t *ms, tsr_tensor_t *acc, tsr_tensor_t *y, tsr_tensor_t *lse)
 {
     int rc = check_attn(qkv, heads, seq_len, y, lse);
     if (rc)
@@ -1340,7 +1343,7 @@ int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, tsr_t
         for (int qi = 0; qi < L.per_seq; qi++) {
             int j = g * L.per_seq + qi;
             tsr_handle_t hms = tsr__tile(ms, 0, j), hacc = tsr__tile(acc, 0, j);
-            attn_args_t a = attn_args(&L, heads, C, qi, 0);
+            attn_args_t a = attn_args(&L, heads, C, qi, 0, bf16);
             if ((rc = SUBMIT(cl_attn_init, a, ACC(hms, TSR_W), ACC(hacc, TSR_W))))
                 return rc;
             for (int ki = 0; ki <= qi; ki++) {
@@ -1359,7 +1362,7 @@ int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, tsr_t
     return TSR_OK;
 }
 
-int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len,
+int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len, int bf16,
                           const tsr_tensor_t *y, const tsr_tensor_t *dy,
                           const tsr_tensor_t *lse, tsr_tensor_t *D, tsr_tensor_t *dqkv)
 {
@@ -1377,7 +1380,7 @@ int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len,
     for (int g = 0; g < L.groups; g++)
         for (int qi = 0; qi < L.per_seq; qi++) {
             int j = g * L.per_seq + qi;
-            attn_args_t a = attn_args(&L, heads, C, qi, 0);
+            attn_args_t a = attn_args(&L, heads, C, qi, 0, bf16);
             if ((rc = SUBMIT(cl_attn_dot, a, ACC(tsr__tile(y, 0, j), TSR_R),
                              ACC(tsr__tile(dy, 0, j), TSR_R), ACC(tsr__tile(D, 0, j), TSR_W))))
                 return rc;

@@ -113,12 +113,15 @@ int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int 
  *   scratch (C, N) tiled (C, tt) (the online-softmax state). A tile of lse,
  *   ms, acc (and D below) is the kernels' contiguous state of its heads,
  *   sequence by sequence, not a column-major matrix.
- * One task per (query tile, key tile) pair covers all heads. */
-int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, tsr_tensor_t *ms,
-                          tsr_tensor_t *acc, tsr_tensor_t *y, tsr_tensor_t *lse);
+ * One task per (query tile, key tile) pair covers all heads.  bf16: on a GPU
+ * the products take bf16 operands (TSR_ATTN_BF16, a bf16 model's choice),
+ * else TF32 (TSR_ATTN_TF32); FP32 where the configuration is strict, and
+ * on CPUs. */
+int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, int bf16,
+                          tsr_tensor_t *ms, tsr_tensor_t *acc, tsr_tensor_t *y, tsr_tensor_t *lse);
 /* dqkv (tiled like qkv) = the gradient through attention (overwritten),
  * dy tiled like y; D: scratch tiled like lse. */
-int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len,
+int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len, int bf16,
                           const tsr_tensor_t *y, const tsr_tensor_t *dy,
                           const tsr_tensor_t *lse, tsr_tensor_t *D, tsr_tensor_t *dqkv);
 
@@ -240,6 +243,7 @@ typedef struct tsr__attn_args {
      * instead of by fill tasks before it (written, not read: TSR_W) */
     int first;
     int nseq, ld, ldo;
+    int bf16; /* GPU products on bf16 operands (else TF32) unless strict */
 } tsr__attn_args_t;
 enum { TSR_ATTN_FIRST_DQ = 1, TSR_ATTN_FIRST_DKV = 2 };
 /* cross-entropy on a vocabulary tile [v0, v0 + nv) of T tokens */

@@ -678,7 +678,8 @@ static void run_gpu(void)
         GCHECK(tsr_cuda_attn_bwd_dot(gs, gAD, gATQ, gANB, gAD, (long long)gATQ * gAD, gacc, gdo,
                                      gDD));
         /* TF32 tensor cores (what training runs unless strict) against the
-         * cuBLAS TF32 ceiling, then the strict FP32 kernels against SGEMM's;
+         * cuBLAS TF32 ceiling, bf16 ones against cuBLAS bf16's, then the
+         * strict FP32 kernels against SGEMM's;
          * a pair with every key visible (gANB heads, contiguous tiles), then
          * the causal diagonal pair of GPT-2's attention call (the 12 heads of
          * one sequence read in place from the fused qkv tile, half the
@@ -688,8 +689,10 @@ static void run_gpu(void)
             int prec, nb, q0, fused;
         } ac[] = {
             {"attn_fwd", TSR_ATTN_TF32, gANB, gATQ, 0},
+            {"attn_fwd_bf16", TSR_ATTN_BF16, gANB, gATQ, 0},
             {"attn_fwd_fp32", TSR_ATTN_FP32, gANB, gATQ, 0},
             {"attn_fwd_diag", TSR_ATTN_TF32, 12, 0, 1},
+            {"attn_fwd_diag_bf16", TSR_ATTN_BF16, 12, 0, 1},
             {"attn_fwd_diag_fp32", TSR_ATTN_FP32, 12, 0, 1},
         };
         for (size_t c = 0; c < sizeof ac / sizeof ac[0] && !gerr; c++) {
@@ -698,7 +701,9 @@ static void run_gpu(void)
             snprintf(shape, sizeof shape, "d%d,%dx%d,h%d%s%s", gAD, gATQ, gATQ, gAnb,
                      gAq0 ? "" : ",causal", gAfused ? ",fused" : "");
             double f = (double)gAD * gATQ * gATQ * gAnb * (gAq0 ? 1.0 : 0.5);
-            double ceil = gAprec == TSR_ATTN_TF32 ? ceiltf : ceil32;
+            double ceil = gAprec == TSR_ATTN_TF32   ? ceiltf
+                          : gAprec == TSR_ATTN_BF16 ? ceilbf
+                                                    : ceil32;
             char bname[32];
             snprintf(bname, sizeof bname, "attn_bwd%s", ac[c].name + 8);
             report(ac[c].name, shape, "cuda", gtime_best(g_attn_fwd), 4 * f, "GFLOP/s", ceil);

@@ -414,8 +414,8 @@ static void attention_case(int tt)
     tensor_from(&tdy, C, N, C, tt, dy);
     tensor_from(&tdq, 3 * C, N, C, tt, dirty);
     free(dirty);
-    OK(tsr__op_attention_fwd(&tq, H, T, &tms, &tacc, &ty, &tl));
-    OK(tsr__op_attention_bwd(&tq, H, T, &ty, &tdy, &tl, &tD, &tdq));
+    OK(tsr__op_attention_fwd(&tq, H, T, 0, &tms, &tacc, &ty, &tl));
+    OK(tsr__op_attention_bwd(&tq, H, T, 0, &ty, &tdy, &tl, &tD, &tdq));
     double *y = kt_dalloc((size_t)C * N), *dq = kt_dalloc((size_t)3 * C * N);
     attention_ref(qkv, H, d, S, T, dy, y, dq);
     float *gy = tensor_get(&ty), *gdq = tensor_get(&tdq);
@@ -425,8 +425,8 @@ static void attention_case(int tt)
     tsr_tensor_t hq, hy;
     tensor_from(&hq, 3 * C, N, d, tt, NULL);
     tensor_from(&hy, C, N, d, tt, NULL);
-    cr_assert_eq(tsr__op_attention_fwd(&hq, H, T, &tms, &tacc, &hy, &tl), TSR_EINVAL);
-    cr_assert_eq(tsr__op_attention_fwd(&tq, H + 1, T, &tms, &tacc, &ty, &tl), TSR_EINVAL);
+    cr_assert_eq(tsr__op_attention_fwd(&hq, H, T, 0, &tms, &tacc, &hy, &tl), TSR_EINVAL);
+    cr_assert_eq(tsr__op_attention_fwd(&tq, H + 1, T, 0, &tms, &tacc, &ty, &tl), TSR_EINVAL);
     tsr_tensor_t *all[] = {&tq, &ty, &tl, &tms, &tacc, &tD, &tdy, &tdq, &hq, &hy};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         tsr__tensor_free(all[i]);
