@@ -61,6 +61,34 @@ static inline float tsr_emu_bf16_value(uint32_t half)
     return f;
 }
 
+/* The operand registers of the warp's 32 lanes (a warp barrier). */
+struct tsr_emu_mma_regs {
+    uint32_t a[4], b[2];
+};
+static inline void tsr_emu_mma_gather(const uint32_t a[4], const uint32_t b[2],
+                                      tsr_emu_mma_regs all[32], const char *file, int line)
+{
+    tsr_emu_mma_regs mine;
+    memcpy(mine.a, a, sizeof mine.a);
+    memcpy(mine.b, b, sizeof mine.b);
+    tsr_emu_warp_gather(&mine, all, sizeof mine, file, line);
+}
+
+/* this lane's four results: d[e] += sum_k A(r, k) B(k, n), r = g + 8 (e / 2),
+ * n = 2t + e % 2, in fp32 in k order */
+template <int K>
+static inline void tsr_emu_mma_sum(float d[4], const float (*A)[K], const float (*B)[8])
+{
+    const int lane = tsr_emu_lane(), g = lane / 4, t = lane % 4;
+    for (int e = 0; e < 4; e++) {
+        int r = g + 8 * (e >= 2), n = 2 * t + (e & 1);
+        float s = d[e];
+        for (int k = 0; k < K; k++)
+            s += A[r][k] * B[k][n];
+        d[e] = s;
+    }
+}
+
 /* d (16x8 fp32) += a (16x16 bf16) b (16x8 bf16), per lane (g = lane / 4,
  * t = lane % 4), each register two elements, the lower index low:
  *   a[0] = A(g, 2t..2t+1)  a[1] = A(g+8, 2t..2t+1)  a[2] = A(g, 2t+8..)  a[3] = A(g+8, 2t+8..)
@@ -70,13 +98,8 @@ static inline void tsr_emu_mma_m16n8k16_bf16(float d[4], const uint32_t a[4], co
                                              const char *file = __builtin_FILE(),
                                              int line = __builtin_LINE())
 {
-    struct regs {
-        uint32_t a[4], b[2];
-    } mine, all[32];
-    memcpy(mine.a, a, sizeof mine.a);
-    memcpy(mine.b, b, sizeof mine.b);
-    tsr_emu_warp_gather(&mine, all, sizeof mine, file, line);
-    const int lane = tsr_emu_lane(), g = lane / 4, t = lane % 4;
+    tsr_emu_mma_regs all[32];
+    tsr_emu_mma_gather(a, b, all, file, line);
     float A[16][16], B[16][8];
     for (int r = 0; r < 16; r++)
         for (int k = 0; k < 16; k++) {
@@ -88,13 +111,7 @@ static inline void tsr_emu_mma_m16n8k16_bf16(float d[4], const uint32_t a[4], co
             uint32_t reg = all[n * 4 + (k % 8) / 2].b[k >= 8];
             B[k][n] = tsr_emu_bf16_value(k % 2 ? reg >> 16 : reg);
         }
-    for (int e = 0; e < 4; e++) {
-        int r = g + 8 * (e >= 2), n = 2 * t + (e & 1);
-        float s = d[e];
-        for (int k = 0; k < 16; k++)
-            s += A[r][k] * B[k][n];
-        d[e] = s;
-    }
+    tsr_emu_mma_sum<16>(d, A, B);
 }
 
 /* d (16x8 fp32) += a (16x8 tf32) b (8x8 tf32), per lane (g = lane / 4,
@@ -107,13 +124,8 @@ static inline void tsr_emu_mma_m16n8k8_tf32(float d[4], const uint32_t a[4], con
                                             const char *file = __builtin_FILE(),
                                             int line = __builtin_LINE())
 {
-    struct regs {
-        uint32_t a[4], b[2];
-    } mine, all[32];
-    memcpy(mine.a, a, sizeof mine.a);
-    memcpy(mine.b, b, sizeof mine.b);
-    tsr_emu_warp_gather(&mine, all, sizeof mine, file, line);
-    const int lane = tsr_emu_lane(), g = lane / 4, t = lane % 4;
+    tsr_emu_mma_regs all[32];
+    tsr_emu_mma_gather(a, b, all, file, line);
     float A[16][8], B[8][8];
     for (int r = 0; r < 16; r++)
         for (int k = 0; k < 8; k++) {
@@ -125,13 +137,7 @@ static inline void tsr_emu_mma_m16n8k8_tf32(float d[4], const uint32_t a[4], con
             uint32_t u = all[n * 4 + k % 4].b[k >= 4] & 0xffffe000u;
             memcpy(&B[k][n], &u, 4);
         }
-    for (int e = 0; e < 4; e++) {
-        int r = g + 8 * (e >= 2), n = 2 * t + (e & 1);
-        float s = d[e];
-        for (int k = 0; k < 8; k++)
-            s += A[r][k] * B[k][n];
-        d[e] = s;
-    }
+    tsr_emu_mma_sum<8>(d, A, B);
 }
 
 /* 16 bytes global -> shared, the first src_bytes (0 or 16) copied and the

@@ -136,6 +136,22 @@ static __device__ __forceinline__ void tc_issue(float *sh, const float *x, int l
     }
 }
 
+/* The double buffer's step: on return chunk ch (stage ch & 1) is in shared
+ * memory for every thread, and the copies of chunk ch + 1 (into the other
+ * stage: issue(stage, chunk), which commits its group) are in flight.
+ * Every thread calls it. */
+template <class Issue>
+static __device__ __forceinline__ void tc_next_chunk(int ch, int nchunks, Issue issue)
+{
+    if (ch + 1 < nchunks) {
+        issue((ch + 1) & 1, ch + 1);
+        tsr_cp_async_wait<1>();
+    } else {
+        tsr_cp_async_wait<0>();
+    }
+    __syncthreads();
+}
+
 /* The operand precision: TF32 (m16n8k8, KS = 8 wide k-steps) or bf16
  * (m16n8k16, KS = 16). */
 template <bool BF16> struct tc_prec {
@@ -298,9 +314,13 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const float *qb = q + tc_head(sp, b, sp.tq, sp.st.ldq, sp.st.hsq), *kb = k + kofs,
                 *vb = v + kofs;
     const int nchunks = (rows.nblock + BC - 1) / BC;
-    tc_issue<DMAX>(sh[0][0], kb, sp.st.ldk, sp.tk, d, 0, sp.vec);
-    tc_issue<DMAX>(sh[0][1], vb, sp.st.ldk, sp.tk, d, 0, sp.vec);
-    tsr_cp_async_commit();
+    /* stage s <- key chunk ch: k, v rows */
+    auto issue = [&](int s, int ch) {
+        tc_issue<DMAX>(sh[s][0], kb, sp.st.ldk, sp.tk, d, ch * BC, sp.vec);
+        tc_issue<DMAX>(sh[s][1], vb, sp.st.ldk, sp.tk, d, ch * BC, sp.vec);
+        tsr_cp_async_commit();
+    };
+    issue(0, 0);
 
     uint32_t qa[KA][4];
     tc_rows_a<DMAX, BF16>(qa, qb, sp.st.ldq, sp.tq, d, rows.iw, sp.scale * TC_LOG2E);
@@ -327,15 +347,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 
     for (int ch = 0; ch < nchunks; ch++) {
         const int s = ch & 1, j0 = ch * BC;
-        if (ch + 1 < nchunks) {
-            tc_issue<DMAX>(sh[s ^ 1][0], kb, sp.st.ldk, sp.tk, d, j0 + BC, sp.vec);
-            tc_issue<DMAX>(sh[s ^ 1][1], vb, sp.st.ldk, sp.tk, d, j0 + BC, sp.vec);
-            tsr_cp_async_commit();
-            tsr_cp_async_wait<1>();
-        } else {
-            tsr_cp_async_wait<0>();
-        }
-        __syncthreads();
+        tc_next_chunk(ch, nchunks, issue);
         if (j0 < rows.nwarp) { /* warp-uniform: some query of the warp sees the chunk */
             /* S (16, BC) = Qs K^T */
             float sc[NC][4] = {};
@@ -430,9 +442,13 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const float *qb = q + qofs, *dob = dout + tc_head(sp, b, sp.tq, sp.st.ldo, sp.st.hso);
     const float *kb = k + kofs, *vb = v + kofs;
     const int nchunks = (rows.nblock + BC - 1) / BC;
-    tc_issue<DMAX>(sh[0][0], kb, sp.st.ldk, sp.tk, d, 0, sp.vec);
-    tc_issue<DMAX>(sh[0][1], vb, sp.st.ldk, sp.tk, d, 0, sp.vec);
-    tsr_cp_async_commit();
+    /* stage s <- key chunk ch: k, v rows */
+    auto issue = [&](int s, int ch) {
+        tc_issue<DMAX>(sh[s][0], kb, sp.st.ldk, sp.tk, d, ch * BC, sp.vec);
+        tc_issue<DMAX>(sh[s][1], vb, sp.st.ldk, sp.tk, d, ch * BC, sp.vec);
+        tsr_cp_async_commit();
+    };
+    issue(0, 0);
 
     uint32_t qa[KA][4], da[KA][4];
     tc_rows_a<DMAX, BF16>(qa, qb, sp.st.ldq, sp.tq, d, rows.iw, sp.scale * TC_LOG2E);
@@ -452,15 +468,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 
     for (int ch = 0; ch < nchunks; ch++) {
         const int s = ch & 1, j0 = ch * BC;
-        if (ch + 1 < nchunks) {
-            tc_issue<DMAX>(sh[s ^ 1][0], kb, sp.st.ldk, sp.tk, d, j0 + BC, sp.vec);
-            tc_issue<DMAX>(sh[s ^ 1][1], vb, sp.st.ldk, sp.tk, d, j0 + BC, sp.vec);
-            tsr_cp_async_commit();
-            tsr_cp_async_wait<1>();
-        } else {
-            tsr_cp_async_wait<0>();
-        }
-        __syncthreads();
+        tc_next_chunk(ch, nchunks, issue);
         if (j0 < rows.nwarp) {
             float sc[NC][4] = {}, dp[NC][4] = {};
             tc_product_xt<DMAX, NC, BF16>(sc, qa, sh[s][0]);
@@ -516,8 +524,9 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const float *kb = k + kofs, *vb = v + kofs;
     const int nchunks = (sp.tq - istart + BC - 1) / BC;
 
-    /* stage s <- query chunk [i0, i0 + BC): q, dout rows, lse, D */
-    auto issue = [&](int s, int i0) {
+    /* stage s <- query chunk ch, [i0, i0 + BC) from istart: q, dout rows, lse, D */
+    auto issue = [&](int s, int ch) {
+        const int i0 = istart + ch * BC;
         tc_issue<DMAX>(sh[s][0], qb, sp.st.ldq, sp.tq, d, i0, sp.vec);
         tc_issue<DMAX>(sh[s][1], dob, sp.st.ldo, sp.tq, d, i0, sp.vec);
         for (int e = threadIdx.x; e < BC; e += G::THREADS) {
@@ -527,7 +536,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
         }
         tsr_cp_async_commit();
     };
-    issue(0, istart);
+    issue(0, 0);
 
     uint32_t ka[KA][4], va[KA][4];
     tc_rows_a<DMAX, BF16>(ka, kb, sp.st.ldk, sp.tk, d, jw, sp.scale * TC_LOG2E);
@@ -536,13 +545,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 
     for (int ch = 0; ch < nchunks; ch++) {
         const int s = ch & 1, i0 = istart + ch * BC;
-        if (ch + 1 < nchunks) {
-            issue(s ^ 1, i0 + BC);
-            tsr_cp_async_wait<1>();
-        } else {
-            tsr_cp_async_wait<0>();
-        }
-        __syncthreads();
+        tc_next_chunk(ch, nchunks, issue);
         if (jw < sp.tk && i0 + BC > iwstart) { /* warp-uniform */
             float sc[NC][4] = {}, dp[NC][4] = {};
             tc_product_xt<DMAX, NC, BF16>(sc, ka, sh[s][0]);

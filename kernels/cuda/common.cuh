@@ -63,6 +63,23 @@ static inline bool tsr_aligned16(const void *p)
     return ((uintptr_t)p & 15u) == 0;
 }
 
+/* GELU, tanh approximation (kernels/gelu.h), and its derivative; 0.5 (1 +
+ * tanh(u)) written as 1 / (1 + exp(-2u)): no cancellation near -1.  Shared
+ * by the GELU kernels and the fused GEMM epilogues' fallback. */
+#define TSR_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+__device__ __forceinline__ float tsr_gelu(float x)
+{
+    float u = TSR_GELU_K * (x + 0.044715f * x * x * x);
+    return x / (1.0f + expf(-2.0f * u));
+}
+
+__device__ __forceinline__ float tsr_gelu_grad(float x)
+{
+    float u = TSR_GELU_K * (x + 0.044715f * x * x * x);
+    float s = 1.0f / (1.0f + expf(-2.0f * u));
+    return s + 2.0f * x * s * (1.0f - s) * TSR_GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
 __device__ __forceinline__ float tsr_warp_sum(float v)
 {
     for (int o = 16; o > 0; o >>= 1)

@@ -2,22 +2,6 @@
 #include "kernels/gelu.h"
 #include "kernels/cuda/common.cuh"
 
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-
-/* 0.5 (1 + tanh(u)) written as 1 / (1 + exp(-2u)): no cancellation near -1 */
-__device__ __forceinline__ float gelu_f(float x)
-{
-    float u = GELU_K * (x + 0.044715f * x * x * x);
-    return x / (1.0f + expf(-2.0f * u));
-}
-
-__device__ __forceinline__ float gelu_g(float x)
-{
-    float u = GELU_K * (x + 0.044715f * x * x * x);
-    float s = 1.0f / (1.0f + expf(-2.0f * u));
-    return s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-}
-
 /* x, out: (n) */
 __global__ void k_gelu_fwd(size_t n, const float *x, float *out, int vec)
 {
@@ -25,10 +9,10 @@ __global__ void k_gelu_fwd(size_t n, const float *x, float *out, int vec)
     size_t n4 = vec ? n / 4 : 0;
     for (size_t i = tid; i < n4; i += stride) {
         float4 a = reinterpret_cast<const float4 *>(x)[i];
-        reinterpret_cast<float4 *>(out)[i] = make_float4(gelu_f(a.x), gelu_f(a.y), gelu_f(a.z), gelu_f(a.w));
+        reinterpret_cast<float4 *>(out)[i] = make_float4(tsr_gelu(a.x), tsr_gelu(a.y), tsr_gelu(a.z), tsr_gelu(a.w));
     }
     for (size_t i = n4 * 4 + tid; i < n; i += stride)
-        out[i] = gelu_f(x[i]);
+        out[i] = tsr_gelu(x[i]);
 }
 
 /* x, dout, dx: (n) */
@@ -40,10 +24,10 @@ __global__ void k_gelu_bwd(size_t n, const float *x, const float *dout, float *d
         float4 a = reinterpret_cast<const float4 *>(x)[i];
         float4 g = reinterpret_cast<const float4 *>(dout)[i];
         reinterpret_cast<float4 *>(dx)[i] =
-            make_float4(gelu_g(a.x) * g.x, gelu_g(a.y) * g.y, gelu_g(a.z) * g.z, gelu_g(a.w) * g.w);
+            make_float4(tsr_gelu_grad(a.x) * g.x, tsr_gelu_grad(a.y) * g.y, tsr_gelu_grad(a.z) * g.z, tsr_gelu_grad(a.w) * g.w);
     }
     for (size_t i = n4 * 4 + tid; i < n; i += stride)
-        dx[i] = gelu_g(x[i]) * dout[i];
+        dx[i] = tsr_gelu_grad(x[i]) * dout[i];
 }
 
 int tsr_cuda_gelu_fwd(void *stream, size_t n, const float *x, float *out)

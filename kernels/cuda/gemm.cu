@@ -85,7 +85,6 @@ extern "C" int tsr_cuda_gemm_bf16(void *stream, void *cublas_handle, int transa,
 
 /* ---- products with an epilogue (cuBLASLt) ------------------------------- */
 
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
 __device__ __forceinline__ float ep_load(const float *p, size_t i)
 {
@@ -105,17 +104,6 @@ __device__ __forceinline__ void ep_store(uint16_t *p, size_t i, float v)
     uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     p[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r);
 }
-__device__ __forceinline__ float ep_gelu(float x)
-{
-    float u = GELU_K * (x + 0.044715f * x * x * x);
-    return x / (1.0f + expf(-2.0f * u));
-}
-__device__ __forceinline__ float ep_gelu_grad(float x)
-{
-    float u = GELU_K * (x + 0.044715f * x * x * x);
-    float s = 1.0f / (1.0f + expf(-2.0f * u));
-    return s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-}
 
 /* The fallback's elementwise epilogue on C (m, n) ldc:
  *   bias (m) or NULL: C += bias(i); aux (m, n) ld_aux or NULL: aux = C (the
@@ -133,9 +121,9 @@ __global__ void k_gemm_epilogue(int m, int n, T *c, int ldc, const float *bias, 
         if (gelu) {
             if (aux)
                 ep_store(aux, j * (size_t)ld_aux + i, v);
-            v = ep_gelu(v);
+            v = tsr_gelu(v);
         } else if (dgelu) {
-            v *= ep_gelu_grad(ep_load(aux, j * (size_t)ld_aux + i));
+            v *= tsr_gelu_grad(ep_load(aux, j * (size_t)ld_aux + i));
         }
         ep_store(c, at, v);
     }
