@@ -495,8 +495,10 @@ static void commute_release(tsr_task_t t)
     }
     pthread_mutex_unlock(&tsr__rt.commute_m);
     for (int k = 0; k < retry.n; k++)
-        if (commute_try_take(retry.v[k]))
+        if (commute_try_take(retry.v[k])) {
+            retry.v[k]->how = TSR_READY_HOST; /* waited for t's completion */
             push_to_policy(retry.v[k]);
+        }
     tsr__tasklist_clear(&retry);
     free(retry.v);
 }
@@ -717,6 +719,148 @@ void tsr__task_ready(tsr_task_t t)
     push_to_policy(t);
 }
 
+/* ---- device-ordered dependencies ----------------------------------------
+ *
+ * A GPU worker that launched a task P (its kernels queued on a lane, an
+ * event recorded after them: mark, launch number seq) does not wait to
+ * see P end before P's successors may run on the same GPU. Each successor
+ * S that could run there counts P among its launched predecessors (ndev,
+ * with P's mark in S->dwait and bit 2 on P's edge to S, P holding a
+ * reference to S until P completes). When every unfinished predecessor of
+ * S is launched on that one GPU (ndeps == ndev, all on dev_node), S is
+ * released to the GPU's worker (its device queue): the worker launches it
+ * on a lane after cudaStreamWaitEvent on those marks, without a host round
+ * trip. Every other consumer (a CPU worker, another GPU, a host
+ * acquisition, a task ready only later) still waits for P's completion,
+ * which the worker reports when it sees P's mark reached: that is when
+ * P's buffers are unpinned (so neither evicted, written back nor copied
+ * off the GPU before), its successors' counts drop, and errors show.
+ *
+ * Races: ndeps only drops once the guard is dropped (no edge is added
+ * after that), ndev counts a subset of the unfinished predecessors and
+ * drops before ndeps at a completion, so reading ndeps then ndev and
+ * finding them equal (and nonzero) means that at the second read every
+ * unfinished predecessor was launched on dev_node. Whoever changes one of
+ * the counts checks after its change, so the last change sees it; the
+ * claim (claimed 0 -> 1) makes S ready once, on the device or by the host
+ * (ndeps reaching 0). */
+
+/* S may run on a device of `kind` behind launched tasks: a user task with
+ * an implementation for it, no COMMUTE (its exclusion is handed over at
+ * completions) and no REDUX accumulator, not cancelled, not ready. */
+static bool dev_eligible(tsr_task_t s, int kind)
+{
+    if (s->kind != TSR_KIND_USER || !s->cl || !s->cl->impl[kind] || s->ncommute ||
+        atomic_load_explicit(&s->cancelled, memory_order_relaxed) || atomic_load(&s->claimed))
+        return false;
+    for (int i = 0; i < s->nbuffers; i++)
+        if (s->acc[i].mode == TSR_REDUX)
+            return false;
+    return true;
+}
+
+bool tsr__task_dev_count(tsr_task_t p, tsr_task_t s)
+{
+    int node1 = p->launch_node1;
+    if (!dev_eligible(s, TSR_DEVICE_CUDA))
+        return false;
+    int cur = 0;
+    if (!atomic_compare_exchange_strong(&s->dev_node, &cur, node1) && cur != node1) {
+        atomic_store(&s->dev_node, -1); /* predecessors on several nodes */
+        return false;
+    }
+    /* Slots are taken atomically: the launching worker and a submitter
+     * adding an edge to a launched task may count s at once. The slot is
+     * written before ndev counts it, and s is released only once ndev
+     * counts every unfinished predecessor. */
+    int k = atomic_fetch_add(&s->ndwait, 1);
+    if (k >= TSR_DWAIT_MAX)
+        return false; /* s waits for p's completion */
+    s->dwait[k].mark = p->launch_mark;
+    s->dwait[k].seq = p->launch_seq;
+    tsr__task_ref(s); /* until p's completion drops it (dev_dep_done) */
+    atomic_fetch_add(&s->ndev, 1);
+    return true;
+}
+
+/* s's unfinished predecessors may all be launched on one GPU: release it
+ * there. The caller holds a reference to s. */
+static void dev_check(tsr_task_t s)
+{
+    if (!atomic_load(&s->guard_dropped))
+        return;
+    int nd = atomic_load(&s->ndeps);
+    if (nd <= 0 || atomic_load(&s->ndev) != nd)
+        return;
+    int node1 = atomic_load(&s->dev_node);
+    if (node1 <= 0)
+        return;
+    int unclaimed = 0;
+    if (!atomic_compare_exchange_strong(&s->claimed, &unclaimed, 1))
+        return;
+    tsr_worker_t *w = NULL;
+    for (int i = 0; i < tsr__rt.nworkers && !w; i++)
+        if (tsr__rt.workers[i].node == node1 - 1 && tsr__rt.workers[i].device_kind == TSR_DEVICE_CUDA)
+            w = &tsr__rt.workers[i];
+    s->how = TSR_READY_DEVICE;
+    if (s->nuses)
+        uses_ready(s);
+    tsr__worker_devq_push(w, s);
+}
+
+/* One predecessor of s is complete (host: a completion the host observed)
+ * or its submission guard dropped (host false). `counted`: a predecessor
+ * that counted s as launched (it holds a reference to s); `held`: the
+ * caller holds one. */
+static void dev_dep_done(tsr_task_t s, bool counted, bool host, bool held)
+{
+    /* s is alive while we hold a predecessor's place in ndeps; after the
+     * decrement only a reference keeps it. A launched predecessor counted
+     * in ndev holds one; else take one only when some predecessor is
+     * launched (a check missed because ndev moved meanwhile only costs the
+     * device release: s then becomes ready when ndeps reaches 0). */
+    bool ref = !counted && !held && atomic_load(&s->ndev) > 0;
+    if (ref)
+        tsr__task_ref(s);
+    if (counted)
+        atomic_fetch_sub(&s->ndev, 1);
+    if (atomic_fetch_sub_explicit(&s->ndeps, 1, memory_order_acq_rel) == 1) {
+        if (atomic_exchange(&s->claimed, 1) == 0) {
+            if (host)
+                s->how = TSR_READY_HOST;
+            tsr__task_ready(s);
+        }
+    } else if (counted || ref || held) {
+        dev_check(s);
+    }
+    if (counted || ref)
+        tsr__task_unref(s);
+}
+
+void tsr__task_launched(tsr_task_t t, int worker, int mark, uint64_t seq)
+{
+    tsr_worker_t *w = &tsr__rt.workers[worker];
+    /* the successors to check once t's lock is let go (those past the
+     * first 64 are not released here: they wait for the host) */
+    tsr_task_t check[64];
+    int ncheck = 0;
+    pthread_mutex_lock(&t->lock);
+    t->launch_node1 = w->node + 1;
+    t->launch_mark = mark;
+    t->launch_seq = seq;
+    for (int i = 0; i < t->nsucc && ncheck < 64; i++) {
+        tsr_task_t s = (tsr_task_t)(t->succ[i] & ~(uintptr_t)3);
+        if (tsr__task_dev_count(t, s)) {
+            t->succ[i] |= 2;
+            check[ncheck++] = s;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    /* t completes on this thread, later: its references keep them alive */
+    for (int k = 0; k < ncheck; k++)
+        dev_check(check[k]);
+}
+
 void tsr__task_complete(tsr_task_t t, int result, int worker)
 {
     if (t->nuses)
@@ -755,13 +899,18 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
     if (result != TSR_RESULT_OK)
         record_failure(t, result, msg);
     for (int i = 0; i < nsucc; i++) {
-        tsr_task_t s = (tsr_task_t)(succ[i] & ~(uintptr_t)1);
+        tsr_task_t s = (tsr_task_t)(succ[i] & ~(uintptr_t)3);
         if (result != TSR_RESULT_OK && (succ[i] & 1))
             tsr__task_cancel(s, t);
-        if (atomic_fetch_sub_explicit(&s->ndeps, 1, memory_order_acq_rel) == 1)
+        if (tsr__rt.device_deps) {
+            dev_dep_done(s, (succ[i] & 2) != 0, true, false);
+        } else if (atomic_fetch_sub_explicit(&s->ndeps, 1, memory_order_acq_rel) == 1) {
+            s->how = TSR_READY_HOST;
             tsr__task_ready(s);
+        }
     }
-    if (worker >= 0 && tsr__rt.sched.policy->done)
+    /* (a task released to a device was never pushed to the policy) */
+    if (worker >= 0 && tsr__rt.sched.policy->done && t->how != TSR_READY_DEVICE)
         tsr__rt.sched.policy->done(&tsr__rt.sched, t, worker);
     if (t->tag && tsr__tag_add(t->tag, -1))
         wake = true;
@@ -839,6 +988,15 @@ static int cmp_handle(const void *a, const void *b)
 /* Drop a submission guard: the task may become ready. */
 static void release_guard(tsr_task_t t)
 {
+    if (tsr__rt.device_deps) {
+        /* no edge is added after this: dev_check may trust ndeps */
+        atomic_store(&t->guard_dropped, true);
+        /* held: a predecessor launched meanwhile must not go unchecked */
+        tsr__task_ref(t);
+        dev_dep_done(t, false, false, true);
+        tsr__task_unref(t);
+        return;
+    }
     if (atomic_fetch_sub_explicit(&t->ndeps, 1, memory_order_acq_rel) == 1)
         tsr__task_ready(t);
 }
