@@ -342,11 +342,12 @@ typedef struct tsr_worker_stats {
     double wait_data_s;        /* time with nothing runnable, waiting for data */
     uint64_t drains;           /* a GPU's worker: launches after the first
                                   made while none of its launched tasks was
-                                  still running: the stream had run dry. A
-                                  task that depends on a running one is
-                                  launched only once the host saw that one
-                                  end, so every link of a chain is one (a
-                                  host round trip). 0 on other workers */
+                                  still running: the stream had run dry.
+                                  With cuda_device_deps = 0 a task that
+                                  depends on a running one is launched only
+                                  once the host saw that one end, so every
+                                  link of a chain is one (a host round
+                                  trip). 0 on other workers */
     uint64_t host_waits;       /* a GPU's worker: launches of tasks made ready
                                   by a predecessor's completion seen on the
                                   host (a host round trip before the launch) */
