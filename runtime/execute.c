@@ -96,6 +96,7 @@ void tsr__worker_fail(tsr_worker_t *w, tsr_task_t t, int code)
 void tsr__worker_devq_push(tsr_worker_t *w, tsr_task_t t)
 {
     t->dev_next = NULL;
+    t->via_devq = true;
     pthread_mutex_lock(&w->m);
     if (w->devq_tail)
         w->devq_tail->dev_next = t;

@@ -140,6 +140,16 @@ struct tsr_task {
      * launch number, for edges added after the launch (under lock) */
     int launch_node1, launch_mark;
     uint64_t launch_seq;
+    /* the same for COMMUTE exclusion (under tsr__rt.commute_m): a task
+     * owning COMMUTE handles, launched on a device, hands them to a task
+     * that may follow it there */
+    int cm_node1, cm_mark;
+    uint64_t cm_seq;
+    /* released to a device (its node + 1): it runs there, whatever else
+     * it waits for (a COMMUTE handle); via_devq: it went through a
+     * worker's device queue, not through the policy */
+    int bound_node1;
+    bool via_devq;
     /* the launches it follows on its device: the worker's mark and launch
      * number of each (a mark is reused once its task completed) */
     struct { int mark; uint64_t seq; } dwait[TSR_DWAIT_MAX];

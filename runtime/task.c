@@ -413,30 +413,107 @@ static void record_failure(tsr_task_t t, int result, const char *msg)
 
 /* ---- commute exclusion ------------------------------------------------- */
 
-/* All-or-nothing: take every COMMUTE handle of t, or park t on the first
- * busy one. Taking them together under one lock cannot deadlock. */
-static bool commute_try_take(tsr_task_t t)
+/* t may take COMMUTE handles behind owners launched on a device (device-
+ * ordered, see tsr__task_launched): a user task with a CUDA
+ * implementation and no REDUX accumulator. */
+static bool commute_dev_eligible(tsr_task_t t)
 {
-    bool ok = true;
-    pthread_mutex_lock(&tsr__rt.commute_m);
+    if (!tsr__rt.device_deps || t->kind != TSR_KIND_USER || !t->cl ||
+        !t->cl->impl[TSR_DEVICE_CUDA] || atomic_load(&t->cancelled))
+        return false;
+    for (int i = 0; i < t->nbuffers; i++)
+        if (t->acc[i].mode == TSR_REDUX)
+            return false;
+    return true;
+}
+
+/* Under commute_m: take every COMMUTE handle of t — free ones, and (with
+ * device-ordered dependencies) ones whose owners were launched on one GPU,
+ * t then following them there. Returns 1 (taken), 2 (taken behind
+ * launched owners, on node *node1 - 1: t's dwait names them), 3 (taken,
+ * all free, by a task released to node *node1 - 1), or 0 with *busy the
+ * handle to park on. */
+static int commute_take_locked(tsr_task_t t, int *node1, tsr_data_t **busy)
+{
+    int want = t->bound_node1; /* released to a device: owners there only */
+    tsr_task_t owners[TSR_MAX_BUFFERS];
+    int nown = 0, g = 0;
+    int dev = -1; /* not yet asked */
     for (int i = 0; i < t->ncommute; i++) {
         tsr_data_t *h = t->commute[i];
-        if (h->commute_owner) {
-            if (tsr__tasklist_push(&h->commute_waiting, t) != TSR_OK) {
-                /* Cannot park without memory: retry by yielding. */
-                pthread_mutex_unlock(&tsr__rt.commute_m);
-                sched_yield();
-                return commute_try_take(t);
-            }
-            ok = false;
-            break;
+        tsr_task_t o = h->commute_owner;
+        if (!o)
+            continue;
+        if (dev < 0)
+            dev = commute_dev_eligible(t);
+        if (dev && o->cm_node1 > 0 && (g == 0 || g == o->cm_node1) &&
+            (want == 0 || want == o->cm_node1)) {
+            g = o->cm_node1;
+            int k = 0;
+            while (k < nown && owners[k] != o)
+                k++;
+            if (k == nown)
+                owners[nown++] = o;
+            continue;
         }
+        *busy = h;
+        return 0;
     }
-    if (ok)
+    if (nown > 0 && atomic_load(&t->ndwait) + nown > TSR_DWAIT_MAX) {
+        *busy = t->commute[0]; /* no room to name them: wait for the host */
         for (int i = 0; i < t->ncommute; i++)
-            t->commute[i]->commute_owner = t;
+            if (t->commute[i]->commute_owner) {
+                *busy = t->commute[i];
+                break;
+            }
+        return 0;
+    }
+    for (int i = 0; i < t->ncommute; i++)
+        t->commute[i]->commute_owner = t;
+    for (int k = 0; k < nown; k++) {
+        int slot = atomic_fetch_add(&t->ndwait, 1);
+        t->dwait[slot].mark = owners[k]->cm_mark;
+        t->dwait[slot].seq = owners[k]->cm_seq;
+    }
+    *node1 = g ? g : want;
+    return nown > 0 ? 2 : want ? 3 : 1;
+}
+
+/* t follows the launched owners of its COMMUTE handles on their GPU, or
+ * its launched predecessors on theirs (bound_node1). */
+static void commute_to_device(tsr_task_t t, int node1)
+{
+    for (int i = 0; i < tsr__rt.nworkers; i++)
+        if (tsr__rt.workers[i].node == node1 - 1 &&
+            tsr__rt.workers[i].device_kind == TSR_DEVICE_CUDA) {
+            tsr__worker_devq_push(&tsr__rt.workers[i], t);
+            return;
+        }
+}
+
+/* All-or-nothing: take every COMMUTE handle of t, or park t on the first
+ * busy one. Taking them together under one lock cannot deadlock. Returns
+ * whether t may be pushed to the policy (false: parked, or handed to a
+ * GPU's worker: behind the launched owners, or because it was released
+ * there). */
+static bool commute_try_take(tsr_task_t t)
+{
+    pthread_mutex_lock(&tsr__rt.commute_m);
+    int node1 = 0;
+    tsr_data_t *busy = NULL;
+    int r = commute_take_locked(t, &node1, &busy);
+    if (r == 0 && tsr__tasklist_push(&busy->commute_waiting, t) != TSR_OK) {
+        /* Cannot park without memory: retry by yielding. */
+        pthread_mutex_unlock(&tsr__rt.commute_m);
+        sched_yield();
+        return commute_try_take(t);
+    }
     pthread_mutex_unlock(&tsr__rt.commute_m);
-    return ok;
+    if (r == 2)
+        t->how = TSR_READY_DEVICE; /* behind the launched owners */
+    if (r >= 2)
+        commute_to_device(t, node1);
+    return r == 1;
 }
 
 /* A worker completing a task will ask the policy for work right after: the
@@ -475,30 +552,39 @@ static void push_to_policy(tsr_task_t t)
     /* Once pushed, t may run and complete at any moment: nothing here may
      * touch it again (policies prefetch inside push, see sched.h). */
     int target = tsr__rt.sched.policy->push(&tsr__rt.sched, t);
-    if (tsr__tl_self_slot && (target == -1 || target == tsr__tl_worker)) {
+    /* The completing worker takes it itself: only if it can run it (a
+     * CPU worker completing the predecessor of a GPU-only task must wake
+     * the GPU's worker, which may sleep). */
+    if (tsr__tl_self_slot && (target == -1 || target == tsr__tl_worker) && t->cl &&
+        t->cl->impl[tsr__rt.workers[tsr__tl_worker].device_kind]) {
         tsr__tl_self_slot = false;
         return;
     }
     tsr__workers_notify(target);
 }
 
+/* t completes: the COMMUTE handles it still owns (not handed on to a task
+ * that followed it on its device) are free again; their waiters retry. */
 static void commute_release(tsr_task_t t)
 {
     tsr_tasklist_t retry = {0};
     pthread_mutex_lock(&tsr__rt.commute_m);
+    t->cm_node1 = 0;
     for (int i = 0; i < t->ncommute; i++) {
         tsr_data_t *h = t->commute[i];
+        if (h->commute_owner != t)
+            continue;
         h->commute_owner = NULL;
         for (int k = 0; k < h->commute_waiting.n; k++)
             tsr__tasklist_push(&retry, h->commute_waiting.v[k]);
         tsr__tasklist_clear(&h->commute_waiting);
     }
     pthread_mutex_unlock(&tsr__rt.commute_m);
-    for (int k = 0; k < retry.n; k++)
-        if (commute_try_take(retry.v[k])) {
-            retry.v[k]->how = TSR_READY_HOST; /* waited for t's completion */
+    for (int k = 0; k < retry.n; k++) {
+        retry.v[k]->how = TSR_READY_HOST; /* waited for t's completion */
+        if (commute_try_take(retry.v[k]))
             push_to_policy(retry.v[k]);
-        }
+    }
     tsr__tasklist_clear(&retry);
     free(retry.v);
 }
@@ -746,11 +832,11 @@ void tsr__task_ready(tsr_task_t t)
  * (ndeps reaching 0). */
 
 /* S may run on a device of `kind` behind launched tasks: a user task with
- * an implementation for it, no COMMUTE (its exclusion is handed over at
- * completions) and no REDUX accumulator, not cancelled, not ready. */
+ * an implementation for it and no REDUX accumulator, not cancelled, not
+ * ready. (Its COMMUTE handles are taken once it is released.) */
 static bool dev_eligible(tsr_task_t s, int kind)
 {
-    if (s->kind != TSR_KIND_USER || !s->cl || !s->cl->impl[kind] || s->ncommute ||
+    if (s->kind != TSR_KIND_USER || !s->cl || !s->cl->impl[kind] ||
         atomic_load_explicit(&s->cancelled, memory_order_relaxed) || atomic_load(&s->claimed))
         return false;
     for (int i = 0; i < s->nbuffers; i++)
@@ -803,9 +889,13 @@ static void dev_check(tsr_task_t s)
         if (tsr__rt.workers[i].node == node1 - 1 && tsr__rt.workers[i].device_kind == TSR_DEVICE_CUDA)
             w = &tsr__rt.workers[i];
     s->how = TSR_READY_DEVICE;
+    s->bound_node1 = node1;
     if (s->nuses)
         uses_ready(s);
-    tsr__worker_devq_push(w, s);
+    /* its COMMUTE handles: taken (or behind their owners launched there),
+     * else it waits for them, parked, and still runs there */
+    if (!s->ncommute || commute_try_take(s))
+        tsr__worker_devq_push(w, s);
 }
 
 /* One predecessor of s is complete (host: a completion the host observed)
@@ -837,6 +927,43 @@ static void dev_dep_done(tsr_task_t s, bool counted, bool host, bool held)
         tsr__task_unref(s);
 }
 
+/* t, owning COMMUTE handles, was launched on node node1 - 1: a task
+ * parked on one of them may take them now and follow t there (its kernels
+ * after t's); the others wait for t's completion as before. */
+static void commute_launched(tsr_task_t t, int node1, int mark, uint64_t seq)
+{
+    /* handed on: each keeps the reference its waiting list held */
+    tsr_task_t moved[64];
+    int moved_node[64], nmoved = 0;
+    pthread_mutex_lock(&tsr__rt.commute_m);
+    t->cm_node1 = node1;
+    t->cm_mark = mark;
+    t->cm_seq = seq;
+    for (int i = 0; i < t->ncommute; i++) {
+        tsr_data_t *h = t->commute[i];
+        tsr_tasklist_t *l = &h->commute_waiting;
+        int keep = 0;
+        for (int k = 0; k < l->n; k++) {
+            tsr_task_t s = l->v[k];
+            int g = 0;
+            tsr_data_t *busy = NULL;
+            if (nmoved < 64 && h->commute_owner == t &&
+                commute_take_locked(s, &g, &busy) == 2) {
+                moved[nmoved] = s;
+                moved_node[nmoved++] = g;
+                continue;
+            }
+            l->v[keep++] = s;
+        }
+        l->n = keep;
+    }
+    pthread_mutex_unlock(&tsr__rt.commute_m);
+    for (int k = 0; k < nmoved; k++) {
+        commute_to_device(moved[k], moved_node[k]);
+        tsr__task_unref(moved[k]);
+    }
+}
+
 void tsr__task_launched(tsr_task_t t, int worker, int mark, uint64_t seq)
 {
     tsr_worker_t *w = &tsr__rt.workers[worker];
@@ -859,13 +986,17 @@ void tsr__task_launched(tsr_task_t t, int worker, int mark, uint64_t seq)
     /* t completes on this thread, later: its references keep them alive */
     for (int k = 0; k < ncheck; k++)
         dev_check(check[k]);
+    if (t->ncommute)
+        commute_launched(t, w->node + 1, mark, seq);
 }
 
 void tsr__task_complete(tsr_task_t t, int result, int worker)
 {
     if (t->nuses)
         uses_done(t);
-    if (t->ncommute && result != TSR_RESULT_CANCELLED)
+    /* (a task cancelled after it took its COMMUTE handles, released to a
+     * device, gives them back too; one that never took them owns none) */
+    if (t->ncommute)
         commute_release(t);
     /* A failure's description replaces the bare reason before DONE is
      * visible: a task submitted later and cancelled at once copies it. */
@@ -910,7 +1041,7 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
         }
     }
     /* (a task released to a device was never pushed to the policy) */
-    if (worker >= 0 && tsr__rt.sched.policy->done && t->how != TSR_READY_DEVICE)
+    if (worker >= 0 && tsr__rt.sched.policy->done && !t->via_devq)
         tsr__rt.sched.policy->done(&tsr__rt.sched, t, worker);
     if (t->tag && tsr__tag_add(t->tag, -1))
         wake = true;

@@ -534,3 +534,91 @@ Test(cuda_devdeps, racing_submitters_two_gpus, .timeout = 120)
         cr_skip_test("one GPU: two-GPU race skipped");
     racing(2);
 }
+
+/* ---- COMMUTE accumulations ------------------------------------------------------ */
+
+/* Every term is made by a GPU task (t_i = 2 t_i + i, from zeros), then
+ * added into one accumulator with COMMUTE (acc = acc + t_i, in any
+ * order; integers, so any order is exact): the terms' producers hand
+ * their data on the device, the accumulation's owners hand the
+ * accumulator on (each adding task after the previous one's kernels).
+ * With CPU workers too (ncpu 1) the accumulation crosses devices. */
+static int acc_cuda(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    return tsr_cuda_axpy(e->cuda_stream, N, 1.0f, b[1], b[0]);
+}
+
+static int acc_cpu(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)args;
+    (void)e;
+    float *x = b[0];
+    const float *y = b[1];
+    for (int i = 0; i < N; i++)
+        x[i] += y[i];
+    return 0;
+}
+
+static const tsr_codelet_t cl_acc = {
+    .name = "accumulate", .impl = {acc_cpu, acc_cuda}, .nbuffers = 2};
+
+static counts_t commute_sum(int ncpu, int ncuda)
+{
+    enum { NTERM = 24, NACC = 3 };
+    start(ncpu, ncuda, 0, 1);
+    static float terms[NTERM][N], accs[NACC][N], one[N];
+    memset(terms, 0, sizeof terms);
+    memset(accs, 0, sizeof accs);
+    for (int i = 0; i < N; i++)
+        one[i] = 1.0f;
+    tsr_handle_t ht[NTERM], ha[NACC], h1;
+    cr_assert_eq(tsr_handle_register(&h1, one, sizeof one), TSR_OK);
+    for (int k = 0; k < NTERM; k++)
+        cr_assert_eq(tsr_handle_register(&ht[k], terms[k], sizeof terms[k]), TSR_OK);
+    for (int a = 0; a < NACC; a++)
+        cr_assert_eq(tsr_handle_register(&ha[a], accs[a], sizeof accs[a]), TSR_OK);
+    double want[NACC] = {0};
+    for (int k = 0; k < NTERM; k++) {
+        submit2(&cl_gpu, ht[k], h1, (float)k, NULL); /* t = k */
+        submit2(&cl_gpu, ht[k], h1, 1.0f, NULL);     /* t = 2k + 1 */
+        for (int a = 0; a < NACC; a++) {
+            if ((k + a) % 2)
+                continue;
+            tsr_access_t acc[2] = {{ha[a], TSR_COMMUTE}, {ht[k], TSR_R}};
+            tsr_task_desc_t d = {.codelet = &cl_acc, .nbuffers = 2, .buffers = acc};
+            cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+            want[a] += 2 * k + 1;
+        }
+    }
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    counts_t n = counts();
+    for (int k = 0; k < NTERM; k++)
+        cr_assert_eq(tsr_handle_unregister(ht[k]), TSR_OK);
+    for (int a = 0; a < NACC; a++)
+        cr_assert_eq(tsr_handle_unregister(ha[a]), TSR_OK);
+    cr_assert_eq(tsr_handle_unregister(h1), TSR_OK);
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
+    for (int a = 0; a < NACC; a++)
+        for (int i = 0; i < N; i += 511)
+            cr_assert_eq(accs[a][i], (float)want[a], "accumulator %d element %d: %g, not %g",
+                         a, i, accs[a][i], want[a]);
+    return n;
+}
+
+Test(cuda_devdeps, commute_accumulation_on_one_gpu)
+{
+    REQUIRE_GPU();
+    counts_t n = commute_sum(-1, 1);
+    cr_assert_gt(n.device_ordered, 0);
+    /* a term's last producer and the accumulator's previous owner are both
+     * launched on the GPU: hardly any launch waits for the host */
+    cr_assert_leq(n.host_waits, n.gpu_tasks / 10, "%llu host waits of %llu launches",
+                  (unsigned long long)n.host_waits, (unsigned long long)n.gpu_tasks);
+}
+
+Test(cuda_devdeps, commute_accumulation_across_cpu_and_gpus, .timeout = 120)
+{
+    REQUIRE_GPU();
+    (void)commute_sum(1, -1);
+}
