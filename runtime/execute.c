@@ -272,7 +272,7 @@ int tsr__worker_buffers(tsr_worker_t *w, tsr_task_t t, void **bufs)
 void tsr__worker_finish(tsr_worker_t *w, tsr_task_t t, int rc, uint64_t start)
 {
     uint64_t end = tsr__mem_now_ns();
-    if (rc == 0 && tsr__rt.sampling)
+    if (rc == 0 && tsr__rt.sampling && !t->dev_behind)
         tsr__perfmodel_sample(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,
                               (double)(end - start) * 1e-9);
     w->busy_ns += end - start;

@@ -150,6 +150,9 @@ struct tsr_task {
      * worker's device queue, not through the policy */
     int bound_node1;
     bool via_devq;
+    /* launched behind running predecessors: its launch-to-end time is
+     * theirs too, not a sample for the performance models */
+    bool dev_behind;
     /* the launches it follows on its device: the worker's mark and launch
      * number of each (a mark is reused once its task completed) */
     struct { int mark; uint64_t seq; } dwait[TSR_DWAIT_MAX];

@@ -274,8 +274,11 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
                                            t->mreq.err, sizeof t->mreq.err);
     /* A failed exec_begin (no device made current) is the task's failure:
      * the implementation is not called. */
-    if (rc == 0 && w->nrunning > 0 && dwait_count(t) > 0)
+    if (rc == 0 && w->nrunning > 0 && dwait_count(t) > 0) {
+        for (int k = 0, n = dwait_count(t); k < n && !t->dev_behind; k++)
+            t->dev_behind = running_index(w, t->dwait[k].mark, t->dwait[k].seq) >= 0;
         rc = begun = device_waits(w, t, node, lane);
+    }
     if (rc == 0) {
         rc = tsr__worker_run_impl(t, t->cl->impl[w->device_kind], bufs, &exec);
         if (rc != 0)
