@@ -155,7 +155,10 @@ struct tsr_task {
     bool dev_behind;
     /* the launches it follows on its device: the worker's mark and launch
      * number of each (a mark is reused once its task completed) */
-    struct { int mark; uint64_t seq; } dwait[TSR_DWAIT_MAX];
+    /* (relaxed atomics: a worker launching a predecessor may still write
+     * a slot of a task another thread just made ready; such a slot names
+     * a launch made before, so a torn read can only add a needless wait) */
+    struct { atomic_int mark; _Atomic uint64_t seq; } dwait[TSR_DWAIT_MAX];
     tsr_task_t dev_next;       /* a worker's device queue */
     /* The request for the task's data on the worker's node: right after
      * what the reset clears, but not cleared (500 bytes: a cache line of

@@ -459,21 +459,29 @@ static int commute_take_locked(tsr_task_t t, int *node1, tsr_data_t **busy)
         *busy = h;
         return 0;
     }
-    if (nown > 0 && atomic_load(&t->ndwait) + nown > TSR_DWAIT_MAX) {
-        *busy = t->commute[0]; /* no room to name them: wait for the host */
-        for (int i = 0; i < t->ncommute; i++)
-            if (t->commute[i]->commute_owner) {
-                *busy = t->commute[i];
-                break;
-            }
-        return 0;
+    /* Slots for the owners' events first (a launching worker may take
+     * slots of t at the same moment: the count is atomic); without room,
+     * wait for the host (a slot taken and left unwritten names no launch:
+     * launch numbers start at 1). */
+    int slot[TSR_MAX_BUFFERS];
+    for (int k = 0; k < nown; k++) {
+        slot[k] = atomic_fetch_add(&t->ndwait, 1);
+        if (slot[k] >= TSR_DWAIT_MAX) {
+            *busy = t->commute[0];
+            for (int i = 0; i < t->ncommute; i++)
+                if (t->commute[i]->commute_owner) {
+                    *busy = t->commute[i];
+                    break;
+                }
+            return 0;
+        }
     }
     for (int i = 0; i < t->ncommute; i++)
         t->commute[i]->commute_owner = t;
     for (int k = 0; k < nown; k++) {
-        int slot = atomic_fetch_add(&t->ndwait, 1);
-        t->dwait[slot].mark = owners[k]->cm_mark;
-        t->dwait[slot].seq = owners[k]->cm_seq;
+        atomic_store_explicit(&t->dwait[slot[k]].mark, owners[k]->cm_mark,
+                              memory_order_relaxed);
+        atomic_store_explicit(&t->dwait[slot[k]].seq, owners[k]->cm_seq, memory_order_relaxed);
     }
     *node1 = g ? g : want;
     return nown > 0 ? 2 : want ? 3 : 1;
@@ -862,8 +870,8 @@ bool tsr__task_dev_count(tsr_task_t p, tsr_task_t s)
     int k = atomic_fetch_add(&s->ndwait, 1);
     if (k >= TSR_DWAIT_MAX)
         return false; /* s waits for p's completion */
-    s->dwait[k].mark = p->launch_mark;
-    s->dwait[k].seq = p->launch_seq;
+    atomic_store_explicit(&s->dwait[k].mark, p->launch_mark, memory_order_relaxed);
+    atomic_store_explicit(&s->dwait[k].seq, p->launch_seq, memory_order_relaxed);
     tsr__task_ref(s); /* until p's completion drops it (dev_dep_done) */
     atomic_fetch_add(&s->ndev, 1);
     return true;

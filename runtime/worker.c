@@ -99,6 +99,13 @@ static int running_index(const tsr_worker_t *w, int mark, uint64_t seq)
 
 static void complete_running(tsr_worker_t *w, int i, int r, const char *why);
 
+/* running_index of the launch in t's wait slot k. */
+static int dwait_index(const tsr_worker_t *w, tsr_task_t t, int k)
+{
+    return running_index(w, atomic_load_explicit(&t->dwait[k].mark, memory_order_relaxed),
+                         atomic_load_explicit(&t->dwait[k].seq, memory_order_relaxed));
+}
+
 /* The launches t follows on its device (tsr_task.dwait). */
 static int dwait_count(tsr_task_t t)
 {
@@ -113,7 +120,7 @@ static void complete_dev_preds(tsr_worker_t *w, tsr_task_t t)
 {
     tsr_node_t *node = tsr__mem_node(w->node);
     for (int k = 0, n = dwait_count(t); k < n; k++) {
-        int j = running_index(w, t->dwait[k].mark, t->dwait[k].seq);
+        int j = dwait_index(w, t, k);
         if (j < 0)
             continue;
         char why[TSR_MEM_ERR] = "";
@@ -182,7 +189,7 @@ static int pick_lane(tsr_worker_t *w, tsr_task_t t, const tsr_node_t *node)
     /* Behind a running predecessor (device-ordered): on its lane, where
      * stream order alone keeps t after it. */
     for (int k = dwait_count(t) - 1; k >= 0; k--) {
-        int j = running_index(w, t->dwait[k].mark, t->dwait[k].seq);
+        int j = dwait_index(w, t, k);
         if (j >= 0) {
             w->last_lane = w->run_lane[j];
             return w->run_lane[j];
@@ -207,7 +214,7 @@ static int pick_lane(tsr_worker_t *w, tsr_task_t t, const tsr_node_t *node)
 static int device_waits(tsr_worker_t *w, tsr_task_t t, tsr_node_t *node, int lane)
 {
     for (int k = 0, n = dwait_count(t); k < n; k++) {
-        int j = running_index(w, t->dwait[k].mark, t->dwait[k].seq);
+        int j = dwait_index(w, t, k);
         if (j < 0 || w->run_lane[j] == lane)
             continue;
         int rc = node->ops->exec_wait(node, lane, w->run_mark[j], t->mreq.err,
@@ -276,7 +283,7 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
      * the implementation is not called. */
     if (rc == 0 && w->nrunning > 0 && dwait_count(t) > 0) {
         for (int k = 0, n = dwait_count(t); k < n && !t->dev_behind; k++)
-            t->dev_behind = running_index(w, t->dwait[k].mark, t->dwait[k].seq) >= 0;
+            t->dev_behind = dwait_index(w, t, k) >= 0;
         rc = begun = device_waits(w, t, node, lane);
     }
     if (rc == 0) {
