@@ -279,13 +279,15 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     if (node->ops->exec_begin)
         rc = begun = node->ops->exec_begin(node, lane, &exec.cuda_stream, &exec.cublas_handle,
                                            t->mreq.err, sizeof t->mreq.err);
-    /* A failed exec_begin (no device made current) is the task's failure:
-     * the implementation is not called. */
+    /* Device-ordered: the lane waits for t's predecessors still running
+     * on other lanes (a failure to make it wait is t's, like begin's). */
     if (rc == 0 && w->nrunning > 0 && dwait_count(t) > 0) {
         for (int k = 0, n = dwait_count(t); k < n && !t->dev_behind; k++)
             t->dev_behind = dwait_index(w, t, k) >= 0;
         rc = begun = device_waits(w, t, node, lane);
     }
+    /* A failed exec_begin (no device made current) is the task's failure:
+     * the implementation is not called. */
     if (rc == 0) {
         rc = tsr__worker_run_impl(t, t->cl->impl[w->device_kind], bufs, &exec);
         if (rc != 0)
