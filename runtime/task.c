@@ -556,15 +556,16 @@ static void push_to_policy(tsr_task_t t)
             return;
         }
     }
+    /* The completing worker takes it itself only if it can run it (a CPU
+     * worker completing the predecessor of a GPU-only task must wake the
+     * GPU's worker, which may sleep); asked before the push. */
+    bool runnable_here = tsr__tl_self_slot && t->cl &&
+                         t->cl->impl[tsr__rt.workers[tsr__tl_worker].device_kind];
     atomic_fetch_add(&tsr__rt.nqueued, 1);
     /* Once pushed, t may run and complete at any moment: nothing here may
      * touch it again (policies prefetch inside push, see sched.h). */
     int target = tsr__rt.sched.policy->push(&tsr__rt.sched, t);
-    /* The completing worker takes it itself: only if it can run it (a
-     * CPU worker completing the predecessor of a GPU-only task must wake
-     * the GPU's worker, which may sleep). */
-    if (tsr__tl_self_slot && (target == -1 || target == tsr__tl_worker) && t->cl &&
-        t->cl->impl[tsr__rt.workers[tsr__tl_worker].device_kind]) {
+    if (runnable_here && (target == -1 || target == tsr__tl_worker)) {
         tsr__tl_self_slot = false;
         return;
     }
