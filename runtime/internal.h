@@ -159,6 +159,9 @@ struct tsr_task {
      * a slot of a task another thread just made ready; such a slot names
      * a launch made before, so a torn read can only add a needless wait) */
     struct { atomic_int mark; _Atomic uint64_t seq; } dwait[TSR_DWAIT_MAX];
+    /* more launches to follow than slots: it follows every task its
+     * worker launched before it (a superset: they are all launched) */
+    atomic_bool dwait_all;
     tsr_task_t dev_next;       /* a worker's device queue */
     /* The request for the task's data on the worker's node: right after
      * what the reset clears, but not cleared (500 bytes: a cache line of

@@ -459,29 +459,19 @@ static int commute_take_locked(tsr_task_t t, int *node1, tsr_data_t **busy)
         *busy = h;
         return 0;
     }
-    /* Slots for the owners' events first (a launching worker may take
-     * slots of t at the same moment: the count is atomic); without room,
-     * wait for the host (a slot taken and left unwritten names no launch:
-     * launch numbers start at 1). */
-    int slot[TSR_MAX_BUFFERS];
-    for (int k = 0; k < nown; k++) {
-        slot[k] = atomic_fetch_add(&t->ndwait, 1);
-        if (slot[k] >= TSR_DWAIT_MAX) {
-            *busy = t->commute[0];
-            for (int i = 0; i < t->ncommute; i++)
-                if (t->commute[i]->commute_owner) {
-                    *busy = t->commute[i];
-                    break;
-                }
-            return 0;
-        }
-    }
+    /* The owners' events in t's wait slots (a launching worker may take
+     * slots of t at the same moment: the count is atomic); past the last
+     * slot, t follows every task launched before it there (dwait_all). */
     for (int i = 0; i < t->ncommute; i++)
         t->commute[i]->commute_owner = t;
     for (int k = 0; k < nown; k++) {
-        atomic_store_explicit(&t->dwait[slot[k]].mark, owners[k]->cm_mark,
-                              memory_order_relaxed);
-        atomic_store_explicit(&t->dwait[slot[k]].seq, owners[k]->cm_seq, memory_order_relaxed);
+        int slot = atomic_fetch_add(&t->ndwait, 1);
+        if (slot >= TSR_DWAIT_MAX) {
+            atomic_store(&t->dwait_all, true);
+            continue;
+        }
+        atomic_store_explicit(&t->dwait[slot].mark, owners[k]->cm_mark, memory_order_relaxed);
+        atomic_store_explicit(&t->dwait[slot].seq, owners[k]->cm_seq, memory_order_relaxed);
     }
     *node1 = g ? g : want;
     return nown > 0 ? 2 : want ? 3 : 1;
@@ -869,10 +859,14 @@ bool tsr__task_dev_count(tsr_task_t p, tsr_task_t s)
      * written before ndev counts it, and s is released only once ndev
      * counts every unfinished predecessor. */
     int k = atomic_fetch_add(&s->ndwait, 1);
-    if (k >= TSR_DWAIT_MAX)
-        return false; /* s waits for p's completion */
-    atomic_store_explicit(&s->dwait[k].mark, p->launch_mark, memory_order_relaxed);
-    atomic_store_explicit(&s->dwait[k].seq, p->launch_seq, memory_order_relaxed);
+    if (k >= TSR_DWAIT_MAX) {
+        /* no slot left: s will follow every task launched before it on
+         * that device (p among them) */
+        atomic_store(&s->dwait_all, true);
+    } else {
+        atomic_store_explicit(&s->dwait[k].mark, p->launch_mark, memory_order_relaxed);
+        atomic_store_explicit(&s->dwait[k].seq, p->launch_seq, memory_order_relaxed);
+    }
     tsr__task_ref(s); /* until p's completion drops it (dev_dep_done) */
     atomic_fetch_add(&s->ndev, 1);
     return true;

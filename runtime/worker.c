@@ -18,6 +18,7 @@
 
 #include <hwloc.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,14 @@ static int dwait_index(const tsr_worker_t *w, tsr_task_t t, int k)
                          atomic_load_explicit(&t->dwait[k].seq, memory_order_relaxed));
 }
 
+/* t follows every task launched before it on w's device (more launched
+ * predecessors than slots; only for a task released to this device: one
+ * made ready otherwise runs after its predecessors' completions). */
+static bool follows_all(tsr_task_t t)
+{
+    return t->via_devq && atomic_load(&t->dwait_all);
+}
+
 /* The launches t follows on its device (tsr_task.dwait). */
 static int dwait_count(tsr_task_t t)
 {
@@ -115,10 +124,25 @@ static int dwait_count(tsr_task_t t)
 
 /* The launched predecessors of t (device-ordered: t's kernels waited for
  * theirs) that are still running ended before t: complete them first, so
- * that one that failed cancels t before t completes. */
-static void complete_dev_preds(tsr_worker_t *w, tsr_task_t t)
+ * that one that failed cancels t before t completes. `before`: t's launch
+ * number (UINT64_MAX: t was not kept running): with dwait_all, every task
+ * launched before t is one of them. */
+static void complete_dev_preds(tsr_worker_t *w, tsr_task_t t, uint64_t before)
 {
     tsr_node_t *node = tsr__mem_node(w->node);
+    if (follows_all(t)) {
+        for (int j = 0; j < w->nrunning;) {
+            if (w->run_seq[j] >= before) {
+                j++;
+                continue;
+            }
+            char why[TSR_MEM_ERR] = "";
+            int r = node->ops->exec_poll(node, w->run_mark[j], true, why, sizeof why);
+            complete_running(w, j, r, why);
+            j = 0; /* completions may have removed others */
+        }
+        return;
+    }
     for (int k = 0, n = dwait_count(t); k < n; k++) {
         int j = dwait_index(w, t, k);
         if (j < 0)
@@ -137,6 +161,7 @@ static void complete_running(tsr_worker_t *w, int i, int r, const char *why)
     if (r < 0 && !t->mreq.err[0])
         snprintf(t->mreq.err, sizeof t->mreq.err, "%s", why);
     uint64_t start = w->run_start[i];
+    uint64_t seq = w->run_seq[i];
     for (int k = i + 1; k < w->nrunning; k++) {
         w->running[k - 1] = w->running[k];
         w->run_mark[k - 1] = w->run_mark[k];
@@ -145,7 +170,7 @@ static void complete_running(tsr_worker_t *w, int i, int r, const char *why)
         w->run_seq[k - 1] = w->run_seq[k];
     }
     w->nrunning--;
-    complete_dev_preds(w, t);
+    complete_dev_preds(w, t, seq);
     tsr__worker_finish(w, t, r < 0 ? r : 0, start);
 }
 
@@ -188,6 +213,10 @@ static int pick_lane(tsr_worker_t *w, tsr_task_t t, const tsr_node_t *node)
             return 0;
     /* Behind a running predecessor (device-ordered): on its lane, where
      * stream order alone keeps t after it. */
+    if (follows_all(t) && w->nrunning > 0) {
+        w->last_lane = w->run_lane[w->nrunning - 1];
+        return w->last_lane;
+    }
     for (int k = dwait_count(t) - 1; k >= 0; k--) {
         int j = dwait_index(w, t, k);
         if (j >= 0) {
@@ -213,8 +242,9 @@ static int pick_lane(tsr_worker_t *w, tsr_task_t t, const tsr_node_t *node)
  * other lanes (those on lane itself are before t in stream order). */
 static int device_waits(tsr_worker_t *w, tsr_task_t t, tsr_node_t *node, int lane)
 {
-    for (int k = 0, n = dwait_count(t); k < n; k++) {
-        int j = dwait_index(w, t, k);
+    bool all = follows_all(t);
+    for (int k = 0, n = all ? w->nrunning : dwait_count(t); k < n; k++) {
+        int j = all ? k : dwait_index(w, t, k);
         if (j < 0 || w->run_lane[j] == lane)
             continue;
         int rc = node->ops->exec_wait(node, lane, w->run_mark[j], t->mreq.err,
@@ -281,7 +311,8 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
                                            t->mreq.err, sizeof t->mreq.err);
     /* Device-ordered: the lane waits for t's predecessors still running
      * on other lanes (a failure to make it wait is t's, like begin's). */
-    if (rc == 0 && w->nrunning > 0 && dwait_count(t) > 0) {
+    if (rc == 0 && w->nrunning > 0 && (dwait_count(t) > 0 || follows_all(t))) {
+        t->dev_behind = follows_all(t);
         for (int k = 0, n = dwait_count(t); k < n && !t->dev_behind; k++)
             t->dev_behind = dwait_index(w, t, k) >= 0;
         rc = begun = device_waits(w, t, node, lane);
@@ -342,7 +373,7 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     /* What ran before t on its lane has finished too; the other lanes may
      * have finished some; t's device predecessors complete before it. */
     if (w->nrunning > 0) {
-        complete_dev_preds(w, t);
+        complete_dev_preds(w, t, UINT64_MAX);
         reap_running(w, false);
     }
     tsr__worker_finish(w, t, rc, start);

@@ -622,3 +622,54 @@ Test(cuda_devdeps, commute_accumulation_across_cpu_and_gpus, .timeout = 120)
     REQUIRE_GPU();
     (void)commute_sum(1, -1);
 }
+
+/* ---- more launched predecessors than wait slots ------------------------------- */
+
+static int fill_cuda(void **b, const void *args, const tsr_exec_t *e)
+{
+    const args_t *p = args;
+    return tsr_cuda_fill(e->cuda_stream, N, p->a, b[0]);
+}
+
+static const tsr_codelet_t cl_fill = {
+    .name = "fill_gpu", .impl = {NULL, fill_cuda}, .nbuffers = 1};
+
+/* 20 readers of y (x_k = 2 x_k + y), then y overwritten (it waits for the
+ * 20 readers: more than a task's 8 wait slots, so it follows every task
+ * launched before it), then the 20 read y again: every reader must see y
+ * as it was at its submission (x_k = 2 * 1 + 5 = 7), on the device. */
+Test(cuda_devdeps, more_predecessors_than_wait_slots)
+{
+    REQUIRE_GPU();
+    enum { NR = 20 };
+    start(-1, 1, 0, 1);
+    static float x[NR][N], y[N];
+    memset(x, 0, sizeof x);
+    for (int i = 0; i < N; i++)
+        y[i] = 1.0f;
+    tsr_handle_t hx[NR], hy;
+    cr_assert_eq(tsr_handle_register(&hy, y, sizeof y), TSR_OK);
+    for (int k = 0; k < NR; k++)
+        cr_assert_eq(tsr_handle_register(&hx[k], x[k], sizeof x[k]), TSR_OK);
+    for (int k = 0; k < NR; k++)
+        submit2(&cl_gpu, hx[k], hy, 1.0f, NULL);
+    args_t five = {5.0f};
+    tsr_access_t acc[1] = {{hy, TSR_W}};
+    tsr_task_desc_t d = {.codelet = &cl_fill, .nbuffers = 1, .buffers = acc, .args = &five,
+                         .args_size = sizeof five};
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+    for (int k = 0; k < NR; k++)
+        submit2(&cl_gpu, hx[k], hy, 1.0f, NULL);
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    counts_t n = counts();
+    for (int k = 0; k < NR; k++)
+        cr_assert_eq(tsr_handle_unregister(hx[k]), TSR_OK);
+    cr_assert_eq(tsr_handle_unregister(hy), TSR_OK);
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
+    for (int k = 0; k < NR; k++)
+        for (int i = 0; i < N; i += 511)
+            cr_assert_eq(x[k][i], 7.0f, "reader %d element %d: %g, not 7", k, i, x[k][i]);
+    cr_assert_eq(y[0], 5.0f);
+    cr_assert_gt(n.device_ordered, 0);
+    cr_assert_eq(n.host_waits, 0, "%llu host waits", (unsigned long long)n.host_waits);
+}
