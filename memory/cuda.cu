@@ -752,6 +752,28 @@ extern "C" int tsr__gpu_exec_poll(tsr_gpu_t *g, int mark, bool wait, char *err, 
     return TSR_EDEVICE;
 }
 
+/* What is queued on `lane` from now on runs after the kernels behind
+ * `mark` (recorded on another lane, not yet polled to its end): the
+ * device orders the two tasks, the host does not wait. The mark's event
+ * is re-recorded only after its task completed, so the wait always names
+ * the task the worker meant. */
+extern "C" int tsr__gpu_exec_wait(tsr_gpu_t *g, int lane, int mark, char *err, size_t errlen)
+{
+    if (bad_lane(g, lane, err, errlen))
+        return TSR_EINVAL;
+    if (mark < 0 || mark >= RUN_MARKS || !g->run_used[mark]) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s: no task in flight with mark %d", g->name, mark);
+        return TSR_EINVAL;
+    }
+    cudaError_t e = cudaStreamWaitEvent(g->compute[lane], g->run_ev[mark], 0);
+    if (e == cudaSuccess)
+        return TSR_OK;
+    describe(err, errlen, g->name, "cudaStreamWaitEvent(predecessor's kernels)", e);
+    (void)cudaGetLastError();
+    return TSR_EDEVICE;
+}
+
 /* ---- open and close ---------------------------------------------------------- */
 
 /* Free whatever open created, in reverse (g may be half built). The engine

@@ -62,6 +62,9 @@ int tsr__gpu_exec_begin(tsr_gpu_t *g, int lane, void **stream, void **blas, char
 int tsr__gpu_exec_end(tsr_gpu_t *g, int lane, char *err, size_t errlen);
 int tsr__gpu_exec_record(tsr_gpu_t *g, int lane, int *mark, char *err, size_t errlen);
 int tsr__gpu_exec_poll(tsr_gpu_t *g, int mark, bool wait, char *err, size_t errlen);
+/* Lane `lane` waits on the device for the kernels behind `mark`
+ * (cudaStreamWaitEvent): device-ordered dependencies. */
+int tsr__gpu_exec_wait(tsr_gpu_t *g, int lane, int mark, char *err, size_t errlen);
 
 /* Page-locked host memory usable by every GPU (cudaHostAlloc, portable),
  * for the pinned pool of host replicas; NULL on failure. */

@@ -131,6 +131,11 @@ static int cuda_exec_poll(tsr_node_t *n, int mark, bool wait, char *err, size_t 
     return tsr__gpu_exec_poll(n->impl, mark, wait, err, errlen);
 }
 
+static int cuda_exec_wait(tsr_node_t *n, int lane, int mark, char *err, size_t errlen)
+{
+    return tsr__gpu_exec_wait(n->impl, lane, mark, err, errlen);
+}
+
 static void cuda_close(tsr_node_t *n)
 {
     tsr__gpu_close(n->impl);
@@ -147,6 +152,7 @@ static const tsr_node_ops_t cuda_ops = {
     .exec_end = cuda_exec_end,
     .exec_record = cuda_exec_record,
     .exec_poll = cuda_exec_poll,
+    .exec_wait = cuda_exec_wait,
     .close = cuda_close,
 };
 

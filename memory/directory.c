@@ -1322,6 +1322,7 @@ int tsr__mem_acquire(tsr_mem_req_t *r)
     /* the request is this thread's until an entry's lock publishes it */
     atomic_store_explicit(&r->status, TSR_OK, memory_order_relaxed);
     atomic_store_explicit(&r->pending, 1, memory_order_relaxed);
+    r->published = false;
     size_t total = 0;
     for (int k = 0; k < r->n; k++) {
         /* saturating: a sum past SIZE_MAX fits no node either */
@@ -1342,6 +1343,45 @@ int tsr__mem_acquire(tsr_mem_req_t *r)
     return req_settle(r, false);
 }
 
+/* Entry e was written on node nd: the version moves and nd's replica is
+ * the only valid one (others dropped when idle). Entry lock held. */
+static void publish_write(tsr_entry_t *e, int nd, bool *kick_node)
+{
+    e->version++;
+    e->zero = false;
+    for (int j = 0; j < e->nnodes; j++) {
+        if (j == nd)
+            continue;
+        tsr_replica_t *o = &e->rep[j];
+        o->state = ST_I;
+        if (rep_freeable(o)) {
+            rep_free(e, j);
+            kick_node[j] = true;
+        } else if (o->alloc) {
+            order_move(j, o, false); /* stale: the first to go */
+        }
+    }
+    e->rep[nd].state = ST_M;
+}
+
+void tsr__mem_publish(tsr_mem_req_t *r)
+{
+    int nd = r->node;
+    bool kick_node[TSR_MAX_NODES] = {false};
+    for (int k = 0; k < r->n; k++) {
+        if (!(r->mode[k] & TSR_MEM_W))
+            continue;
+        tsr_entry_t *e = r->e[k];
+        pthread_mutex_lock(&e->lock);
+        publish_write(e, nd, kick_node);
+        pthread_mutex_unlock(&e->lock);
+    }
+    r->published = true;
+    for (int j = 0; j < nnodes(); j++)
+        if (kick_node[j])
+            kick(node(j));
+}
+
 void tsr__mem_release(tsr_mem_req_t *r)
 {
     int nd = r->node;
@@ -1351,28 +1391,14 @@ void tsr__mem_release(tsr_mem_req_t *r)
         tsr_entry_t *e = r->e[k];
         pthread_mutex_lock(&e->lock);
         tsr_replica_t *R = &e->rep[nd];
-        if (r->mode[k] & TSR_MEM_W) {
-            e->version++;
-            e->zero = false;
-            for (int j = 0; j < e->nnodes; j++) {
-                if (j == nd)
-                    continue;
-                tsr_replica_t *o = &e->rep[j];
-                o->state = ST_I;
-                if (rep_freeable(o)) {
-                    rep_free(e, j);
-                    kick_node[j] = true;
-                } else if (o->alloc) {
-                    order_move(j, o, false); /* stale: the first to go */
-                }
-            }
-            R->state = ST_M;
-        }
+        if ((r->mode[k] & TSR_MEM_W) && !r->published)
+            publish_write(e, nd, kick_node);
         order_move(nd, R, true);
         if (unpin_req(R, r->mode[k], &unblocked))
             kick_node[nd] = true;
         pthread_mutex_unlock(&e->lock);
     }
+    r->published = false;
     for (int j = 0; j < nnodes(); j++)
         if (kick_node[j] || unblocked)
             kick(node(j));

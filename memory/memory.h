@@ -93,6 +93,11 @@ typedef struct tsr_node_ops {
      * any order. */
     int (*exec_record)(tsr_node_t *n, int lane, int *mark, char *err, size_t errlen);
     int (*exec_poll)(tsr_node_t *n, int mark, bool wait, char *err, size_t errlen);
+    /* Device-ordered dependencies (optional; with exec_record): what is
+     * queued on `lane` from now on runs after the kernels behind `mark`
+     * (a mark not yet polled to its end), without the host waiting for
+     * them. 0, or a TSR_E… code with a message naming the call. */
+    int (*exec_wait)(tsr_node_t *n, int lane, int mark, char *err, size_t errlen);
     /* Stop the engine (queued copies complete first) and free everything. */
     void (*close)(tsr_node_t *n);
     /* alloc's memory reads as zeros (a phantom node's): the directory
@@ -170,6 +175,7 @@ struct tsr_mem_req {
     /* directory state */
     atomic_int pending;       /* copies outstanding + 1 guard */
     atomic_int status;        /* 0 or the first TSR_E… code */
+    bool published;           /* tsr__mem_publish ran: release only unpins */
     tsr_mem_req_t *wnext;
     char err[TSR_MEM_ERR];
     tsr_entry_t *e[TSR_MEM_MAX_BUFFERS];
@@ -242,6 +248,17 @@ int tsr__mem_acquire(tsr_mem_req_t *r);
 /* After use: entries accessed with W become the only valid copy, on
  * r->node; every pin is dropped. Only for a request that was granted. */
 void tsr__mem_release(tsr_mem_req_t *r);
+/* Device-ordered release, first half (memory/directory.c): the entries r
+ * writes become the only valid copy on r->node now — the version moves,
+ * other copies are invalidated — while r keeps every pin. For a task
+ * launched on a device whose kernels may still run: the copy is "valid
+ * after the task's event", which only consumers ordered after that event
+ * on the same device may use before the task completes; its pins keep it
+ * from eviction, write-back and prefetch copies, and every other consumer
+ * is a successor that waits for the completion. tsr__mem_release then only
+ * unpins. Setting r->published by hand makes release skip the writes (a
+ * task that did not run). */
+void tsr__mem_publish(tsr_mem_req_t *r);
 /* Acquire and wait: for host access by the application's thread. */
 int tsr__mem_acquire_sync(tsr_mem_req_t *r);
 

@@ -91,10 +91,47 @@ void tsr__worker_fail(tsr_worker_t *w, tsr_task_t t, int code)
     tsr__task_complete(t, TSR_RESULT_FAILED, w->id);
 }
 
+/* Tasks released to w's device (tsr__task_launched) come before the
+ * policy's: they keep the device busy behind their predecessors. */
+void tsr__worker_devq_push(tsr_worker_t *w, tsr_task_t t)
+{
+    t->dev_next = NULL;
+    t->via_devq = true;
+    pthread_mutex_lock(&w->m);
+    if (w->devq_tail)
+        w->devq_tail->dev_next = t;
+    else
+        w->devq_head = t;
+    w->devq_tail = t;
+    atomic_fetch_add(&w->ndevq, 1);
+    pthread_mutex_unlock(&w->m);
+    if (tsr__tl_worker != w->id)
+        tsr__workers_notify(w->id);
+}
+
+static tsr_task_t devq_pop(tsr_worker_t *w)
+{
+    pthread_mutex_lock(&w->m);
+    tsr_task_t t = w->devq_head;
+    if (t) {
+        w->devq_head = t->dev_next;
+        if (!w->devq_head)
+            w->devq_tail = NULL;
+        atomic_fetch_sub(&w->ndevq, 1);
+    }
+    pthread_mutex_unlock(&w->m);
+    return t;
+}
+
 tsr_task_t tsr__worker_next(tsr_worker_t *w, long *queued_left)
 {
-    tsr_task_t t = w->next;
     *queued_left = 0;
+    if (atomic_load(&w->ndevq) > 0) {
+        tsr_task_t d = devq_pop(w);
+        if (d)
+            return d;
+    }
+    tsr_task_t t = w->next;
     if (t) {
         w->next = NULL;
         return t;
@@ -235,7 +272,7 @@ int tsr__worker_buffers(tsr_worker_t *w, tsr_task_t t, void **bufs)
 void tsr__worker_finish(tsr_worker_t *w, tsr_task_t t, int rc, uint64_t start)
 {
     uint64_t end = tsr__mem_now_ns();
-    if (rc == 0 && tsr__rt.sampling)
+    if (rc == 0 && tsr__rt.sampling && !t->dev_behind)
         tsr__perfmodel_sample(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,
                               (double)(end - start) * 1e-9);
     w->busy_ns += end - start;
@@ -244,8 +281,13 @@ void tsr__worker_finish(tsr_worker_t *w, tsr_task_t t, int rc, uint64_t start)
         tsr__trace_record(w, t->name, start, end);
     t->error_code = rc;
     tsr__mem_release(&t->mreq);
+    /* Released to a device, launched, then a predecessor it read from
+     * failed (device-ordered: its kernels ran on that failure's output). */
+    int result = rc != 0                      ? TSR_RESULT_FAILED
+                 : atomic_load(&t->cancelled) ? TSR_RESULT_CANCELLED
+                                              : TSR_RESULT_OK;
     tsr__tl_self_slot = true;
-    tsr__task_complete(t, rc == 0 ? TSR_RESULT_OK : TSR_RESULT_FAILED, w->id);
+    tsr__task_complete(t, result, w->id);
     tsr__tl_self_slot = false;
 }
 

@@ -121,7 +121,10 @@ static void depend_on(tsr_task_t t, tsr_task_t p, bool reads)
         p->succ = v;
         p->capsucc = cap;
     }
-    p->succ[p->nsucc++] = (uintptr_t)t | (reads ? 1u : 0u);
+    /* p launched on a device: t may follow it there (its guard's drop
+     * checks) */
+    bool counted = p->launch_node1 > 0 && tsr__task_dev_count(p, t);
+    p->succ[p->nsucc++] = (uintptr_t)t | (reads ? 1u : 0u) | (counted ? 2u : 0u);
     atomic_fetch_add_explicit(&t->ndeps, 1, memory_order_relaxed);
     pthread_mutex_unlock(&p->lock);
     /* The policy wants t's predecessors in submitted(): keep p alive till

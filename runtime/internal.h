@@ -63,6 +63,12 @@ enum tsr_task_result {
 
 #define TSR_SUCC_INLINE 4
 
+/* How a task became ready (tsr_task.how), for the GPU workers' counters:
+ * at submission (no predecessor left), by a completion the host observed,
+ * or released to a device behind launched predecessors. */
+enum { TSR_READY_SUBMIT = 0, TSR_READY_HOST = 1, TSR_READY_DEVICE = 2 };
+#define TSR_DWAIT_MAX 8
+
 struct tsr_task {
     /* what to run */
     const tsr_codelet_t *cl;
@@ -118,6 +124,45 @@ struct tsr_task {
     uint16_t uref_gen;
     tsr_task_t uref_next;
     size_t args_size;
+    /* Device-ordered dependencies (tsr__task_launched; docs/memory.md):
+     * predecessors launched on a GPU and not yet seen to end that counted
+     * this task (each holds a reference to it until its completion), the
+     * node they were launched on (+1; 0: none yet, -1: several nodes: no
+     * device release), and whether the task was made ready (by the host or
+     * released to a device: whoever claims it first). */
+    atomic_int ndev;
+    atomic_int dev_node;
+    atomic_int claimed;
+    atomic_bool guard_dropped; /* no edge is added any more */
+    uint8_t how;               /* TSR_READY_…: how it became ready */
+    atomic_int ndwait;         /* dwait slots taken (may pass the max) */
+    /* launched on a device and not complete: its node + 1, mark and
+     * launch number, for edges added after the launch (under lock) */
+    int launch_node1, launch_mark;
+    uint64_t launch_seq;
+    /* the same for COMMUTE exclusion (under tsr__rt.commute_m): a task
+     * owning COMMUTE handles, launched on a device, hands them to a task
+     * that may follow it there */
+    int cm_node1, cm_mark;
+    uint64_t cm_seq;
+    /* released to a device (its node + 1): it runs there, whatever else
+     * it waits for (a COMMUTE handle); via_devq: it went through a
+     * worker's device queue, not through the policy */
+    int bound_node1;
+    bool via_devq;
+    /* launched behind running predecessors: its launch-to-end time is
+     * theirs too, not a sample for the performance models */
+    bool dev_behind;
+    /* the launches it follows on its device: the worker's mark and launch
+     * number of each (a mark is reused once its task completed) */
+    /* (relaxed atomics: a worker launching a predecessor may still write
+     * a slot of a task another thread just made ready; such a slot names
+     * a launch made before, so a torn read can only add a needless wait) */
+    struct { atomic_int mark; _Atomic uint64_t seq; } dwait[TSR_DWAIT_MAX];
+    /* more launches to follow than slots: it follows every task its
+     * worker launched before it (a superset: they are all launched) */
+    atomic_bool dwait_all;
+    tsr_task_t dev_next;       /* a worker's device queue */
     /* The request for the task's data on the worker's node: right after
      * what the reset clears, but not cleared (500 bytes: a cache line of
      * another core each, when a worker freed the record); task_alloc sets
@@ -153,6 +198,15 @@ void tsr__task_ref(tsr_task_t t);
 void tsr__task_unref(tsr_task_t t);
 /* All predecessors are done: hand the task on (policy, acquirer, …). */
 void tsr__task_ready(tsr_task_t t);
+/* t was launched on worker `worker`'s device (its kernels queued behind
+ * `mark`, launch number `seq`): successors whose unfinished predecessors
+ * are all launched there are released to that worker (its device queue).
+ * Only with tsr__rt.device_deps. */
+void tsr__task_launched(tsr_task_t t, int worker, int mark, uint64_t seq);
+/* p (lock held, launched: p->launch_node1) gets successor s: count p among
+ * s's launched predecessors if s may follow it on that device. Returns
+ * whether it did (the edge then gets bit 2; p holds a reference to s). */
+bool tsr__task_dev_count(tsr_task_t p, tsr_task_t s);
 /* The task finished with `result`: release successors and waiters. */
 void tsr__task_complete(tsr_task_t t, int result, int worker);
 /* `then` completes with `first`'s result when `first` completes; consumes
@@ -324,13 +378,22 @@ typedef struct tsr_worker {
     int run_mark[TSR_PIPE_MAX];
     int run_lane[TSR_PIPE_MAX];
     uint64_t run_start[TSR_PIPE_MAX];
+    uint64_t run_seq[TSR_PIPE_MAX];   /* launch numbers (tsr_task.dwait) */
+    uint64_t launch_seq;
     int last_lane;             /* the lane its last launch went to */
     int nrunning;
+    /* tasks released to this worker's device (tsr__task_launched), under
+     * m; ndevq is read without it */
+    tsr_task_t devq_head, devq_tail;
+    atomic_int ndevq;
     /* counters (written by the worker, read after wait_all) */
     uint64_t ntasks, busy_ns, wait_ns;
     /* an accelerator's worker: tasks launched, and launched while none of
      * its earlier ones was still running (tsr_worker_stats_t.drains) */
     uint64_t launches, drains;
+    /* launches of tasks made ready by a completion the host observed, and
+     * of tasks released to the device (tsr_worker_stats_t) */
+    uint64_t host_waits, device_ordered;
     int cpu;                   /* core index it is bound to, or -1 */
     pthread_t thread;
     pthread_mutex_t m;
@@ -374,6 +437,8 @@ void tsr__workers_table_free(void);
  * the policy's pop, which decrements nqueued; *queued_left: the tasks
  * still queued after that pop (0 for the slot's). NULL: none. */
 tsr_task_t tsr__worker_next(tsr_worker_t *w, long *queued_left);
+/* Queue t, released to w's device, for w (any thread), and wake w. */
+void tsr__worker_devq_push(tsr_worker_t *w, tsr_task_t t);
 /* Ask the directory for t's buffers on w's node (REDUX buffers become w's
  * accumulators); ready(r) is called when they are there, unless they are
  * at once (data_state DATA_READY). false: t failed and is complete. */
@@ -491,6 +556,10 @@ typedef struct tsr_runtime {
     atomic_long pending;          /* submitted, not complete */
     atomic_long pending_bytes;
     bool feed_next_use;           /* tsr__next_use_setup */
+    /* tasks may be released to a GPU behind launched predecessors
+     * (cfg.cuda_device_deps, a GPU whose node can order lanes by events,
+     * a policy without a `submitted` hook) */
+    bool device_deps;
     int disk_node;                /* the disk tier's memory node, or -1 */
     atomic_uint_fast64_t next_seq; /* submission numbers */
     atomic_int nwaiters;

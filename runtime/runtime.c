@@ -45,6 +45,7 @@ void tsr_config_init(tsr_config_t *cfg)
     cfg->bind = 1;
     cfg->trace_path = NULL;
     cfg->ncuda = -1;
+    cfg->cuda_device_deps = 1;
 }
 
 /* Parse an integer >= min (0, or -1 where the field gives -1 a meaning)
@@ -104,6 +105,8 @@ static const struct env_var {
     {"TESSERA_LIMIT_HOST_MEM", offsetof(tsr_config_t, host_mem), ENV_MIB, 0, 1, MAX_MIB},
     {"TESSERA_PIPELINE", offsetof(tsr_config_t, pipeline), ENV_INT, 0, 0, 8},
     {"TESSERA_CUDA_STREAMS", offsetof(tsr_config_t, cuda_streams), ENV_INT, 0, 0, 8},
+    {"TESSERA_CUDA_DEVICE_DEPS", offsetof(tsr_config_t, cuda_device_deps), ENV_FLAG, 0, 0,
+     LONG_MAX},
     {"TESSERA_STATS", offsetof(tsr_config_t, stats), ENV_FLAG, 0, 0, LONG_MAX},
     {"TESSERA_DETERMINISTIC", offsetof(tsr_config_t, deterministic), ENV_FLAG, 0, 0, LONG_MAX},
     {"TESSERA_CALIBRATE", offsetof(tsr_config_t, calibrate), ENV_INT, 0, 0, 2},
@@ -305,8 +308,30 @@ static int init_workers(void)
 
 static void fini_workers(void) { tsr__rt.driver->free(); }
 
+/* Device-ordered dependencies need a GPU whose node orders lanes by
+ * events, and a policy that does not plan every task it was told of (a
+ * `submitted` hook: heft), since tasks released to a device bypass it. */
+static bool device_deps_usable(void)
+{
+    if (!tsr__rt.cfg.cuda_device_deps || tsr__rt.sched.policy->submitted)
+        return false;
+    for (int i = 0; i < tsr__rt.nworkers; i++) {
+        const tsr_node_t *n = tsr__mem_node(tsr__rt.workers[i].node);
+        if (tsr__rt.workers[i].device_kind == TSR_DEVICE_CUDA && n->ops->exec_record &&
+            n->ops->exec_wait)
+            return true;
+    }
+    return false;
+}
+
 /* The scheduling policy. */
-static int init_sched(void) { return tsr__sched_open(&tsr__rt.sched, tsr__rt.sched_name); }
+static int init_sched(void)
+{
+    int rc = tsr__sched_open(&tsr__rt.sched, tsr__rt.sched_name);
+    if (rc == TSR_OK)
+        tsr__rt.device_deps = device_deps_usable();
+    return rc;
+}
 static void fini_sched(void) { tsr__sched_close(&tsr__rt.sched); }
 
 /* Performance models: loaded for every run (an application may read or

@@ -66,6 +66,8 @@ int tsr_worker_stats(int w, tsr_worker_stats_t *out)
     out->busy_s = (double)k->busy_ns * 1e-9;
     out->wait_data_s = (double)k->wait_ns * 1e-9;
     out->drains = k->drains;
+    out->host_waits = k->host_waits;
+    out->device_ordered = k->device_ordered;
     return TSR_OK;
 }
 
@@ -100,13 +102,15 @@ int tsr_stats_print(void *fp)
             fprintf(f, " %10.1f", mib(tsr__mem_link_bytes(s, d)));
         fprintf(f, "\n");
     }
-    fprintf(f, "%-7s %-6s %8s %10s %12s %8s\n", "worker", "node", "tasks", "busy_s",
-            "wait_data_s", "drains");
+    fprintf(f, "%-7s %-6s %8s %10s %12s %8s %10s %11s\n", "worker", "node", "tasks", "busy_s",
+            "wait_data_s", "drains", "host_waits", "dev_ordered");
     for (int w = 0; w < tsr__rt.nworkers; w++) {
         const tsr_worker_t *k = &tsr__rt.workers[w];
-        fprintf(f, "%-7d %-6s %8llu %10.3f %12.3f %8llu\n", w, tsr__mem_node(k->node)->name,
-                (unsigned long long)k->ntasks, (double)k->busy_ns * 1e-9,
-                (double)k->wait_ns * 1e-9, (unsigned long long)k->drains);
+        fprintf(f, "%-7d %-6s %8llu %10.3f %12.3f %8llu %10llu %11llu\n", w,
+                tsr__mem_node(k->node)->name, (unsigned long long)k->ntasks,
+                (double)k->busy_ns * 1e-9, (double)k->wait_ns * 1e-9,
+                (unsigned long long)k->drains, (unsigned long long)k->host_waits,
+                (unsigned long long)k->device_ordered);
     }
     return TSR_OK;
 }

@@ -413,30 +413,105 @@ static void record_failure(tsr_task_t t, int result, const char *msg)
 
 /* ---- commute exclusion ------------------------------------------------- */
 
-/* All-or-nothing: take every COMMUTE handle of t, or park t on the first
- * busy one. Taking them together under one lock cannot deadlock. */
-static bool commute_try_take(tsr_task_t t)
+/* t may take COMMUTE handles behind owners launched on a device (device-
+ * ordered, see tsr__task_launched): a user task with a CUDA
+ * implementation and no REDUX accumulator. */
+static bool commute_dev_eligible(tsr_task_t t)
 {
-    bool ok = true;
-    pthread_mutex_lock(&tsr__rt.commute_m);
+    if (!tsr__rt.device_deps || t->kind != TSR_KIND_USER || !t->cl ||
+        !t->cl->impl[TSR_DEVICE_CUDA] || atomic_load(&t->cancelled))
+        return false;
+    for (int i = 0; i < t->nbuffers; i++)
+        if (t->acc[i].mode == TSR_REDUX)
+            return false;
+    return true;
+}
+
+/* Under commute_m: take every COMMUTE handle of t — free ones, and (with
+ * device-ordered dependencies) ones whose owners were launched on one GPU,
+ * t then following them there. Returns 1 (taken), 2 (taken behind
+ * launched owners, on node *node1 - 1: t's dwait names them), 3 (taken,
+ * all free, by a task released to node *node1 - 1), or 0 with *busy the
+ * handle to park on. */
+static int commute_take_locked(tsr_task_t t, int *node1, tsr_data_t **busy)
+{
+    int want = t->bound_node1; /* released to a device: owners there only */
+    tsr_task_t owners[TSR_MAX_BUFFERS];
+    int nown = 0, g = 0;
+    int dev = -1; /* not yet asked */
     for (int i = 0; i < t->ncommute; i++) {
         tsr_data_t *h = t->commute[i];
-        if (h->commute_owner) {
-            if (tsr__tasklist_push(&h->commute_waiting, t) != TSR_OK) {
-                /* Cannot park without memory: retry by yielding. */
-                pthread_mutex_unlock(&tsr__rt.commute_m);
-                sched_yield();
-                return commute_try_take(t);
-            }
-            ok = false;
-            break;
+        tsr_task_t o = h->commute_owner;
+        if (!o)
+            continue;
+        if (dev < 0)
+            dev = commute_dev_eligible(t);
+        if (dev && o->cm_node1 > 0 && (g == 0 || g == o->cm_node1) &&
+            (want == 0 || want == o->cm_node1)) {
+            g = o->cm_node1;
+            int k = 0;
+            while (k < nown && owners[k] != o)
+                k++;
+            if (k == nown)
+                owners[nown++] = o;
+            continue;
         }
+        *busy = h;
+        return 0;
     }
-    if (ok)
-        for (int i = 0; i < t->ncommute; i++)
-            t->commute[i]->commute_owner = t;
+    /* The owners' events in t's wait slots (a launching worker may take
+     * slots of t at the same moment: the count is atomic); past the last
+     * slot, t follows every task launched before it there (dwait_all). */
+    for (int i = 0; i < t->ncommute; i++)
+        t->commute[i]->commute_owner = t;
+    for (int k = 0; k < nown; k++) {
+        int slot = atomic_fetch_add(&t->ndwait, 1);
+        if (slot >= TSR_DWAIT_MAX) {
+            atomic_store(&t->dwait_all, true);
+            continue;
+        }
+        atomic_store_explicit(&t->dwait[slot].mark, owners[k]->cm_mark, memory_order_relaxed);
+        atomic_store_explicit(&t->dwait[slot].seq, owners[k]->cm_seq, memory_order_relaxed);
+    }
+    *node1 = g ? g : want;
+    return nown > 0 ? 2 : want ? 3 : 1;
+}
+
+/* t follows the launched owners of its COMMUTE handles on their GPU, or
+ * its launched predecessors on theirs (bound_node1). */
+static void commute_to_device(tsr_task_t t, int node1)
+{
+    for (int i = 0; i < tsr__rt.nworkers; i++)
+        if (tsr__rt.workers[i].node == node1 - 1 &&
+            tsr__rt.workers[i].device_kind == TSR_DEVICE_CUDA) {
+            tsr__worker_devq_push(&tsr__rt.workers[i], t);
+            return;
+        }
+}
+
+/* All-or-nothing: take every COMMUTE handle of t, or park t on the first
+ * busy one. Taking them together under one lock cannot deadlock. Returns
+ * whether t may be pushed to the policy (false: parked, or handed to a
+ * GPU's worker: behind the launched owners, or because it was released
+ * there). */
+static bool commute_try_take(tsr_task_t t)
+{
+    pthread_mutex_lock(&tsr__rt.commute_m);
+    int node1 = 0;
+    tsr_data_t *busy = NULL;
+    int r = commute_take_locked(t, &node1, &busy);
+    if (r == 0 && tsr__tasklist_push(&busy->commute_waiting, t) != TSR_OK) {
+        /* Cannot park without memory: retry by yielding. */
+        pthread_mutex_unlock(&tsr__rt.commute_m);
+        sched_yield();
+        return commute_try_take(t);
+    }
     pthread_mutex_unlock(&tsr__rt.commute_m);
-    return ok;
+    if (r == 2)
+        t->how = TSR_READY_DEVICE; /* behind the launched owners */
+    if (r >= 2)
+        commute_to_device(t, node1);
+    return r == 1;
 }
 
 /* A worker completing a task will ask the policy for work right after: the
@@ -471,32 +546,44 @@ static void push_to_policy(tsr_task_t t)
             return;
         }
     }
+    /* The completing worker takes it itself only if it can run it (a CPU
+     * worker completing the predecessor of a GPU-only task must wake the
+     * GPU's worker, which may sleep); asked before the push. */
+    bool runnable_here = tsr__tl_self_slot && t->cl &&
+                         t->cl->impl[tsr__rt.workers[tsr__tl_worker].device_kind];
     atomic_fetch_add(&tsr__rt.nqueued, 1);
     /* Once pushed, t may run and complete at any moment: nothing here may
      * touch it again (policies prefetch inside push, see sched.h). */
     int target = tsr__rt.sched.policy->push(&tsr__rt.sched, t);
-    if (tsr__tl_self_slot && (target == -1 || target == tsr__tl_worker)) {
+    if (runnable_here && (target == -1 || target == tsr__tl_worker)) {
         tsr__tl_self_slot = false;
         return;
     }
     tsr__workers_notify(target);
 }
 
+/* t completes: the COMMUTE handles it still owns (not handed on to a task
+ * that followed it on its device) are free again; their waiters retry. */
 static void commute_release(tsr_task_t t)
 {
     tsr_tasklist_t retry = {0};
     pthread_mutex_lock(&tsr__rt.commute_m);
+    t->cm_node1 = 0;
     for (int i = 0; i < t->ncommute; i++) {
         tsr_data_t *h = t->commute[i];
+        if (h->commute_owner != t)
+            continue;
         h->commute_owner = NULL;
         for (int k = 0; k < h->commute_waiting.n; k++)
             tsr__tasklist_push(&retry, h->commute_waiting.v[k]);
         tsr__tasklist_clear(&h->commute_waiting);
     }
     pthread_mutex_unlock(&tsr__rt.commute_m);
-    for (int k = 0; k < retry.n; k++)
+    for (int k = 0; k < retry.n; k++) {
+        retry.v[k]->how = TSR_READY_HOST; /* waited for t's completion */
         if (commute_try_take(retry.v[k]))
             push_to_policy(retry.v[k]);
+    }
     tsr__tasklist_clear(&retry);
     free(retry.v);
 }
@@ -717,11 +804,202 @@ void tsr__task_ready(tsr_task_t t)
     push_to_policy(t);
 }
 
+/* ---- device-ordered dependencies ----------------------------------------
+ *
+ * A GPU worker that launched a task P (its kernels queued on a lane, an
+ * event recorded after them: mark, launch number seq) does not wait to
+ * see P end before P's successors may run on the same GPU. Each successor
+ * S that could run there counts P among its launched predecessors (ndev,
+ * with P's mark in S->dwait and bit 2 on P's edge to S, P holding a
+ * reference to S until P completes). When every unfinished predecessor of
+ * S is launched on that one GPU (ndeps == ndev, all on dev_node), S is
+ * released to the GPU's worker (its device queue): the worker launches it
+ * on a lane after cudaStreamWaitEvent on those marks, without a host round
+ * trip. Every other consumer (a CPU worker, another GPU, a host
+ * acquisition, a task ready only later) still waits for P's completion,
+ * which the worker reports when it sees P's mark reached: that is when
+ * P's buffers are unpinned (so neither evicted, written back nor copied
+ * off the GPU before), its successors' counts drop, and errors show.
+ *
+ * Races: ndeps only drops once the guard is dropped (no edge is added
+ * after that), ndev counts a subset of the unfinished predecessors and
+ * drops before ndeps at a completion, so reading ndeps then ndev and
+ * finding them equal (and nonzero) means that at the second read every
+ * unfinished predecessor was launched on dev_node. Whoever changes one of
+ * the counts checks after its change, so the last change sees it; the
+ * claim (claimed 0 -> 1) makes S ready once, on the device or by the host
+ * (ndeps reaching 0). */
+
+/* S may run on a device of `kind` behind launched tasks: a user task with
+ * an implementation for it and no REDUX accumulator, not cancelled, not
+ * ready. (Its COMMUTE handles are taken once it is released.) */
+static bool dev_eligible(tsr_task_t s, int kind)
+{
+    if (s->kind != TSR_KIND_USER || !s->cl || !s->cl->impl[kind] ||
+        atomic_load_explicit(&s->cancelled, memory_order_relaxed) || atomic_load(&s->claimed))
+        return false;
+    for (int i = 0; i < s->nbuffers; i++)
+        if (s->acc[i].mode == TSR_REDUX)
+            return false;
+    return true;
+}
+
+bool tsr__task_dev_count(tsr_task_t p, tsr_task_t s)
+{
+    int node1 = p->launch_node1;
+    if (!dev_eligible(s, TSR_DEVICE_CUDA))
+        return false;
+    int cur = 0;
+    if (!atomic_compare_exchange_strong(&s->dev_node, &cur, node1) && cur != node1) {
+        atomic_store(&s->dev_node, -1); /* predecessors on several nodes */
+        return false;
+    }
+    /* Slots are taken atomically: the launching worker and a submitter
+     * adding an edge to a launched task may count s at once. The slot is
+     * written before ndev counts it, and s is released only once ndev
+     * counts every unfinished predecessor. */
+    int k = atomic_fetch_add(&s->ndwait, 1);
+    if (k >= TSR_DWAIT_MAX) {
+        /* no slot left: s will follow every task launched before it on
+         * that device (p among them) */
+        atomic_store(&s->dwait_all, true);
+    } else {
+        atomic_store_explicit(&s->dwait[k].mark, p->launch_mark, memory_order_relaxed);
+        atomic_store_explicit(&s->dwait[k].seq, p->launch_seq, memory_order_relaxed);
+    }
+    tsr__task_ref(s); /* until p's completion drops it (dev_dep_done) */
+    atomic_fetch_add(&s->ndev, 1);
+    return true;
+}
+
+/* s's unfinished predecessors may all be launched on one GPU: release it
+ * there. The caller holds a reference to s. */
+static void dev_check(tsr_task_t s)
+{
+    if (!atomic_load(&s->guard_dropped))
+        return;
+    int nd = atomic_load(&s->ndeps);
+    if (nd <= 0 || atomic_load(&s->ndev) != nd)
+        return;
+    int node1 = atomic_load(&s->dev_node);
+    if (node1 <= 0)
+        return;
+    int unclaimed = 0;
+    if (!atomic_compare_exchange_strong(&s->claimed, &unclaimed, 1))
+        return;
+    tsr_worker_t *w = NULL;
+    for (int i = 0; i < tsr__rt.nworkers && !w; i++)
+        if (tsr__rt.workers[i].node == node1 - 1 && tsr__rt.workers[i].device_kind == TSR_DEVICE_CUDA)
+            w = &tsr__rt.workers[i];
+    s->how = TSR_READY_DEVICE;
+    s->bound_node1 = node1;
+    if (s->nuses)
+        uses_ready(s);
+    /* its COMMUTE handles: taken (or behind their owners launched there),
+     * else it waits for them, parked, and still runs there */
+    if (!s->ncommute || commute_try_take(s))
+        tsr__worker_devq_push(w, s);
+}
+
+/* One predecessor of s is complete (host: a completion the host observed)
+ * or its submission guard dropped (host false). `counted`: a predecessor
+ * that counted s as launched (it holds a reference to s); `held`: the
+ * caller holds one. */
+static void dev_dep_done(tsr_task_t s, bool counted, bool host, bool held)
+{
+    /* s is alive while we hold a predecessor's place in ndeps; after the
+     * decrement only a reference keeps it. A launched predecessor counted
+     * in ndev holds one; else take one only when some predecessor is
+     * launched (a check missed because ndev moved meanwhile only costs the
+     * device release: s then becomes ready when ndeps reaches 0). */
+    bool ref = !counted && !held && atomic_load(&s->ndev) > 0;
+    if (ref)
+        tsr__task_ref(s);
+    if (counted)
+        atomic_fetch_sub(&s->ndev, 1);
+    if (atomic_fetch_sub_explicit(&s->ndeps, 1, memory_order_acq_rel) == 1) {
+        if (atomic_exchange(&s->claimed, 1) == 0) {
+            if (host)
+                s->how = TSR_READY_HOST;
+            tsr__task_ready(s);
+        }
+    } else if (counted || ref || held) {
+        dev_check(s);
+    }
+    if (counted || ref)
+        tsr__task_unref(s);
+}
+
+/* t, owning COMMUTE handles, was launched on node node1 - 1: a task
+ * parked on one of them may take them now and follow t there (its kernels
+ * after t's); the others wait for t's completion as before. */
+static void commute_launched(tsr_task_t t, int node1, int mark, uint64_t seq)
+{
+    /* handed on: each keeps the reference its waiting list held */
+    tsr_task_t moved[64];
+    int moved_node[64], nmoved = 0;
+    pthread_mutex_lock(&tsr__rt.commute_m);
+    t->cm_node1 = node1;
+    t->cm_mark = mark;
+    t->cm_seq = seq;
+    for (int i = 0; i < t->ncommute; i++) {
+        tsr_data_t *h = t->commute[i];
+        tsr_tasklist_t *l = &h->commute_waiting;
+        int keep = 0;
+        for (int k = 0; k < l->n; k++) {
+            tsr_task_t s = l->v[k];
+            int g = 0;
+            tsr_data_t *busy = NULL;
+            if (nmoved < 64 && h->commute_owner == t &&
+                commute_take_locked(s, &g, &busy) == 2) {
+                moved[nmoved] = s;
+                moved_node[nmoved++] = g;
+                continue;
+            }
+            l->v[keep++] = s;
+        }
+        l->n = keep;
+    }
+    pthread_mutex_unlock(&tsr__rt.commute_m);
+    for (int k = 0; k < nmoved; k++) {
+        commute_to_device(moved[k], moved_node[k]);
+        tsr__task_unref(moved[k]);
+    }
+}
+
+void tsr__task_launched(tsr_task_t t, int worker, int mark, uint64_t seq)
+{
+    tsr_worker_t *w = &tsr__rt.workers[worker];
+    /* the successors to check once t's lock is let go (those past the
+     * first 64 are not released here: they wait for the host) */
+    tsr_task_t check[64];
+    int ncheck = 0;
+    pthread_mutex_lock(&t->lock);
+    t->launch_node1 = w->node + 1;
+    t->launch_mark = mark;
+    t->launch_seq = seq;
+    for (int i = 0; i < t->nsucc && ncheck < 64; i++) {
+        tsr_task_t s = (tsr_task_t)(t->succ[i] & ~(uintptr_t)3);
+        if (tsr__task_dev_count(t, s)) {
+            t->succ[i] |= 2;
+            check[ncheck++] = s;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    /* t completes on this thread, later: its references keep them alive */
+    for (int k = 0; k < ncheck; k++)
+        dev_check(check[k]);
+    if (t->ncommute)
+        commute_launched(t, w->node + 1, mark, seq);
+}
+
 void tsr__task_complete(tsr_task_t t, int result, int worker)
 {
     if (t->nuses)
         uses_done(t);
-    if (t->ncommute && result != TSR_RESULT_CANCELLED)
+    /* (a task cancelled after it took its COMMUTE handles, released to a
+     * device, gives them back too; one that never took them owns none) */
+    if (t->ncommute)
         commute_release(t);
     /* A failure's description replaces the bare reason before DONE is
      * visible: a task submitted later and cancelled at once copies it. */
@@ -755,13 +1033,18 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
     if (result != TSR_RESULT_OK)
         record_failure(t, result, msg);
     for (int i = 0; i < nsucc; i++) {
-        tsr_task_t s = (tsr_task_t)(succ[i] & ~(uintptr_t)1);
+        tsr_task_t s = (tsr_task_t)(succ[i] & ~(uintptr_t)3);
         if (result != TSR_RESULT_OK && (succ[i] & 1))
             tsr__task_cancel(s, t);
-        if (atomic_fetch_sub_explicit(&s->ndeps, 1, memory_order_acq_rel) == 1)
+        if (tsr__rt.device_deps) {
+            dev_dep_done(s, (succ[i] & 2) != 0, true, false);
+        } else if (atomic_fetch_sub_explicit(&s->ndeps, 1, memory_order_acq_rel) == 1) {
+            s->how = TSR_READY_HOST;
             tsr__task_ready(s);
+        }
     }
-    if (worker >= 0 && tsr__rt.sched.policy->done)
+    /* (a task released to a device was never pushed to the policy) */
+    if (worker >= 0 && tsr__rt.sched.policy->done && !t->via_devq)
         tsr__rt.sched.policy->done(&tsr__rt.sched, t, worker);
     if (t->tag && tsr__tag_add(t->tag, -1))
         wake = true;
@@ -839,6 +1122,15 @@ static int cmp_handle(const void *a, const void *b)
 /* Drop a submission guard: the task may become ready. */
 static void release_guard(tsr_task_t t)
 {
+    if (tsr__rt.device_deps) {
+        /* no edge is added after this: dev_check may trust ndeps */
+        atomic_store(&t->guard_dropped, true);
+        /* held: a predecessor launched meanwhile must not go unchecked */
+        tsr__task_ref(t);
+        dev_dep_done(t, false, false, true);
+        tsr__task_unref(t);
+        return;
+    }
     if (atomic_fetch_sub_explicit(&t->ndeps, 1, memory_order_acq_rel) == 1)
         tsr__task_ready(t);
 }

@@ -18,6 +18,7 @@
 
 #include <hwloc.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,71 @@ static void describe_impl_failure(tsr_worker_t *w, tsr_task_t t, int rc, const c
 #endif
 }
 
+/* Index in w->running of launch (mark, seq), or -1: complete already (a
+ * mark is reused once its task completed; the launch number tells). */
+static int running_index(const tsr_worker_t *w, int mark, uint64_t seq)
+{
+    for (int j = 0; j < w->nrunning; j++)
+        if (w->run_mark[j] == mark && w->run_seq[j] == seq)
+            return j;
+    return -1;
+}
+
+static void complete_running(tsr_worker_t *w, int i, int r, const char *why);
+
+/* running_index of the launch in t's wait slot k. */
+static int dwait_index(const tsr_worker_t *w, tsr_task_t t, int k)
+{
+    return running_index(w, atomic_load_explicit(&t->dwait[k].mark, memory_order_relaxed),
+                         atomic_load_explicit(&t->dwait[k].seq, memory_order_relaxed));
+}
+
+/* t follows every task launched before it on w's device (more launched
+ * predecessors than slots; only for a task released to this device: one
+ * made ready otherwise runs after its predecessors' completions). */
+static bool follows_all(tsr_task_t t)
+{
+    return t->via_devq && atomic_load(&t->dwait_all);
+}
+
+/* The launches t follows on its device (tsr_task.dwait). */
+static int dwait_count(tsr_task_t t)
+{
+    int n = atomic_load(&t->ndwait);
+    return n < TSR_DWAIT_MAX ? n : TSR_DWAIT_MAX;
+}
+
+/* The launched predecessors of t (device-ordered: t's kernels waited for
+ * theirs) that are still running ended before t: complete them first, so
+ * that one that failed cancels t before t completes. `before`: t's launch
+ * number (UINT64_MAX: t was not kept running): with dwait_all, every task
+ * launched before t is one of them. */
+static void complete_dev_preds(tsr_worker_t *w, tsr_task_t t, uint64_t before)
+{
+    tsr_node_t *node = tsr__mem_node(w->node);
+    if (follows_all(t)) {
+        for (int j = 0; j < w->nrunning;) {
+            if (w->run_seq[j] >= before) {
+                j++;
+                continue;
+            }
+            char why[TSR_MEM_ERR] = "";
+            int r = node->ops->exec_poll(node, w->run_mark[j], true, why, sizeof why);
+            complete_running(w, j, r, why);
+            j = 0; /* completions may have removed others */
+        }
+        return;
+    }
+    for (int k = 0, n = dwait_count(t); k < n; k++) {
+        int j = dwait_index(w, t, k);
+        if (j < 0)
+            continue;
+        char why[TSR_MEM_ERR] = "";
+        int r = node->ops->exec_poll(node, w->run_mark[j], true, why, sizeof why);
+        complete_running(w, j, r, why);
+    }
+}
+
 /* Complete launched task i, whose mark poll said r (1, or a TSR_E… code
  * with the reason in why). */
 static void complete_running(tsr_worker_t *w, int i, int r, const char *why)
@@ -95,13 +161,16 @@ static void complete_running(tsr_worker_t *w, int i, int r, const char *why)
     if (r < 0 && !t->mreq.err[0])
         snprintf(t->mreq.err, sizeof t->mreq.err, "%s", why);
     uint64_t start = w->run_start[i];
+    uint64_t seq = w->run_seq[i];
     for (int k = i + 1; k < w->nrunning; k++) {
         w->running[k - 1] = w->running[k];
         w->run_mark[k - 1] = w->run_mark[k];
         w->run_lane[k - 1] = w->run_lane[k];
         w->run_start[k - 1] = w->run_start[k];
+        w->run_seq[k - 1] = w->run_seq[k];
     }
     w->nrunning--;
+    complete_dev_preds(w, t, seq);
     tsr__worker_finish(w, t, r < 0 ? r : 0, start);
 }
 
@@ -142,6 +211,19 @@ static int pick_lane(tsr_worker_t *w, tsr_task_t t, const tsr_node_t *node)
     for (int i = 0; i < t->nbuffers; i++)
         if (t->slot[i] < 0)
             return 0;
+    /* Behind a running predecessor (device-ordered): on its lane, where
+     * stream order alone keeps t after it. */
+    if (follows_all(t) && w->nrunning > 0) {
+        w->last_lane = w->run_lane[w->nrunning - 1];
+        return w->last_lane;
+    }
+    for (int k = dwait_count(t) - 1; k >= 0; k--) {
+        int j = dwait_index(w, t, k);
+        if (j >= 0) {
+            w->last_lane = w->run_lane[j];
+            return w->run_lane[j];
+        }
+    }
     int count[TSR_PIPE_MAX] = {0};
     for (int k = 0; k < w->nrunning; k++)
         count[w->run_lane[k]]++;
@@ -154,6 +236,23 @@ static int pick_lane(tsr_worker_t *w, tsr_task_t t, const tsr_node_t *node)
     }
     w->last_lane = best;
     return best;
+}
+
+/* Make lane wait, on the device, for t's predecessors still running on
+ * other lanes (those on lane itself are before t in stream order). */
+static int device_waits(tsr_worker_t *w, tsr_task_t t, tsr_node_t *node, int lane)
+{
+    bool all = follows_all(t);
+    for (int k = 0, n = all ? w->nrunning : dwait_count(t); k < n; k++) {
+        int j = all ? k : dwait_index(w, t, k);
+        if (j < 0 || w->run_lane[j] == lane)
+            continue;
+        int rc = node->ops->exec_wait(node, lane, w->run_mark[j], t->mreq.err,
+                                      sizeof t->mreq.err);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
 /* Whether t needs one of w's scratch buffers to grow. */
@@ -172,6 +271,14 @@ static bool scratch_grows(const tsr_worker_t *w, tsr_task_t t)
 static void run_task(tsr_worker_t *w, tsr_task_t t)
 {
     tsr_node_t *node = tsr__mem_node(w->node);
+    if (atomic_load(&t->cancelled)) {
+        /* Released to the device, then a predecessor failed: nothing runs,
+         * and what t would have written keeps its valid copies. */
+        t->mreq.published = true;
+        tsr__mem_release(&t->mreq);
+        tsr__task_complete(t, TSR_RESULT_CANCELLED, -1);
+        return;
+    }
     /* A scratch buffer is reused by the tasks launched after it (in stream
      * order); it is freed to grow only once none uses it. */
     if (w->nrunning > 0 && scratch_grows(w, t))
@@ -202,12 +309,25 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     if (node->ops->exec_begin)
         rc = begun = node->ops->exec_begin(node, lane, &exec.cuda_stream, &exec.cublas_handle,
                                            t->mreq.err, sizeof t->mreq.err);
+    /* Device-ordered: the lane waits for t's predecessors still running
+     * on other lanes (a failure to make it wait is t's, like begin's). */
+    if (rc == 0 && w->nrunning > 0 && (dwait_count(t) > 0 || follows_all(t))) {
+        t->dev_behind = follows_all(t);
+        for (int k = 0, n = dwait_count(t); k < n && !t->dev_behind; k++)
+            t->dev_behind = dwait_index(w, t, k) >= 0;
+        rc = begun = device_waits(w, t, node, lane);
+    }
     /* A failed exec_begin (no device made current) is the task's failure:
      * the implementation is not called. */
     if (rc == 0) {
         rc = tsr__worker_run_impl(t, t->cl->impl[w->device_kind], bufs, &exec);
         if (rc != 0)
             describe_impl_failure(w, t, rc, before);
+        else if (node->ops->exec_begin) {
+            /* how its launch was ordered after its predecessors */
+            w->host_waits += t->how == TSR_READY_HOST;
+            w->device_ordered += t->how == TSR_READY_DEVICE;
+        }
     }
     if (rc == 0 && begun == 0 && node->ops->exec_record && w->nrunning < TSR_PIPE_MAX) {
         /* Launched: complete it when its kernels are done. */
@@ -219,11 +339,23 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
              * (after the first launch) */
             w->drains += w->nrunning == 0 && w->launches > 0;
             w->launches++;
+            /* unique among every worker's launches (t->dwait may hold a
+             * launch of a worker that does not run t) */
+            uint64_t seq = (uint64_t)w->id << 48 | ++w->launch_seq;
             w->running[w->nrunning] = t;
             w->run_mark[w->nrunning] = mark;
             w->run_lane[w->nrunning] = lane;
             w->run_start[w->nrunning] = start;
+            w->run_seq[w->nrunning] = seq;
             w->nrunning++;
+            if (tsr__rt.device_deps && node->ops->exec_wait) {
+                /* What t writes is the valid copy here from now on (for
+                 * tasks ordered after t on this device; its pins keep it
+                 * from everyone else until t completes), and t's
+                 * successors that can follow it on the device may. */
+                tsr__mem_publish(&t->mreq);
+                tsr__task_launched(t, w->id, mark, seq);
+            }
             return;
         }
         snprintf(t->mreq.err, sizeof t->mreq.err, "%s", why);
@@ -239,9 +371,11 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
             rc = erc;
     }
     /* What ran before t on its lane has finished too; the other lanes may
-     * have finished some. */
-    if (w->nrunning > 0)
+     * have finished some; t's device predecessors complete before it. */
+    if (w->nrunning > 0) {
+        complete_dev_preds(w, t, UINT64_MAX);
         reap_running(w, false);
+    }
     tsr__worker_finish(w, t, rc, start);
 }
 

@@ -226,13 +226,16 @@ tessera_step() { # NAME PRECISION PEAK [ENV...]
     run "$1" 110 env TESSERA_NCPU=-1 TESSERA_NCUDA=1 TESSERA_STATS=1 "${@:4}" "$BIN/bench-gpt2-step" $SHAPE \
         --warmup 1 --steps 2 --precision "$2" --json-tag "124M-8x1024"
     if [ "$STATUS" = pass ]; then
-        local tps drains tasks
+        local tps drains tasks hostw devo
         tps=$(field tok_per_s "$OUTDIR/$1.log")
-        # the GPU worker's row of TESSERA_STATS (3 steps): tasks and drains
-        tasks=$(awk '$2 == "cuda0" && NF == 6 { print $3 }' "$OUTDIR/$1.log" | tail -1)
-        drains=$(awk '$2 == "cuda0" && NF == 6 { print $6 }' "$OUTDIR/$1.log" | tail -1)
-        record "$1" pass "$SECS" "$(field s_per_step "$OUTDIR/$1.log") s/step, $tps tok/s, MFU $(mfu "$tps" "$3" "$(field params "$OUTDIR/$1.log")") of $3 TFLOP/s, ${tasks:-?} GPU tasks and ${drains:-?} drains in 3 steps" \
-            "\"s_per_step\":$(field s_per_step "$OUTDIR/$1.log"),\"tok_per_s\":$tps,\"gpu_tasks_3_steps\":${tasks:-null},\"drains_3_steps\":${drains:-null}"
+        # the GPU worker's row of TESSERA_STATS (3 steps): tasks, drains,
+        # host round trips and device-ordered launches
+        tasks=$(awk '$2 == "cuda0" && NF == 8 { print $3 }' "$OUTDIR/$1.log" | tail -1)
+        drains=$(awk '$2 == "cuda0" && NF == 8 { print $6 }' "$OUTDIR/$1.log" | tail -1)
+        hostw=$(awk '$2 == "cuda0" && NF == 8 { print $7 }' "$OUTDIR/$1.log" | tail -1)
+        devo=$(awk '$2 == "cuda0" && NF == 8 { print $8 }' "$OUTDIR/$1.log" | tail -1)
+        record "$1" pass "$SECS" "$(field s_per_step "$OUTDIR/$1.log") s/step, $tps tok/s, MFU $(mfu "$tps" "$3" "$(field params "$OUTDIR/$1.log")") of $3 TFLOP/s, ${tasks:-?} GPU tasks, ${drains:-?} drains, ${hostw:-?} host waits and ${devo:-?} device-ordered launches in 3 steps" \
+            "\"s_per_step\":$(field s_per_step "$OUTDIR/$1.log"),\"tok_per_s\":$tps,\"gpu_tasks_3_steps\":${tasks:-null},\"drains_3_steps\":${drains:-null},\"host_waits_3_steps\":${hostw:-null},\"device_ordered_3_steps\":${devo:-null}"
     else
         record "$1" "$(verdict)" "$SECS" "see $1.log"
     fi
@@ -360,7 +363,7 @@ for spec in 256/1024/768 2048/1024/3072 4096/1024/3072 8192/1024/3072 8192/4096/
         --warmup 1 --steps 1 --precision "$prec" --tile-tokens "$tt" --tile-vocab "$tv" \
         --tile-hidden "$th" --json-tag "$name"
     if [ "$STATUS" = pass ]; then
-        tasks=$(awk '$2 == "cuda0" && NF == 6 { print $3 }' "$OUTDIR/$name.log" | tail -1)
+        tasks=$(awk '$2 == "cuda0" && NF == 8 { print $3 }' "$OUTDIR/$name.log" | tail -1)
         record "$name" pass "$SECS" "$(field s_per_step "$OUTDIR/$name.log") s/step, $(field tok_per_s "$OUTDIR/$name.log") tok/s, GPU tasks in 2 steps: ${tasks:-?}" \
             "\"s_per_step\":$(field s_per_step "$OUTDIR/$name.log"),\"gpu_tasks_2_steps\":${tasks:-null}"
     else

@@ -114,6 +114,13 @@ typedef struct tsr_config {
     int cuda_streams;          /* compute streams per GPU (1 to 8): a GPU
                                   worker's ready tasks run on several at once;
                                   0: 4 */
+    int cuda_device_deps;      /* 1 (tsr_config_init's default): a task whose
+                                  unfinished predecessors were all launched
+                                  on one GPU is launched there at once, after
+                                  them in device order (cudaStreamWaitEvent),
+                                  without waiting for the host to see them
+                                  end; 0: only once the host has seen every
+                                  predecessor end (docs/memory.md) */
 } tsr_config_t;
 
 /* Victim selection (tsr_config_t.evict). */
@@ -130,7 +137,8 @@ TSR_API void tsr_config_init(tsr_config_t *cfg);
  * TESSERA_MAX_PENDING_BYTES, TESSERA_BIND, TESSERA_TRACE, TESSERA_NSIM,
  * TESSERA_SIM_BW (MB/s), TESSERA_SIM_LATENCY (µs), TESSERA_NCUDA,
  * TESSERA_LIMIT_SIM_MEM, TESSERA_LIMIT_CUDA_MEM, TESSERA_LIMIT_HOST_MEM
- * (MiB), TESSERA_PIPELINE, TESSERA_CUDA_STREAMS, TESSERA_STATS,
+ * (MiB), TESSERA_PIPELINE, TESSERA_CUDA_STREAMS, TESSERA_CUDA_DEVICE_DEPS,
+ * TESSERA_STATS,
  * TESSERA_PERFMODEL_DIR,
  * TESSERA_CALIBRATE, TESSERA_CUDA_FP32 (tf32|strict), TESSERA_SIMULATE
  * (a platform file), TESSERA_SIMULATE_EXEC (0|1), TESSERA_DISK_DIR,
@@ -334,11 +342,19 @@ typedef struct tsr_worker_stats {
     double wait_data_s;        /* time with nothing runnable, waiting for data */
     uint64_t drains;           /* a GPU's worker: launches after the first
                                   made while none of its launched tasks was
-                                  still running: the stream had run dry. A
-                                  task that depends on a running one is
-                                  launched only once the host saw that one
-                                  end, so every link of a chain is one (a
-                                  host round trip). 0 on other workers */
+                                  still running: the stream had run dry.
+                                  With cuda_device_deps = 0 a task that
+                                  depends on a running one is launched only
+                                  once the host saw that one end, so every
+                                  link of a chain is one (a host round
+                                  trip). 0 on other workers */
+    uint64_t host_waits;       /* a GPU's worker: launches of tasks made ready
+                                  by a predecessor's completion seen on the
+                                  host (a host round trip before the launch) */
+    uint64_t device_ordered;   /* a GPU's worker: launches of tasks released
+                                  to the device while predecessors of theirs
+                                  launched there were not yet seen to end
+                                  (ordered by events, no round trip) */
 } tsr_worker_stats_t;
 
 TSR_API int tsr_worker_stats(int worker, tsr_worker_stats_t *out);

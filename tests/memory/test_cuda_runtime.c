@@ -141,13 +141,21 @@ static const tsr_codelet_t cl_count_fill = {
 
 /* ---- drains: host round trips between dependent GPU tasks ------------------ */
 
-/* A chain of dependent tasks on one GPU drains its stream at every link:
- * the next task is launched only once the host saw the previous one end
- * (today's engine orders dependencies through the host). The count is the
- * worker's `drains`. */
+/* Without device-ordered dependencies (cuda_device_deps = 0), a chain of
+ * dependent tasks on one GPU drains its stream at every link: the next
+ * task is launched only once the host saw the previous one end. The count
+ * is the worker's `drains`. (With them, tests/memory/test_cuda_devdeps.c.) */
 static uint64_t drains_of(int chain)
 {
-    start(-1, 1, 0, TSR_CUDA_FP32_TF32);
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = -1;
+    cfg.bind = 0;
+    cfg.ncuda = 1;
+    cfg.perfmodel_dir = "";
+    cfg.cuda_device_deps = 0;
+    unsetenv("TESSERA_CUDA_DEVICE_DEPS");
+    cr_assert_eq(tsr_init(&cfg), TSR_OK, "tsr_init: %s", tsr_error_message());
     enum { NT = 40 };
     static float buf[NT][NF];
     tsr_handle_t h[NT];

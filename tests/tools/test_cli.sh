@@ -137,7 +137,7 @@ check nul_in_prompts_names_the_line says "'$TMP/nul.txt' line 2 holds a NUL byte
 workers_of() { # the node of every worker row of a one-step run; extra flags
     TESSERA_CUDA_EMU_DEVICES=1 TESSERA_STATS=1 "$BIN/tessera-train" --data "$TMP/c_train.bin" \
         --vocab 257 --layers 2 --heads 2 --channels 32 --context 32 --seq 32 --batch 4 \
-        --steps 1 --out "$TMP/gpu$#" "$@" 2>&1 | awk '$1 ~ /^[0-9]+$/ && NF == 6 { print $2 }'
+        --steps 1 --out "$TMP/gpu$#" "$@" 2>&1 | awk '$1 ~ /^[0-9]+$/ && NF == 8 { print $2 }'
 }
 gpus_alone() {
     local nodes; nodes=$(workers_of | sort -u | tr '\n' ' ')
