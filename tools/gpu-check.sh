@@ -256,6 +256,8 @@ tessera_step step-tessera-tf32 fp32 "$PEAK_TF32"
 tessera_step step-tessera-bf16 bf16 "$PEAK_BF16"
 # the same TF32 step on one compute lane (stream): what the lanes bring
 tessera_step step-tessera-tf32-1lane fp32 "$PEAK_TF32" TESSERA_CUDA_STREAMS=1
+# ... and with every dependency ordered through the host: what device ordering brings
+tessera_step step-tessera-tf32-hostdeps fp32 "$PEAK_TF32" TESSERA_CUDA_DEVICE_DEPS=0
 torch_step step-torch-tf32 fp32 "$PEAK_TF32" --attention naive
 torch_step step-torch-bf16-sdpa bf16 "$PEAK_BF16" --attention sdpa --fused-adamw
 
