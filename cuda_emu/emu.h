@@ -155,6 +155,7 @@ struct Fiber {
     char *lo = nullptr; /* usable stack, above the guard page */
     size_t size = 0;
     void *fake = nullptr; /* ASan's fake stack */
+    void *tsan = nullptr; /* ThreadSanitizer's fiber (TSan builds) */
 };
 Fiber *fiber_take(void (*entry)(void *), void *arg);
 void fiber_give(Fiber *f, bool abandoned);

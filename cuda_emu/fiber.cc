@@ -27,6 +27,26 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
+/* ThreadSanitizer follows the switches as its fibers: each switch orders
+ * what the fiber left did before what the one entered does (the fibers of
+ * a block run one at a time on one thread), so a build with
+ * -Db_sanitize=thread can run the emulation. */
+#if defined(__SANITIZE_THREAD__)
+#define TSR_EMU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TSR_EMU_TSAN 1
+#endif
+#endif
+#ifdef TSR_EMU_TSAN
+extern "C" {
+void *__tsan_get_current_fiber(void);
+void *__tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void *fiber);
+void __tsan_switch_to_fiber(void *fiber, unsigned flags);
+}
+#endif
+
 #if !defined(__x86_64__)
 #error "cuda_emu: the fiber switch is written for x86-64"
 #endif
@@ -83,7 +103,7 @@ namespace emu {
 
 namespace {
 
-#ifdef TSR_EMU_ASAN
+#if defined(TSR_EMU_ASAN) || defined(TSR_EMU_TSAN)
 const size_t kStack = 1u << 20;
 #else
 const size_t kStack = 256u << 10;
@@ -92,12 +112,17 @@ const size_t kStack = 256u << 10;
 /* Per OS thread: the scheduler's saved stack pointer, the free stacks. */
 struct FiberPool {
     void *sched_sp = nullptr;
+    void *sched_tsan = nullptr; /* the scheduler's TSan fiber (TSan builds) */
     const void *sched_bottom = nullptr;
     size_t sched_size = 0;
     std::vector<Fiber *> free_list;
     ~FiberPool()
     {
         for (Fiber *f : free_list) {
+#ifdef TSR_EMU_TSAN
+            if (f->tsan)
+                __tsan_destroy_fiber(f->tsan);
+#endif
             munmap(f->lo - page(), f->size + page());
             delete f;
         }
@@ -145,6 +170,10 @@ Fiber *fiber_take(void (*entry)(void *), void *arg)
     w[7] = (uint64_t)(uintptr_t)&tsr_emu_fiber_start;
     f->sp = w;
     f->fake = nullptr;
+#ifdef TSR_EMU_TSAN
+    if (!f->tsan)
+        f->tsan = __tsan_create_fiber(0);
+#endif
     return f;
 }
 
@@ -167,6 +196,10 @@ void fiber_enter(Fiber *f)
     __sanitizer_start_switch_fiber(&fake, f->lo, f->size);
     tsr_emu_switch(&t_pool.sched_sp, f->sp);
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#elif defined(TSR_EMU_TSAN)
+    t_pool.sched_tsan = __tsan_get_current_fiber();
+    __tsan_switch_to_fiber(f->tsan, 0);
+    tsr_emu_switch(&t_pool.sched_sp, f->sp);
 #else
     tsr_emu_switch(&t_pool.sched_sp, f->sp);
 #endif
@@ -187,6 +220,10 @@ void fiber_leave(Fiber *f, bool finished)
                                    t_pool.sched_size);
     tsr_emu_switch(&f->sp, t_pool.sched_sp);
     __sanitizer_finish_switch_fiber(f->fake, &t_pool.sched_bottom, &t_pool.sched_size);
+#elif defined(TSR_EMU_TSAN)
+    (void)finished;
+    __tsan_switch_to_fiber(t_pool.sched_tsan, 0);
+    tsr_emu_switch(&f->sp, t_pool.sched_sp);
 #else
     (void)finished;
     tsr_emu_switch(&f->sp, t_pool.sched_sp);

@@ -533,6 +533,35 @@ void tsr__task_prefetch(tsr_task_t t, int target)
     }
 }
 
+/* A worker to wake for t when the policy names none: -1 when every kind
+ * of worker can run it (any sleeper will do); else one that can, asleep
+ * if one is. Waking any sleeper could wake one that cannot run t, which
+ * goes back to sleep and leaves t queued beside a sleeping worker that
+ * could (GPU-only tasks pushed by the application's thread with CPU
+ * workers asleep). Asked before the push: t may be gone after it. */
+static int capable_target(tsr_task_t t)
+{
+    if (!t->cl)
+        return -1;
+    bool all = true;
+    for (int k = 0; k < TSR_DEVICE_KINDS; k++)
+        if (tsr__rt.nworkers_of_kind[k] > 0 && !t->cl->impl[k])
+            all = false;
+    if (all)
+        return -1;
+    int awake = -1;
+    for (int i = 0; i < tsr__rt.nworkers; i++) {
+        const tsr_worker_t *w = &tsr__rt.workers[i];
+        if (!t->cl->impl[w->device_kind])
+            continue;
+        if (atomic_load(&w->sleeping))
+            return i;
+        if (awake < 0)
+            awake = i;
+    }
+    return awake;
+}
+
 static void push_to_policy(tsr_task_t t)
 {
     /* Nothing queued: the policy would hand t out next anyway (its order
@@ -551,6 +580,7 @@ static void push_to_policy(tsr_task_t t)
      * GPU's worker, which may sleep); asked before the push. */
     bool runnable_here = tsr__tl_self_slot && t->cl &&
                          t->cl->impl[tsr__rt.workers[tsr__tl_worker].device_kind];
+    int capable = capable_target(t);
     atomic_fetch_add(&tsr__rt.nqueued, 1);
     /* Once pushed, t may run and complete at any moment: nothing here may
      * touch it again (policies prefetch inside push, see sched.h). */
@@ -559,7 +589,7 @@ static void push_to_policy(tsr_task_t t)
         tsr__tl_self_slot = false;
         return;
     }
-    tsr__workers_notify(target);
+    tsr__workers_notify(target >= 0 ? target : capable);
 }
 
 /* t completes: the COMMUTE handles it still owns (not handed on to a task
