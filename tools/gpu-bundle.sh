@@ -42,7 +42,7 @@ fi
 TOOLS="tessera-info tessera-sim tessera-train tessera-eval tessera-generate"
 BENCH="bench/kernels/tessera-bench-kernels bench/offload/tessera-bench-offload
        bench/gpt2/bench-gpt2-step bench/gpt2/bench-gemm-ceiling"
-SUITES="kernels_cuda memory_cuda memory_cuda_runtime nn_ops nn_gpt2 nn_gpt2_reference
+SUITES="kernels_cuda memory_cuda memory_cuda_runtime memory_cuda_devdeps nn_ops nn_gpt2 nn_gpt2_reference
         nn_gpt2_bf16 nn_gpt2_generate runtime_stress"
 SHARE="tests/nn/fixtures platforms tools/gpt2_reference.py tools/safetensors_py.py
        bench/gpt2/torch_step.py"

@@ -312,6 +312,7 @@ fi
 GPU_ONLY="TESSERA_NCUDA=1 TESSERA_NCPU=-1 TESSERA_CUDA_FP32=strict"
 suite suite-memory_cuda memory_cuda
 suite suite-memory_cuda_runtime memory_cuda_runtime
+suite suite-memory_cuda_devdeps memory_cuda_devdeps
 suite suite-runtime_stress runtime_stress
 suite suite-nn_ops-gpu nn_ops $GPU_ONLY
 suite suite-nn_gpt2_ref-gpu nn_gpt2_reference $GPU_ONLY TESSERA_LIMIT_CUDA_MEM=1
