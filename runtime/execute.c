@@ -279,6 +279,8 @@ void tsr__worker_finish(tsr_worker_t *w, tsr_task_t t, int rc, uint64_t start)
     w->ntasks++;
     if (tsr__rt.tracing)
         tsr__trace_record(w, t->name, start, end);
+    if (t->rec_id)
+        tsr__record_ran(w, t, start, end, rc);
     t->error_code = rc;
     tsr__mem_release(&t->mreq);
     /* Released to a device, launched, then a predecessor it read from

@@ -117,6 +117,7 @@ struct tsr_task {
      * of use_h/use_pos below are set */
     uint64_t seq;
     uint8_t nuses;
+    uint64_t rec_id;       /* its id in the task-graph record (record.c), 0: none */
 
     tsr_task_t free_next;  /* free list link */
     /* while the application holds a reference (taskref.c): its generation
@@ -510,6 +511,17 @@ int tsr__mpi_timeout(double seconds, const char *what, double *out);
  * or empty (*out untouched), TSR_EINVAL naming the variable otherwise. */
 int tsr__mpi_timeout_env(double *out);
 
+/* ---- the task-graph record (record.c) ---------------------------------- */
+
+int tsr__record_open(const char *path);
+/* a task the application submitted: its id, accesses, dependencies */
+void tsr__record_submit(tsr_task_t t);
+/* where and when a recorded task ran (the driver's clock) */
+void tsr__record_ran(const tsr_worker_t *w, tsr_task_t t, uint64_t start, uint64_t end,
+                     int rc);
+/* closes the file; TSR_EIO (with the message) if any write failed */
+int tsr__record_close(void);
+
 /* ---- tracing (trace.c) ------------------------------------------------- */
 
 struct tsr_trace_event {
@@ -537,6 +549,8 @@ typedef struct tsr_runtime {
     char simulate_path[4096];
     char disk_dir[4096];
     bool tracing;
+    bool recording;               /* TESSERA_RECORD: the task-graph record */
+    char record_path[4096];
     bool sampling;                /* workers feed the performance models */
     uint64_t t0_ns;
 

@@ -44,6 +44,7 @@ void tsr_config_init(tsr_config_t *cfg)
     cfg->max_pending_bytes = 0;
     cfg->bind = 1;
     cfg->trace_path = NULL;
+    cfg->record_path = NULL;
     cfg->ncuda = -1;
     cfg->cuda_device_deps = 1;
 }
@@ -149,6 +150,9 @@ static int apply_env(tsr_config_t *cfg)
     s = getenv("TESSERA_TRACE");
     if (s && *s)
         cfg->trace_path = s;
+    s = getenv("TESSERA_RECORD");
+    if (s && *s)
+        cfg->record_path = s;
     s = getenv("TESSERA_PERFMODEL_DIR");
     if (s)
         cfg->perfmodel_dir = s; /* "" keeps models in memory only */
@@ -221,6 +225,11 @@ static int init_config(const tsr_config_t *user)
     snprintf(tsr__rt.sched_name, sizeof tsr__rt.sched_name, "%s",
              cfg.sched ? cfg.sched : "eager");
     cfg.sched = tsr__rt.sched_name;
+    tsr__rt.recording = cfg.record_path != NULL;
+    if (cfg.record_path) {
+        snprintf(tsr__rt.record_path, sizeof tsr__rt.record_path, "%s", cfg.record_path);
+        cfg.record_path = tsr__rt.record_path;
+    }
     tsr__rt.tracing = cfg.trace_path != NULL;
     if (cfg.trace_path) {
         snprintf(tsr__rt.trace_path, sizeof tsr__rt.trace_path, "%s",
@@ -379,6 +388,21 @@ static void stop_workers(void)
     openblas_set_num_threads(saved_blas_threads);
 }
 
+/* The task-graph record (record.c), when the configuration asks for one;
+ * shutdown closes it itself (reporting a failed write) before the undo. */
+static int init_record(void)
+{
+    if (!tsr__rt.recording)
+        return TSR_OK;
+    return tsr__record_open(tsr__rt.record_path);
+}
+
+static void fini_record(void)
+{
+    if (tsr__rt.recording)
+        (void)tsr__record_close();
+}
+
 static const struct init_step {
     int (*start)(void);
     void (*undo)(void);
@@ -388,6 +412,7 @@ static const struct init_step {
     {init_workers, fini_workers},
     {init_sched, fini_sched},
     {init_models, tsr__perfmodel_close},
+    {init_record, fini_record},
     {start_workers, stop_workers},
 };
 enum { NSTEPS = sizeof steps / sizeof steps[0] };
@@ -484,6 +509,10 @@ int tsr_shutdown(void)
     tsr__mem_stop();
     if (tsr__rt.tracing)
         keep_first(&rc, msg, sizeof msg, tsr__trace_write(tsr__rt.trace_path));
+    if (tsr__rt.recording) {
+        keep_first(&rc, msg, sizeof msg, tsr__record_close());
+        tsr__rt.recording = false;
+    }
     tsr__comm_trace_free();
     undo_steps(NSTEPS - 1); /* everything but start_workers, undone above */
     tsr__taskref_fini();

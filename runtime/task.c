@@ -1228,6 +1228,8 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
     bool feed = tsr__rt.feed_next_use && t->kind == TSR_KIND_USER;
     if (feed)
         t->seq = atomic_fetch_add_explicit(&tsr__rt.next_seq, 1, memory_order_relaxed);
+    if (tsr__rt.recording && t->kind == TSR_KIND_USER && !t->internal)
+        tsr__record_submit(t); /* before any predecessor can complete it */
     for (int k = 0; k < nh; k++) {
         if (feed && modes[k] != TSR_REDUX)
             uses_record(t, first[k]);

@@ -69,6 +69,9 @@ typedef struct tsr_config {
                                   touched by pending tasks; 0: unlimited */
     int bind;                  /* bind workers to cores (hwloc); 1 default */
     const char *trace_path;    /* Chrome trace JSON written at shutdown */
+    const char *record_path;   /* the task graph ("tessera-graph 1", docs/lab.md)
+                                  written as the program runs; NULL: none
+                                  (TESSERA_RECORD) */
     /* memory nodes (see docs/memory.md) */
     int nsim;                  /* simulated accelerators */
     size_t sim_mem;            /* bytes per simulated accelerator; 0: 256 MiB */
