@@ -11,12 +11,22 @@
 #include <string.h>
 #include <unistd.h>
 
+/* reads its buffers (several readers of one handle may run at once) */
 static int touch(void **b, const void *args, const tsr_exec_t *e)
 {
     (void)args;
+    volatile double s = 0;
     for (int i = 0; i < e->nbuffers; i++)
-        ((volatile double *)b[i])[0] += 1; /* something to do */
+        s += ((const double *)b[i])[0];
     usleep(200);
+    return 0;
+}
+
+/* x += 1 on its one (RW) buffer */
+static int inc(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)args, (void)e;
+    ((double *)b[0])[0] += 1;
     return 0;
 }
 
@@ -29,6 +39,7 @@ static double two_flops(const void *args, const size_t *sizes)
 static const tsr_codelet_t cl1 = {.name = "one buffer", .impl = {touch}, .nbuffers = 1,
                                   .flops = two_flops};
 static const tsr_codelet_t cl2 = {.name = "two", .impl = {touch}, .nbuffers = 2};
+static const tsr_codelet_t cl_inc = {.name = "inc", .impl = {inc}, .nbuffers = 1};
 
 static void submit(const tsr_codelet_t *cl, tsr_handle_t a, tsr_mode_t ma, tsr_handle_t b,
                    tsr_mode_t mb)
@@ -149,7 +160,7 @@ Test(record, full_disk_fails_shutdown)
     tsr_handle_t h;
     cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
     for (int i = 0; i < 200; i++)
-        submit(&cl1, h, TSR_RW, NULL, 0);
+        submit(&cl_inc, h, TSR_RW, NULL, 0);
     cr_assert_eq(tsr_wait_all(), TSR_OK);
     cr_assert_eq(x, 200.0, "the record never changes what runs");
     cr_assert_eq(tsr_handle_unregister(h), TSR_OK);
