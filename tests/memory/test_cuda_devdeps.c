@@ -154,16 +154,23 @@ static void check_tiles(float (*x)[N], const double *want, int n, const char *wh
 enum { C = 6, L = 8 };
 static float cx[C][N], ones[N];
 
-static counts_t chains(int ncuda, int deps, const tsr_codelet_t *const *cls)
+/* h1 <- the ones, h[c] <- the zeroed chains cx[c] */
+static void register_chains(tsr_handle_t h[C], tsr_handle_t *h1)
 {
-    start(-1, ncuda, 0, deps);
     for (int i = 0; i < N; i++)
         ones[i] = 1.0f;
     memset(cx, 0, sizeof cx);
-    tsr_handle_t h[C], h1;
-    cr_assert_eq(tsr_handle_register(&h1, ones, sizeof ones), TSR_OK);
+    cr_assert_eq(tsr_handle_register(h1, ones, sizeof ones), TSR_OK);
     for (int c = 0; c < C; c++)
         cr_assert_eq(tsr_handle_register(&h[c], cx[c], sizeof cx[c]), TSR_OK);
+}
+
+
+static counts_t chains(int ncuda, int deps, const tsr_codelet_t *const *cls)
+{
+    start(-1, ncuda, 0, deps);
+    tsr_handle_t h[C], h1;
+    register_chains(h, &h1);
     double want[C] = {0};
     for (int s = 0; s < L; s++)
         for (int c = 0; c < C; c++) {
@@ -261,13 +268,8 @@ Test(cuda_devdeps, chain_through_gpu_cpu_gpu)
     cfg.ncuda = 1;
     cfg.perfmodel_dir = "";
     cr_assert_eq(tsr_init(&cfg), TSR_OK, "%s", tsr_error_message());
-    for (int i = 0; i < N; i++)
-        ones[i] = 1.0f;
-    memset(cx, 0, sizeof cx);
     tsr_handle_t h[C], h1;
-    cr_assert_eq(tsr_handle_register(&h1, ones, sizeof ones), TSR_OK);
-    for (int c = 0; c < C; c++)
-        cr_assert_eq(tsr_handle_register(&h[c], cx[c], sizeof cx[c]), TSR_OK);
+    register_chains(h, &h1);
     double want[C] = {0};
     for (int s = 0; s < L; s++)
         for (int c = 0; c < C; c++) {
