@@ -133,6 +133,8 @@ static void depend_on(tsr_task_t t, tsr_task_t p, bool reads)
         (void)tsr__tasklist_push(&tsr__tl_preds, p);
 }
 
+void tsr__task_depend(tsr_task_t t, tsr_task_t p) { depend_on(t, p, true); }
+
 static void depend_on_all(tsr_task_t t, const tsr_tasklist_t *l, bool reads)
 {
     for (int i = 0; i < l->n; i++)
@@ -771,6 +773,8 @@ int tsr_handle_invalidate(tsr_handle_t id)
     if (rc)
         return rc;
     rc = tsr__submit_internal(TSR_KIND_INVALIDATE, h, TSR_W, NULL);
+    if (rc == TSR_OK && tsr__rt.recording)
+        tsr__record_event("invalidate", h);
     tsr__handle_unpin(h);
     return rc;
 }
@@ -782,6 +786,8 @@ int tsr_handle_wont_use(tsr_handle_t id)
     if (rc)
         return rc;
     rc = tsr__submit_internal(TSR_KIND_WONTUSE, h, TSR_R, NULL);
+    if (rc == TSR_OK && tsr__rt.recording)
+        tsr__record_event("wont_use", h);
     tsr__handle_unpin(h);
     return rc;
 }

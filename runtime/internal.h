@@ -292,6 +292,9 @@ struct tsr_handle {
  * its buffer `slot`, and record t in h's state. An access that closes a
  * REDUX group returns the group's REDUCE task in *reduce, whose
  * submission guard the caller drops. Returns TSR_OK or TSR_ENOMEM. */
+/* t follows p (an explicit dependency): waits for it unless it is done,
+ * and is cancelled by its failure. */
+void tsr__task_depend(tsr_task_t t, tsr_task_t p);
 int tsr__handle_depend(tsr_data_t *h, tsr_task_t t, tsr_mode_t mode, int slot,
                        tsr_task_t *reduce);
 /* The live handle an application id names, or NULL (NULL id, never an
@@ -417,6 +420,10 @@ typedef struct tsr_worker {
 tsr_task_t tsr__taskref_issue(tsr_task_t t);
 tsr_task_t tsr__taskref_take(tsr_task_t value);
 void tsr__taskref_put_back(tsr_task_t t);
+/* The record of a live value with one more reference on it (for the
+ * caller to drop with tsr__task_unref), the value staying live; NULL for a
+ * value that is not. */
+tsr_task_t tsr__taskref_borrow(tsr_task_t value);
 tsr_task_t tsr__task_untag(tsr_task_t value);
 void tsr__taskref_fini(void);
 /* tsr_task_wait on a record (internal tasks' references are records). */
@@ -514,8 +521,11 @@ int tsr__mpi_timeout_env(double *out);
 /* ---- the task-graph record (record.c) ---------------------------------- */
 
 int tsr__record_open(const char *path);
-/* a task the application submitted: its id, accesses, dependencies */
-void tsr__record_submit(tsr_task_t t);
+/* a task the application submitted: its id, accesses, dependencies (those
+ * its accesses imply, and its explicit ones: preds) */
+void tsr__record_submit(tsr_task_t t, tsr_task_t const *preds, int npreds);
+/* an event on a handle between tasks: "wont_use", "invalidate" */
+void tsr__record_event(const char *what, tsr_data_t *h);
 /* where and when a recorded task ran (the driver's clock) */
 void tsr__record_ran(const tsr_worker_t *w, tsr_task_t t, uint64_t start, uint64_t end,
                      int rc);

@@ -333,11 +333,23 @@ static bool args_ok(const tsr_codelet_t *cl, int device_kind, const size_t *size
            nbuffers <= TSR_MAX_BUFFERS && (nbuffers == 0 || sizes);
 }
 
+/* The codelet's own model of the task (tsr_codelet_t.seconds): its answer,
+ * or -1 where it has none. */
+static double own_model(const tsr_codelet_t *cl, int device_kind, const size_t *sizes,
+                        const void *args)
+{
+    if (!cl || !cl->seconds || device_kind < 0 || device_kind >= TSR_DEVICE_KINDS)
+        return -1;
+    double s = cl->seconds(args, sizes, device_kind);
+    return isfinite(s) && s >= 0 ? s : -1;
+}
+
 void tsr__perfmodel_sample(const tsr_codelet_t *cl, int device_kind,
                            const size_t *sizes, int nbuffers, const void *args,
                            double seconds)
 {
-    if (!args_ok(cl, device_kind, sizes, nbuffers) || !isfinite(seconds) || seconds < 0)
+    if (!args_ok(cl, device_kind, sizes, nbuffers) || !isfinite(seconds) || seconds < 0 ||
+        own_model(cl, device_kind, sizes, args) >= 0)
         return;
     uint64_t fp = footprint(sizes, nbuffers), h = name_hash(cl->name);
     int xkind;
@@ -376,6 +388,13 @@ bool tsr__perfmodel_estimate(const tsr_codelet_t *cl, int device_kind,
 {
     tsr_perfmodel_info_t info = {0, 0, 0};
     bool ok = false;
+    double own = own_model(cl, device_kind, sizes, args);
+    if (own >= 0) {
+        info.seconds = own;
+        if (out)
+            *out = info;
+        return true;
+    }
     if (!args_ok(cl, device_kind, sizes, nbuffers)) {
         if (out)
             *out = info;
@@ -437,10 +456,10 @@ bool tsr__perfmodel_estimate(const tsr_codelet_t *cl, int device_kind,
 }
 
 bool tsr__perfmodel_draw(const tsr_codelet_t *cl, int device_kind, const size_t *sizes,
-                         int nbuffers, double u, double *seconds)
+                         int nbuffers, const void *args, double u, double *seconds)
 {
     if (!cl || !cl->name || device_kind < 0 || device_kind >= TSR_DEVICE_KINDS || !(u >= 0) ||
-        u >= 1)
+        u >= 1 || own_model(cl, device_kind, sizes, args) >= 0)
         return false;
     uint64_t fp = footprint(sizes, nbuffers), h = name_hash(cl->name);
     bool ok = false;

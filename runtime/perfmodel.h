@@ -46,7 +46,9 @@ int tsr__perfmodel_save(void);
 void tsr__perfmodel_sample(const tsr_codelet_t *cl, int device_kind,
                            const size_t *sizes, int nbuffers, const void *args,
                            double seconds);
-/* The estimate, or false when nothing is known. */
+/* The estimate, or false when nothing is known. A codelet's own model
+ * (tsr_codelet_t.seconds), where it answers, is the estimate, and its
+ * tasks are neither sampled nor drawn. */
 bool tsr__perfmodel_estimate(const tsr_codelet_t *cl, int device_kind,
                              const size_t *sizes, int nbuffers, const void *args,
                              tsr_perfmodel_info_t *out);
@@ -62,7 +64,7 @@ bool tsr__perfmodel_estimate(const tsr_codelet_t *cl, int device_kind,
  * that simulated runs see the measured spread (a median alone would make
  * every sum and every critical path too short). false if none. */
 bool tsr__perfmodel_draw(const tsr_codelet_t *cl, int device_kind, const size_t *sizes,
-                         int nbuffers, double u, double *seconds);
+                         int nbuffers, const void *args, double u, double *seconds);
 
 typedef double (*tsr_perfmodel_prior_fn)(const tsr_codelet_t *cl, int device_kind,
                                         const size_t *sizes, int nbuffers,

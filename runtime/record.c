@@ -38,6 +38,8 @@ static struct {
     char path[4096];
     int err; /* first write error (errno), 0 */
     uint64_t next_id;
+    uint64_t *deps; /* the task being written's dependencies */
+    int nd, cd;
     rec_handle_t *tab;
     size_t cap, n;
 } rec = {.m = PTHREAD_MUTEX_INITIALIZER};
@@ -127,19 +129,20 @@ static const char *mode_name(int m)
     }
 }
 
-/* deps += x (x > 0, not yet there) */
-static void add_dep(uint64_t *deps, int *n, uint64_t x)
+/* deps += x (x > 0); duplicates are removed before writing */
+static void add_dep(uint64_t x)
 {
-    if (!x)
-        return;
-    for (int i = 0; i < *n; i++)
-        if (deps[i] == x)
-            return;
-    if (*n < 4 * TSR_MAX_BUFFERS + 256)
-        deps[(*n)++] = x;
+    if (x && push(&rec.deps, &rec.nd, &rec.cd, x))
+        note_error();
 }
 
-void tsr__record_submit(tsr_task_t t)
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void tsr__record_submit(tsr_task_t t, tsr_task_t const *preds, int npreds)
 {
     double flops = t->cl && t->cl->flops ? t->cl->flops(t->args, t->sizes) : -1;
     pthread_mutex_lock(&rec.m);
@@ -148,8 +151,9 @@ void tsr__record_submit(tsr_task_t t)
         return;
     }
     t->rec_id = rec.next_id++;
-    uint64_t deps[4 * TSR_MAX_BUFFERS + 256];
-    int nd = 0;
+    rec.nd = 0;
+    for (int i = 0; i < npreds; i++)
+        add_dep(preds[i]->rec_id);
     for (int i = 0; i < t->nbuffers; i++) {
         int m = (int)t->acc[i].mode;
         if (m == TSR_SCRATCH || !t->data[i])
@@ -159,18 +163,26 @@ void tsr__record_submit(tsr_task_t t)
             note_error();
             continue;
         }
-        add_dep(deps, &nd, h->writer);
+        add_dep(h->writer);
         if (m == TSR_R) {
             for (int k = 0; k < h->nc; k++)
-                add_dep(deps, &nd, h->comm[k]);
+                add_dep(h->comm[k]);
         } else {
             for (int k = 0; k < h->nr; k++)
-                add_dep(deps, &nd, h->readers[k]);
+                add_dep(h->readers[k]);
         }
         if (m == TSR_W || m == TSR_RW) {
             for (int k = 0; k < h->nc; k++)
-                add_dep(deps, &nd, h->comm[k]);
+                add_dep(h->comm[k]);
         }
+    }
+    uint64_t *deps = rec.deps;
+    int nd = 0;
+    if (rec.nd) {
+        qsort(deps, (size_t)rec.nd, sizeof *deps, cmp_u64);
+        for (int i = 0; i < rec.nd; i++)
+            if (!nd || deps[nd - 1] != deps[i])
+                deps[nd++] = deps[i];
     }
     /* the state after t (all of t's accesses read before any is changed:
      * a task reading and writing one handle does not follow itself) */
@@ -233,6 +245,14 @@ void tsr__record_ran(const tsr_worker_t *w, tsr_task_t t, uint64_t start, uint64
     pthread_mutex_unlock(&rec.m);
 }
 
+void tsr__record_event(const char *what, tsr_data_t *h)
+{
+    pthread_mutex_lock(&rec.m);
+    if (rec.f && fprintf(rec.f, "%s %" PRIu64 "\n", what, (uint64_t)(uintptr_t)h->id) < 0)
+        note_error();
+    pthread_mutex_unlock(&rec.m);
+}
+
 int tsr__record_close(void)
 {
     pthread_mutex_lock(&rec.m);
@@ -244,6 +264,8 @@ int tsr__record_close(void)
         free(rec.tab[i].readers), free(rec.tab[i].comm);
     free(rec.tab);
     rec.tab = NULL, rec.cap = rec.n = 0;
+    free(rec.deps);
+    rec.deps = NULL, rec.nd = rec.cd = 0;
     pthread_mutex_unlock(&rec.m);
     if (err)
         return tsr__fail(TSR_EIO, "shutdown: the task graph record '%s' is incomplete: %s",

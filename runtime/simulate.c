@@ -102,7 +102,7 @@ static uint64_t task_ns(const tsr_worker_t *w, tsr_task_t t, double *secs)
      * that sums and critical paths carry the measured spread; the policies
      * still read the models' robust estimate, as in a real run. */
     bool drawn = sim.plat.machine_models &&
-                 tsr__perfmodel_draw(t->cl, w->device_kind, t->sizes, t->nbuffers,
+                 tsr__perfmodel_draw(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,
                                      tsr__splitmix_unit(&sim.draws), &s);
     if (!drawn)
         s = tsr__perfmodel_estimate(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,

@@ -244,6 +244,21 @@ int tsr_task_wait(tsr_task_t value)
     return rc;
 }
 
+int tsr_task_release(tsr_task_t value)
+{
+    if (!tsr__running())
+        return tsr__fail(TSR_ESTATE, "task_release: runtime not initialized");
+    if (!value)
+        return tsr__fail(TSR_EINVAL, "task_release: task is NULL");
+    tsr_task_t t = tsr__taskref_take(value);
+    if (!t)
+        return tsr__fail(TSR_EINVAL, "task_release: %p is not a live task reference (waited "
+                         "for or released already, or never returned by tsr_submit)",
+                         (void *)value);
+    tsr__task_unref(t);
+    return TSR_OK;
+}
+
 int tsr__task_wait(tsr_task_t t)
 {
     int rc = wait_until(task_is_done, t, "task_wait");
@@ -1176,7 +1191,9 @@ static void count_pending(tsr_task_t t)
 }
 
 /* Record dependencies and release the submission guard. */
-static int submit_common(tsr_task_t t, tsr_task_t *out)
+/* preds: the task's explicit dependencies (records the caller holds a
+ * reference on). */
+static int submit_common(tsr_task_t t, tsr_task_t const *preds, int npreds, tsr_task_t *out)
 {
     /* the per-buffer fields the reset skips (internal.h) */
     memset(t->group_of, 0, (size_t)t->nbuffers * sizeof t->group_of[0]);
@@ -1229,7 +1246,7 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
     if (feed)
         t->seq = atomic_fetch_add_explicit(&tsr__rt.next_seq, 1, memory_order_relaxed);
     if (tsr__rt.recording && t->kind == TSR_KIND_USER && !t->internal)
-        tsr__record_submit(t); /* before any predecessor can complete it */
+        tsr__record_submit(t, preds, npreds); /* before any predecessor can complete it */
     for (int k = 0; k < nh; k++) {
         if (feed && modes[k] != TSR_REDUX)
             uses_record(t, first[k]);
@@ -1239,6 +1256,8 @@ static int submit_common(tsr_task_t t, tsr_task_t *out)
         if (reduce)
             release_guard(reduce);
     }
+    for (int i = 0; i < npreds; i++)
+        tsr__task_depend(t, preds[i]);
     if (t->kind == TSR_KIND_USER && pol->submitted)
         pol->submitted(&tsr__rt.sched, t);
     if (want_preds) {
@@ -1294,7 +1313,7 @@ int tsr__submit_pair(const tsr_codelet_t *cl, const char *name, tsr_data_t *dst,
         t->sizes[i] = t->data[i]->size;
         t->bytes += t->sizes[i];
     }
-    return submit_common(t, out);
+    return submit_common(t, NULL, 0, out);
 }
 
 static int bad_mode(int m)
@@ -1332,6 +1351,10 @@ int tsr_submit(const tsr_task_desc_t *d, tsr_task_t *out)
                          name, d->args_size, TSR_MAX_ARGS);
     if (d->args_size && !d->args)
         return tsr__fail(TSR_EINVAL, "submit '%s': args is NULL", name);
+    if (d->ndeps < 0 || d->ndeps > TSR_MAX_DEPS || (d->ndeps && !d->deps))
+        return tsr__fail(TSR_EINVAL, "submit '%s': %d dependencies%s (0 to %d)", name,
+                         d->ndeps, d->ndeps && !d->deps ? " in a NULL array" : "",
+                         TSR_MAX_DEPS);
     bool runnable = false;
     for (int k = 0; k < TSR_DEVICE_KINDS; k++)
         if (cl->impl[k] && tsr__rt.nworkers_of_kind[k] > 0)
@@ -1419,9 +1442,33 @@ static int submit_user(const tsr_task_desc_t *d, const tsr_codelet_t *cl, const 
     t->args_size = d->args_size;
     if (d->args_size)
         memcpy(t->args, d->args, d->args_size);
-    int rc = submit_common(t, out);
-    if (rc == TSR_OK && out && *out)
-        *out = tsr__taskref_issue(*out);
+    /* The explicit dependencies: every reference live (one more reference
+     * on each, so that another thread's wait cannot free a record while it
+     * is linked), else nothing is submitted. */
+    tsr_task_t local[32], *preds = local;
+    if (d->ndeps > 32 && !(preds = malloc((size_t)d->ndeps * sizeof *preds))) {
+        task_free(t);
+        return tsr__fail(TSR_ENOMEM, "submit '%s': out of memory", name);
+    }
+    int np = 0;
+    for (; np < d->ndeps; np++)
+        if (!(preds[np] = tsr__taskref_borrow(d->deps[np])))
+            break;
+    int rc = TSR_OK;
+    if (np < d->ndeps) {
+        rc = tsr__fail(TSR_EINVAL, "submit '%s': dependency %d (%p) is not a live task "
+                       "reference (waited for or released already, or never returned by "
+                       "tsr_submit)", name, np, (void *)d->deps[np]);
+        task_free(t);
+    } else {
+        rc = submit_common(t, preds, np, out);
+        if (rc == TSR_OK && out && *out)
+            *out = tsr__taskref_issue(*out);
+    }
+    for (int i = 0; i < np; i++)
+        tsr__task_unref(preds[i]);
+    if (preds != local)
+        free(preds);
     return rc;
 }
 
@@ -1455,7 +1502,7 @@ int tsr__submit_internal_args(int kind, tsr_data_t *h, tsr_mode_t mode, const ch
     t->data[0] = h;
     t->acc[0].mode = mode;
     t->sizes[0] = h->size;
-    return submit_common(t, out);
+    return submit_common(t, NULL, 0, out);
 }
 
 /* ---- what policies may read -------------------------------------------- */

@@ -19,6 +19,7 @@
  */
 #include "runtime/internal.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -96,7 +97,9 @@ tsr_task_t tsr__taskref_issue(tsr_task_t t)
     return value_of(t);
 }
 
-tsr_task_t tsr__taskref_take(tsr_task_t v)
+/* The live record of value v, unlinked from the set (take) or left in it
+ * with one more reference (borrow); NULL if v is not live. */
+static tsr_task_t find(tsr_task_t v, bool unlink)
 {
     uint64_t x = (uint64_t)(uintptr_t)v;
     uintptr_t addr = x >> GEN_SHIFT ? (uintptr_t)(x & ADDR_MASK) : (uintptr_t)x;
@@ -107,14 +110,21 @@ tsr_task_t tsr__taskref_take(tsr_task_t v)
         for (; *p; p = &(*p)->uref_next)
             if ((uintptr_t)*p == addr && value_of(*p) == v) {
                 found = *p;
-                *p = found->uref_next;
-                R.count--;
+                if (unlink) {
+                    *p = found->uref_next;
+                    R.count--;
+                } else {
+                    tsr__task_ref(found); /* before another thread can take it */
+                }
                 break;
             }
     }
     pthread_mutex_unlock(&R.m);
     return found;
 }
+
+tsr_task_t tsr__taskref_take(tsr_task_t v) { return find(v, true); }
+tsr_task_t tsr__taskref_borrow(tsr_task_t v) { return find(v, false); }
 
 void tsr__taskref_put_back(tsr_task_t t)
 {

@@ -62,7 +62,7 @@ static double gemm_flops(const void *args, const size_t *sizes)
     return 2 * nb * nb * nb;
 }
 
-static const tsr_codelet_t gemm_cl = {"gemm", {gemm_cpu, GEMM_CUDA}, 3, gemm_flops, NULL};
+static const tsr_codelet_t gemm_cl = {.name = "gemm", .impl = {gemm_cpu, GEMM_CUDA}, .nbuffers = 3, .flops = gemm_flops};
 
 #ifdef TSR_CUDA_EMU
 #define EMULATED_GPU 1

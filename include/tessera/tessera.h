@@ -262,6 +262,12 @@ typedef struct tsr_codelet {
      * for models of devices never measured (memory-bound time); NULL: the
      * sum of its buffer sizes */
     double (*bytes)(const void *args, const size_t *sizes);
+    /* optional: seconds one task takes on a device of `device_kind`, known
+     * beforehand (a replayed task, a synthetic kernel of a given length):
+     * where it answers (>= 0) it is the performance models' estimate for
+     * the task, which every policy and the simulation read, and nothing is
+     * learned from its runs; < 0: unknown there (the models answer) */
+    double (*seconds)(const void *args, const size_t *sizes, int device_kind);
 } tsr_codelet_t;
 
 /* ---- tasks ------------------------------------------------------------- */
@@ -286,7 +292,16 @@ typedef struct tsr_task_desc {
                                       codelet's name. Must stay valid until
                                       the task completes. */
     uint64_t tag;                  /* 0: none; see tsr_wait_tag() */
+    const tsr_task_t *deps;        /* tasks this one follows besides what its
+                                      accesses imply (explicit dependencies,
+                                      as a graph from a file has them):
+                                      references from tsr_submit, still the
+                                      caller's (to wait on or release); a
+                                      failure of one cancels this task */
+    int ndeps;                     /* 0 … TSR_MAX_DEPS */
 } tsr_task_desc_t;
+
+#define TSR_MAX_DEPS 4096
 
 /* Submit a task. Never waits for execution, but waits while more than the
  * configured number of tasks (or bytes) are pending. If out is not NULL it
@@ -296,6 +311,10 @@ TSR_API int tsr_submit(const tsr_task_desc_t *desc, tsr_task_t *out);
 /* Wait for one task and drop the reference. TSR_ETASK if it failed or was
  * cancelled. */
 TSR_API int tsr_task_wait(tsr_task_t t);
+
+/* Drop the reference without waiting (the task runs on; its outcome shows
+ * in tsr_wait_all). TSR_EINVAL if t is not a live reference. */
+TSR_API int tsr_task_release(tsr_task_t t);
 
 /* Wait for every task submitted so far with this tag. */
 TSR_API int tsr_wait_tag(uint64_t tag);

@@ -123,8 +123,8 @@ static int step_kernel(void **b, const void *args, const tsr_exec_t *e)
     return 0;
 }
 
-static const tsr_codelet_t fill_cl = {"fill", {fill_kernel}, 1, NULL, NULL};
-static const tsr_codelet_t step_cl = {"step", {step_kernel}, 2, NULL, NULL};
+static const tsr_codelet_t fill_cl = {.name = "fill", .impl = {fill_kernel}, .nbuffers = 1};
+static const tsr_codelet_t step_cl = {.name = "step", .impl = {step_kernel}, .nbuffers = 2};
 
 static void submit_fill(tsr_handle_t h, uint64_t v)
 {

@@ -225,7 +225,7 @@ static int touch_kernel(void **b, const void *args, const tsr_exec_t *e)
     return 0;
 }
 
-static const tsr_codelet_t touch_cl = {"touch", {touch_kernel}, 2, NULL, NULL};
+static const tsr_codelet_t touch_cl = {.name = "touch", .impl = {touch_kernel}, .nbuffers = 2};
 
 #define TILE 4096
 #define GATE 64
@@ -334,7 +334,7 @@ static int rr_kernel(void **b, const void *args, const tsr_exec_t *e)
     return 0;
 }
 
-static const tsr_codelet_t rr_cl = {"rr", {rr_kernel}, 3, NULL, NULL};
+static const tsr_codelet_t rr_cl = {.name = "rr", .impl = {rr_kernel}, .nbuffers = 3};
 
 /* Offline MIN over the tasks in the order they ran, each needing its tile
  * and its gate at once (slots: RR_TILES tiles, then the gates): a missing
@@ -458,7 +458,7 @@ static int gemm_kernel(void **b, const void *args, const tsr_exec_t *e)
     return 0;
 }
 
-static const tsr_codelet_t gemm_cl = {"gemm", {gemm_kernel}, 3, NULL, NULL};
+static const tsr_codelet_t gemm_cl = {.name = "gemm", .impl = {gemm_kernel}, .nbuffers = 3};
 
 /* C += A B over nt×nt tiles of nb×nb on accelerators with room for a few
  * tiles (C tiles are written back as they are evicted), against the same

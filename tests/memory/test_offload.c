@@ -56,10 +56,10 @@ static int scale_kernel(void **b, const void *args, const tsr_exec_t *e)
     return 0;
 }
 
-static const tsr_codelet_t contrib_cl = {"contrib", {contrib_kernel}, 1, NULL, NULL};
-static const tsr_codelet_t zero_cl = {"zero", {zero_kernel}, 1, NULL, NULL};
-static const tsr_codelet_t add_cl = {"add", {add_kernel}, 2, NULL, NULL};
-static const tsr_codelet_t scale_cl = {"scale", {scale_kernel}, 1, NULL, NULL};
+static const tsr_codelet_t contrib_cl = {.name = "contrib", .impl = {contrib_kernel}, .nbuffers = 1};
+static const tsr_codelet_t zero_cl = {.name = "zero", .impl = {zero_kernel}, .nbuffers = 1};
+static const tsr_codelet_t add_cl = {.name = "add", .impl = {add_kernel}, .nbuffers = 2};
+static const tsr_codelet_t scale_cl = {.name = "scale", .impl = {scale_kernel}, .nbuffers = 1};
 
 static void submit1(const tsr_codelet_t *cl, tsr_handle_t h, tsr_mode_t m, int id)
 {
@@ -137,7 +137,7 @@ static int touch_kernel(void **b, const void *args, const tsr_exec_t *e)
     return 0;
 }
 
-static const tsr_codelet_t touch2_cl = {"touch2", {touch_kernel}, 2, NULL, NULL};
+static const tsr_codelet_t touch2_cl = {.name = "touch2", .impl = {touch_kernel}, .nbuffers = 2};
 
 Test(oom, task_larger_than_the_accelerator)
 {
@@ -238,7 +238,7 @@ static int pair_kernel(void **b, const void *args, const tsr_exec_t *e)
     return 0;
 }
 
-static const tsr_codelet_t pair_cl = {"pair", {pair_kernel}, 2, NULL, NULL};
+static const tsr_codelet_t pair_cl = {.name = "pair", .impl = {pair_kernel}, .nbuffers = 2};
 
 Test(livelock, two_buffer_tasks_on_tight_accelerators, .timeout = 120)
 {

@@ -167,3 +167,61 @@ Test(record, full_disk_fails_shutdown)
     cr_assert_eq(tsr_shutdown(), TSR_EIO);
     cr_assert(strstr(tsr_error_message(), "incomplete"), "%s", tsr_error_message());
 }
+
+/* Explicit dependencies are recorded with the implied ones; wont_use and
+ * invalidate come out as events between the tasks they follow. */
+Test(record, explicit_deps_and_handle_events)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tsr-record-x-%d.graph", (int)getpid());
+    start_recording(path, 2);
+    double x[3] = {0, 0, 0};
+    tsr_handle_t h[3];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(tsr_handle_register(&h[i], &x[i], sizeof x[i]), TSR_OK);
+    tsr_task_t t1, t2;
+    tsr_access_t a0 = {h[0], TSR_RW}, a1 = {h[1], TSR_RW}, a2 = {h[2], TSR_RW};
+    tsr_task_desc_t d = {.codelet = &cl_inc, .nbuffers = 1, .buffers = &a0};
+    cr_assert_eq(tsr_submit(&d, &t1), TSR_OK);            /* 1 */
+    d.buffers = &a1, d.deps = &t1, d.ndeps = 1;
+    cr_assert_eq(tsr_submit(&d, &t2), TSR_OK);            /* 2: after 1 (explicit) */
+    cr_assert_eq(tsr_handle_wont_use(h[0]), TSR_OK);
+    tsr_task_t both[2] = {t2, t1};
+    d.buffers = &a2, d.deps = both, d.ndeps = 2;
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_OK);           /* 3: after 1, 2 */
+    cr_assert_eq(tsr_handle_invalidate(h[2]), TSR_OK);
+    cr_assert_eq(tsr_task_release(t1), TSR_OK);
+    cr_assert_eq(tsr_task_release(t2), TSR_OK);
+    cr_assert_eq(tsr_wait_all(), TSR_OK);
+    char id0[32], id2[32];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    stop_runtime();
+
+    FILE *f = fopen(path, "r");
+    cr_assert(f);
+    char line[512], order[8] = {0};
+    int n = 0;
+    id0[0] = id2[0] = 0;
+    while (fgets(line, sizeof line, f) && n < 7) {
+        unsigned long long id;
+        if (sscanf(line, "task %llu ", &id) == 1) {
+            const char *want[4] = {"", " deps=\n", " deps=1\n", " deps=1,2\n"};
+            cr_assert(id <= 3 && strstr(line, want[id]), "task %llu: %s", id, line);
+            if (id == 1)
+                sscanf(strstr(line, "access=") + 7, "%31[0-9]", id0);
+            if (id == 3)
+                sscanf(strstr(line, "access=") + 7, "%31[0-9]", id2);
+            order[n++] = (char)('0' + id);
+        } else if (!strncmp(line, "wont_use ", 9)) {
+            cr_assert_str_eq(line + 9, strcat(strcpy((char[40]){0}, id0), "\n"));
+            order[n++] = 'w';
+        } else if (!strncmp(line, "invalidate ", 11)) {
+            cr_assert_str_eq(line + 11, strcat(strcpy((char[40]){0}, id2), "\n"));
+            order[n++] = 'i';
+        }
+    }
+    fclose(f);
+    unlink(path);
+    cr_assert_str_eq(order, "12w3i");
+}

@@ -178,6 +178,52 @@ Test(simulate, makespan_chain_and_fork_join)
     unlink(plat);
 }
 
+/* A codelet's own duration model (tsr_codelet_t.seconds, as a replayed
+ * graph gives its tasks) is what the simulation charges and what the
+ * models say, whatever the flops; explicit dependencies order tasks that
+ * share no data. A diamond on 2 workers: a (3 ms) before b (5 ms) and
+ * c (2 ms), both before d (1 ms): 3 + 5 + 1 = 9 ms by hand. */
+static double own_seconds(const void *args, const size_t *sizes, int kind)
+{
+    (void)sizes;
+    return kind == TSR_DEVICE_CPU ? *(const double *)args : -1;
+}
+
+Test(simulate, a_codelets_own_model_and_explicit_deps)
+{
+    const char *plat = write_platform(0, 2, NULL, 64);
+    start_sim(plat, 0, "dmda", 0, NULL);
+    static const tsr_codelet_t own = {.name = "own", .impl = {work_kernel}, .nbuffers = 1,
+                                      .flops = work_flops, .seconds = own_seconds};
+    double x[4] = {0};
+    tsr_handle_t h[4];
+    tsr_task_t t[4];
+    const double ms[4] = {3, 5, 2, 1};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(tsr_handle_register(&h[i], &x[i], sizeof x[i]), TSR_OK);
+        double secs = ms[i] * 1e-3;
+        tsr_access_t a = {h[i], TSR_RW};
+        tsr_task_t deps[2] = {t[0], i == 3 ? t[2] : t[0]};
+        if (i == 3)
+            deps[0] = t[1];
+        tsr_task_desc_t d = {.codelet = &own, .nbuffers = 1, .buffers = &a, .args = &secs,
+                             .args_size = sizeof secs, .deps = deps, .ndeps = i ? 2 : 0};
+        cr_assert_eq(tsr_submit(&d, &t[i]), TSR_OK, "%s", tsr_error_message());
+    }
+    double secs = 7e-3;
+    size_t size = sizeof(double);
+    tsr_perfmodel_info_t info;
+    cr_assert_eq(tsr_perfmodel_predict(&own, TSR_DEVICE_CPU, &size, 1, &secs, &info), TSR_OK);
+    cr_assert_float_eq(info.seconds, 7e-3, 1e-15);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(tsr_task_wait(t[i]), TSR_OK, "%s", tsr_error_message());
+    cr_assert_float_eq(tsr_time(), 9e-3, 1e-12, "diamond: %.12f s", tsr_time());
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    stop_runtime();
+    unlink(plat);
+}
+
 /* The models the policies read say what the simulation uses. */
 Test(simulate, models_give_the_platform_rates)
 {
