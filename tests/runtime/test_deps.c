@@ -202,7 +202,7 @@ Test(deps, what_is_not_a_live_reference_is_refused_and_nothing_runs)
 
 static tsr_task_t shared_ref;
 static tsr_handle_t race_h[4];
-static atomic_int race_ok, race_refused;
+static atomic_int race_ok, race_refused, race_other;
 
 static void *submitter(void *arg)
 {
@@ -215,7 +215,7 @@ static void *submitter(void *arg)
         else if (rc == TSR_EINVAL)
             atomic_fetch_add(&race_refused, 1);
         else
-            cr_assert_fail("submit: %s", tsr_strerror(rc));
+            atomic_fetch_add(&race_other, 1);
     }
     return NULL;
 }
@@ -238,6 +238,7 @@ Test(deps, a_reference_waited_for_while_others_depend_on_it)
         cr_assert_eq(tsr_task_wait(shared_ref), TSR_OK); /* races the submitters */
         for (int k = 0; k < 3; k++)
             pthread_join(th[k], NULL);
+        cr_assert_eq(atomic_load(&race_other), 0, "a submission failed otherwise");
         cr_assert_eq(atomic_load(&race_ok) + atomic_load(&race_refused), 600);
         cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
     }
