@@ -22,7 +22,7 @@ ASAN_CUDA ?= $(if $(HAVE_GPU),disabled,emu)
 PLOT_PACKAGES = python3-matplotlib
 
 .PHONY: all deps vocab build build-native gpu-bundle test demo fixture sanitize asan tsan bench-runtime bench-kernels \
-        bench-offload bench-sched bench-sim bench-gpt2 bench-beyond-ram bench-mpi install clean
+        bench-offload bench-sched bench-lab bench-sim bench-gpt2 bench-beyond-ram bench-mpi install clean
 
 all: build
 
@@ -114,6 +114,15 @@ bench-sched: build
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(PLOT_PACKAGES)"
 	status=0; $(BUILD)/bench/sched/tessera-bench-sched --out=$(BUILD)/bench/sched || status=$$?; \
 	/usr/bin/python3 bench/sched/plot.py $(BUILD)/bench/sched/results.json; exit $$status
+
+# The scheduling lab (docs/lab.md): the corpus (STG graphs with their optima,
+# DAGGEN-style DOT graphs, a GPT-2 step and a Cholesky recorded here) x every
+# built-in policy x platforms, through tessera-sim replay. BENCH_LAB_FLAGS=--quick
+# for a short run.
+BENCH_LAB_FLAGS ?=
+bench-lab: build
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(PLOT_PACKAGES)"
+	/usr/bin/python3 bench/lab/run.py $(BUILD) $(BUILD)/bench/lab $(BENCH_LAB_FLAGS)
 
 # The simulation's validation (this machine, NNTile's DGX A100 curves) and its
 # projections for Tessera (docs/simulation.md). BENCH_SIM_FLAGS=--quick for a

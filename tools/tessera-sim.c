@@ -4,6 +4,7 @@
  *
  *   tessera-sim --platform dgx-a100.json [--sched NAME|plugin.so] gpt2 \
  *               --layers 8 --channels 16384 [flags]
+ *   tessera-sim replay FILE --platform P [--sched S]   (sim_replay.c)
  *
  * Prints what one simulated training step costs: its virtual time, the model
  * TFLOPS that makes, the simulator's own speed, per-node peak memory, bytes
@@ -20,10 +21,14 @@
 #include <sys/resource.h>
 
 #include "cli.h"
+#include "sim_replay.h"
 
 static const char usage[] =
     "usage: tessera-sim --platform FILE [runtime flags] gpt2 [model flags]\n"
-    "Simulate GPT-2 training steps on the node a platform file describes.\n"
+    "       tessera-sim replay FILE (--platform FILE | --real) [flags] (see replay --help)\n"
+    "       tessera-sim convert FILE --to rec|tessera [--out FILE]\n"
+    "Simulate GPT-2 training steps on the node a platform file describes, or\n"
+    "replay a task graph from a file (docs/lab.md).\n"
     "runtime flags:\n"
     "  --platform FILE      platform description (platforms/*.json; required)\n"
     "  --sched NAME         scheduling policy or plug-in .so (default: eager)\n"
@@ -150,6 +155,10 @@ static void json_str(const char *s)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "replay"))
+        return sim_replay(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "convert"))
+        return sim_convert(argc - 1, argv + 1);
     const char *platform = NULL, *sched = NULL, *trace = NULL, *tag = "", *precision = NULL;
     int threads = 0, exec = 0, stats = 0;
     tsr_gpt2_config_t cfg;
