@@ -108,6 +108,8 @@ static int dep_list(lab_builder_t *b, size_t line, uint32_t task, const char *v,
         if (lab_b_find_task_id(b, id, &p) != 0)
             return lab_fail(b, line, "dependency on task %llu, not defined before",
                             (unsigned long long)id);
+        if (p == task)
+            return lab_fail(b, line, "task %llu depends on itself", (unsigned long long)id);
         int rc = lab_b_dep(b, task, p);
         if (rc != TSR_OK)
             return rc;
