@@ -14,7 +14,7 @@
  * above), SubmitOrder, Priority, DependsOn (every predecessor: the explicit
  * ones and those the accesses imply by the STF rules, as StarPU lists them),
  * WorkerId, MemoryNode 0 for a task that ran on a CPU, StartTime/EndTime in
- * ms, Footprint (FNV-1a, 32 bits, over the sizes as little-endian 64-bit
+ * ms to the ns (%.6f, as StarPU), Footprint (FNV-1a, 32 bits, over the sizes as little-endian 64-bit
  * words, in hexadecimal), GFlop, Handles (the item's name where every name
  * is a distinct hexadecimal number, else its index + 1 in hexadecimal),
  * Modes (R, W, RW, RW|COMMUTE, REDUX, SCRATCH) and Sizes; a record
@@ -235,9 +235,9 @@ static int write_rec(const tsr_lab_graph_t *g, FILE *f)
         if (x->device_kind == TSR_DEVICE_CPU)
             fputs("MemoryNode: 0\n", f);
         if (x->start_s >= 0)
-            fprintf(f, "StartTime: %.17g\n", x->start_s * 1e3);
+            fprintf(f, "StartTime: %.6f\n", x->start_s * 1e3);
         if (x->end_s >= 0)
-            fprintf(f, "EndTime: %.17g\n", x->end_s * 1e3);
+            fprintf(f, "EndTime: %.6f\n", x->end_s * 1e3);
         fprintf(f, "Footprint: %08" PRIx32 "\n", footprint(g, x));
         if (x->flops >= 0)
             fprintf(f, "GFlop: %.17g\n", x->flops * 1e-9);
