@@ -7,7 +7,8 @@
  * imply: duplicates of what the modes say, harmless); ran lines give the
  * worker, the device kind (cpu, cuda; sim and others: -1), the start and end
  * in seconds and, when its status is 0 and the kind is known, seconds[kind];
- * wont_use H and invalidate H become events before the next task.
+ * wont_use H and invalidate H become events before the next task (a handle
+ * no task used before becomes an item of 1 byte until a task gives its size).
  * Unknown keys and unknown lowercase line kinds are skipped (later versions
  * add them); blank lines and lines starting with '#' too.
  *
@@ -218,10 +219,10 @@ static int event_line(lab_builder_t *b, size_t line, const char *s, size_t n, si
     if (!lab_token(s, n, &pos, &tok, &tl) || lab_u64(tok, tl, &h) != 0)
         return lab_fail(b, line, "%s without a numeric handle",
                         kind == TSR_LAB_WONT_USE ? "wont_use" : "invalidate");
-    if (lab_b_find_data(b, tok, tl, &d) != 0)
-        return lab_fail(b, line, "handle %llu is used by no task before",
-                        (unsigned long long)h);
-    return lab_b_event(b, (uint32_t)b->g->ntasks, d, kind);
+    /* a handle no task used yet is an item of its own (1 byte until a task
+     * says its size) */
+    int rc = lab_b_data(b, tok, tl, 1, &d);
+    return rc == TSR_OK ? lab_b_event(b, (uint32_t)b->g->ntasks, d, kind) : rc;
 }
 
 int lab_read_tessera(lab_builder_t *b, const char *buf, size_t len)

@@ -6,20 +6,20 @@
  * index + 1; blanks and control characters of its name as '_'), its
  * accesses (the data item's name where every name is a distinct decimal
  * number, else its index + 1), its explicit dependencies; a ran line where
- * the task has a start and an end (device cpu, cuda, or sim for an unknown
- * kind); wont_use and invalidate lines before the task they precede.
- * Durations other than a recorded run's are not in the format.
+ * the task has a start and an end below 2^64 ns (device cpu, cuda, or sim
+ * for an unknown kind); wont_use and invalidate lines before the task they
+ * precede. Durations other than a recorded run's are not in the format.
  *
  * rec: a record per task with Name and Model (the task's name), JobId (as
  * above), SubmitOrder, Priority, DependsOn (every predecessor: the explicit
  * ones and those the accesses imply by the STF rules, as StarPU lists them),
  * WorkerId, MemoryNode 0 for a task that ran on a CPU, StartTime/EndTime in
- * ms to the ns (%.6f, as StarPU), Footprint (FNV-1a, 32 bits, over the sizes as little-endian 64-bit
- * words, in hexadecimal), GFlop, Handles (the item's name where every name
- * is a distinct hexadecimal number, else its index + 1 in hexadecimal),
- * Modes (R, W, RW, RW|COMMUTE, REDUX, SCRATCH) and Sizes; a record
- * "Control: WontUse" per wont_use event (invalidate events have no tasks.rec
- * form and are left out).
+ * ms to the ns (%.6f, as StarPU writes them), Footprint (FNV-1a, 32 bits,
+ * over the sizes as little-endian 64-bit words, in hexadecimal), GFlop,
+ * Handles (the item's name where every name is a distinct hexadecimal
+ * number, else its index + 1 in hexadecimal), Modes (R, W, RW, RW|COMMUTE,
+ * REDUX, SCRATCH) and Sizes; a record "Control: WontUse" per wont_use event
+ * (invalidate events have no tasks.rec form and are left out).
  *
  * Must never: write a name that breaks a line or a field; report success
  * when a write failed (TSR_EIO).
@@ -158,7 +158,8 @@ static int write_tessera(const tsr_lab_graph_t *g, FILE *f)
     put_events(f, g, &e, g->ntasks, numeric);
     for (size_t t = 0; t < g->ntasks; t++) {
         const tsr_lab_task_t *x = &g->task[t];
-        if (x->start_s < 0 || x->end_s < 0)
+        /* in ns as a u64, or not at all */
+        if (x->start_s < 0 || x->end_s < 0 || x->end_s * 1e9 >= 1.8e19)
             continue;
         fprintf(f, "ran %" PRIu64 " worker=%d device=%s start_ns=%.0f end_ns=%.0f status=0\n",
                 id[t], x->worker, device_name(x->device_kind), x->start_s * 1e9,

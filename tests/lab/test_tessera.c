@@ -142,7 +142,7 @@ Test(lab_tessera, malformed)
     read_bad("tessera-graph 1\ntask 1 a oops\n", "tessera", 2, "key=value");
     read_bad("tessera-graph 1\nran 1 worker=0\n", "tessera", 2, "no task 1");
     read_bad("tessera-graph 1\ntask 1 a\nran 1 start_ns=9 end_ns=3\n", "tessera", 3, "before");
-    read_bad("tessera-graph 1\nwont_use 3\n", "tessera", 2, "handle 3");
+    read_bad("tessera-graph 1\nwont_use x3\n", "tessera", 2, "numeric handle");
     read_bad("tessera-graph 1\nTASK 1 a\n", "tessera", 2, "line kind");
 }
 
