@@ -470,7 +470,8 @@ int lab_b_finish(lab_builder_t *b, tsr_lab_graph_t **out)
     rc = TSR_ENOMEM;
     for (size_t i = 0; i < n; i++)
         tasks[perm[i]] = g->task[i];
-    memcpy(g->task, tasks, n * sizeof *tasks);
+    if (n)
+        memcpy(g->task, tasks, n * sizeof *tasks);
 
     /* accesses, in their order of addition within a task */
     g->access = malloc((b->nacc + 1) * sizeof *g->access);
@@ -513,7 +514,8 @@ int lab_b_finish(lab_builder_t *b, tsr_lab_graph_t **out)
     for (size_t t = 0; t < n; t++) {
         tsr_lab_task_t *x = &g->task[t];
         uint32_t *d = g->dep + x->dep_off;
-        qsort(d, x->ndeps, sizeof *d, cmp_u32);
+        if (x->ndeps > 1)
+            qsort(d, x->ndeps, sizeof *d, cmp_u32);
         uint32_t off = (uint32_t)w;
         for (uint32_t k = 0; k < x->ndeps; k++)
             if (k == 0 || d[k] != d[k - 1])
@@ -767,7 +769,8 @@ int lab_all_deps(const tsr_lab_graph_t *g, uint32_t **off_out, uint32_t **list_o
                 s->readers.n = s->comm.n = 0;
             }
         }
-        qsort(cur.v, cur.n, sizeof *cur.v, cmp_u32);
+        if (cur.n > 1)
+            qsort(cur.v, cur.n, sizeof *cur.v, cmp_u32);
         off[t] = (uint32_t)all.n;
         for (size_t k = 0; k < cur.n; k++)
             if ((k == 0 || cur.v[k] != cur.v[k - 1]) && cur.v[k] != t)

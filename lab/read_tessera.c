@@ -14,7 +14,7 @@
  *
  * Must never: accept a dependency on a task not yet defined (a record
  * lists a task before any task that follows it), a ran line of an unknown
- * task, a mode it does not know or a number that does not parse.
+ * task or a second one of a task, a mode it does not know or a number that does not parse.
  */
 #include <stdio.h>
 #include <string.h>
@@ -172,6 +172,8 @@ static int ran_line(lab_builder_t *b, size_t line, const char *s, size_t n, size
     if (lab_b_find_task_id(b, id, &t) != 0)
         return lab_fail(b, line, "ran: no task %llu before", (unsigned long long)id);
     tsr_lab_task_t *x = &b->g->task[t];
+    if (x->start_s >= 0 || x->end_s >= 0 || x->worker >= 0 || x->device_kind >= 0)
+        return lab_fail(b, line, "task %llu ran twice", (unsigned long long)id);
     while (lab_token(s, n, &pos, &tok, &tl)) {
         const char *eq = memchr(tok, '=', tl);
         if (!eq)

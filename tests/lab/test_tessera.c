@@ -144,6 +144,8 @@ Test(lab_tessera, malformed)
     read_bad("tessera-graph 1\ntask 1 a\nran 1 start_ns=9 end_ns=3\n", "tessera", 3, "before");
     read_bad("tessera-graph 1\nwont_use x3\n", "tessera", 2, "numeric handle");
     read_bad("tessera-graph 1\nTASK 1 a\n", "tessera", 2, "line kind");
+    read_bad("tessera-graph 1\ntask 1 a\nran 1 worker=0 start_ns=5 end_ns=9\nran 1 end_ns=3\n",
+             "tessera", 4, "ran twice");
 }
 
 Test(lab_tessera, every_prefix)
