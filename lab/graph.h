@@ -105,7 +105,8 @@ int tsr_lab_write(const tsr_lab_graph_t *g, const char *format, FILE *f);
 void tsr_lab_free(tsr_lab_graph_t *g);
 
 /* The critical path (longest path, durations of device kind `kind`, tasks
- * without one counting 0) and the total work of g, in seconds. */
+ * without one counting 0) and the total work of g, in seconds. kind < 0:
+ * each task's shortest duration on any kind (bounds for any placement). */
 double tsr_lab_critical_path(const tsr_lab_graph_t *g, int kind);
 double tsr_lab_total_work(const tsr_lab_graph_t *g, int kind);
 

@@ -157,3 +157,57 @@ put("tokenizer", "text-bytes", b"\x06" + bytes(range(256)))
 put("tokenizer", "bpe-diff-0", b"\x03" + bytes([6, 0, 1, 5, 2, 0, 0, 7, 7, 3, 4, 1, 1]) +
     bytes([0, 1, 2, 0, 1, 2, 0, 0, 0, 0, 3, 4, 1, 2]))
 put("tokenizer", "bpe-diff-1", b"\x07" + bytes([12]) + bytes(range(24)) + bytes(200))
+
+
+# ---- lab: task graphs ----------------------------------------------------------
+# The first byte picks the format (mod 6): 0 tessera, 1 rec, 2 dot, 3 stg,
+# 4 wfcommons, 5 told from the bytes.
+LAB = {
+    "tessera": (0, "tessera-graph 1\n"
+                   "task 1 init prio=0 flops=-1 bytes=64 access=7:W:64 deps=\n"
+                   "task 2 gemm prio=5 flops=2e6 bytes=96 access=7:R:64,8:RW:32 deps=1\n"
+                   "wont_use 7\n"
+                   "task 3 acc prio=0 flops=10 bytes=32 access=8:COMMUTE:32 deps=2\n"
+                   "task 4 red prio=0 flops=10 bytes=32 access=8:REDUX:32,9:SCRATCH:0 deps=2\n"
+                   "invalidate 8\n"
+                   "ran 2 worker=3 device=cuda start_ns=1000 end_ns=4000 status=0\n"
+                   "ran 1 worker=0 device=cpu start_ns=0 end_ns=500 status=0\n"),
+    "rec": (1, "Name: potrf\nModel: potrf\nJobId: 10\nSubmitOrder: 2\nPriority: 3\n"
+               "Handles: 7f00a0 7f00b0\nModes: RW R\nSizes: 800 0\nStartTime: 1.5\n"
+               "EndTime: 4.0\nGFlop: 0.25\nWorkerId: 2\nMemoryNode: 0\nFootprint: abc\n\n"
+               "Name: init\nJobId: 9\nSubmitOrder: 1\nHandles: 7f00a0\nModes: W\nSizes: 800\n\n"
+               "Control: WontUse\nJobId: 12\nSubmitOrder: 3\nHandles: 7f00b0\n\n"
+               "Name: trsm\nJobId: 11\nSubmitOrder: 4\nDependsOn: 10 9\n"
+               "Handles: 7f00a0 7f00c0\nModes: R RW|COMMUTE\nSizes: 800 16\n"),
+    "dot": (2, "// daggen\ndigraph G {\n  root [size=\"0\"];\n  a [size=\"1e9\", alpha=\"0.1\"]\n"
+               "  /* c */ b [size=2000000000]\n  root -> a\n  a -> b [size=\"1e6\"];\n"
+               "  a -> c -> d [size=0]\n  \"b\" -> end [size=\"8\"]\n  d -> end\n"
+               "  node [shape=box]; rankdir = LR\n}\n"),
+    "stg": (3, "      4\n      0      0      0\n      1     10      1      0\n"
+               "      2     20      1      0\n      3      5      1      1\n"
+               "      4      7      2      2      3\n      5      0      1      4\n# note\n"),
+    "stg-comm": (3, "2\n0 0 0\n1 4 1\n  0 0\n2 6 1\n  1 100\n3 0 2\n  1 0\n  2 0\n"),
+    "wfcommons-1.4": (4, json.dumps({"name": "w", "schemaVersion": "1.4", "workflow": {"tasks": [
+        {"name": "merge_1", "id": "t3", "category": "merge", "runtimeInSeconds": 3.5,
+         "parents": ["t1", "work_1"],
+         "files": [{"link": "input", "name": "a.dat", "sizeInBytes": 100},
+                   {"link": "output", "name": "out", "sizeInBytes": 0}]},
+        {"name": "split_1", "id": "t1", "runtime": 1.25,
+         "files": [{"link": "input", "name": "raw", "size": 1000},
+                   {"link": "output", "name": "a.dat", "size": 100}]},
+        {"name": "work_1", "runtimeInSeconds": 2, "parents": []}]}}, indent=1)),
+    "wfcommons-1.5": (4, json.dumps({"name": "w", "schemaVersion": "1.5", "workflow": {
+        "specification": {
+            "tasks": [{"name": "gen", "id": "g1", "parents": [], "inputFiles": [],
+                       "outputFiles": ["f1"]},
+                      {"name": "use", "id": "u1", "parents": ["g1"],
+                       "inputFiles": ["f1", "f0"], "outputFiles": []}],
+            "files": [{"id": "f0", "sizeInBytes": 5}, {"id": "f1", "sizeInBytes": 4096}]},
+        "execution": {"tasks": [{"id": "u1", "runtimeInSeconds": 2},
+                                {"id": "g1", "runtimeInSeconds": 1}]}}})),
+    "detect-dot": (5, "digraph { b -> c; x; a -> b; }"),
+    "detect-rec": (5, "JobId: 5\nName: b\n\nJobId: 3\nName: a\nHandles: 1\nModes: W\n"),
+    "cycle": (2, "digraph {\n a -> b\n b -> a\n}\n"),
+}
+for k, (fmt, text) in LAB.items():
+    put("lab", k, bytes([fmt]) + text.encode())
