@@ -117,9 +117,10 @@ def main():
                 continue
             r.update({"group": group, "graph_name": os.path.basename(graph),
                       "platform_label": plat})
+            r["opt_s"] = None
             if bounds:
                 unit = 1e-3
-                r["optimum_s"] = bounds["best"] * unit if bounds["proven"] else None
+                r["opt_s"] = bounds["best"] * unit if bounds["proven"] else None
                 r["lower_s"] = bounds["lower"] * unit
                 if bounds["proven"] and r["makespan_s"] < bounds["best"] * unit * (1 - 1e-9):
                     print("BEAT A PROVEN OPTIMUM: %s %s %s" % (graph, plat, pol), file=sys.stderr)
@@ -127,9 +128,9 @@ def main():
             runs.append(r)
         best = min((r["makespan_s"] for r in runs), default=0)
         for r in runs:
-            ref = r.get("optimum_s") or best
+            ref = r["opt_s"] or best
             r["ratio"] = r["makespan_s"] / ref if ref else 0
-            r["ratio_to"] = "optimum" if r.get("optimum_s") else "best policy"
+            r["ratio_to"] = "optimum" if r["opt_s"] else "best policy"
         results += runs
 
     # ---- real replays of the recorded graphs (synthetic kernels, this machine)
