@@ -12,6 +12,8 @@
  */
 #include "lab/replay.h"
 
+#include "lab/build.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -282,6 +284,60 @@ out:
     return rc;
 }
 
+/* ---- bounds -------------------------------------------------------------------- */
+
+/* r's longest path and work per worker, with the durations the running
+ * runtime's models give (what a simulation charges). */
+static void bounds(const tsr_lab_graph_t *g, const tsr_lab_replay_opts_t *o, const plan_t *p,
+                   tsr_lab_replay_result_t *r)
+{
+    int nworkers[TSR_DEVICE_KINDS] = {0}, total = 0;
+    for (int w = 0; w < tsr_worker_count(); w++) {
+        tsr_worker_stats_t st;
+        if (tsr_worker_stats(w, &st) == TSR_OK && st.device_kind >= 0 &&
+            st.device_kind < TSR_DEVICE_KINDS)
+            nworkers[st.device_kind]++, total++;
+    }
+    uint32_t *off = NULL, *list = NULL;
+    double *fin = malloc((g->ntasks ? g->ntasks : 1) * sizeof *fin);
+    if (!fin || lab_all_deps(g, &off, &list) != TSR_OK) {
+        free(fin);
+        r->critical_path_s = r->work_per_worker_s = -1;
+        return;
+    }
+    double scale = o->scale > 0 ? o->scale : 1, work = 0, cp = 0;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const tsr_lab_task_t *t = &g->task[i];
+        const tsr_codelet_t *cl = &p->cl[p->cl_of[i]];
+        rargs_t a = {.flops = t->flops, .kernel = o->kernel};
+        for (int k = 0; k < TSR_DEVICE_KINDS; k++)
+            a.sec[k] = o->durations == TSR_LAB_DURATIONS_FILE && t->seconds[k] >= 0
+                           ? t->seconds[k] * scale
+                           : -1;
+        size_t sizes[TSR_MAX_BUFFERS];
+        for (int k = 0; k < p->nacc[i]; k++)
+            sizes[k] = g->data[p->acc[i * TSR_MAX_BUFFERS + k].data].size;
+        double d = -1;
+        for (int k = 0; k < TSR_DEVICE_KINDS; k++) {
+            tsr_perfmodel_info_t info;
+            if (cl->impl[k] && nworkers[k] &&
+                tsr_perfmodel_predict(cl, k, sizes, p->nacc[i], &a, &info) == TSR_OK &&
+                (d < 0 || info.seconds < d))
+                d = info.seconds;
+        }
+        d = d > 0 ? d : 0;
+        double start = 0;
+        for (uint32_t k = off[i]; k < off[i + 1]; k++)
+            start = fin[list[k]] > start ? fin[list[k]] : start;
+        fin[i] = start + d;
+        cp = fin[i] > cp ? fin[i] : cp;
+        work += d;
+    }
+    r->critical_path_s = cp;
+    r->work_per_worker_s = total ? work / total : -1;
+    free(fin), free(off), free(list);
+}
+
 /* ---- submission ---------------------------------------------------------------- */
 
 static uint64_t link_bytes(void)
@@ -405,6 +461,8 @@ int tsr_lab_replay(const tsr_lab_graph_t *g, const tsr_lab_replay_opts_t *o,
         snprintf(err, errlen, "replay: %s", tsr_error_message());
     }
     r->makespan_s = tsr_time() - t0;
+    if (rc == TSR_OK && !o->real)
+        bounds(g, o, &p, r);
     r->wall_s = now_s() - w0;
     r->tasks = g->ntasks;
     r->folded = p.folded;

@@ -57,6 +57,11 @@ typedef struct tsr_lab_replay_result {
                                 dependencies */
     uint64_t bytes_moved;    /* copied between memory nodes */
     double busy_s[TSR_DEVICE_KINDS]; /* summed over the workers of each kind */
+    /* bounds on any schedule, from the durations the runtime charged (each
+     * task's shortest on a kind that has workers and can run it; no
+     * transfers, no overheads): the longest path, and the work over the
+     * workers */
+    double critical_path_s, work_per_worker_s;
 } tsr_lab_replay_result_t;
 
 /* Replay g on the running runtime. TSR_ETASK if a task failed (a node too
