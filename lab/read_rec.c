@@ -33,11 +33,12 @@ typedef struct {
 
 enum {
     F_NAME, F_MODEL, F_JOBID, F_SUBMIT, F_DEPS, F_HANDLES, F_MODES, F_SIZES, F_START, F_END,
-    F_GFLOP, F_PRIO, F_WORKER, F_NODE, F_CONTROL, F_COUNT
+    F_GFLOP, F_PRIO, F_WORKER, F_NODE, F_CONTROL, F_DURATIONS, F_COUNT
 };
 static const char *const field_names[F_COUNT] = {
     "Name", "Model", "JobId", "SubmitOrder", "DependsOn", "Handles", "Modes", "Sizes",
     "StartTime", "EndTime", "GFlop", "Priority", "WorkerId", "MemoryNode", "Control",
+    "TesseraDurations",
 };
 
 typedef struct {
@@ -145,6 +146,25 @@ static int do_task(lab_builder_t *b, const record_t *r)
         return lab_fail(b, f[F_END].line, "EndTime before StartTime");
     x->start_s = ms[0] >= 0 ? ms[0] * 1e-3 : -1;
     x->end_s = ms[1] >= 0 ? ms[1] * 1e-3 : -1;
+    if (f[F_DURATIONS].line) { /* ours: "cpu=MS cuda=MS" */
+        const field_t *d = &f[F_DURATIONS];
+        size_t pos = 0;
+        const char *tok;
+        size_t tl;
+        while (lab_token(d->s, d->n, &pos, &tok, &tl)) {
+            const char *eq = memchr(tok, '=', tl);
+            double v;
+            if (!eq || lab_double(eq + 1, tl - (size_t)(eq - tok) - 1, &v) != 0 || !(v >= 0) ||
+                v > 1e12)
+                return lab_fail(b, d->line, "TesseraDurations '%.*s' is no KIND=MS",
+                                SHOW(tok, tl));
+            size_t kl = (size_t)(eq - tok);
+            if (lab_eq(tok, kl, "cpu"))
+                x->seconds[TSR_DEVICE_CPU] = v * 1e-3;
+            else if (lab_eq(tok, kl, "cuda"))
+                x->seconds[TSR_DEVICE_CUDA] = v * 1e-3;
+        }
+    }
     if (ms[0] >= 0 && ms[1] >= 0 && x->device_kind >= 0)
         x->seconds[x->device_kind] = (ms[1] - ms[0]) * 1e-3;
 

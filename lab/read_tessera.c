@@ -67,6 +67,32 @@ static int next_item(const char *v, size_t n, size_t *pos, const char **it, size
     return 1;
 }
 
+/* seconds=cpu:S,cuda:S — the task's durations per device kind */
+static int seconds_list(lab_builder_t *b, size_t line, tsr_lab_task_t *x, const char *v,
+                        size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && v[j] != ',')
+            j++;
+        const char *colon = memchr(v + i, ':', j - i);
+        if (!colon)
+            return lab_fail(b, line, "seconds '%.*s' is no KIND:SECONDS", SHOW(v + i, j - i));
+        size_t kl = (size_t)(colon - (v + i));
+        int kind = lab_eq(v + i, kl, "cpu") ? TSR_DEVICE_CPU
+                   : lab_eq(v + i, kl, "cuda") ? TSR_DEVICE_CUDA
+                                                : -1;
+        double sec;
+        if (lab_double(colon + 1, j - i - kl - 1, &sec) != 0 || !(sec >= 0) || sec > 1e9)
+            return lab_fail(b, line, "seconds '%.*s' is no duration", SHOW(v + i, j - i));
+        if (kind >= 0) /* a kind this version does not know is skipped */
+            x->seconds[kind] = sec;
+        i = j + 1;
+    }
+    return TSR_OK;
+}
+
 static int access_list(lab_builder_t *b, size_t line, uint32_t task, const char *v, size_t n)
 {
     size_t pos = 0, len;
@@ -153,6 +179,9 @@ static int task_line(lab_builder_t *b, size_t line, const char *s, size_t n, siz
                 return rc;
         } else if (lab_eq(tok, kl, "deps")) {
             if ((rc = dep_list(b, line, t, v, vl)) != TSR_OK)
+                return rc;
+        } else if (lab_eq(tok, kl, "seconds")) {
+            if ((rc = seconds_list(b, line, x, v, vl)) != TSR_OK)
                 return rc;
         }
         x = &b->g->task[t]; /* the arrays may have moved */

@@ -153,6 +153,12 @@ static int write_tessera(const tsr_lab_graph_t *g, FILE *f)
         fputs(" deps=", f);
         for (uint32_t k = 0; k < x->ndeps; k++)
             fprintf(f, "%s%" PRIu64, k ? "," : "", id[g->dep[x->dep_off + k]]);
+        for (int k = 0, first = 1; k < TSR_DEVICE_KINDS; k++)
+            if (x->seconds[k] >= 0) {
+                fprintf(f, "%s%s:%.17g", first ? " seconds=" : ",", device_name(k),
+                        x->seconds[k]);
+                first = 0;
+            }
         fputc('\n', f);
     }
     put_events(f, g, &e, g->ntasks, numeric);
@@ -242,8 +248,21 @@ static int write_rec(const tsr_lab_graph_t *g, FILE *f)
         fprintf(f, "Footprint: %08" PRIx32 "\n", footprint(g, x));
         if (x->flops >= 0)
             fprintf(f, "GFlop: %.17g\n", x->flops * 1e-9);
+        if (x->seconds[TSR_DEVICE_CPU] >= 0 || x->seconds[TSR_DEVICE_CUDA] >= 0) {
+            /* ours (StarPU's readers skip fields they do not know): the
+             * durations of a task that has no run, in ms */
+            fputs("TesseraDurations:", f);
+            for (int k = 0; k < TSR_DEVICE_KINDS; k++)
+                if (x->seconds[k] >= 0)
+                    fprintf(f, " %s=%.17g", device_name(k), x->seconds[k] * 1e3);
+            fputc('\n', f);
+        }
         if (x->naccess) {
-            fputs("Handles:", f);
+            /* one token per buffer: StarPU's replay counts them */
+            fputs("Parameters:", f);
+            for (uint32_t a = 0; a < x->naccess; a++)
+                fputs(" vector", f);
+            fputs("\nHandles:", f);
             for (uint32_t a = 0; a < x->naccess; a++) {
                 fputc(' ', f);
                 put_handle(f, g, g->access[x->access_off + a].data, hex);
