@@ -22,7 +22,7 @@ ASAN_CUDA ?= $(if $(HAVE_GPU),disabled,emu)
 PLOT_PACKAGES = python3-matplotlib
 
 .PHONY: all deps vocab build build-native gpu-bundle test demo fixture sanitize asan tsan bench-runtime bench-kernels \
-        bench-offload bench-sched bench-sim bench-gpt2 bench-beyond-ram bench-mpi install clean
+        bench-offload bench-sched bench-sim bench-gpt2 bench-beyond-ram bench-mpi bench-taskbench install clean
 
 all: build
 
@@ -114,6 +114,14 @@ bench-sched: build
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(PLOT_PACKAGES)"
 	status=0; $(BUILD)/bench/sched/tessera-bench-sched --out=$(BUILD)/bench/sched || status=$$?; \
 	/usr/bin/python3 bench/sched/plot.py $(BUILD)/bench/sched/results.json; exit $$status
+
+# Task Bench's METG (bench/taskbench): Tessera and StarPU with the same
+# cores and the eager scheduler, in one process, against the serial
+# reference (docs/benchmarks.md). BENCH_TASKBENCH_FLAGS=--quick for a short
+# run; e.g. "--patterns stencil_1d,fft -kernel busy_wait" to choose.
+BENCH_TASKBENCH_FLAGS ?=
+bench-taskbench: build
+	$(BUILD)/bench/taskbench/tessera-taskbench --metg $(BENCH_TASKBENCH_FLAGS)
 
 # The simulation's validation (this machine, NNTile's DGX A100 curves) and its
 # projections for Tessera (docs/simulation.md). BENCH_SIM_FLAGS=--quick for a
