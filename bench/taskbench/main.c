@@ -10,7 +10,7 @@
  *
  *   tessera-taskbench --metg [--quick] [--patterns a,b] [--systems s[:sched],…]
  *                     [-kernel KIND -steps N -width N -ncpu N -radix N]
- *     (defaults: compute_bound, width 2 x cores, 500 steps; --quick: 100)
+ *     (defaults: compute_bound, width 2 x cores, 250 steps; --quick: 100)
  *     for each system (one process, each runtime started once), each
  *     pattern: iterations from large to small (x0.5), efficiency and
  *     METG(50 %). Prints a table and one JSON line per figure.
@@ -274,8 +274,40 @@ static int metg_mode(task_graph_t base, tb_opts_t o, const char *patterns, const
         pats[npat++] = d;
     }
 
-    /* the ideal: the serial reference's rate at the largest size, per pattern */
-    double rate[TB_NDEPENDENCE];
+    /* the systems: NAME[:SCHED] */
+    enum { MAX_SYS = 8 };
+    const tb_system_t *sys[MAX_SYS];
+    char sysname[MAX_SYS][32], syssched[MAX_SYS][64];
+    int nsys = 0, status = 0;
+    snprintf(buf, sizeof buf, "%s", systems);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok && nsys < MAX_SYS;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(tok, ':');
+        syssched[nsys][0] = 0;
+        if (colon) {
+            snprintf(sysname[nsys], sizeof sysname[nsys], "%.*s", (int)(colon - tok), tok);
+            snprintf(syssched[nsys], sizeof syssched[nsys], "%s", colon + 1);
+        } else {
+            snprintf(sysname[nsys], sizeof sysname[nsys], "%s", tok);
+        }
+        sys[nsys] = find_system(sysname[nsys]);
+        if (!sys[nsys]) {
+            fprintf(stderr, "tessera-taskbench: unknown or unbuilt system '%s' (skipped)\n",
+                    sysname[nsys]);
+            status = 1;
+            continue;
+        }
+        nsys++;
+    }
+
+    /* Per pattern: the ideal (the serial reference's rate at the largest
+     * size, best of 3), then the sizes from large to small, the systems
+     * taking turns at each size (each started for its run and stopped
+     * after: other load on the machine then weighs on every system alike,
+     * and an idle runtime never spins beside the one measured). */
+    sweep_t *sw = calloc((size_t)(nsys * npat) + 1, sizeof *sw);
+    int nsw = nsys * npat; /* sw[k * npat + i]: system k, pattern i */
     for (int i = 0; i < npat; i++) {
         task_graph_t g = base;
         g.dependence = pats[i];
@@ -283,76 +315,64 @@ static int metg_mode(task_graph_t base, tb_opts_t o, const char *patterns, const
         char err[512];
         if (tb_graph_check(&g, err, sizeof err)) {
             fprintf(stderr, "tessera-taskbench: %s: %s\n", tb_dependence_name(pats[i]), err);
+            free(sw);
             return 2;
         }
-        rate[i] = serial_rate(&g, &o, err, sizeof err);
-        if (rate[i] <= 0) {
+        double rate = serial_rate(&g, &o, err, sizeof err);
+        if (rate <= 0) {
             fprintf(stderr, "tessera-taskbench: serial: %s\n", err);
+            free(sw);
             return 1;
         }
-    }
-
-    /* the systems */
-    sweep_t *sw = calloc(64, sizeof *sw);
-    int nsw = 0, status = 0;
-    snprintf(buf, sizeof buf, "%s", systems);
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok && nsw + npat <= 64;
-         tok = strtok_r(NULL, ",", &save)) {
-        char name[32] = "", sched[64] = "";
-        char *colon = strchr(tok, ':');
-        if (colon) {
-            snprintf(name, sizeof name, "%.*s", (int)(colon - tok), tok);
-            snprintf(sched, sizeof sched, "%s", colon + 1);
-        } else {
-            snprintf(name, sizeof name, "%s", tok);
-        }
-        const tb_system_t *s = find_system(name);
-        if (!s) {
-            fprintf(stderr, "tessera-taskbench: unknown or unbuilt system '%s' (skipped)\n",
-                    name);
-            status = 1;
-            continue;
-        }
-        tb_opts_t so = o;
-        so.sched = sched[0] ? sched : NULL;
-        char err[512];
-        if (s->start(&so, err, sizeof err)) {
-            fprintf(stderr, "tessera-taskbench: %s\n", err);
-            status = 1;
-            continue;
-        }
-        for (int i = 0; i < npat; i++) {
-            sweep_t *w = &sw[nsw++];
-            snprintf(w->system, sizeof w->system, "%s", name);
-            snprintf(w->sched, sizeof w->sched, "%s", s->sched_name());
+        int below[MAX_SYS] = {0}, done[MAX_SYS] = {0};
+        for (int k = 0; k < nsys; k++) {
+            sweep_t *w = &sw[k * npat + i];
+            snprintf(w->system, sizeof w->system, "%.31s", sysname[k]);
             w->pattern = pats[i];
-            int below = 0;
-            for (long it = max_iter; it >= 1 && w->n < MAX_SIZES; it /= 2) {
-                task_graph_t g = base;
-                g.dependence = pats[i];
-                g.kernel.iterations = it;
+        }
+        for (long it = max_iter; it >= 1; it /= 2) {
+            int active = 0;
+            g.kernel.iterations = it;
+            for (int k = 0; k < nsys; k++) {
+                sweep_t *w = &sw[k * npat + i];
+                if (done[k] || w->n >= MAX_SIZES)
+                    continue;
+                active = 1;
+                tb_opts_t so = o;
+                so.sched = syssched[k][0] ? syssched[k] : NULL;
+                if (sys[k]->start(&so, err, sizeof err)) {
+                    fprintf(stderr, "tessera-taskbench: %s\n", err);
+                    status = 1;
+                    done[k] = 1;
+                    continue;
+                }
+                snprintf(w->sched, sizeof w->sched, "%s", sys[k]->sched_name());
                 tb_result_t r;
-                if (timed_run(s, &g, &so, &r, 1)) {
-                    fprintf(stderr, "tessera-taskbench: %s %s: %s\n", name,
+                int rc = timed_run(sys[k], &g, &so, &r, 2);
+                sys[k]->stop();
+                if (rc) {
+                    fprintf(stderr, "tessera-taskbench: %s %s: %s\n", sysname[k],
                             tb_dependence_name(pats[i]), r.err);
                     status = 1;
-                    break;
+                    done[k] = 1;
+                    continue;
                 }
                 point_t *p = &w->pt[w->n++];
                 p->iter = it;
                 p->tasks = r.tasks;
                 p->wall = r.wall_s;
                 p->gran = r.wall_s * o.ncpu / (double)r.tasks;
-                p->eff = ((double)r.tasks * (double)it / r.wall_s) / (rate[i] * o.ncpu);
+                p->eff = ((double)r.tasks * (double)it / r.wall_s) / (rate * o.ncpu);
                 /* three sizes in a row under 25 %: the rest only gets worse */
-                below = p->eff < 0.25 ? below + 1 : 0;
-                if (below == 3)
-                    break;
+                below[k] = p->eff < 0.25 ? below[k] + 1 : 0;
+                if (below[k] == 3)
+                    done[k] = 1;
             }
-            compute_metg(w);
+            if (!active)
+                break;
         }
-        s->stop();
+        for (int k = 0; k < nsys; k++)
+            compute_metg(&sw[k * npat + i]);
     }
 
     /* the table */
@@ -536,7 +556,7 @@ int main(int argc, char **argv)
                            runs), two cores make every pattern alike */
             g.max_width = 2L * o.ncpu;
         if (!steps_set)
-            g.timesteps = quick ? 100 : 500;
+            g.timesteps = quick ? 100 : 250;
         if (!patterns)
             patterns = quick ? "stencil_1d" : "trivial,stencil_1d,fft,dom,all_to_all";
         if (!systems)
