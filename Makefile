@@ -22,7 +22,7 @@ ASAN_CUDA ?= $(if $(HAVE_GPU),disabled,emu)
 PLOT_PACKAGES = python3-matplotlib
 
 .PHONY: all deps vocab build build-native gpu-bundle test demo fixture sanitize asan tsan bench-runtime bench-kernels \
-        bench-offload bench-sched bench-lab bench-sim bench-gpt2 bench-beyond-ram bench-mpi install clean
+        bench-offload bench-sched bench-lab bench-sim bench-gpt2 bench-beyond-ram bench-mpi bench-taskbench install clean
 
 all: build
 
@@ -123,6 +123,14 @@ BENCH_LAB_FLAGS ?=
 bench-lab: build
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(PLOT_PACKAGES)"
 	/usr/bin/python3 bench/lab/run.py $(BUILD) $(BUILD)/bench/lab $(BENCH_LAB_FLAGS)
+
+# Task Bench's METG (bench/taskbench): Tessera and StarPU with the same
+# cores and the eager scheduler, in one process, against the serial
+# reference (docs/benchmarks.md). BENCH_TASKBENCH_FLAGS=--quick for a short
+# run; e.g. "--patterns stencil_1d,fft -kernel busy_wait" to choose.
+BENCH_TASKBENCH_FLAGS ?=
+bench-taskbench: build
+	$(BUILD)/bench/taskbench/tessera-taskbench --metg $(BENCH_TASKBENCH_FLAGS)
 
 # The simulation's validation (this machine, NNTile's DGX A100 curves) and its
 # projections for Tessera (docs/simulation.md). BENCH_SIM_FLAGS=--quick for a
