@@ -131,6 +131,13 @@ int lab_int(const char *s, size_t n, int *v);
 int lab_double(const char *s, size_t n, double *v);
 /* s[0..n) equals the NUL-terminated word. */
 int lab_eq(const char *s, size_t n, const char *word);
+/* The next token of s[*pos .. n) as KEY=VALUE: 1 and the key's and the
+ * value's bounds; 0 when none is left; -1 (with *key, *klen the token) when
+ * the token has no '='. */
+int lab_key_value(const char *s, size_t n, size_t *pos, const char **key, size_t *klen,
+                  const char **val, size_t *vlen);
+/* "cpu" -> TSR_DEVICE_CPU, "cuda" -> TSR_DEVICE_CUDA; -1 otherwise. */
+int lab_kind_from_name(const char *s, size_t n);
 /* "R", "W", "RW", "COMMUTE", "REDUX", "SCRATCH" -> TSR_R…; -1 otherwise. */
 int lab_mode_from_name(const char *s, size_t n);
 /* The name of a mode as above ("?" for none of them). */

@@ -607,6 +607,26 @@ int lab_eq(const char *s, size_t n, const char *word)
     return strlen(word) == n && memcmp(s, word, n) == 0;
 }
 
+int lab_key_value(const char *s, size_t n, size_t *pos, const char **key, size_t *klen,
+                  const char **val, size_t *vlen)
+{
+    const char *tok;
+    size_t tl;
+    if (!lab_token(s, n, pos, &tok, &tl))
+        return 0;
+    const char *eq = memchr(tok, '=', tl);
+    *key = tok;
+    *klen = eq ? (size_t)(eq - tok) : tl;
+    *val = eq ? eq + 1 : tok + tl;
+    *vlen = eq ? tl - *klen - 1 : 0;
+    return eq ? 1 : -1;
+}
+
+int lab_kind_from_name(const char *s, size_t n)
+{
+    return lab_eq(s, n, "cpu") ? TSR_DEVICE_CPU : lab_eq(s, n, "cuda") ? TSR_DEVICE_CUDA : -1;
+}
+
 int lab_u64(const char *s, size_t n, uint64_t *v)
 {
     if (n == 0 || n > 20)

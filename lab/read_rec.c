@@ -158,11 +158,9 @@ static int do_task(lab_builder_t *b, const record_t *r)
                 v > 1e12)
                 return lab_fail(b, d->line, "TesseraDurations '%.*s' is no KIND=MS",
                                 SHOW(tok, tl));
-            size_t kl = (size_t)(eq - tok);
-            if (lab_eq(tok, kl, "cpu"))
-                x->seconds[TSR_DEVICE_CPU] = v * 1e-3;
-            else if (lab_eq(tok, kl, "cuda"))
-                x->seconds[TSR_DEVICE_CUDA] = v * 1e-3;
+            int kind = lab_kind_from_name(tok, (size_t)(eq - tok));
+            if (kind >= 0) /* a kind this version does not know is skipped */
+                x->seconds[kind] = v * 1e-3;
         }
     }
     if (ms[0] >= 0 && ms[1] >= 0 && x->device_kind >= 0)

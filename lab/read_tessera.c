@@ -80,9 +80,7 @@ static int seconds_list(lab_builder_t *b, size_t line, tsr_lab_task_t *x, const 
         if (!colon)
             return lab_fail(b, line, "seconds '%.*s' is no KIND:SECONDS", SHOW(v + i, j - i));
         size_t kl = (size_t)(colon - (v + i));
-        int kind = lab_eq(v + i, kl, "cpu") ? TSR_DEVICE_CPU
-                   : lab_eq(v + i, kl, "cuda") ? TSR_DEVICE_CUDA
-                                                : -1;
+        int kind = lab_kind_from_name(v + i, kl);
         double sec;
         if (lab_double(colon + 1, j - i - kl - 1, &sec) != 0 || !(sec >= 0) || sec > 1e9)
             return lab_fail(b, line, "seconds '%.*s' is no duration", SHOW(v + i, j - i));
@@ -158,12 +156,11 @@ static int task_line(lab_builder_t *b, size_t line, const char *s, size_t n, siz
     if (rc != TSR_OK)
         return rc;
     tsr_lab_task_t *x = &b->g->task[t];
-    while (lab_token(s, n, &pos, &tok, &tl)) {
-        const char *eq = memchr(tok, '=', tl);
-        if (!eq)
-            return lab_fail(b, line, "'%.*s' is no key=value", SHOW(tok, tl));
-        size_t kl = (size_t)(eq - tok), vl = tl - kl - 1;
-        const char *v = eq + 1;
+    size_t kl, vl;
+    const char *v;
+    while ((rc = lab_key_value(s, n, &pos, &tok, &kl, &v, &vl)) != 0) {
+        if (rc < 0)
+            return lab_fail(b, line, "'%.*s' is no key=value", SHOW(tok, kl));
         if (lab_eq(tok, kl, "prio")) {
             if (lab_int(v, vl, &x->priority) != 0)
                 return lab_fail(b, line, "prio '%.*s' is no integer", SHOW(v, vl));
@@ -203,19 +200,17 @@ static int ran_line(lab_builder_t *b, size_t line, const char *s, size_t n, size
     tsr_lab_task_t *x = &b->g->task[t];
     if (x->start_s >= 0 || x->end_s >= 0 || x->worker >= 0 || x->device_kind >= 0)
         return lab_fail(b, line, "task %llu ran twice", (unsigned long long)id);
-    while (lab_token(s, n, &pos, &tok, &tl)) {
-        const char *eq = memchr(tok, '=', tl);
-        if (!eq)
-            return lab_fail(b, line, "'%.*s' is no key=value", SHOW(tok, tl));
-        size_t kl = (size_t)(eq - tok), vl = tl - kl - 1;
-        const char *v = eq + 1;
+    size_t kl, vl;
+    const char *v;
+    int kv;
+    while ((kv = lab_key_value(s, n, &pos, &tok, &kl, &v, &vl)) != 0) {
+        if (kv < 0)
+            return lab_fail(b, line, "'%.*s' is no key=value", SHOW(tok, kl));
         if (lab_eq(tok, kl, "worker")) {
             if (lab_int(v, vl, &x->worker) != 0)
                 return lab_fail(b, line, "worker '%.*s' is no integer", SHOW(v, vl));
         } else if (lab_eq(tok, kl, "device")) {
-            x->device_kind = lab_eq(v, vl, "cpu") ? TSR_DEVICE_CPU
-                             : lab_eq(v, vl, "cuda") ? TSR_DEVICE_CUDA
-                                                     : -1;
+            x->device_kind = lab_kind_from_name(v, vl);
         } else if (lab_eq(tok, kl, "start_ns")) {
             if (lab_u64(v, vl, &start) != 0)
                 return lab_fail(b, line, "start_ns '%.*s' is no number", SHOW(v, vl));

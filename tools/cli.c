@@ -663,3 +663,15 @@ double cli_rng_uniform(cli_rng_t *r)
 {
     return (double)(cli_rng_next(r) >> 11) * 0x1.0p-53;
 }
+
+void cli_json_str(const char *s)
+{
+    putchar('"');
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\')
+            putchar('\\');
+        if ((unsigned char)*s >= 0x20)
+            putchar(*s);
+    }
+    putchar('"');
+}

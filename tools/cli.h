@@ -77,6 +77,10 @@ int cli_lib_fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 
  * without the program's name ("" if none). */
 const char *cli_last_message(void);
 
+/* s as a JSON string on stdout (quotes and backslashes escaped, control
+ * characters dropped), for the programs' JSON lines. */
+void cli_json_str(const char *s);
+
 /* ---- simulation --------------------------------------------------------- */
 
 /* The platform file TESSERA_SIMULATE names, read as the runtime reads it

@@ -49,18 +49,6 @@ static const char convert_usage[] =
     "usage: tessera-sim convert FILE --to rec|tessera [--format F] [--out FILE]\n"
     "Write a task graph in another format (default: to stdout).\n";
 
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; s && *s; s++) {
-        if (*s == '"' || *s == '\\')
-            putchar('\\');
-        if ((unsigned char)*s >= 0x20)
-            putchar(*s);
-    }
-    putchar('"');
-}
-
 /* The recorded makespan (last end - first start), or -1 if the file has none. */
 static double recorded_makespan(const tsr_lab_graph_t *g)
 {
@@ -190,13 +178,13 @@ int sim_replay(int argc, char **argv)
         printf("%-30s %14.0f\n", "tasks / wall s", (double)r.tasks / r.wall_s);
     }
     printf("{\"bench\":\"lab-replay\",\"tag\":");
-    json_str(tag);
+    cli_json_str(tag);
     printf(",\"graph\":");
-    json_str(pos[0]);
+    cli_json_str(pos[0]);
     printf(",\"format\":\"%s\",\"platform\":", g->format);
-    json_str(real ? "real" : platform);
+    cli_json_str(real ? "real" : platform);
     printf(",\"policy\":");
-    json_str(policy);
+    cli_json_str(policy);
     printf(",\"workers\":%d,\"tasks\":%zu,", nworkers, g->ntasks);
     if (rrc == TSR_OK)
         printf("\"makespan_s\":%.9g,\"bound_s\":%.9g,\"critical_path_s\":%.9g,"
@@ -206,7 +194,7 @@ int sim_replay(int argc, char **argv)
                r.wall_s, 1e6 * r.wall_s / (double)r.tasks, wall);
     else {
         printf("\"error\":");
-        json_str(err);
+        cli_json_str(err);
         printf("}\n");
     }
     int src = tsr_shutdown();

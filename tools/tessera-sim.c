@@ -141,18 +141,6 @@ static int train_step(tsr_gpt2_t *m, const int32_t *tok, const int32_t *tgt, int
     return rc;
 }
 
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; s && *s; s++) {
-        if (*s == '"' || *s == '\\')
-            putchar('\\');
-        if ((unsigned char)*s >= 0x20)
-            putchar(*s);
-    }
-    putchar('"');
-}
-
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "replay"))
@@ -320,11 +308,11 @@ int main(int argc, char **argv)
     }
     /* one JSON line: the figure and what it was measured on */
     printf("{\"bench\":\"sim-gpt2\",\"tag\":");
-    json_str(tag);
+    cli_json_str(tag);
     printf(",\"platform\":");
-    json_str(platform);
+    cli_json_str(platform);
     printf(",\"policy\":");
-    json_str(sched ? sched : "eager");
+    cli_json_str(sched ? sched : "eager");
     printf(",\"layers\":%d,\"channels\":%d,\"heads\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,"
            "\"micro\":%d,\"accumulate\":%d,\"tile_tokens\":%d,\"tile_hidden\":%d,"
            "\"tile_vocab\":%d,\"recompute\":%d,\"precision\":\"%s\",\"params\":%zu,",
@@ -354,7 +342,7 @@ int main(int argc, char **argv)
                peak_dev / 1073741824.0);
     } else {
         printf("\"fits\":false,\"oom\":%s,\"error\":", oom ? "true" : "false");
-        json_str(tsr_error_message());
+        cli_json_str(tsr_error_message());
         printf("}\n");
     }
 out:
