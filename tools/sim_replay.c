@@ -39,6 +39,8 @@ static const char replay_usage[] =
     "  --threads N          CPU workers (default: the platform's, or every core)\n"
     "  --durations D        file (default), rates (the platform's rate model on the\n"
     "                       flops) or models (the performance models' history)\n"
+    "  --models DIR         the model directory --durations models reads (default:\n"
+    "                       TESSERA_PERFMODEL_DIR, else the cache's)\n"
     "  --scale X            every duration from the file times X (default 1)\n"
     "  --kernel K           real runs: busy (default) or memory (a pass over the\n"
     "                       task's buffers, repeated for its duration)\n"
@@ -73,7 +75,7 @@ static int read_graph(const char *path, const char *format, tsr_lab_graph_t **g)
 int sim_replay(int argc, char **argv)
 {
     const char *platform = NULL, *sched = NULL, *trace = NULL, *tag = "", *format = NULL;
-    const char *durations = "file", *kernel = "busy";
+    const char *durations = "file", *kernel = "busy", *models = NULL;
     int threads = 0, real = 0;
     double scale = 1;
     cli_opt_t opts[] = {
@@ -83,6 +85,7 @@ int sim_replay(int argc, char **argv)
         {"sched", 0, CLI_STR, &sched, 0, 0, 0},
         {"threads", 0, CLI_INT, &threads, 1, 4096, 0},
         {"durations", 0, CLI_STR, &durations, 0, 0, 0},
+        {"models", 0, CLI_STR, &models, 0, 0, 0},
         {"scale", 0, CLI_FLOAT, &scale, 1e-12, 1e12, 0},
         {"kernel", 0, CLI_STR, &kernel, 0, 0, 0},
         {"trace", 0, CLI_STR, &trace, 0, 0, 0},
@@ -130,6 +133,8 @@ int sim_replay(int argc, char **argv)
     if (sched)
         cfg.sched = sched;
     cfg.trace_path = trace;
+    if (models)
+        cfg.perfmodel_dir = models;
     double wall0 = cli_now();
     if ((rc = tsr_init(&cfg)) != TSR_OK) {
         tsr_lab_free(g);
