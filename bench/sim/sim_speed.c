@@ -1,11 +1,14 @@
 /* bench/sim/sim_speed.c — how fast the simulator itself runs: tasks
- * simulated per second of wall time, for N independent tasks and a tiled
- * GEMM graph, under the eager and dmda policies, on a phantom 8-GPU node
- * (written here, or a platform file given as the first argument).
+ * simulated per second of wall time, for N independent tasks, a tiled GEMM
+ * graph and a GPT-2 training step (the model of nn/, through its public
+ * API, as tools/tessera-sim.c drives it), under the eager and dmda
+ * policies, on a phantom 8-GPU node (written here, or a platform file given
+ * as the first argument).
  *
  * Prints a table and one JSON line per case. Never asserts a speed: it
  * measures (docs/benchmarks.md).
  */
+#include <tessera/gpt2.h>
 #include <tessera/tessera.h>
 
 #include "bench_util.h"
@@ -132,6 +135,66 @@ static int gemm(int nt)
     return rc;
 }
 
+/* Tasks every worker has run so far. */
+static long tasks_run(void)
+{
+    long n = 0;
+    for (int w = 0; w < tsr_worker_count(); w++) {
+        tsr_worker_stats_t s;
+        if (tsr_worker_stats(w, &s) == TSR_OK)
+            n += (long)s.tasks;
+    }
+    return n;
+}
+
+/* One GPT-2 training step of the 124M shape (12 layers of 768 channels, 8
+ * sequences of 1024 tokens) on small tiles (256 tokens, 1024 vocabulary
+ * entries, 768 hidden: the CPU rule, docs/gpt2.md), so that the graph has
+ * many tasks: zero the gradients, `micro` micro-batches of forward and
+ * backward, AdamW. The model's creation is not timed (*t0 is set after
+ * it); *tasks is what the step ran. */
+static int gpt2_step(int micro, double *t0, long *tasks)
+{
+    tsr_gpt2_config_t cfg;
+    tsr_gpt2_config_default(&cfg);
+    cfg.layers = 12;
+    cfg.channels = 768;
+    cfg.heads = 12;
+    cfg.tile_tokens = 256;
+    cfg.tile_vocab = 1024;
+    cfg.tile_hidden = 768;
+    enum { B = 8, T = 1024 };
+    tsr_gpt2_t *m = NULL;
+    int rc = tsr_gpt2_create(&m, &cfg, B, T);
+    if (rc != TSR_OK)
+        return rc;
+    int32_t *tok = calloc((size_t)B * T, sizeof *tok); /* token 0: data is phantom */
+    if (!tok) {
+        tsr_gpt2_free(m);
+        return TSR_ENOMEM;
+    }
+    rc = tsr_wait_all();
+    long before = tasks_run();
+    *t0 = bench_now();
+    if (rc == TSR_OK)
+        rc = tsr_gpt2_zero_grad(m);
+    for (int k = 0; rc == TSR_OK && k < micro; k++) {
+        rc = tsr_gpt2_forward(m, tok, tok, NULL);
+        if (rc == TSR_OK)
+            rc = tsr_gpt2_backward(m, 1.0f / (float)micro);
+    }
+    tsr_adamw_config_t opt;
+    tsr_adamw_config_default(&opt);
+    if (rc == TSR_OK)
+        rc = tsr_gpt2_step(m, &opt, 1e-4f, NULL);
+    if (rc == TSR_OK)
+        rc = tsr_wait_all();
+    *tasks = tasks_run() - before;
+    free(tok);
+    tsr_gpt2_free(m);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     char path[128];
@@ -142,20 +205,25 @@ int main(int argc, char **argv)
     }
     long nindep = getenv("SIM_SPEED_TASKS") ? atol(getenv("SIM_SPEED_TASKS")) : 200000;
     int nt = getenv("SIM_SPEED_NT") ? atoi(getenv("SIM_SPEED_NT")) : 40;
+    int micro = getenv("SIM_SPEED_MICRO") ? atoi(getenv("SIM_SPEED_MICRO")) : 2;
     const char *scheds[] = {"eager", "dmda"};
-    result_t res[4];
+    const char *graphs[] = {"independent", "gemm", "gpt2"};
+    result_t res[6];
     int nres = 0;
-    for (int g = 0; g < 2; g++)
+    for (int g = 0; g < 3; g++)
         for (int s = 0; s < 2; s++) {
             result_t *r = &res[nres++];
-            r->graph = g == 0 ? "independent" : "gemm";
+            r->graph = graphs[g];
             r->sched = scheds[s];
             r->tasks = g == 0 ? nindep : (long)nt * nt * nt;
             r->rc = start(platform, scheds[s]);
             if (r->rc != TSR_OK)
                 return 1;
             double t0 = bench_now();
-            r->rc = g == 0 ? independent(nindep) : gemm(nt);
+            if (g == 2)
+                r->rc = gpt2_step(micro, &t0, &r->tasks);
+            else
+                r->rc = g == 0 ? independent(nindep) : gemm(nt);
             r->sim_s = tsr_time();
             r->wall_s = bench_now() - t0;
             if (r->rc != TSR_OK)
@@ -163,10 +231,10 @@ int main(int argc, char **argv)
             tsr_shutdown();
         }
     printf("simulator speed on %s (load %.2f)\n", platform, bench_loadavg());
-    printf("%-12s %-6s %9s %9s %12s %12s\n", "graph", "sched", "tasks", "wall_s", "tasks/s",
+    printf("%-12s %-6s %9s %9s %12s %14s\n", "graph", "sched", "tasks", "wall_s", "tasks/s",
            "simulated_s");
     for (int i = 0; i < nres; i++)
-        printf("%-12s %-6s %9ld %9.3f %12.0f %12.6f\n", res[i].graph, res[i].sched, res[i].tasks,
+        printf("%-12s %-6s %9ld %9.3f %12.0f %14.9f\n", res[i].graph, res[i].sched, res[i].tasks,
                res[i].wall_s, res[i].tasks / res[i].wall_s, res[i].sim_s);
     for (int i = 0; i < nres; i++) {
         char rate[32], sim[32];
