@@ -89,11 +89,13 @@ struct tsr_entry {
     bool zero;          /* never written: every node may zero-fill */
     bool dead;          /* freed by the owner; replicas go when copies end */
     atomic_int refs;    /* the owner + fetches in flight */
-    /* tsr__entry_nodes's answer, published under the entry lock after
-     * every change of a replica's state or fetch or of `zero` (policies
-     * ask it for every worker of every task they place; a lock and a walk
-     * of the replicas each time was a twentieth of a simulated dmda run) */
-    atomic_uint nodes;
+    /* tsr__entry_nodes's answer, cached: bit 32 set and the mask below
+     * it, or 0 (to compute, under the entry lock). Every change of a
+     * replica's state or fetch or of `zero` clears it under the entry
+     * lock. Policies ask it for every worker of every task they place: a
+     * lock and a walk of the replicas each time was a twentieth of a
+     * simulated dmda run. */
+    _Atomic uint64_t nodes;
     int nnodes;
     tsr_replica_t rep[];
 };
@@ -120,20 +122,11 @@ static int count_valid(const tsr_entry_t *e)
     return n;
 }
 
-/* The nodes holding e's data or about to (a fetch in flight); every node
- * while it was never written and nothing is valid. Entry lock held (or
- * e not yet shared). */
-static void nodes_publish(tsr_entry_t *e)
+/* e's replicas or `zero` changed: its node mask is to compute again.
+ * Entry lock held (or e not yet shared). */
+static void nodes_changed(tsr_entry_t *e)
 {
-    uint32_t m = 0;
-    if (e->zero && count_valid(e) == 0) {
-        m = e->nnodes >= 32 ? ~0u : (1u << e->nnodes) - 1;
-    } else {
-        for (int j = 0; j < e->nnodes && j < 32; j++)
-            if (valid(&e->rep[j]) || e->rep[j].fetch)
-                m |= 1u << j;
-    }
-    atomic_store_explicit(&e->nodes, m, memory_order_release);
+    atomic_store_explicit(&e->nodes, 0, memory_order_release);
 }
 
 /* When one valid copy is left, it is the modified one (MSI). */
@@ -144,7 +137,7 @@ static void relabel(tsr_entry_t *e)
     for (int j = 0; j < e->nnodes; j++)
         if (valid(&e->rep[j]))
             e->rep[j].state = ST_M;
-    nodes_publish(e);
+    nodes_changed(e);
 }
 
 static void kick(tsr_node_t *n);
@@ -350,7 +343,7 @@ static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand,
     r->ptr = p;
     r->alloc = true;
     r->state = ST_I;
-    nodes_publish(e);
+    nodes_changed(e);
     order_link(n, r, true);
     pthread_mutex_unlock(&n->lock);
     return TSR_OK;
@@ -366,7 +359,7 @@ static void rep_free_locked(tsr_node_t *n, tsr_replica_t *r, size_t size)
     r->alloc = false;
     r->state = ST_I;
     r->prefetched = r->wont_use = false;
-    nodes_publish(r->entry);
+    nodes_changed(r->entry);
 }
 
 /* Entry lock held. */
@@ -467,7 +460,7 @@ tsr_entry_t *tsr__entry_new(void *host_ptr, size_t size)
         e->rep[0].user = true;
         e->rep[0].state = ST_M;
     }
-    nodes_publish(e);
+    nodes_changed(e);
     return e;
 }
 
@@ -489,9 +482,25 @@ void tsr__entry_inspect(tsr_entry_t *e, int nd, tsr_replica_info_t *out)
     pthread_mutex_unlock(&e->lock);
 }
 
+/* The nodes holding e's data or about to (a fetch in flight); every node
+ * while it was never written and nothing is valid. */
 uint32_t tsr__entry_nodes(tsr_entry_t *e)
 {
-    return atomic_load_explicit(&e->nodes, memory_order_acquire);
+    uint64_t v = atomic_load_explicit(&e->nodes, memory_order_acquire);
+    if (v >> 32)
+        return (uint32_t)v;
+    uint32_t m = 0;
+    pthread_mutex_lock(&e->lock);
+    if (e->zero && count_valid(e) == 0) {
+        m = e->nnodes >= 32 ? ~0u : (1u << e->nnodes) - 1;
+    } else {
+        for (int j = 0; j < e->nnodes && j < 32; j++)
+            if (valid(&e->rep[j]) || e->rep[j].fetch)
+                m |= 1u << j;
+    }
+    atomic_store_explicit(&e->nodes, (uint64_t)1 << 32 | m, memory_order_release);
+    pthread_mutex_unlock(&e->lock);
+    return m;
 }
 
 /* The last reference went (no lock held): free what is left and let
@@ -569,7 +578,7 @@ static void fetch_resume(fetch_t *f)
     int rc = fetch_route(f, err);
     if (rc != TSR_OK) {
         e->rep[f->dst].fetch = NULL;
-        nodes_publish(e);
+        nodes_changed(e);
     }
     pthread_mutex_unlock(&e->lock);
     if (rc != TSR_OK) {
@@ -712,7 +721,7 @@ static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *e
         return rc;
     }
     R->fetch = f;
-    nodes_publish(e);
+    nodes_changed(e);
     pin(R);
     atomic_fetch_add(&e->refs, 1);
     atomic_fetch_add(&node(dst)->fetches, 1);
@@ -773,7 +782,7 @@ static void fetch_copy_done(void *arg, int status)
         status = FETCH_STALE;
     }
     R->fetch = NULL;
-    nodes_publish(e);
+    nodes_changed(e);
     pthread_mutex_unlock(&e->lock);
     fetch_finish(f, status, f->copy.err);
 }
@@ -794,7 +803,7 @@ static void fetch_host_ready(void *arg, int k, int status, const char *err)
     }
     if (status != TSR_OK) {
         e->rep[f->dst].fetch = NULL;
-        nodes_publish(e);
+        nodes_changed(e);
     }
     pthread_mutex_unlock(&e->lock);
     if (status != TSR_OK) {
@@ -1159,7 +1168,7 @@ static void start_fetches(tsr_mem_req_t *r)
             if (!n->ops->alloc_zeroed) /* zeros on the host: no engine */
                 memset(R->ptr, 0, e->size);
             R->state = ST_S;
-            nodes_publish(e);
+            nodes_changed(e);
             atomic_fetch_add(&n->zero_fills, 1);
             need_fetch = false;
         }
@@ -1384,7 +1393,7 @@ static void publish_write(tsr_entry_t *e, int nd, bool *kick_node)
         }
     }
     e->rep[nd].state = ST_M;
-    nodes_publish(e);
+    nodes_changed(e);
 }
 
 void tsr__mem_publish(tsr_mem_req_t *r)
@@ -1530,7 +1539,7 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
         if (!n->ops->alloc_zeroed)
             memset(R->ptr, 0, e->size);
         R->state = ST_S;
-        nodes_publish(e);
+        nodes_changed(e);
     } else {
         (void)fetch_start(e, nd, (waiter_t){NULL, NULL, 0}, false, err);
     }
@@ -1555,7 +1564,7 @@ void tsr__mem_invalidate(tsr_entry_t *e)
             order_move(j, R, false); /* stale: the first to go */
         }
     }
-    nodes_publish(e);
+    nodes_changed(e);
     pthread_mutex_unlock(&e->lock);
     for (int j = 0; j < nnodes(); j++)
         if (kicks[j])
