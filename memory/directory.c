@@ -89,6 +89,13 @@ struct tsr_entry {
     bool zero;          /* never written: every node may zero-fill */
     bool dead;          /* freed by the owner; replicas go when copies end */
     atomic_int refs;    /* the owner + fetches in flight */
+    /* tsr__entry_nodes's answer, cached: bit 32 set and the mask below
+     * it, or 0 (to compute, under the entry lock). Every change of a
+     * replica's state or fetch or of `zero` clears it under the entry
+     * lock. Policies ask it for every worker of every task they place: a
+     * lock and a walk of the replicas each time was a twentieth of a
+     * simulated dmda run. */
+    _Atomic uint64_t nodes;
     int nnodes;
     tsr_replica_t rep[];
 };
@@ -115,6 +122,13 @@ static int count_valid(const tsr_entry_t *e)
     return n;
 }
 
+/* e's replicas or `zero` changed: its node mask is to compute again.
+ * Entry lock held (or e not yet shared). */
+static void nodes_changed(tsr_entry_t *e)
+{
+    atomic_store_explicit(&e->nodes, 0, memory_order_release);
+}
+
 /* When one valid copy is left, it is the modified one (MSI). */
 static void relabel(tsr_entry_t *e)
 {
@@ -123,6 +137,7 @@ static void relabel(tsr_entry_t *e)
     for (int j = 0; j < e->nnodes; j++)
         if (valid(&e->rep[j]))
             e->rep[j].state = ST_M;
+    nodes_changed(e);
 }
 
 static void kick(tsr_node_t *n);
@@ -328,6 +343,7 @@ static int rep_alloc(tsr_entry_t *e, int nd, bool reserved, bool demand,
     r->ptr = p;
     r->alloc = true;
     r->state = ST_I;
+    nodes_changed(e);
     order_link(n, r, true);
     pthread_mutex_unlock(&n->lock);
     return TSR_OK;
@@ -343,6 +359,7 @@ static void rep_free_locked(tsr_node_t *n, tsr_replica_t *r, size_t size)
     r->alloc = false;
     r->state = ST_I;
     r->prefetched = r->wont_use = false;
+    nodes_changed(r->entry);
 }
 
 /* Entry lock held. */
@@ -443,6 +460,7 @@ tsr_entry_t *tsr__entry_new(void *host_ptr, size_t size)
         e->rep[0].user = true;
         e->rep[0].state = ST_M;
     }
+    nodes_changed(e);
     return e;
 }
 
@@ -464,8 +482,13 @@ void tsr__entry_inspect(tsr_entry_t *e, int nd, tsr_replica_info_t *out)
     pthread_mutex_unlock(&e->lock);
 }
 
+/* The nodes holding e's data or about to (a fetch in flight); every node
+ * while it was never written and nothing is valid. */
 uint32_t tsr__entry_nodes(tsr_entry_t *e)
 {
+    uint64_t v = atomic_load_explicit(&e->nodes, memory_order_acquire);
+    if (v >> 32)
+        return (uint32_t)v;
     uint32_t m = 0;
     pthread_mutex_lock(&e->lock);
     if (e->zero && count_valid(e) == 0) {
@@ -475,6 +498,7 @@ uint32_t tsr__entry_nodes(tsr_entry_t *e)
             if (valid(&e->rep[j]) || e->rep[j].fetch)
                 m |= 1u << j;
     }
+    atomic_store_explicit(&e->nodes, (uint64_t)1 << 32 | m, memory_order_release);
     pthread_mutex_unlock(&e->lock);
     return m;
 }
@@ -552,8 +576,10 @@ static void fetch_resume(fetch_t *f)
     char err[TSR_MEM_ERR];
     pthread_mutex_lock(&e->lock);
     int rc = fetch_route(f, err);
-    if (rc != TSR_OK)
+    if (rc != TSR_OK) {
         e->rep[f->dst].fetch = NULL;
+        nodes_changed(e);
+    }
     pthread_mutex_unlock(&e->lock);
     if (rc != TSR_OK) {
         snprintf(f->copy.err, sizeof f->copy.err, "%s", err);
@@ -695,6 +721,7 @@ static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *e
         return rc;
     }
     R->fetch = f;
+    nodes_changed(e);
     pin(R);
     atomic_fetch_add(&e->refs, 1);
     atomic_fetch_add(&node(dst)->fetches, 1);
@@ -755,6 +782,7 @@ static void fetch_copy_done(void *arg, int status)
         status = FETCH_STALE;
     }
     R->fetch = NULL;
+    nodes_changed(e);
     pthread_mutex_unlock(&e->lock);
     fetch_finish(f, status, f->copy.err);
 }
@@ -773,8 +801,10 @@ static void fetch_host_ready(void *arg, int k, int status, const char *err)
         status = fetch_route(f, msg);
         err = msg;
     }
-    if (status != TSR_OK)
+    if (status != TSR_OK) {
         e->rep[f->dst].fetch = NULL;
+        nodes_changed(e);
+    }
     pthread_mutex_unlock(&e->lock);
     if (status != TSR_OK) {
         if (err != f->copy.err)
@@ -1138,6 +1168,7 @@ static void start_fetches(tsr_mem_req_t *r)
             if (!n->ops->alloc_zeroed) /* zeros on the host: no engine */
                 memset(R->ptr, 0, e->size);
             R->state = ST_S;
+            nodes_changed(e);
             atomic_fetch_add(&n->zero_fills, 1);
             need_fetch = false;
         }
@@ -1362,6 +1393,7 @@ static void publish_write(tsr_entry_t *e, int nd, bool *kick_node)
         }
     }
     e->rep[nd].state = ST_M;
+    nodes_changed(e);
 }
 
 void tsr__mem_publish(tsr_mem_req_t *r)
@@ -1507,6 +1539,7 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
         if (!n->ops->alloc_zeroed)
             memset(R->ptr, 0, e->size);
         R->state = ST_S;
+        nodes_changed(e);
     } else {
         (void)fetch_start(e, nd, (waiter_t){NULL, NULL, 0}, false, err);
     }
@@ -1531,6 +1564,7 @@ void tsr__mem_invalidate(tsr_entry_t *e)
             order_move(j, R, false); /* stale: the first to go */
         }
     }
+    nodes_changed(e);
     pthread_mutex_unlock(&e->lock);
     for (int j = 0; j < nnodes(); j++)
         if (kicks[j])

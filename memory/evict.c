@@ -15,6 +15,9 @@ void tsr__evict_fini(tsr_evict_order_t *o)
     free(o->v);
     o->v = NULL;
     o->n = o->cap = 0;
+    free(o->dirty);
+    o->dirty = NULL;
+    o->ndirty = o->capdirty = 0;
 }
 
 bool tsr__evict_before(const tsr_evict_order_t *o, const tsr_evict_item_t *a,
@@ -74,12 +77,64 @@ static void fix(tsr_evict_order_t *o, tsr_evict_item_t *it)
         sift_down(o, i);
 }
 
-static void stamp(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
+/* Take it off the dirty list with its pending key applied to the item
+ * (not to the heap: the caller fixes it, or removes it). */
+static void undirty(tsr_evict_order_t *o, tsr_evict_item_t *it)
+{
+    if (!it->dirty)
+        return;
+    it->next_use = it->p_next_use;
+    it->stamp = it->p_stamp;
+    it->tier = it->p_tier;
+    it->dirty = false;
+    tsr_evict_item_t *last = o->dirty[--o->ndirty];
+    if (last != it) {
+        o->dirty[it->dpos] = last;
+        last->dpos = it->dpos;
+    }
+}
+
+/* Every pending key into the heap. */
+static void sync(tsr_evict_order_t *o)
+{
+    while (o->ndirty > 0) {
+        tsr_evict_item_t *it = o->dirty[o->ndirty - 1];
+        undirty(o, it);
+        fix(o, it);
+    }
+}
+
+/* Make it dirty (its pending key a copy of its key, for the caller to
+ * change). Returns false when the dirty list cannot grow: the caller
+ * changes the key in place and fixes the heap at once. */
+static bool dirty(tsr_evict_order_t *o, tsr_evict_item_t *it)
+{
+    if (it->dirty)
+        return true;
+    if (o->ndirty == o->capdirty) {
+        uint32_t cap = o->capdirty ? o->capdirty * 2 : 64;
+        tsr_evict_item_t **d = realloc(o->dirty, (size_t)cap * sizeof *d);
+        if (!d)
+            return false;
+        o->dirty = d;
+        o->capdirty = cap;
+    }
+    it->p_next_use = it->next_use;
+    it->p_stamp = it->stamp;
+    it->p_tier = it->tier;
+    it->dirty = true;
+    it->dpos = o->ndirty;
+    o->dirty[o->ndirty++] = it;
+    return true;
+}
+
+/* A fresh stamp (tier 0: the latest first, the head of the list it
+ * replaces). */
+static void new_stamp(tsr_evict_order_t *o, bool matters, uint8_t *tier, uint64_t *stamp)
 {
     uint64_t c = ++o->clock;
-    it->tier = matters ? 1 : 0;
-    /* tier 0: the latest first (the head of the list it replaces) */
-    it->stamp = matters ? c : UINT64_MAX - c;
+    *tier = matters ? 1 : 0;
+    *stamp = matters ? c : UINT64_MAX - c;
 }
 
 bool tsr__evict_insert(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
@@ -92,7 +147,8 @@ bool tsr__evict_insert(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
         o->v = v;
         o->cap = cap;
     }
-    stamp(o, it, matters);
+    it->dirty = false; /* not in the order: not in its dirty list */
+    new_stamp(o, matters, &it->tier, &it->stamp);
     put(o, o->n++, it);
     sift_up(o, it->idx);
     return true;
@@ -100,6 +156,7 @@ bool tsr__evict_insert(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
 
 void tsr__evict_remove(tsr_evict_order_t *o, tsr_evict_item_t *it)
 {
+    undirty(o, it);
     uint32_t i = it->idx;
     it->idx = TSR_EVICT_NOWHERE;
     tsr_evict_item_t *last = o->v[--o->n];
@@ -111,17 +168,33 @@ void tsr__evict_remove(tsr_evict_order_t *o, tsr_evict_item_t *it)
 
 void tsr__evict_touch(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
 {
-    stamp(o, it, matters);
+    if (dirty(o, it)) {
+        new_stamp(o, matters, &it->p_tier, &it->p_stamp);
+        return;
+    }
+    new_stamp(o, matters, &it->tier, &it->stamp);
     fix(o, it);
 }
 
 void tsr__evict_set_next_use(tsr_evict_order_t *o, tsr_evict_item_t *it, uint64_t next_use)
 {
+    if (it->dirty) {
+        it->p_next_use = next_use;
+        return;
+    }
     if (it->next_use == next_use)
         return;
+    /* not in the key: in place */
+    if (o->rule != TSR_MEM_EVICT_WINDOW || it->tier != 1 || it->idx == TSR_EVICT_NOWHERE) {
+        it->next_use = next_use;
+        return;
+    }
+    if (dirty(o, it)) {
+        it->p_next_use = next_use;
+        return;
+    }
     it->next_use = next_use;
-    if (o->rule == TSR_MEM_EVICT_WINDOW && it->tier == 1)
-        fix(o, it);
+    fix(o, it);
 }
 
 /* ---- visits ------------------------------------------------------------ */
@@ -182,8 +255,9 @@ static uint32_t f_pop(const tsr_evict_order_t *o, tsr_evict_visit_t *v)
     return top;
 }
 
-void tsr__evict_visit_start(const tsr_evict_order_t *o, tsr_evict_visit_t *v)
+void tsr__evict_visit_start(tsr_evict_order_t *o, tsr_evict_visit_t *v)
 {
+    sync(o);
     if (!v->f) {
         v->f = v->inl;
         v->cap = sizeof v->inl / sizeof v->inl[0];
@@ -206,7 +280,7 @@ tsr_evict_item_t *tsr__evict_visit_next(const tsr_evict_order_t *o, tsr_evict_vi
     return o->v[pos];
 }
 
-void tsr__evict_visit_removed(const tsr_evict_order_t *o, tsr_evict_visit_t *v)
+void tsr__evict_visit_removed(tsr_evict_order_t *o, tsr_evict_visit_t *v)
 {
     tsr__evict_visit_start(o, v);
 }

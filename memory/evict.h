@@ -29,19 +29,35 @@
 
 #define TSR_EVICT_NOWHERE UINT32_MAX
 
-/* A copy's place in the order (embedded in the replica). */
+/* A copy's place in the order (embedded in the replica): its key as the
+ * heap holds it, and the key it will have once the pending changes are
+ * applied (while dirty). */
 typedef struct tsr_evict_item {
     uint64_t next_use;  /* the entry's next use (TSR_NEXT_USE_NONE: none) */
     uint64_t stamp;     /* use counter at the last move (see tier) */
+    uint64_t p_next_use, p_stamp; /* the pending key (dirty) */
     uint32_t idx;       /* heap position, TSR_EVICT_NOWHERE: not ordered */
+    uint32_t dpos;      /* position in the order's dirty list (dirty) */
     uint8_t tier;       /* 0: contents no longer matter; 1: the others */
+    uint8_t p_tier;
+    bool dirty;         /* its pending key waits in the dirty list */
 } tsr_evict_item_t;
 
+/* Key changes (touches, next uses) reach the heap lazily: a copy's key
+ * changes at every use and at every completion of a task that uses its
+ * entry, and a heap fix per change (O(log n) cache misses) cost more than
+ * anything else in a simulated run, while only evictions read the order.
+ * A changed copy goes to the dirty list with its new key; a visit applies
+ * every pending key first (a removal applies the copy's own). Keys are
+ * unique (the stamps), so the order a visit sees does not depend on when
+ * the heap was fixed. */
 typedef struct tsr_evict_order {
     tsr_evict_item_t **v;
     uint32_t n, cap;
     int rule;           /* TSR_MEM_EVICT_… */
     uint64_t clock;     /* the node's use counter */
+    tsr_evict_item_t **dirty;
+    uint32_t ndirty, capdirty;
 } tsr_evict_order_t;
 
 void tsr__evict_init(tsr_evict_order_t *o, int rule);
@@ -71,10 +87,11 @@ typedef struct tsr_evict_visit {
     uint32_t inl[64];
 } tsr_evict_visit_t;
 
-void tsr__evict_visit_start(const tsr_evict_order_t *o, tsr_evict_visit_t *v);
+/* Starting a visit applies the pending next uses. */
+void tsr__evict_visit_start(tsr_evict_order_t *o, tsr_evict_visit_t *v);
 /* The next item, or NULL at the end. */
 tsr_evict_item_t *tsr__evict_visit_next(const tsr_evict_order_t *o, tsr_evict_visit_t *v);
-void tsr__evict_visit_removed(const tsr_evict_order_t *o, tsr_evict_visit_t *v);
+void tsr__evict_visit_removed(tsr_evict_order_t *o, tsr_evict_visit_t *v);
 void tsr__evict_visit_end(tsr_evict_visit_t *v);
 
 #endif

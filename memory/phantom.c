@@ -161,14 +161,19 @@ static void *ph_alloc(tsr_node_t *n, size_t size)
 }
 
 /* Give the pages back (the piece reads as zeros again) and keep the range
- * for the next allocation of its size. */
+ * for the next allocation of its size. An accelerator's piece outside exec
+ * mode was never touched (no kernel runs, no copy copies, and only host
+ * replicas are ever mapped for the application): it has no page to give
+ * back, and the madvise call per freed replica was a tenth of a simulated
+ * GPT-2 step. */
 static void ph_free(tsr_node_t *n, void *ptr, size_t size)
 {
     ph_node_t *p = n->impl;
     if (!ptr)
         return;
     size_t sz = round_page(size ? size : 1);
-    (void)madvise(ptr, sz, MADV_DONTNEED);
+    if (ph.cfg.exec || p->acc < 0)
+        (void)madvise(ptr, sz, MADV_DONTNEED);
     int i = class_find(p, sz);
     if (i < 0) {
         if (p->ncls == p->capcls) {

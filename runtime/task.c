@@ -8,6 +8,7 @@
  */
 #include "runtime/driver.h"
 #include "runtime/internal.h"
+#include "runtime/taskmem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@ static void free_list(tsr_task_t t)
     while (t) {
         tsr_task_t n = t->free_next;
         pthread_mutex_destroy(&t->lock);
-        free(t);
+        tsr__taskmem_free(t);
         t = n;
     }
 }
@@ -89,7 +90,7 @@ static tsr_task_t task_alloc(void)
             tl_cached--;
     }
     if (!t) {
-        t = aligned_alloc(64, (sizeof *t + 63) & ~(size_t)63);
+        t = tsr__taskmem_alloc(sizeof *t);
         if (!t)
             return NULL;
         pthread_mutex_init(&t->lock, NULL);

@@ -51,6 +51,7 @@ typedef struct dmw {
     int ntaken;            /* heft: tasks taken, not done */
     atomic_long n;         /* tasks waiting for it */
     int node;
+    int kind;              /* TSR_DEVICE_… */
     int exploring;         /* tasks placed here to calibrate, not done */
 } dmw_t;
 
@@ -99,6 +100,7 @@ static int dm_open(tsr_sched_t *s, bool heft)
     pthread_mutex_init(&d->m, NULL);
     for (int i = 0; i < nw; i++) {
         d->w[i].node = tsr_sched_worker_node(s, i);
+        d->w[i].kind = tsr_sched_worker_device(s, i);
         if (heft) {
             /* A worker's plan never holds more than every planned task. */
             d->w[i].tl.cap = nw * LOOKAHEAD + 1;
@@ -150,18 +152,61 @@ static double avail(const dm_t *d, int i, double now)
 }
 
 /* Where t finishes first. Policy lock held. */
+/* One task's estimates for every worker: a task's length depends only on
+ * the worker's device kind, and its transfer only on the worker's memory
+ * node (both read the same models and directory within one placement), so
+ * each is asked once per kind or node, not once per worker. */
+typedef struct memo {
+    double len[TSR_DEVICE_KINDS];
+    bool has_len[TSR_DEVICE_KINDS];
+    double xfer[MAX_NODES];
+    bool has_xfer[MAX_NODES];
+} memo_t;
+
+static void memo_init(memo_t *m)
+{
+    memset(m->has_len, 0, sizeof m->has_len);
+    memset(m->has_xfer, 0, sizeof m->has_xfer);
+}
+
+static double memo_length(memo_t *m, const dm_t *d, tsr_sched_t *s, tsr_task_t t, int i)
+{
+    int k = d->w[i].kind;
+    if (k < 0 || k >= TSR_DEVICE_KINDS)
+        return tsr_sched_expected_length(s, t, i);
+    if (!m->has_len[k]) {
+        m->len[k] = tsr_sched_expected_length(s, t, i);
+        m->has_len[k] = true;
+    }
+    return m->len[k];
+}
+
+static double memo_transfer(memo_t *m, const dm_t *d, tsr_sched_t *s, tsr_task_t t, int i)
+{
+    int n = d->w[i].node;
+    if (n < 0 || n >= MAX_NODES)
+        return tsr_sched_expected_transfer(s, t, i);
+    if (!m->has_xfer[n]) {
+        m->xfer[n] = tsr_sched_expected_transfer(s, t, i);
+        m->has_xfer[n] = true;
+    }
+    return m->xfer[n];
+}
+
 static place_t choose(dm_t *d, tsr_sched_t *s, tsr_task_t t, double now)
 {
     place_t best = {.worker = -1}, explore = {.worker = -1};
     double best_fin = INFINITY;
     int least = -1; /* least loaded worker that can run t */
+    memo_t memo;
+    memo_init(&memo);
     for (int i = 0; i < d->nw; i++) {
         if (!tsr_task_runs_on(t, s, i))
             continue;
         dmw_t *w = &d->w[i];
         if (least < 0 || atomic_load(&w->n) < atomic_load(&d->w[least].n))
             least = i;
-        double len = tsr_sched_expected_length(s, t, i);
+        double len = memo_length(&memo, d, s, t, i);
         if (isnan(len)) {
             /* Unknown here: calibrate, one task at a time per worker. */
             if (w->exploring == 0 &&
@@ -170,7 +215,7 @@ static place_t choose(dm_t *d, tsr_sched_t *s, tsr_task_t t, double now)
                 explore.worker = i;
             continue;
         }
-        double xfer = d->nnodes > 1 ? tsr_sched_expected_transfer(s, t, i) : 0;
+        double xfer = d->nnodes > 1 ? memo_transfer(&memo, d, s, t, i) : 0;
         double ready = xfer > 0 && w->node < MAX_NODES
                            ? maxd(now, d->link_free[w->node]) + xfer
                            : now;
@@ -461,8 +506,10 @@ static void heft_submitted(tsr_sched_t *s, tsr_task_t t)
     r->refs = 1;
     double sum = 0;
     int known = 0;
+    memo_t memo;
+    memo_init(&memo);
     for (int i = 0; i < d->nw; i++) {
-        double len = tsr_task_runs_on(t, s, i) ? tsr_sched_expected_length(s, t, i) : NAN;
+        double len = tsr_task_runs_on(t, s, i) ? memo_length(&memo, d, s, t, i) : NAN;
         if (!isnan(len)) {
             sum += len;
             known++;

@@ -173,6 +173,13 @@ static bool first_use(tsr_task_t t, int i)
     return true;
 }
 
+/* tsr_handle_nodes of buffer i, which t reads: its handle is t->data[i]
+ * (a task keeps the handles it uses registered), without the lookup. */
+static uint32_t nodes_of(tsr_task_t t, int i)
+{
+    return t->data[i] ? tsr__entry_nodes(t->data[i]->entry) : 0;
+}
+
 size_t tsr_task_bytes_on(tsr_task_t t, int node, size_t *total_read)
 {
     size_t on = 0, total = 0;
@@ -180,7 +187,7 @@ size_t tsr_task_bytes_on(tsr_task_t t, int node, size_t *total_read)
         if (!reads(t, i) || !first_use(t, i))
             continue;
         total += t->sizes[i];
-        if (node >= 0 && node < 32 && (tsr_handle_nodes(t->acc[i].handle) >> node & 1u))
+        if (node >= 0 && node < 32 && (nodes_of(t, i) >> node & 1u))
             on += t->sizes[i];
     }
     if (total_read)
@@ -220,7 +227,7 @@ double tsr_sched_expected_transfer(tsr_sched_t *s, tsr_task_t t, int worker)
     for (int i = 0; i < t->nbuffers; i++) {
         if (!reads(t, i) || !first_use(t, i))
             continue;
-        uint32_t m = tsr_handle_nodes(t->acc[i].handle);
+        uint32_t m = nodes_of(t, i);
         if (dst < 32 && (m >> dst & 1u))
             continue;
         /* From the cheapest node that has it. */

@@ -1,11 +1,14 @@
 /* bench/sim/sim_speed.c — how fast the simulator itself runs: tasks
- * simulated per second of wall time, for N independent tasks and a tiled
- * GEMM graph, under the eager and dmda policies, on a phantom 8-GPU node
- * (written here, or a platform file given as the first argument).
+ * simulated per second of wall time, for N independent tasks, a tiled GEMM
+ * graph and a GPT-2 training step (the model of nn/, through its public
+ * API, as tools/tessera-sim.c drives it), under the eager and dmda
+ * policies, on a phantom 8-GPU node (written here, or a platform file given
+ * as the first argument).
  *
  * Prints a table and one JSON line per case. Never asserts a speed: it
  * measures (docs/benchmarks.md).
  */
+#include <tessera/gpt2.h>
 #include <tessera/tessera.h>
 
 #include "bench_util.h"
@@ -65,7 +68,7 @@ static const char *write_platform(char *path, size_t n)
 typedef struct result {
     const char *graph, *sched;
     long tasks;
-    double wall_s, sim_s;
+    double wall_s, cpu_s, sim_s;
     int rc;
 } result_t;
 
@@ -132,6 +135,76 @@ static int gemm(int nt)
     return rc;
 }
 
+/* This thread's CPU time: the simulation runs on the caller's thread, and
+ * under load its CPU time moves less than the wall time does. */
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Tasks every worker has run so far. */
+static long tasks_run(void)
+{
+    long n = 0;
+    for (int w = 0; w < tsr_worker_count(); w++) {
+        tsr_worker_stats_t s;
+        if (tsr_worker_stats(w, &s) == TSR_OK)
+            n += (long)s.tasks;
+    }
+    return n;
+}
+
+/* One GPT-2 training step of the 124M shape (12 layers of 768 channels, 8
+ * sequences of 1024 tokens) on small tiles (256 tokens, 1024 vocabulary
+ * entries, 768 hidden: the CPU rule, docs/gpt2.md), so that the graph has
+ * many tasks: zero the gradients, `micro` micro-batches of forward and
+ * backward, AdamW. The model's creation is not timed (*t0 is set after
+ * it); *tasks is what the step ran. */
+static int gpt2_step(int micro, double *t0, double *c0, long *tasks)
+{
+    tsr_gpt2_config_t cfg;
+    tsr_gpt2_config_default(&cfg);
+    cfg.layers = 12;
+    cfg.channels = 768;
+    cfg.heads = 12;
+    cfg.tile_tokens = 256;
+    cfg.tile_vocab = 1024;
+    cfg.tile_hidden = 768;
+    enum { B = 8, T = 1024 };
+    tsr_gpt2_t *m = NULL;
+    int rc = tsr_gpt2_create(&m, &cfg, B, T);
+    if (rc != TSR_OK)
+        return rc;
+    int32_t *tok = calloc((size_t)B * T, sizeof *tok); /* token 0: data is phantom */
+    if (!tok) {
+        tsr_gpt2_free(m);
+        return TSR_ENOMEM;
+    }
+    rc = tsr_wait_all();
+    long before = tasks_run();
+    *t0 = bench_now();
+    *c0 = thread_cpu();
+    if (rc == TSR_OK)
+        rc = tsr_gpt2_zero_grad(m);
+    for (int k = 0; rc == TSR_OK && k < micro; k++) {
+        rc = tsr_gpt2_forward(m, tok, tok, NULL);
+        if (rc == TSR_OK)
+            rc = tsr_gpt2_backward(m, 1.0f / (float)micro);
+    }
+    tsr_adamw_config_t opt;
+    tsr_adamw_config_default(&opt);
+    if (rc == TSR_OK)
+        rc = tsr_gpt2_step(m, &opt, 1e-4f, NULL);
+    if (rc == TSR_OK)
+        rc = tsr_wait_all();
+    *tasks = tasks_run() - before;
+    free(tok);
+    tsr_gpt2_free(m);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     char path[128];
@@ -142,39 +215,53 @@ int main(int argc, char **argv)
     }
     long nindep = getenv("SIM_SPEED_TASKS") ? atol(getenv("SIM_SPEED_TASKS")) : 200000;
     int nt = getenv("SIM_SPEED_NT") ? atoi(getenv("SIM_SPEED_NT")) : 40;
+    int micro = getenv("SIM_SPEED_MICRO") ? atoi(getenv("SIM_SPEED_MICRO")) : 2;
     const char *scheds[] = {"eager", "dmda"};
-    result_t res[4];
+    const char *graphs[] = {"independent", "gemm", "gpt2"};
+    result_t res[6];
     int nres = 0;
-    for (int g = 0; g < 2; g++)
+    /* SIM_SPEED_ONLY=graph or graph/sched: one case (for a profiler) */
+    const char *only = getenv("SIM_SPEED_ONLY");
+    for (int g = 0; g < 3; g++)
         for (int s = 0; s < 2; s++) {
+            char name[32];
+            snprintf(name, sizeof name, "%s/%s", graphs[g], scheds[s]);
+            if (only && *only && strncmp(name, only, strlen(only)) != 0)
+                continue;
             result_t *r = &res[nres++];
-            r->graph = g == 0 ? "independent" : "gemm";
+            r->graph = graphs[g];
             r->sched = scheds[s];
             r->tasks = g == 0 ? nindep : (long)nt * nt * nt;
             r->rc = start(platform, scheds[s]);
             if (r->rc != TSR_OK)
                 return 1;
-            double t0 = bench_now();
-            r->rc = g == 0 ? independent(nindep) : gemm(nt);
+            double t0 = bench_now(), c0 = thread_cpu();
+            if (g == 2)
+                r->rc = gpt2_step(micro, &t0, &c0, &r->tasks);
+            else
+                r->rc = g == 0 ? independent(nindep) : gemm(nt);
             r->sim_s = tsr_time();
             r->wall_s = bench_now() - t0;
+            r->cpu_s = thread_cpu() - c0;
             if (r->rc != TSR_OK)
                 fprintf(stderr, "%s/%s: %s\n", r->graph, r->sched, tsr_error_message());
             tsr_shutdown();
         }
     printf("simulator speed on %s (load %.2f)\n", platform, bench_loadavg());
-    printf("%-12s %-6s %9s %9s %12s %12s\n", "graph", "sched", "tasks", "wall_s", "tasks/s",
-           "simulated_s");
+    printf("%-12s %-6s %9s %9s %12s %9s %12s %14s\n", "graph", "sched", "tasks", "wall_s",
+           "tasks/s", "cpu_s", "tasks/cpu_s", "simulated_s");
     for (int i = 0; i < nres; i++)
-        printf("%-12s %-6s %9ld %9.3f %12.0f %12.6f\n", res[i].graph, res[i].sched, res[i].tasks,
-               res[i].wall_s, res[i].tasks / res[i].wall_s, res[i].sim_s);
+        printf("%-12s %-6s %9ld %9.3f %12.0f %9.3f %12.0f %14.9f\n", res[i].graph, res[i].sched,
+               res[i].tasks, res[i].wall_s, res[i].tasks / res[i].wall_s, res[i].cpu_s,
+               res[i].tasks / res[i].cpu_s, res[i].sim_s);
     for (int i = 0; i < nres; i++) {
-        char rate[32], sim[32];
+        char rate[32], crate[32], sim[32];
         bench_json_num(rate, sizeof rate, res[i].rc == TSR_OK, res[i].tasks / res[i].wall_s);
+        bench_json_num(crate, sizeof crate, res[i].rc == TSR_OK, res[i].tasks / res[i].cpu_s);
         bench_json_num(sim, sizeof sim, res[i].rc == TSR_OK, res[i].sim_s);
         printf("{\"bench\": \"sim_speed\", \"graph\": \"%s\", \"sched\": \"%s\", \"tasks\": %ld, "
-               "\"tasks_per_s\": %s, \"simulated_s\": %s}\n",
-               res[i].graph, res[i].sched, res[i].tasks, rate, sim);
+               "\"tasks_per_s\": %s, \"tasks_per_cpu_s\": %s, \"simulated_s\": %s}\n",
+               res[i].graph, res[i].sched, res[i].tasks, rate, crate, sim);
     }
     if (argc <= 1)
         unlink(path);
