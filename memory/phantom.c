@@ -5,7 +5,9 @@
  *
  * Memory: each node reserves a range of address space (MAP_NORESERVE) a
  * few times its capacity and hands out page-aligned pieces of it (a bump
- * pointer, and exact-size free lists: tiles have few sizes). A freed piece
+ * pointer, and exact-size free lists: tiles have few sizes; once the range
+ * is used up, a larger freed piece is split, for graphs whose data have
+ * many sizes). A freed piece
  * is MADV_DONTNEED'ed, so it reads as zeros again and any page an
  * application wrote goes back to the system.
  *
@@ -140,8 +142,111 @@ static int class_find(ph_node_t *p, size_t size)
     return -1;
 }
 
+/* Keep the free piece at `off` of `sz` bytes for an allocation of its size
+ * (without memory for the list, the range is lost to reuse; nothing else
+ * is). */
+static void file_piece(ph_node_t *p, size_t off, size_t sz)
+{
+    int i = class_find(p, sz);
+    if (i < 0) {
+        if (p->ncls == p->capcls) {
+            int cap = p->capcls ? 2 * p->capcls : 8;
+            ph_class_t *v = realloc(p->cls, (size_t)cap * sizeof *v);
+            if (!v)
+                return;
+            p->cls = v;
+            p->capcls = cap;
+        }
+        i = p->ncls++;
+        p->cls[i] = (ph_class_t){.size = sz};
+    }
+    ph_class_t *c = &p->cls[i];
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 64;
+        size_t *v = realloc(c->off, cap * sizeof *v);
+        if (!v)
+            return;
+        c->off = v;
+        c->cap = cap;
+    }
+    c->off[c->n++] = off;
+}
+
+
+typedef struct { size_t off, size; } ph_extent_t;
+
+static int by_offset(const void *a, const void *b)
+{
+    const ph_extent_t *x = a, *y = b;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+/* Merge the freed pieces that touch into larger ones (those that reach the
+ * unused range give it back), and file them again by size. Runs only when
+ * the range is used up. false without memory (nothing changed). */
+static bool coalesce(ph_node_t *p)
+{
+    size_t total = 0;
+    for (int i = 0; i < p->ncls; i++)
+        total += p->cls[i].n;
+    if (total < 2)
+        return false;
+    ph_extent_t *e = malloc(total * sizeof *e);
+    if (!e)
+        return false;
+    size_t k = 0;
+    for (int i = 0; i < p->ncls; i++)
+        for (size_t j = 0; j < p->cls[i].n; j++)
+            e[k++] = (ph_extent_t){p->cls[i].off[j], p->cls[i].size};
+    qsort(e, total, sizeof *e, by_offset);
+    size_t m = 0;
+    for (size_t j = 0; j < total; j++) {
+        if (m && e[m - 1].off + e[m - 1].size == e[j].off)
+            e[m - 1].size += e[j].size;
+        else
+            e[m++] = e[j];
+    }
+    if (m && e[m - 1].off + e[m - 1].size == p->bump)
+        p->bump = e[--m].off;
+    for (int i = 0; i < p->ncls; i++)
+        p->cls[i].n = 0;
+    /* re-filing needs no more memory than the lists held, except for a
+     * merged size that has no class yet: those pieces stay lost to reuse
+     * if a class cannot be had (ph_free's rule) */
+    for (size_t j = 0; j < m; j++) {
+        int i = class_find(p, e[j].size);
+        if (i >= 0 && p->cls[i].n < p->cls[i].cap)
+            p->cls[i].off[p->cls[i].n++] = e[j].off;
+        else
+            file_piece(p, e[j].off, e[j].size);
+    }
+    free(e);
+    return true;
+}
+
+/* The unused range exhausted (a graph whose data have many distinct sizes,
+ * each freed piece waiting for its own size): the smallest freed piece
+ * larger than sz, split, the rest freed as a piece of its own size; NULL
+ * if there is none. */
+static void *split_larger(tsr_node_t *n, size_t sz)
+{
+    ph_node_t *p = n->impl;
+    int best = -1;
+    for (int i = 0; i < p->ncls; i++)
+        if (p->cls[i].n > 0 && p->cls[i].size > sz &&
+            (best < 0 || p->cls[i].size < p->cls[best].size))
+            best = i;
+    if (best < 0)
+        return NULL;
+    size_t whole = p->cls[best].size;
+    char *q = p->base + p->cls[best].off[--p->cls[best].n];
+    file_piece(p, (size_t)(q - p->base) + sz, whole - sz); /* page-rounded: the rest too */
+    return q;
+}
+
 /* A page-aligned piece of at least `size` bytes of the reservation:
- * a freed piece of that size if any, else the next unused range. */
+ * a freed piece of that size if any, else the next unused range, else a
+ * larger freed piece split. */
 static void *ph_alloc(tsr_node_t *n, size_t size)
 {
     ph_node_t *p = n->impl;
@@ -150,6 +255,15 @@ static void *ph_alloc(tsr_node_t *n, size_t size)
     if (i >= 0 && p->cls[i].n > 0)
         return p->base + p->cls[i].off[--p->cls[i].n];
     if (sz > p->reserve - p->bump) {
+        void *q = split_larger(n, sz);
+        if (!q && coalesce(p))
+            q = sz <= p->reserve - p->bump ? NULL : split_larger(n, sz);
+        if (!q && sz <= p->reserve - p->bump) {
+            q = p->base + p->bump;
+            p->bump += sz;
+        }
+        if (q)
+            return q;
         snprintf(p->why, sizeof p->why,
                  "the %zu-byte address range reserved for %s is exhausted "
                  "(%zu bytes handed out)", p->reserve, n->name, p->bump);
@@ -174,29 +288,7 @@ static void ph_free(tsr_node_t *n, void *ptr, size_t size)
     size_t sz = round_page(size ? size : 1);
     if (ph.cfg.exec || p->acc < 0)
         (void)madvise(ptr, sz, MADV_DONTNEED);
-    int i = class_find(p, sz);
-    if (i < 0) {
-        if (p->ncls == p->capcls) {
-            int cap = p->capcls ? 2 * p->capcls : 8;
-            ph_class_t *v = realloc(p->cls, (size_t)cap * sizeof *v);
-            if (!v)
-                return; /* the range is lost to reuse; nothing else is */
-            p->cls = v;
-            p->capcls = cap;
-        }
-        i = p->ncls++;
-        p->cls[i] = (ph_class_t){.size = sz};
-    }
-    ph_class_t *c = &p->cls[i];
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 64;
-        size_t *v = realloc(c->off, cap * sizeof *v);
-        if (!v)
-            return;
-        c->off = v;
-        c->cap = cap;
-    }
-    c->off[c->n++] = (size_t)((char *)ptr - p->base);
+    file_piece(p, (size_t)((char *)ptr - p->base), sz);
 }
 
 static const char *ph_alloc_error(tsr_node_t *n)

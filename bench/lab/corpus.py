@@ -282,7 +282,7 @@ def write_dot(path, tasks, ccr):
 
 def make_dot(outdir):
     os.makedirs(outdir, exist_ok=True)
-    specs = [(100, 0.5, 0.3, 0.9, 2, 0.01, 1), (300, 0.8, 0.2, 0.5, 3, 0.05, 2),
+    specs = [(100, 0.5, 0.3, 0.9, 2, 0.01, 1), (300, 0.8, 0.2, 0.5, 3, 0.002, 2),
              (1000, 1.0, 0.1, 0.9, 1, 0.001, 3)]
     for n, fat, density, regular, jump, ccr, seed in specs:
         rng = random.Random(seed)
