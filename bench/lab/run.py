@@ -23,6 +23,7 @@ a replay failed, or if any policy beat a proven optimum (a bug somewhere).
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -77,6 +78,7 @@ def main():
     print("CPU: %s; %d cores" % (cpu, os.cpu_count()))
 
     # ---- the corpus
+    shutil.rmtree(os.path.join(out, "dot"), ignore_errors=True)  # a former run's specs
     subprocess.run([sys.executable, os.path.join(HERE, "corpus.py"), "dot",
                     os.path.join(out, "dot")], check=True, capture_output=True)
     record(build, out)
