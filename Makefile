@@ -21,7 +21,7 @@ ASAN_CUDA ?= $(if $(HAVE_GPU),disabled,emu)
 # Only for the plots of bench-sched (kept out of the test path: CI is faster).
 PLOT_PACKAGES = python3-matplotlib
 
-.PHONY: all deps vocab build build-native gpu-bundle test demo fixture sanitize asan tsan bench-runtime bench-kernels \
+.PHONY: all deps vocab build build-native gpu-bundle test demo fixture fixture-llama sanitize asan tsan bench-runtime bench-kernels \
         bench-offload bench-sched bench-lab bench-sim bench-gpt2 bench-beyond-ram bench-mpi bench-taskbench install clean
 
 all: build
@@ -73,6 +73,22 @@ fixture: build
 	/usr/bin/python3 tools/gpt2_reference.py --generate tests/nn/fixtures/gpt2_tiny_init.safetensors \
 	  --out tests/nn/fixtures/gpt2_tiny_generate.safetensors --prompt-lens 5,11,1 --new 16 \
 	  --scale 10 --threads 2
+
+# Regenerate the Llama reference fixtures (needs python3-torch; no build):
+# the reference's self-checks, then per variant (GQA: 2 KV heads, MQA: 1,
+# MHA: 6) an HF checkpoint from the config and the expected outputs, and
+# greedy generation for GQA. docs/llama.md, "Reference".
+LLAMA_FIX = tests/nn/fixtures/llama_tiny
+LLAMA_REF = /usr/bin/python3 tools/llama_reference.py --threads 2
+fixture-llama:
+	$(LLAMA_REF) --self-test
+	for v in gqa mqa mha; do \
+	  $(LLAMA_REF) --init $(LLAMA_FIX)_$${v}_init --config $(LLAMA_FIX)_$${v}_config.json \
+	    --seed 1 --init-std 0.1 && \
+	  $(LLAMA_REF) --expected $(LLAMA_FIX)_$${v}_init --out $(LLAMA_FIX)_$${v}_expected.safetensors \
+	    --batch 2 --seq 20 --seed 1234 --steps 20 || exit 1; done
+	$(LLAMA_REF) --generate $(LLAMA_FIX)_gqa_init --out $(LLAMA_FIX)_gqa_generate.safetensors \
+	  --prompt-lens 5,11,1 --new 16 --seed 1234
 
 # Sanitizer builds of the suite (nvcc does not take -fsanitize: ASan runs the
 # CUDA emulation where no GPU is present, TSan keeps CUDA off). TSan builds
