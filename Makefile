@@ -8,7 +8,7 @@ export PATH := /usr/local/cuda/bin:$(PATH)
 
 DEB_PACKAGES = meson ninja-build pkg-config gcc g++ libopenblas-dev liblapacke-dev \
                libhwloc-dev libnuma-dev libjemalloc-dev libcriterion-dev \
-               libstarpu-dev libdnnl-dev libopenmpi-dev openmpi-bin
+               libstarpu-dev libdnnl-dev libopenmpi-dev openmpi-bin python3-numpy
 # CUDA: the real one where a GPU is present (nvidia-smi lists one), else the
 # emulation (-Dcuda=emu, docs/cuda-emulation.md), so that every CUDA test
 # runs on any machine. The sanitizer builds cannot use nvcc: ASan runs the
