@@ -429,6 +429,10 @@ int tsr__llama_config_read(const char *path, tsr__llama_config_t *c)
  * to integral values so that Python reads a float. */
 static void put_double(char *out, size_t n, double v)
 {
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(out, n, "%.1f", v);
+        return;
+    }
     for (int p = 1; p <= 17; p++) {
         snprintf(out, n, "%.*g", p, v);
         if (strtod(out, NULL) == v)

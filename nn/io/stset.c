@@ -803,7 +803,9 @@ static int plan_make(const tsr__stset_writer_t *w, uint64_t max, plan_t *p)
         return tsr__fail(TSR_ENOMEM, "checkpoint writer: out of memory");
     uint64_t cur = 0;
     for (size_t i = 0; i < n; i++) {
-        if (p->nsh == 0 || (max && p->count[p->nsh - 1] && cur + w->e[i].bytes > max)) {
+        /* an empty tensor never starts a shard: it takes no room */
+        if (p->nsh == 0 ||
+            (max && p->count[p->nsh - 1] && w->e[i].bytes && cur + w->e[i].bytes > max)) {
             p->first[p->nsh++] = i;
             cur = 0;
         }
