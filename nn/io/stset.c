@@ -442,6 +442,40 @@ int tsr__stset_read_raw(tsr__stset_t *s, const tsr__stset_entry_t *e, void *out,
     return tsr__st_read_raw(s->readers[e->shard], e->t, out, bytes);
 }
 
+static uint16_t f32_to_bf16(float f);
+
+int tsr__stset_read_bf16(tsr__stset_t *s, const tsr__stset_entry_t *e, uint16_t *out,
+                         size_t numel)
+{
+    if (!e || e->shard >= s->nshards)
+        return tsr__fail(TSR_EINVAL, "checkpoint %s: no such tensor", s->where);
+    if (e->t->numel != numel)
+        return tsr__fail(TSR_EINVAL, "checkpoint %s: tensor %.200s has %" PRIu64 " elements, "
+                         "%zu requested", s->where, e->name, e->t->numel, numel);
+    if (e->t->dtype == TSR__ST_BF16)
+        return tsr__st_read_raw(s->readers[e->shard], e->t, out, numel * 2);
+    if (e->t->dtype != TSR__ST_F32)
+        return tsr__fail(TSR_EINVAL, "checkpoint %s: tensor %.200s has dtype %s, not BF16 or "
+                         "F32", s->where, e->name, tsr__st_dtype_name(e->t->dtype));
+    /* float32 needs twice the caller's room: through a bounded buffer */
+    enum { CHUNK = 1 << 16 };
+    float *stage = malloc(CHUNK * sizeof *stage);
+    if (!stage)
+        return tsr__fail(TSR_ENOMEM, "checkpoint %s: out of memory", s->where);
+    int rc = TSR_OK;
+    tsr__st_tensor_t part = *e->t;
+    for (size_t i = 0; !rc && i < numel; i += CHUNK) {
+        size_t n = numel - i < CHUNK ? numel - i : CHUNK;
+        part.begin = e->t->begin + 4 * (uint64_t)i;
+        part.end = part.begin + 4 * (uint64_t)n;
+        rc = tsr__st_read_raw(s->readers[e->shard], &part, stage, 4 * n);
+        for (size_t k = 0; !rc && k < n; k++)
+            out[i + k] = f32_to_bf16(stage[k]);
+    }
+    free(stage);
+    return rc;
+}
+
 /* ---- writer ------------------------------------------------------------- */
 
 typedef struct {

@@ -89,6 +89,10 @@ int tsr__stset_sharded(const tsr__stset_t *s);
  * tsr__st_read_raw (the stored bytes). */
 int tsr__stset_read_f32(tsr__stset_t *s, const tsr__stset_entry_t *e, float *out, size_t numel);
 int tsr__stset_read_raw(tsr__stset_t *s, const tsr__stset_entry_t *e, void *out, size_t bytes);
+/* numel bfloat16 bit patterns: BF16 as stored, F32 rounded to nearest even
+ * (a NaN stays a quiet NaN); other dtypes TSR_EINVAL. */
+int tsr__stset_read_bf16(tsr__stset_t *s, const tsr__stset_entry_t *e, uint16_t *out,
+                         size_t numel);
 
 /* ---- writer ------------------------------------------------------------- */
 

@@ -132,6 +132,14 @@ static void check_set(const char *dir, int tag)
         }
         cr_assert_eq(got, want[i], "t4[%d]: %04x, want %04x", i, got, want[i]);
     }
+    /* as bf16: BF16 as stored, F32 rounded */
+    uint16_t h[40];
+    cr_assert_eq(tsr__stset_read_bf16(s, tsr__stset_find(s, "t1"), h, 40), TSR_OK);
+    cr_assert_eq(memcmp(h, d.t1, 80), 0);
+    cr_assert_eq(tsr__stset_read_bf16(s, tsr__stset_find(s, "t3"), h, 2), TSR_OK);
+    cr_assert_eq(h[0], 0x7fc0);
+    cr_assert_eq(h[1], 0x8000);
+    cr_assert_eq(tsr__stset_read_bf16(s, tsr__stset_find(s, "t3"), h, 3), TSR_EINVAL);
     e = tsr__stset_find(s, "t5");
     cr_assert_eq(e->t->numel, 0);
     cr_assert_eq(tsr__stset_read_f32(s, e, f, 0), TSR_OK);
