@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "io_util.h"
@@ -436,4 +437,31 @@ Test(stset, failure_or_kill_at_each_step_single_to_sharded)
 Test(stset, failure_or_kill_at_each_step_sharded_to_single)
 {
     each_step(100, 0);
+}
+
+/* A real write error inside a shard's data: the file size limit of a child
+ * process (EFBIG, as a full disk gives ENOSPC) cuts the first shard short. */
+Test(stset, write_error_inside_the_data_leaves_the_previous_set)
+{
+    char dir[256];
+    io_tmpdir(dir, sizeof dir);
+    for (int from = 0; from < 2; from++) {
+        cr_assert_eq(write_set(dir, 0, from ? 100 : 0), TSR_OK);
+        int files = count_files(dir);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            signal(SIGXFSZ, SIG_IGN);
+            struct rlimit rl = {150, 150};
+            setrlimit(RLIMIT_FSIZE, &rl);
+            int rc = write_set(dir, 1, from ? 0 : 100);
+            _exit(rc == TSR_EIO && strstr(tsr_error_message(), "cannot write") ? 0 : 1);
+        }
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the write did not fail as expected");
+        cr_assert_eq(which_set(dir), 0);
+        cr_assert_eq(count_files(dir), files, "the failed write left files");
+    }
+    io_rmtree(dir);
 }
