@@ -279,7 +279,8 @@ static int parse_root(const tsr__json_t *root, const char *what, tsr__llama_conf
     }
     if (!rc) {
         c->head_dim = c->hidden_size / c->num_attention_heads;
-        if (tsr__json_get(root, "head_dim"))
+        const tsr__json_t *hd = tsr__json_get(root, "head_dim");
+        if (hd && hd->type != TSR__JSON_NULL)
             rc = field_int(root, what, "head_dim", 0, 1, TSR__LLAMA_MAX_DIM, &c->head_dim);
         else if (c->hidden_size % c->num_attention_heads)
             rc = tsr__fail(TSR_EINVAL, "%s: hidden_size %d is not divisible by "

@@ -128,6 +128,11 @@ Test(llama_config, defaults_of_transformers)
                        &c), TSR_OK, "%s", tsr_error_message());
     cr_assert_eq(c.rope_llama3, 1);
     cr_assert_eq(c.rope_factor, 8.0);
+    /* an explicit head_dim need not be hidden / heads (as transformers allows) */
+    cr_assert_eq(parse("{\"hidden_size\": 100, \"intermediate_size\": 7, \"num_hidden_layers\": 1, "
+                       "\"num_attention_heads\": 6, \"vocab_size\": 9, \"head_dim\": 16}", &c),
+                 TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(c.head_dim, 16);
     /* mistral without a sliding window computes as llama */
     cr_assert_eq(parse("{" BASE ", \"model_type\": \"mistral\", \"sliding_window\": null}", &c),
                  TSR_OK, "%s", tsr_error_message());
@@ -151,6 +156,8 @@ Test(llama_config, refusals_name_the_field)
     refused("{" BASE ", \"num_key_value_heads\": 4}",
             "num_attention_heads 6 is not divisible by num_key_value_heads 4");
     refused(sized(378, 1000, 2, 6, 512, ""), "head_dim 63 is odd");
+    refused(sized(385, 1000, 2, 6, 512, ", \"head_dim\": null"), "not divisible");
+    refused(sized(384, 1000, 2, 6, 512, ", \"head_dim\": 7"), "head_dim 7 is odd");
     refused(sized(384, 1000, 0, 6, 512, ""), "\"num_hidden_layers\" is 0, outside");
     refused(sized(384, 1000, 2, 6, 0, ""), "\"vocab_size\" is 0, outside");
     refused(sized(384, -3, 2, 6, 512, ""), "\"intermediate_size\" is -3, outside");
