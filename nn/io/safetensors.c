@@ -606,6 +606,15 @@ int tsr__st_read_i32(tsr__st_reader_t *r, const tsr__st_tensor_t *t, int32_t *ou
     return read_converted(r, t, out, conv[t->dtype]);
 }
 
+int tsr__st_read_raw(tsr__st_reader_t *r, const tsr__st_tensor_t *t, void *out, size_t bytes)
+{
+    if (t->end - t->begin != bytes)
+        return tsr__fail(TSR_EINVAL,
+                         "safetensors %s: tensor %.200s has %" PRIu64 " bytes, %zu requested",
+                         r->path, t->name, t->end - t->begin, bytes);
+    return pread_full(r->fd, out, bytes, r->data_start + t->begin, r->path);
+}
+
 /* ---- writer ------------------------------------------------------------- */
 
 typedef struct {

@@ -95,6 +95,9 @@ const char *tsr__st_metadata(const tsr__st_reader_t *r, const char *key);
 int tsr__st_read_f32(tsr__st_reader_t *r, const tsr__st_tensor_t *t, float *out, size_t numel);
 int tsr__st_read_i32(tsr__st_reader_t *r, const tsr__st_tensor_t *t, int32_t *out,
                      size_t numel);
+/* t's bytes as stored (little-endian, no conversion). TSR_EINVAL when bytes
+ * is not t's byte count, TSR_EIO when the data cannot be read. */
+int tsr__st_read_raw(tsr__st_reader_t *r, const tsr__st_tensor_t *t, void *out, size_t bytes);
 
 /* ---- writer ------------------------------------------------------------- */
 

@@ -211,3 +211,40 @@ LAB = {
 }
 for k, (fmt, text) in LAB.items():
     put("lab", k, bytes([fmt]) + text.encode())
+
+
+# ---- Llama config.json (selector 0) and model.safetensors.index.json (1) ----
+LLAMA_BASE = {"hidden_size": 36, "intermediate_size": 37, "num_hidden_layers": 2,
+              "num_attention_heads": 6, "num_key_value_heads": 2, "vocab_size": 11}
+LLAMA_CONFIGS = {
+    "minimal": LLAMA_BASE,
+    "llama3": dict(LLAMA_BASE, model_type="llama", hidden_act="silu", attention_bias=False,
+                   mlp_bias=False, max_position_embeddings=4096, rms_norm_eps=1e-05,
+                   rope_theta=500000.0, tie_word_embeddings=True, torch_dtype="bfloat16",
+                   bos_token_id=1, eos_token_id=[2, 3, 4],
+                   rope_scaling={"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                 "original_max_position_embeddings": 1024,
+                                 "rope_type": "llama3"}),
+    "mistral": dict(LLAMA_BASE, model_type="mistral", sliding_window=None, head_dim=8,
+                    eos_token_id=None, bos_token_id=None, dtype="float16"),
+    "old-type": dict(LLAMA_BASE, rope_scaling={"type": "llama3", "factor": 8,
+                     "low_freq_factor": 1, "high_freq_factor": 4,
+                     "original_max_position_embeddings": 1024}),
+    "bias": dict(LLAMA_BASE, attention_bias=True),
+    "gelu": dict(LLAMA_BASE, hidden_act="gelu"),
+    "qwen2": dict(LLAMA_BASE, model_type="qwen2"),
+    "kv-not-dividing": dict(LLAMA_BASE, num_key_value_heads=4),
+}
+for k, v in LLAMA_CONFIGS.items():
+    put("llama", "config-" + k, b"\x00" + json.dumps(v, indent=2).encode())
+LLAMA_INDEXES = {
+    "two-shards": {"metadata": {"total_size": 1234},
+                   "weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+                                  "model.norm.weight": "model-00002-of-00002.safetensors",
+                                  "lm_head.weight": "model-00002-of-00002.safetensors"}},
+    "no-metadata": {"weight_map": {"a": "x.safetensors"}},
+    "dotdot": {"weight_map": {"a": "../x.safetensors"}},
+    "empty-map": {"metadata": {"total_size": 0}, "weight_map": {}},
+}
+for k, v in LLAMA_INDEXES.items():
+    put("llama", "index-" + k, b"\x01" + json.dumps(v, indent=2).encode())
