@@ -33,6 +33,12 @@ typedef struct {
     void (*adamw)(size_t, int, float, float, float, float, float, float, float *, float *,
                   float *, float *, uint16_t *, int);
     void (*sumsq)(size_t, const float *, float *);
+    void (*rmsnorm_fwd)(int, int, const float *, const float *, float, float *, float *);
+    void (*rmsnorm_bwd)(int, int, const float *, const float *, const float *, const float *,
+                        float *, float *);
+    void (*swiglu_fwd)(int, int, const float *, int, const float *, int, float *, int);
+    void (*swiglu_bwd)(int, int, const float *, int, const float *, int, const float *, int,
+                       float *, int, float *, int);
 } kt_clone_set;
 
 extern const kt_clone_set kt_clones_default, kt_clones_v3, kt_clones_v4;

@@ -24,13 +24,19 @@
 #define tsr_cpu_layernorm_bwd KT_N(layernorm_bwd)
 #define tsr_cpu_adamw KT_N(adamw)
 #define tsr_cpu_sumsq KT_N(sumsq)
+#define tsr_cpu_rmsnorm_fwd KT_N(rmsnorm_fwd)
+#define tsr_cpu_rmsnorm_bwd KT_N(rmsnorm_bwd)
+#define tsr_cpu_swiglu_fwd KT_N(swiglu_fwd)
+#define tsr_cpu_swiglu_bwd KT_N(swiglu_bwd)
 
 #include "kernels/cpu/adamw.c"
 #include "kernels/cpu/attention.c"
 #include "kernels/cpu/crossentropy.c"
 #include "kernels/cpu/gelu.c"
 #include "kernels/cpu/layernorm.c"
+#include "kernels/cpu/rmsnorm.c"
 #include "kernels/cpu/softmax.c"
+#include "kernels/cpu/swiglu.c"
 
 const kt_clone_set KT_CLONE = {
     .name = KT_NAME,
@@ -44,4 +50,8 @@ const kt_clone_set KT_CLONE = {
     .layernorm_bwd = tsr_cpu_layernorm_bwd,
     .adamw = tsr_cpu_adamw,
     .sumsq = tsr_cpu_sumsq,
+    .rmsnorm_fwd = tsr_cpu_rmsnorm_fwd,
+    .rmsnorm_bwd = tsr_cpu_rmsnorm_bwd,
+    .swiglu_fwd = tsr_cpu_swiglu_fwd,
+    .swiglu_bwd = tsr_cpu_swiglu_bwd,
 };

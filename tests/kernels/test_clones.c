@@ -9,7 +9,9 @@
 #include "kernels/crossentropy.h"
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
+#include "kernels/rmsnorm.h"
 #include "kernels/softmax.h"
+#include "kernels/swiglu.h"
 #include "kt_clones.h"
 #include "kt_util.h"
 
@@ -167,4 +169,52 @@ Test(clones, attention_bit_identical)
             free(ref[a]);
         free(q), free(k), free(v), free(dout), free(lse), free(D);
     }
+}
+
+/* The Llama kernels with clones: RMSNorm (C with a tail of the 32 partial
+ * sums, and over one 256-feature carry) and SwiGLU (gates into both of the
+ * exp's tails), every level and the dispatched one against the baseline. */
+Test(clones, rmsnorm_and_swiglu_bit_identical)
+{
+    const kt_clone_set *sets[3];
+    int ns = available(sets);
+    kt_rng r = kt_seed(502);
+    const int C = 301, T = 5;
+    size_t n = (size_t)C * T;
+    float *x = kt_rand(&r, n, -3, 3), *w = kt_rand(&r, C, 0.5f, 1.5f), *dy = kt_rand(&r, n, -1, 1);
+    float *g = kt_rand(&r, n, -100, 100);
+    float ref_rs[5], rs[5];
+    float *ref_o = kt_alloc(n), *ref_dx = kt_alloc(n), *ref_dw = kt_alloc(C);
+    float *ref_h = kt_alloc(n), *ref_dg = kt_alloc(n), *ref_du = kt_alloc(n);
+    float *o = kt_alloc(n), *dx = kt_alloc(n), *dw = kt_alloc(C);
+    float *h = kt_alloc(n), *dg = kt_alloc(n), *du = kt_alloc(n);
+    sets[0]->rmsnorm_fwd(C, T, x, w, 1e-5f, ref_o, ref_rs);
+    memset(ref_dx, 0, n * 4), memset(ref_dw, 0, (size_t)C * 4);
+    sets[0]->rmsnorm_bwd(C, T, dy, x, w, ref_rs, ref_dx, ref_dw);
+    sets[0]->swiglu_fwd(C, T, g, C, x, C, ref_h, C);
+    sets[0]->swiglu_bwd(C, T, g, C, x, C, dy, C, ref_dg, C, ref_du, C);
+    for (int s = 0; s <= ns; s++) {
+        const char *who = s < ns ? sets[s]->name : "dispatched";
+        memset(dx, 0, n * 4), memset(dw, 0, (size_t)C * 4);
+        if (s < ns) {
+            sets[s]->rmsnorm_fwd(C, T, x, w, 1e-5f, o, rs);
+            sets[s]->rmsnorm_bwd(C, T, dy, x, w, ref_rs, dx, dw);
+            sets[s]->swiglu_fwd(C, T, g, C, x, C, h, C);
+            sets[s]->swiglu_bwd(C, T, g, C, x, C, dy, C, dg, C, du, C);
+        } else {
+            tsr_cpu_rmsnorm_fwd(C, T, x, w, 1e-5f, o, rs);
+            tsr_cpu_rmsnorm_bwd(C, T, dy, x, w, ref_rs, dx, dw);
+            tsr_cpu_swiglu_fwd(C, T, g, C, x, C, h, C);
+            tsr_cpu_swiglu_bwd(C, T, g, C, x, C, dy, C, dg, C, du, C);
+        }
+        same_bits("rmsnorm_fwd", who, o, ref_o, n * 4);
+        same_bits("rmsnorm_fwd rstd", who, rs, ref_rs, sizeof rs);
+        same_bits("rmsnorm_bwd dx", who, dx, ref_dx, n * 4);
+        same_bits("rmsnorm_bwd dw", who, dw, ref_dw, (size_t)C * 4);
+        same_bits("swiglu_fwd", who, h, ref_h, n * 4);
+        same_bits("swiglu_bwd dg", who, dg, ref_dg, n * 4);
+        same_bits("swiglu_bwd du", who, du, ref_du, n * 4);
+    }
+    free(x), free(w), free(dy), free(g), free(ref_o), free(ref_dx), free(ref_dw), free(ref_h);
+    free(ref_dg), free(ref_du), free(o), free(dx), free(dw), free(h), free(dg), free(du);
 }
