@@ -201,7 +201,7 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_TIME    ?= 20
 FUZZ_RUNS    ?= 5000000
 FUZZ_SEED    ?= 1
-FUZZ_TARGETS ?= json safetensors shard tokenizer lab
+FUZZ_TARGETS ?= json safetensors shard tokenizer tokenizer_json lab
 FUZZ_PACKAGES = clang libclang-rt-14-dev
 $(FUZZ_BUILD)/build.ninja: | deps
 	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Dcuda=disabled -Dstarpu=disabled \
