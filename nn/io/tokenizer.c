@@ -16,6 +16,17 @@
  * Decoding is exact for every id sequence.
  *
  * The literal text "<|endoftext|>" always encodes to the end-of-text id.
+ *
+ * Hugging Face tokenizer.json (tsr_tokenizer_open_json) fills the same
+ * tables: model.vocab and model.merges through the same byte alphabet, the
+ * added tokens' content as raw bytes at their ids. Its words go through the
+ * same BPE (encoder.py's rounds; HF merges one pair at a time, lowest rank
+ * then leftmost, which gives the same result whenever a merge's rank is
+ * above those of the merges that made its two halves, as in every
+ * vocabulary trained by BPE, Llama 3's included), after the whole-word
+ * lookup of model.ignore_merges. Llama 3's pattern is scanned exactly
+ * (llama3_next) with \p{L} and \p{N} from unicode_tables.h; the added
+ * tokens are cut out of the text first when TSR_TOKENIZE_SPECIAL asks.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -812,7 +823,10 @@ static int32_t utf8_at(const unsigned char *s, size_t n, size_t i, size_t *k)
     *k = 1;
     if (c < 0x80)
         return (int32_t)c;
-    size_t m = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    size_t m = c >= 0xc2 && c <= 0xdf ? 2
+             : c >= 0xe0 && c <= 0xef ? 3
+             : c >= 0xf0 && c <= 0xf4 ? 4
+                                      : 0;
     if (m == 0 || i + m > n)
         return -1;
     uint32_t cp = c & (0xff >> (m + 1));
@@ -1037,10 +1051,10 @@ static int hf_check(tsr_tokenizer_t *tok, const tsr__json_t *root, const char *p
         return refuse(path, "model.ignore_merges", "not a boolean");
     tok->ignore_merges = im;
     const tsr__json_t *norm = tsr__json_get(root, "normalizer");
+    const char *nt = jstr(tsr__json_get(norm, "type"));
     if (!jnull(norm))
         return tsr__fail(TSR_EINVAL, "tokenizer %s: normalizer: \"%.60s\" is not supported "
-                         "(only null)", path,
-                         jstr(tsr__json_get(norm, "type")) ? jstr(tsr__json_get(norm, "type")) : "?");
+                         "(only null)", path, nt ? nt : "?");
     const tsr__json_t *dec = tsr__json_get(root, "decoder");
     const char *dt = jstr(tsr__json_get(dec, "type"));
     if (!jnull(dec) && (!dt || strcmp(dt, "ByteLevel") != 0))
@@ -1165,7 +1179,8 @@ static int hf_merges(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byte_
         if (!bytes)
             return tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
         long ka = symbol_bytes(byte_of, (const unsigned char *)f[0], fl[0], bytes);
-        long kb = ka < 0 ? -1 : symbol_bytes(byte_of, (const unsigned char *)f[1], fl[1], bytes + ka);
+        long kb = ka < 0 ? -1
+                         : symbol_bytes(byte_of, (const unsigned char *)f[1], fl[1], bytes + ka);
         int32_t a = -1, b = -1, ab = -1;
         if (kb >= 0) {
             a = vmap_find(vm, bytes, (size_t)ka);

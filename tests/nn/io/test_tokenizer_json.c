@@ -167,6 +167,12 @@ static char *small_json(const char *edit, int ignore_merges)
           "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+";
     if (edit && strcmp(edit, "pretok") == 0)
         put(&b, "\"pre_tokenizer\": {\"type\": \"Whitespace\"},\n");
+    else if (edit && strcmp(edit, "gpt2") == 0)
+        put(&b, "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+            "\"trim_offsets\": true, \"use_regex\": true},\n");
+    else if (edit && strcmp(edit, "prefix") == 0)
+        put(&b, "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
+            "\"trim_offsets\": true, \"use_regex\": true},\n");
     else
         put(&b, "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
             "\"Split\", \"pattern\": {\"Regex\": \"%s\"}, \"behavior\": \"Isolated\", "
@@ -229,7 +235,7 @@ static tsr_tokenizer_t *open_small(const char *edit, int ignore_merges, char *di
     free(json);
     tsr_tokenizer_t *tok = NULL;
     int rc = tsr_tokenizer_open_json(&tok, path);
-    if (!edit)
+    if (!edit || strcmp(edit, "gpt2") == 0)
         cr_assert_eq(rc, TSR_OK, "%s", tsr_error_message());
     return tok;
 }
@@ -299,6 +305,7 @@ Test(tokenizer_json, refusals_name_the_field)
         {"pretok", "pre_tokenizer.type"},
         {"decoder", "decoder.type"},
         {"lstrip", "added_tokens[2].lstrip"},
+        {"prefix", "pre_tokenizer.add_prefix_space"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dir[512];
@@ -311,6 +318,20 @@ Test(tokenizer_json, refusals_name_the_field)
     tsr_tokenizer_t *tok;
     cr_assert_eq(tsr_tokenizer_open_json(&tok, "/nonexistent/tokenizer.json"), TSR_EIO);
     cr_assert_eq(tsr_tokenizer_open_json(&tok, NULL), TSR_EINVAL);
+}
+
+/* GPT-2's pre-tokenizer (ByteLevel with use_regex): its pattern, as the
+ * GPT-2 vocabulary's, with case-sensitive contractions and longer runs. */
+Test(tokenizer_json, gpt2_pre_tokenizer)
+{
+    char dir[512];
+    tsr_tokenizer_t *tok = open_small("gpt2", 0, dir, sizeof dir);
+    expect_split(tok, "I'VE it's 1234567 hi!!\n\nyo  x",
+                 "I|'|VE| it|'s| 1234567| hi|!!|\n|\n|yo| | x");
+    IDS(tok, 0, " the hello", 258, 32, 257, 259, 111);
+    IDS(tok, TSR_TOKENIZE_SPECIAL, "<|e|>x", 266);
+    tsr_tokenizer_free(tok);
+    io_rmtree(dir);
 }
 
 /* Each alternative of
