@@ -19,12 +19,14 @@
  *
  * Hugging Face tokenizer.json (tsr_tokenizer_open_json) fills the same
  * tables: model.vocab and model.merges through the same byte alphabet, the
- * added tokens' content as raw bytes at their ids. Its words go through the
- * same BPE (encoder.py's rounds; HF merges one pair at a time, lowest rank
- * then leftmost, which gives the same result whenever a merge's rank is
- * above those of the merges that made its two halves, as in every
- * vocabulary trained by BPE, Llama 3's included), after the whole-word
- * lookup of model.ignore_merges. Llama 3's pattern is scanned exactly
+ * added tokens' content as raw bytes at their ids. Its words go through
+ * HF's BPE, after the whole-word lookup of model.ignore_merges: one merge
+ * at a time, the lowest rank then the leftmost, its new pairs queued at
+ * once. encoder.py instead merges every occurrence of the lowest-ranked
+ * pair before it looks at the pairs this makes; the two differ when a
+ * merge ranks before one that built its half (merges derived from tiktoken
+ * ranks have such: with "xy x" before "x y", "xyxy" is xyx y for HF and
+ * tiktoken, xy xy for encoder.py). Llama 3's pattern is scanned exactly
  * (llama3_next) with \p{L} and \p{N} from unicode_tables.h; the added
  * tokens are cut out of the text first when TSR_TOKENIZE_SPECIAL asks.
  */
@@ -582,6 +584,23 @@ static int bpe_word(const tsr_tokenizer_t *tok, const unsigned char *s, size_t n
     }
     for (size_t i = 0; i + 1 < n; i++)
         push_pair(tok, &w, (int32_t)i);
+    if (tok->hf) { /* one merge at a time, lowest rank then leftmost */
+        while (w.nheap) {
+            hent_t e = heap_pop(w.heap, &w.nheap);
+            int32_t p = (int32_t)e.pos, q = w.nx[p];
+            if (w.id[p] < 0 || q < 0)
+                continue;
+            const merge_t *m = merge_find(tok, w.id[p], w.id[q]);
+            if (!m || m->rank != e.rank)
+                continue; /* stale: one of the pair merged since it was queued */
+            w.id[p] = m->merged, w.id[q] = -1;
+            w.nx[p] = w.nx[q];
+            if (w.nx[q] >= 0)
+                w.pv[w.nx[q]] = p;
+            push_pair(tok, &w, w.pv[p]);
+            push_pair(tok, &w, p);
+        }
+    }
     for (uint32_t batch = 1; w.nheap; batch++) {
         size_t ndone;
         merge_round(tok, &w, batch, done, &ndone);

@@ -6,12 +6,14 @@
  *      tokenizer on which a sample text round-trips (with and without the
  *      added tokens matched) and any ids decode or are refused;
  *   1  text for a small valid tokenizer.json made here (Llama 3's
- *      pre-tokenizer, four merges, added tokens; ignore_merges from bit 3
+ *      pre-tokenizer, six merges, added tokens; ignore_merges from bit 3
  *      of byte 0): decode(encode(text)) == text under both flag settings,
- *      a second encode gives the same ids, and the split into pieces equals
- *      that of a naive backtracking transcription of the pattern here;
+ *      a second encode gives the same ids, the split into pieces equals
+ *      that of a naive backtracking transcription of the pattern here, and
+ *      the ids those of a naive transcription of HF's BPE (lowest-ranked
+ *      pair first, leftmost among equals, one merge at a time);
  *   2  the input spliced into that small file's merges list, after its
- *      four merges (near-valid files); checked as in mode 0.
+ *      six merges (near-valid files); checked as in mode 0.
  * Files reach the loader through in-memory files (it takes paths).
  */
 #include <tessera/gpt2.h>
@@ -69,15 +71,21 @@ static void put_chars(text_t *t, const char *s)
 static const char LLAMA3_RE[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| "
     "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+";
-static const char *const tokens[] = {" t", "he", " the", "ll", "xyz"};
-static const char *const merges[][2] = {{" ", "t"}, {"h", "e"}, {" t", "he"}, {"l", "l"}};
+/* ids 256.. ; the added tokens follow (263..265) */
+static const char *const tokens[] = {" t", "he", " the", "ll", "xyz", "xy", "xyx"};
+enum { NTOK = sizeof tokens / sizeof *tokens };
+/* (xy,x) ranks before (x,y), which builds its half (as merges made from
+ * tiktoken ranks can): merging one pair at a time differs from encoder.py */
+static const char *const merges[][2] = {{" ", "t"}, {"h", "e"}, {" t", "he"}, {"l", "l"},
+                                        {"xy", "x"}, {"x", "y"}};
+enum { NMERGE = sizeof merges / sizeof *merges };
 
 /* The small tokenizer.json; `splice` (n bytes) goes inside its merges list. */
 static void small_json(text_t *t, int ignore_merges, const uint8_t *splice, size_t n)
 {
     t->n = 0;
-    puts_(t, "{\"added_tokens\": [{\"id\": 261, \"content\": \"<|a|>\"}, {\"id\": 262, "
-             "\"content\": \"<|a|>b\"}, {\"id\": 263, \"content\": \"<|end_of_text|>\"}], "
+    puts_(t, "{\"added_tokens\": [{\"id\": 263, \"content\": \"<|a|>\"}, {\"id\": 264, "
+             "\"content\": \"<|a|>b\"}, {\"id\": 265, \"content\": \"<|end_of_text|>\"}], "
              "\"normalizer\": null, \"pre_tokenizer\": {\"type\": \"Sequence\", "
              "\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"");
     puts_(t, LLAMA3_RE);
@@ -91,7 +99,7 @@ static void small_json(text_t *t, int ignore_merges, const uint8_t *splice, size
         snprintf(e, sizeof e, "%s\"\\u%04x\": %u", b ? ", " : "", byte_char(b), b);
         puts_(t, e);
     }
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < NTOK; i++) {
         char e[32];
         puts_(t, ", \"");
         put_chars(t, tokens[i]);
@@ -99,7 +107,7 @@ static void small_json(text_t *t, int ignore_merges, const uint8_t *splice, size
         puts_(t, e);
     }
     puts_(t, "}, \"merges\": [");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NMERGE; i++) {
         puts_(t, i ? ", " : "");
         puts_(t, i % 2 ? "\"" : "[\"");
         put_chars(t, merges[i][0]);
@@ -261,6 +269,72 @@ static void differential_split(const tsr_tokenizer_t *tok, const char *text, siz
     free(c), free(ends);
 }
 
+/* ---- a naive transcription of HF's BPE ------------------------------------ */
+
+static int token_id(const char *s, size_t n)
+{
+    if (n == 1)
+        return (unsigned char)s[0];
+    for (int i = 0; i < NTOK; i++)
+        if (strlen(tokens[i]) == n && memcmp(tokens[i], s, n) == 0)
+            return 256 + i;
+    return -1;
+}
+
+/* One word: merge the adjacent pair of lowest rank (leftmost first) until
+ * none has one; with ignore_merges a word that is a token is that token. */
+static size_t ref_bpe(const char *s, size_t n, int ignore_merges, int32_t *out)
+{
+    if (ignore_merges && token_id(s, n) >= 0) {
+        out[0] = token_id(s, n);
+        return 1;
+    }
+    size_t *at = malloc((n + 1) * sizeof *at), k = n; /* symbol i is s[at[i], at[i+1]) */
+    FUZZ_CHECK(at != NULL, "out of memory");
+    for (size_t i = 0; i <= n; i++)
+        at[i] = i;
+    for (;;) {
+        int best = NMERGE;
+        size_t where = 0;
+        for (size_t i = 0; i + 1 < k; i++)
+            for (int r = 0; r < best; r++) {
+                size_t la = strlen(merges[r][0]), lb = strlen(merges[r][1]);
+                if (at[i + 1] - at[i] == la && at[i + 2] - at[i + 1] == lb &&
+                    memcmp(s + at[i], merges[r][0], la) == 0 &&
+                    memcmp(s + at[i + 1], merges[r][1], lb) == 0) {
+                    best = r, where = i;
+                    break;
+                }
+            }
+        if (best == NMERGE)
+            break;
+        memmove(at + where + 1, at + where + 2, (k - where - 1) * sizeof *at);
+        k--;
+    }
+    for (size_t i = 0; i < k; i++) {
+        out[i] = token_id(s + at[i], at[i + 1] - at[i]);
+        FUZZ_CHECK(out[i] >= 0, "a merge made no token");
+    }
+    free(at);
+    return k;
+}
+
+/* encode(text) against the transcription over the tokenizer's pieces. */
+static void differential_bpe(const tsr_tokenizer_t *tok, int ignore_merges, const char *text,
+                             size_t len)
+{
+    size_t *ends, ne, n, k = 0;
+    int32_t *ids, *want = malloc((len + 1) * sizeof *want);
+    FUZZ_CHECK(want != NULL, "out of memory");
+    FUZZ_CHECK(tsr_tokenizer_split(tok, text, len, 0, &ends, &ne) == TSR_OK, "split");
+    for (size_t i = 0, at = 0; i < ne; at = ends[i++])
+        k += ref_bpe(text + at, ends[i] - at, ignore_merges, want + k);
+    FUZZ_CHECK(tsr_tokenizer_encode(tok, text, len, &ids, &n) == TSR_OK, "encode");
+    FUZZ_CHECK(n == k && memcmp(ids, want, n * sizeof *ids) == 0,
+               "%zu ids, the transcription gives %zu (or other ids)", n, k);
+    free(ids), free(ends), free(want);
+}
+
 /* ---- checks --------------------------------------------------------------- */
 
 static const char sample[] = "Hello world, the cat's CAF\xc3\x89 \xe2\x98\x95  \n\n 12345 "
@@ -352,6 +426,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         round_trip(st, (const char *)p, n, 0);
         round_trip(st, (const char *)p, n, TSR_TOKENIZE_SPECIAL);
         differential_split(st, (const char *)p, n);
+        differential_bpe(st, data[0] >> 3 & 1, (const char *)p, n);
         decode_any(st, p, n);
         break;
     }

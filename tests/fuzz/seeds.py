@@ -206,7 +206,8 @@ llama_texts = ["Hello, world! It's a test.", "I'VE you'Re he'LL 'x ''s it'\u017f
                "1234567 89 0 12a3b4567c", "hello!!!\n\n\nworld...\r\n?!\n",
                "a  \n\n  b   c   \n\td", "trailing   ", "na\u00efve \u0663\u0664\u0665\u0666 "
                "\u00b2\u00b3 \u6771\u4eac\u00a0\u30bf \u3000x",
-               "<|a|>b<|a|><|end_of_text|> the", "$hello _x\tab \u2014\u03c4\u03b5"]
+               "<|a|>b<|a|><|end_of_text|> the", "$hello _x\tab \u2014\u03c4\u03b5",
+               "xyxy xyx xyxyx xyz"]
 for i, t in enumerate(llama_texts):
     put("tokenizer_json", "text-%d" % i, b"\x01" + t.encode())
     put("tokenizer_json", "text-im-%d" % i, b"\x0a" + t.encode())  # ignore_merges
