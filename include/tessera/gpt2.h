@@ -303,13 +303,44 @@ typedef struct tsr_tokenizer tsr_tokenizer_t;
  * point counts as a letter, so text where non-ASCII punctuation, digits or
  * spaces touch letters may split differently (decode(encode(x)) == x always). */
 TSR_API int tsr_tokenizer_open(tsr_tokenizer_t **out, const char *encoder_json, const char *vocab_bpe);
+/* A Hugging Face tokenizer.json: byte-level BPE (model.type "BPE", merges as
+ * "a b" strings or ["a", "b"] pairs, model.ignore_merges honoured), with
+ * Llama 3's pre-tokenizer (Sequence [Split on its regex, Isolated; ByteLevel
+ * with use_regex false]: scanned exactly, \p{L} \p{N} from Unicode tables)
+ * or GPT-2's (ByteLevel with use_regex true: the approximation above),
+ * normalizer null, decoder ByteLevel or null; post_processor is ignored
+ * (no BOS is added: prepend tsr_tokenizer_token_id(tok, "<|begin_of_text|>")
+ * yourself). added_tokens are ids of their literal text, matched only with
+ * TSR_TOKENIZE_SPECIAL. Anything else is refused naming the field. The same
+ * handle as tsr_tokenizer_open's: every function below takes either. */
+TSR_API int tsr_tokenizer_open_json(tsr_tokenizer_t **out, const char *tokenizer_json);
 TSR_API void tsr_tokenizer_free(tsr_tokenizer_t *tok);
 TSR_API int tsr_tokenizer_vocab_size(const tsr_tokenizer_t *tok);
-/* The <|endoftext|> id (50256 for GPT-2, 256 for bytes). */
+/* The end-of-text id: <|endoftext|> (50256 for GPT-2, 256 for bytes);
+ * tokenizer.json: the added token <|end_of_text|> (128001 for Llama 3), else
+ * <|endoftext|>, else -1. */
 TSR_API int tsr_tokenizer_eot(const tsr_tokenizer_t *tok);
+/* The id whose bytes are exactly text[0, len) (an added token's content, or
+ * a vocabulary token's raw bytes), or -1. A linear search: look ids up once. */
+TSR_API int tsr_tokenizer_token_id(const tsr_tokenizer_t *tok, const char *text, size_t len);
 /* Encode len bytes of UTF-8 text; *ids is malloc'ed (free() it). */
 TSR_API int tsr_tokenizer_encode(const tsr_tokenizer_t *tok, const char *text, size_t len,
                          int32_t **ids, size_t *n);
+/* flags for tsr_tokenizer_encode_ex and tsr_tokenizer_split */
+#define TSR_TOKENIZE_SPECIAL 1u /* tokenizer.json: the added tokens' text (e.g.
+                                   "<|begin_of_text|>") is matched, leftmost and
+                                   then longest first, before pre-tokenisation.
+                                   Without it all text is ordinary text. GPT-2's
+                                   files and bytes match <|endoftext|> always. */
+/* tsr_tokenizer_encode is tsr_tokenizer_encode_ex with flags 0. */
+TSR_API int tsr_tokenizer_encode_ex(const tsr_tokenizer_t *tok, const char *text, size_t len,
+                            unsigned flags, int32_t **ids, size_t *n);
+/* The pre-tokeniser's split of the text: (*ends)[i] is the end offset of
+ * piece i (pieces are contiguous from 0; an added token, or <|endoftext|>,
+ * is one piece; the byte-level tokenizer's pieces are bytes); *ends is
+ * malloc'ed. Texts up to 2 GiB. */
+TSR_API int tsr_tokenizer_split(const tsr_tokenizer_t *tok, const char *text, size_t len,
+                        unsigned flags, size_t **ends, size_t *n);
 /* Decode ids into bytes; *text is malloc'ed and NUL-terminated. Unknown ids
  * give TSR_EINVAL. */
 TSR_API int tsr_tokenizer_decode(const tsr_tokenizer_t *tok, const int32_t *ids, size_t n,

@@ -159,6 +159,63 @@ put("tokenizer", "bpe-diff-0", b"\x03" + bytes([6, 0, 1, 5, 2, 0, 0, 7, 7, 3, 4,
 put("tokenizer", "bpe-diff-1", b"\x07" + bytes([12]) + bytes(range(24)) + bytes(200))
 
 
+# ---- tokenizer.json ---------------------------------------------------------
+LLAMA3_RE = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
+             " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+
+
+def tokenizer_json(merges, added=(), pre=None, ignore_merges=False, pairs=False, **top):
+    tokens = [bytes([b]) for b in range(256)]
+    for a, b in merges:
+        if a + b not in tokens:
+            tokens.append(a + b)
+    if pre is None:
+        pre = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": LLAMA3_RE}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+             "use_regex": False}]}
+    doc = {"version": "1.0", "added_tokens": [
+        {"id": len(tokens) + i, "content": c, "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False, "special": True} for i, c in enumerate(added)],
+        "normalizer": None, "pre_tokenizer": pre, "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                    "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": ignore_merges,
+                  "vocab": {sym(t): i for i, t in enumerate(tokens)},
+                  "merges": [[sym(a), sym(b)] if pairs else "%s %s" % (sym(a), sym(b))
+                             for a, b in merges]}}
+    doc.update(top)
+    return json.dumps(doc, ensure_ascii=False).encode()
+
+
+LLAMA_ADDED = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"]
+put("tokenizer_json", "json-llama3", b"\x00" + tokenizer_json(FIXED, LLAMA_ADDED))
+put("tokenizer_json", "json-llama3-pairs",
+    b"\x03" + tokenizer_json(FIXED, LLAMA_ADDED, ignore_merges=True, pairs=True))
+put("tokenizer_json", "json-gpt2", b"\x00" + tokenizer_json(
+    FIXED, ["<|endoftext|>"], pre={"type": "ByteLevel", "add_prefix_space": False,
+                                   "trim_offsets": True, "use_regex": True}))
+put("tokenizer_json", "json-wordpiece", b"\x00" + tokenizer_json(FIXED)
+    .replace(b'"type": "BPE"', b'"type": "WordPiece"'))
+put("tokenizer_json", "json-normalizer", b"\x00" + tokenizer_json(
+    FIXED, normalizer={"type": "NFC"}))
+llama_texts = ["Hello, world! It's a test.", "I'VE you'Re he'LL 'x ''s it'\u017f",
+               "1234567 89 0 12a3b4567c", "hello!!!\n\n\nworld...\r\n?!\n",
+               "a  \n\n  b   c   \n\td", "trailing   ", "na\u00efve \u0663\u0664\u0665\u0666 "
+               "\u00b2\u00b3 \u6771\u4eac\u00a0\u30bf \u3000x",
+               "<|a|>b<|a|><|end_of_text|> the", "$hello _x\tab \u2014\u03c4\u03b5",
+               "xyxy xyx xyxyx xyz"]
+for i, t in enumerate(llama_texts):
+    put("tokenizer_json", "text-%d" % i, b"\x01" + t.encode())
+    put("tokenizer_json", "text-im-%d" % i, b"\x0a" + t.encode())  # ignore_merges
+put("tokenizer_json", "text-bytes", b"\x04" + bytes(range(256)) + b"ab\xffcd \xe6\x9d")
+put("tokenizer_json", "merges-splice", b"\x02" + b'"\\u0120 \\u0120", ["l", "ll"]')
+put("tokenizer_json", "merges-splice-bad", b"\x05" + b'"a"')
+
+
 # ---- lab: task graphs ----------------------------------------------------------
 # The first byte picks the format (mod 6): 0 tessera, 1 rec, 2 dot, 3 stg,
 # 4 wfcommons, 5 told from the bytes.
