@@ -428,8 +428,8 @@ static int launch_fwd(cudaStream_t s, int d, int tq, int tk, int nb, int kvg, in
     return tsr_cuda_launched_t("k_attn_fwd", DMAX);
 }
 
-/* the FP32 forward of one sequence */
-static int fwd_fp32(cudaStream_t s, int d, int tq, int tk, int nb, int kvg, int q0, int k0, float scale,
+/* the FP32 forward of one sequence; fn: the public function called */
+static int fwd_fp32(const char *fn, cudaStream_t s, int d, int tq, int tk, int nb, int kvg, int q0, int k0, float scale,
                     int ld, long long hs, const float *q, const float *k, const float *v,
                     float *ms, float *acc)
 {
@@ -438,18 +438,19 @@ static int fwd_fp32(cudaStream_t s, int d, int tq, int tk, int nb, int kvg, int 
     case 64: return launch_fwd<64>(s, d, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ms, acc);
     case 128: return launch_fwd<128>(s, d, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ms, acc);
     case 256: return launch_fwd<256>(s, d, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ms, acc);
-    default: return unsupported_d("tsr_cuda_attn_fwd", d);
+    default: return unsupported_d(fn, d);
     }
 }
 
-int tsr_cuda_attn_fwd_gqa(void *stream, int prec, int d, int tq, int tk, int nb, int kv_group,
-                          int nseq, int q0, int k0, float scale, int ld, long long hs,
-                          const float *q, const float *k, const float *v, float *ms, float *acc)
+/* tsr_cuda_attn_fwd_gqa, its errors naming fn (the public function called) */
+static int attn_fwd(const char *fn, void *stream, int prec, int d, int tq, int tk, int nb,
+                    int kv_group, int nseq, int q0, int k0, float scale, int ld, long long hs,
+                    const float *q, const float *k, const float *v, float *ms, float *acc)
 {
     if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
-        return unknown_prec(__func__, prec);
+        return unknown_prec(fn, prec);
     if (bad_kv_group(nb, kv_group))
-        return kv_group_invalid(__func__, nb, kv_group);
+        return kv_group_invalid(fn, nb, kv_group);
     if (nseq <= 0 || pair_empty(d, tq, tk, nb, q0, k0))
         return 0;
     cudaStream_t s = TSR_STREAM(stream);
@@ -459,7 +460,7 @@ int tsr_cuda_attn_fwd_gqa(void *stream, int prec, int d, int tq, int tk, int nb,
     int rc = 0;
     size_t qs = (size_t)tq * ld, ks = (size_t)tk * ld, st = (size_t)tq * nb;
     for (int i = 0; !rc && i < nseq; i++)
-        rc = fwd_fp32(s, d, tq, tk, nb, kv_group, q0, k0, scale, ld, hs, q + i * qs, k + i * ks,
+        rc = fwd_fp32(fn, s, d, tq, tk, nb, kv_group, q0, k0, scale, ld, hs, q + i * qs, k + i * ks,
                       v + i * ks, ms + i * 2 * st, acc + i * st * d);
     return rc;
 }
@@ -468,8 +469,16 @@ int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int
                       int k0, float scale, int ld, long long hs, const float *q, const float *k,
                       const float *v, float *ms, float *acc)
 {
-    return tsr_cuda_attn_fwd_gqa(stream, prec, d, tq, tk, nb, 1, nseq, q0, k0, scale, ld, hs, q, k,
-                                 v, ms, acc);
+    return attn_fwd(__func__, stream, prec, d, tq, tk, nb, 1, nseq, q0, k0, scale, ld, hs, q, k, v,
+                    ms, acc);
+}
+
+int tsr_cuda_attn_fwd_gqa(void *stream, int prec, int d, int tq, int tk, int nb, int kv_group,
+                          int nseq, int q0, int k0, float scale, int ld, long long hs,
+                          const float *q, const float *k, const float *v, float *ms, float *acc)
+{
+    return attn_fwd(__func__, stream, prec, d, tq, tk, nb, kv_group, nseq, q0, k0, scale, ld, hs, q,
+                    k, v, ms, acc);
 }
 
 int tsr_cuda_attn_merge(void *stream, int d, int tq, int nb, const float *ms_src,
@@ -523,8 +532,8 @@ static int launch_bwd(cudaStream_t s, int d, int tq, int tk, int nb, int kvg, in
     return tsr_cuda_launched_t("k_attn_bwd_q", DMAX);
 }
 
-/* the FP32 backward of one sequence */
-static int bwd_fp32(cudaStream_t s, int d, int tq, int tk, int nb, int kvg, int q0, int k0, float scale,
+/* the FP32 backward of one sequence; fn: the public function called */
+static int bwd_fp32(const char *fn, cudaStream_t s, int d, int tq, int tk, int nb, int kvg, int q0, int k0, float scale,
                     int ld, long long hs, const float *q, const float *k, const float *v, int ldo,
                     long long hso, const float *dout, const float *lse, const float *D, float *dq,
                     float *dk, float *dv)
@@ -535,21 +544,22 @@ static int bwd_fp32(cudaStream_t s, int d, int tq, int tk, int nb, int kvg, int 
     case 64: return launch_bwd<64>(TSR_BWD_ARGS);
     case 128: return launch_bwd<128>(TSR_BWD_ARGS);
     case 256: return launch_bwd<256>(TSR_BWD_ARGS);
-    default: return unsupported_d("tsr_cuda_attn_bwd", d);
+    default: return unsupported_d(fn, d);
     }
 #undef TSR_BWD_ARGS
 }
 
-int tsr_cuda_attn_bwd_gqa(void *stream, int prec, int d, int tq, int tk, int nb, int kv_group,
-                          int nseq, int q0, int k0, float scale, int ld, long long hs,
-                          const float *q, const float *k, const float *v, int ldo,
-                          long long hso, const float *dout, const float *lse, const float *D,
-                          float *dq, float *dk, float *dv)
+/* tsr_cuda_attn_bwd_gqa, its errors naming fn (the public function called) */
+static int attn_bwd(const char *fn, void *stream, int prec, int d, int tq, int tk, int nb,
+                    int kv_group, int nseq, int q0, int k0, float scale, int ld, long long hs,
+                    const float *q, const float *k, const float *v, int ldo, long long hso,
+                    const float *dout, const float *lse, const float *D, float *dq, float *dk,
+                    float *dv)
 {
     if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
-        return unknown_prec(__func__, prec);
+        return unknown_prec(fn, prec);
     if (bad_kv_group(nb, kv_group))
-        return kv_group_invalid(__func__, nb, kv_group);
+        return kv_group_invalid(fn, nb, kv_group);
     if (nseq <= 0 || pair_empty(d, tq, tk, nb, q0, k0))
         return 0;
     cudaStream_t s = TSR_STREAM(stream);
@@ -561,7 +571,7 @@ int tsr_cuda_attn_bwd_gqa(void *stream, int prec, int d, int tq, int tk, int nb,
     size_t qs = (size_t)tq * ld, ks = (size_t)tk * ld, os = (size_t)tq * ldo;
     size_t st = (size_t)tq * nb;
     for (int i = 0; !rc && i < nseq; i++)
-        rc = bwd_fp32(s, d, tq, tk, nb, kv_group, q0, k0, scale, ld, hs, q + i * qs, k + i * ks,
+        rc = bwd_fp32(fn, s, d, tq, tk, nb, kv_group, q0, k0, scale, ld, hs, q + i * qs, k + i * ks,
                       v + i * ks, ldo, hso, dout + i * os, lse + i * st, D + i * st, dq + i * qs,
                       dk + i * ks, dv + i * ks);
     return rc;
@@ -572,6 +582,16 @@ int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int
                       const float *v, int ldo, long long hso, const float *dout,
                       const float *lse, const float *D, float *dq, float *dk, float *dv)
 {
-    return tsr_cuda_attn_bwd_gqa(stream, prec, d, tq, tk, nb, 1, nseq, q0, k0, scale, ld, hs, q, k,
-                                 v, ldo, hso, dout, lse, D, dq, dk, dv);
+    return attn_bwd(__func__, stream, prec, d, tq, tk, nb, 1, nseq, q0, k0, scale, ld, hs, q, k, v,
+                    ldo, hso, dout, lse, D, dq, dk, dv);
+}
+
+int tsr_cuda_attn_bwd_gqa(void *stream, int prec, int d, int tq, int tk, int nb, int kv_group,
+                          int nseq, int q0, int k0, float scale, int ld, long long hs,
+                          const float *q, const float *k, const float *v, int ldo,
+                          long long hso, const float *dout, const float *lse, const float *D,
+                          float *dq, float *dk, float *dv)
+{
+    return attn_bwd(__func__, stream, prec, d, tq, tk, nb, kv_group, nseq, q0, k0, scale, ld, hs, q,
+                    k, v, ldo, hso, dout, lse, D, dq, dk, dv);
 }

@@ -7,6 +7,8 @@
  * interleaved in one (3C, t) buffer (ld = 3C, optionally padded with NaN
  * rows, hs = d), o and dout in (C, t), dq, dk, dv in (3C, t), in FP32 and
  * TF32 against the double reference.  Skipped visibly without a GPU. */
+#include <tessera/tessera.h>
+
 #include "kernels/attention.h"
 #include "kernels/crossentropy.h"
 #include "kernels/embedding.h"
@@ -769,11 +771,13 @@ static void gqa_cuda_case(gqcase c, const rmode *md, void *st, uint64_t salt)
 
     /* the plain kernels on K/V copied per query head: o, lse, dq bit for bit */
     float *ke = kt_alloc((size_t)d * tk * NB), *ve = kt_alloc((size_t)d * tk * NB);
-    float *dke = kt_alloc((size_t)d * tk * NB);
+    float *dke = kt_alloc((size_t)d * tk * NB), *dve = kt_alloc((size_t)d * tk * NB);
     for (int b = 0; b < NB; b++) {
         size_t n = (size_t)d * tk, src = (size_t)(b / c.kvg) * n;
-        memcpy(ke + b * n, k + src, sizeof(float) * n), memcpy(ve + b * n, v + src, sizeof(float) * n);
+        memcpy(ke + b * n, k + src, sizeof(float) * n);
+        memcpy(ve + b * n, v + src, sizeof(float) * n);
         memcpy(dke + b * n, dk + src, sizeof(float) * n);
+        memcpy(dve + b * n, dv + src, sizeof(float) * n);
     }
     gqlayout E = gq_layout(&c, nh, md);
     float *xe = kt_alloc(E.nx), *dxe = kt_alloc(E.nx);
@@ -783,7 +787,7 @@ static void gqa_cuda_case(gqcase c, const rmode *md, void *st, uint64_t salt)
     gq_view(xe + E.voff, NULL, E.ld, E.hs, d, tk, c.nseq, nh, ve, 1);
     gq_view(dxe, NULL, E.ld, E.hs, d, tq, c.nseq, nh, dq, 1);
     gq_view(dxe + E.koff, NULL, E.ld, E.hs, d, tk, c.nseq, nh, dke, 1);
-    gq_view(dxe + E.voff, NULL, E.ld, E.hs, d, tk, c.nseq, nh, dke, 1);
+    gq_view(dxe + E.voff, NULL, E.ld, E.hs, d, tk, c.nseq, nh, dve, 1);
     gqcase ce = c;
     ce.kvg = 1;
     gqout e = gq_run(&ce, md, &E, 1, st, xe, dob, flse, fD, dxe, -1);
@@ -796,11 +800,15 @@ static void gqa_cuda_case(gqcase c, const rmode *md, void *st, uint64_t salt)
               "kernels on copied K/V", what);
     cr_assert(memcmp(eq, gq, sizeof(float) * nq) == 0, "%s: dq differs from the plain kernels on "
               "copied K/V", what);
+    /* kv_group = 1: the same layout, and dk, dv too bit for bit the plain entry points' */
+    if (c.kvg == 1)
+        cr_assert(memcmp(e.dx, g.dx, sizeof(float) * L.nx) == 0,
+                  "%s: kv_group 1 differs from tsr_cuda_attn_bwd", what);
 
     free(q), free(k), free(v), free(dout), free(dq), free(dk), free(dv), free(o), free(lse);
     free(D), free(flse), free(fD), free(dlse), free(dD), free(rq), free(rk), free(rv);
     free(xb), free(dxb), free(dob), free(g.o), free(g.lse), free(g.dx), free(xm), free(om);
-    free(go), free(gq), free(gk), free(gv), free(ke), free(ve), free(dke), free(xe), free(dxe);
+    free(go), free(gq), free(gk), free(gv), free(ke), free(ve), free(dke), free(dve), free(xe), free(dxe);
     free(e.o), free(e.lse), free(e.dx), free(eo), free(eq);
 }
 
@@ -846,11 +854,16 @@ Test(cuda_attention, gqa_rejects_a_bad_group)
     void *st = kt_stream();
     float *x = kt_dev(64);
     cr_assert(tsr_cuda_attn_fwd_gqa(st, TSR_ATTN_TF32, 8, 1, 1, 6, 4, 1, 0, 0, 1.0f, 8, 8, x, x,
-                                    x, x, x) != 0);
+                                    x, x, x) == TSR_EINVAL);
+    cr_assert(kt_msg_has("tsr_cuda_attn_fwd_gqa: kv_group 4 does not divide the 6"), "message: %s",
+              tsr_cuda_last_error());
     cr_assert(tsr_cuda_attn_fwd_gqa(st, TSR_ATTN_FP32, 8, 1, 1, 6, 0, 1, 0, 0, 1.0f, 8, 8, x, x,
                                     x, x, x) != 0);
     cr_assert(tsr_cuda_attn_bwd_gqa(st, TSR_ATTN_BF16, 8, 1, 1, 6, 5, 1, 0, 0, 1.0f, 8, 8, x, x,
-                                    x, 8, 8, x, x, x, x, x, x) != 0);
+                                    x, 8, 8, x, x, x, x, x, x) == TSR_EINVAL);
+    cr_assert(kt_msg_has("tsr_cuda_attn_bwd_gqa: kv_group 5"), "message: %s",
+              tsr_cuda_last_error());
+    KT_CUDA_OK(cudaGetLastError()); /* nothing was launched */
     cudaFree(x);
     cudaStreamDestroy((cudaStream_t)st);
 }
