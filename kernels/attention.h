@@ -32,6 +32,19 @@
  * tile anywhere).  Scores are scale * q.k (scale is usually 1/sqrt(d)); the
  * state's max and lse are in that scaled domain.  A pair entirely above the
  * diagonal (k0 > q0 + tq - 1) is a no-op; a runtime need not submit it.
+ *
+ * Grouped-query attention (the _gqa forms; Llama-family decoders): nb query
+ * heads share nb / kv_group K/V heads, kv_group (>= 1) dividing nb, and
+ * query head b reads K/V head b / kv_group of k and v, at k + (b/kv_group)*hs
+ * (the same (ld, hs): a contiguous (d, tk, nb / kv_group) k tile, or a fused
+ * (C + 2 Ckv, T) qkv tile with k of K/V head h at rows C + h*d, ld = C +
+ * 2 Ckv, hs = d).  Nothing is copied per query head.  dk and dv of a K/V
+ * head are the SUM over its kv_group query heads, accumulated in a fixed
+ * order (query heads h*kv_group, h*kv_group + 1, ... in turn; no float
+ * atomics), so the backward stays deterministic.  kv_group = 1 is the plain
+ * form, bit for bit (the plain functions call the _gqa ones with kv_group =
+ * 1).  A runtime that splits the heads of a backward over tasks must keep
+ * each K/V head's kv_group query heads in one call.
  */
 #ifndef TSR_KERNELS_ATTENTION_H
 #define TSR_KERNELS_ATTENTION_H
@@ -49,6 +62,11 @@ void tsr_cpu_attn_init(int d, int tq, int nb, float *ms, float *acc);
 void tsr_cpu_attn_fwd(int d, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
                       long long hs, const float *q, const float *k, const float *v, float *ms,
                       float *acc);
+
+/* tsr_cpu_attn_fwd with nb query heads over nb / kv_group K/V heads (above) */
+void tsr_cpu_attn_fwd_gqa(int d, int tq, int tk, int nb, int kv_group, int q0, int k0,
+                          float scale, int ld, long long hs, const float *q, const float *k,
+                          const float *v, float *ms, float *acc);
 
 /* (ms_dst, acc_dst) = merge of the two partial states (over disjoint key sets). */
 void tsr_cpu_attn_merge(int d, int tq, int nb, const float *ms_src, const float *acc_src,
@@ -74,6 +92,14 @@ void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale
                       long long hso, const float *dout, const float *lse, const float *D,
                       float *dq, float *dk, float *dv);
 
+/* tsr_cpu_attn_bwd with nb query heads over nb / kv_group K/V heads: dk, dv
+ * (of nb / kv_group heads) accumulate every query head of their group, in
+ * order of query head */
+void tsr_cpu_attn_bwd_gqa(int d, int tq, int tk, int nb, int kv_group, int q0, int k0,
+                          float scale, int ld, long long hs, const float *q, const float *k,
+                          const float *v, int ldo, long long hso, const float *dout,
+                          const float *lse, const float *D, float *dq, float *dk, float *dv);
+
 /* CUDA versions, device pointers, asynchronous on `stream`;
  * 0, TSR_EINVAL for d > 256 or an unknown prec, or TSR_EDEVICE
  * (kernels/cuda_status.h names the failure; nb above 65535 fails the
@@ -96,7 +122,14 @@ void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale
  * views (a tile of several whole sequences): sequence s of q, dq starts
  * s*tq*ld after q, of k, v, dk, dv s*tk*ld after k, of dout s*tq*ldo after
  * dout; head b of sequence s is state row s*nb + b of ms, acc, lse, D.  The
- * tensor-core kernels run them in one launch (nseq*nb at most 65535). */
+ * tensor-core kernels run them in one launch (nseq*nb at most 65535).
+ *
+ * The _gqa forms take kv_group as the CPU ones do (TSR_EINVAL unless
+ * kv_group >= 1 divides nb); sequence s of k, v, dk, dv still starts s*tk*ld
+ * after k.  Their backward's dk/dv kernels run one block per (K/V head, key
+ * block), which loops over the kv_group query heads in order with the sums
+ * in registers and adds to dk and dv once: deterministic, without atomics,
+ * whatever kv_group. */
 enum {
     TSR_ATTN_FP32 = 0,
     TSR_ATTN_TF32 = 1,
@@ -106,6 +139,9 @@ int tsr_cuda_attn_init(void *stream, int d, int tq, int nb, float *ms, float *ac
 int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int nseq, int q0,
                       int k0, float scale, int ld, long long hs, const float *q, const float *k,
                       const float *v, float *ms, float *acc);
+int tsr_cuda_attn_fwd_gqa(void *stream, int prec, int d, int tq, int tk, int nb, int kv_group,
+                          int nseq, int q0, int k0, float scale, int ld, long long hs,
+                          const float *q, const float *k, const float *v, float *ms, float *acc);
 int tsr_cuda_attn_merge(void *stream, int d, int tq, int nb, const float *ms_src,
                         const float *acc_src, float *ms_dst, float *acc_dst);
 int tsr_cuda_attn_finalize(void *stream, int d, int tq, int nb, const float *ms,
@@ -116,6 +152,11 @@ int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int
                       int k0, float scale, int ld, long long hs, const float *q, const float *k,
                       const float *v, int ldo, long long hso, const float *dout,
                       const float *lse, const float *D, float *dq, float *dk, float *dv);
+int tsr_cuda_attn_bwd_gqa(void *stream, int prec, int d, int tq, int tk, int nb, int kv_group,
+                          int nseq, int q0, int k0, float scale, int ld, long long hs,
+                          const float *q, const float *k, const float *v, int ldo,
+                          long long hso, const float *dout, const float *lse, const float *D,
+                          float *dq, float *dk, float *dv);
 
 #ifdef __cplusplus
 }

@@ -154,13 +154,13 @@ void tsr_cpu_attn_init(int d, int tq, int nb, float *ms, float *acc)
 /* The row-at-a-time forms, for head dimensions too large for a transposed
  * key block (d > KT_MAX / NC).  q, k, v (and dq, dk, dv) in (ld, hs), dout
  * in (ldo, hso), ms, acc, lse, D contiguous (kernels/attention.h). */
-static void attn_fwd_rows(int d, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
+static void attn_fwd_rows(int d, int tq, int tk, int nb, int kvg, int q0, int k0, float scale, int ld,
                           long long hs, const float *q, const float *k, const float *v,
                           float *ms, float *acc)
 {
     for (int b = 0; b < nb; b++) {
-        const float *kb = k + (size_t)b * hs;
-        const float *vb = v + (size_t)b * hs;
+        const float *kb = k + (size_t)(b / kvg) * hs;
+        const float *vb = v + (size_t)(b / kvg) * hs;
         for (int i = 0; i < tq; i++) {
             size_t row = (size_t)b * tq + i;
             const float *qi = q + (size_t)b * hs + (size_t)i * ld;
@@ -183,7 +183,7 @@ static void attn_fwd_rows(int d, int tq, int tk, int nb, int q0, int k0, float s
     }
 }
 
-static void attn_bwd_rows(int d, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
+static void attn_bwd_rows(int d, int tq, int tk, int nb, int kvg, int q0, int k0, float scale, int ld,
                           long long hs, const float *q, const float *k, const float *v, int ldo,
                           long long hso, const float *dout, const float *lse, const float *D,
                           float *dq, float *dk, float *dv)
@@ -198,7 +198,7 @@ static void attn_bwd_rows(int d, int tq, int tk, int nb, int q0, int k0, float s
             if (li == -INFINITY)
                 continue;
             for (int j = 0; j < nvis; j++) {
-                size_t ko = (size_t)b * hs + (size_t)j * ld;
+                size_t ko = (size_t)(b / kvg) * hs + (size_t)j * ld;
                 const float *kj = k + ko, *vj = v + ko;
                 float p = tsr_vexpf(scale * tsr_vdotf(qi, kj, d) - li);
                 float dss = scale * (p * (tsr_vdotf(doi, vj, d) - Di));
@@ -217,15 +217,15 @@ static void attn_bwd_rows(int d, int tq, int tk, int nb, int q0, int k0, float s
  * by the micro-kernel, the online-softmax update of each row, and
  * acc_i += sum_j P_ij v_j in order of j into a register row. */
 static inline __attribute__((always_inline)) void
-attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
+attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int kvg, int q0, int k0, float scale, int ld,
                 long long hs, const float *q, const float *k, const float *v, float *ms,
                 float *acc)
 {
     float kT[KT_MAX], vbuf[KT_MAX];
     float s[NR * KB];
     for (int b = 0; b < nb; b++) {
-        const float *kb = k + (size_t)b * hs;
-        const float *vb = v + (size_t)b * hs;
+        const float *kb = k + (size_t)(b / kvg) * hs;
+        const float *vb = v + (size_t)(b / kvg) * hs;
         for (int j0 = 0; j0 < tk; j0 += kbk) {
             int jn = tk - j0 < kbk ? tk - j0 : kbk;
             int ncols = (jn + NC - 1) / NC * NC;
@@ -288,20 +288,28 @@ attn_fwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
     }
 }
 
-/* q: (d, tq, nb), k, v: (d, tk, nb), all in (ld, hs); ms: (2, tq, nb),
- * acc: (d, tq, nb) contiguous.
+/* q: (d, tq, nb), k, v: (d, tk, nb / kvg), all in (ld, hs); ms: (2, tq, nb),
+ * acc: (d, tq, nb) contiguous; query head b reads K/V head b / kvg.
  * d = 64 (GPT-2's heads) is an instance of its own, as in the backward. */
-TSR_CPU_CLONES void tsr_cpu_attn_fwd(int d, int tq, int tk, int nb, int q0, int k0, float scale,
-                                     int ld, long long hs, const float *q, const float *k,
-                                     const float *v, float *ms, float *acc)
+TSR_CPU_CLONES void tsr_cpu_attn_fwd_gqa(int d, int tq, int tk, int nb, int kvg, int q0, int k0,
+                                         float scale, int ld, long long hs, const float *q,
+                                         const float *k, const float *v, float *ms, float *acc)
 {
     int kbk = key_block(d);
     if (kbk == 0)
-        attn_fwd_rows(d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
+        attn_fwd_rows(d, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ms, acc);
     else if (d == 64)
-        attn_fwd_blocks(64, KB, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
+        attn_fwd_blocks(64, KB, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ms, acc);
     else
-        attn_fwd_blocks(d, kbk, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
+        attn_fwd_blocks(d, kbk, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ms, acc);
+}
+
+/* one K/V head per query head */
+void tsr_cpu_attn_fwd(int d, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
+                      long long hs, const float *q, const float *k, const float *v, float *ms,
+                      float *acc)
+{
+    tsr_cpu_attn_fwd_gqa(d, tq, tk, nb, 1, q0, k0, scale, ld, hs, q, k, v, ms, acc);
 }
 
 /* ms_*: (2, tq, nb), acc_*: (d, tq, nb) */
@@ -359,7 +367,7 @@ void tsr_cpu_attn_bwd_dot(int d, int tq, int nb, int ldo, long long hso, const f
  * dv_j += sum_i P_ij dout_i and dk_j += sum_i dS_ij q_i (in order of i) and
  * dq_i += sum_j dS_ij k_j (in order of j), into register rows. */
 static inline __attribute__((always_inline)) void
-attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
+attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int kvg, int q0, int k0, float scale, int ld,
                 long long hs, const float *q, const float *k, const float *v, int ldo,
                 long long hso, const float *dout, const float *lse, const float *D, float *dq,
                 float *dk, float *dv)
@@ -369,10 +377,11 @@ attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
     float P[QB * KB], dS[QB * KB];
     int lim[QB];
     for (int b = 0; b < nb; b++) {
-        const float *kb = k + (size_t)b * hs;
-        const float *vb = v + (size_t)b * hs;
+        const float *kb = k + (size_t)(b / kvg) * hs;
+        const float *vb = v + (size_t)(b / kvg) * hs;
         const float *qb = q + (size_t)b * hs, *dob = dout + (size_t)b * hso;
-        float *dqb = dq + (size_t)b * hs, *dkb = dk + (size_t)b * hs, *dvb = dv + (size_t)b * hs;
+        float *dqb = dq + (size_t)b * hs;
+        float *dkb = dk + (size_t)(b / kvg) * hs, *dvb = dv + (size_t)(b / kvg) * hs;
         for (int j0 = 0; j0 < tk; j0 += kbk) {
             int jn = tk - j0 < kbk ? tk - j0 : kbk;
             int ncols = (jn + NC - 1) / NC * NC;
@@ -448,24 +457,36 @@ attn_bwd_blocks(int d, int kbk, int tq, int tk, int nb, int q0, int k0, float sc
     }
 }
 
-/* q, dq: (d, tq, nb), k, v, dk, dv: (d, tk, nb), all in (ld, hs);
- * dout: (d, tq, nb) in (ldo, hso); lse, D: (tq, nb) contiguous.
+/* q, dq: (d, tq, nb), k, v, dk, dv: (d, tk, nb / kvg), all in (ld, hs);
+ * dout: (d, tq, nb) in (ldo, hso); lse, D: (tq, nb) contiguous.  Query head
+ * b reads K/V head b / kvg; the heads run in order, so dk and dv of a K/V
+ * head accumulate its query heads one after the other (a fixed order).
  * GPT-2's head dimension 64 gets its own instance: with d a constant the
  * accumulator rows live in registers. */
-TSR_CPU_CLONES void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale,
-                                     int ld, long long hs, const float *q, const float *k,
-                                     const float *v, int ldo, long long hso, const float *dout,
-                                     const float *lse, const float *D, float *dq, float *dk,
-                                     float *dv)
+TSR_CPU_CLONES void tsr_cpu_attn_bwd_gqa(int d, int tq, int tk, int nb, int kvg, int q0, int k0,
+                                         float scale, int ld, long long hs, const float *q,
+                                         const float *k, const float *v, int ldo, long long hso,
+                                         const float *dout, const float *lse, const float *D,
+                                         float *dq, float *dk, float *dv)
 {
     int kbk = key_block(d);
     if (kbk == 0)
-        attn_bwd_rows(d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout, lse, D, dq,
-                      dk, dv);
+        attn_bwd_rows(d, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout, lse, D,
+                      dq, dk, dv);
     else if (d == 64)
-        attn_bwd_blocks(64, KB, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout, lse,
-                        D, dq, dk, dv);
+        attn_bwd_blocks(64, KB, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout,
+                        lse, D, dq, dk, dv);
     else
-        attn_bwd_blocks(d, kbk, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout, lse,
-                        D, dq, dk, dv);
+        attn_bwd_blocks(d, kbk, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout,
+                        lse, D, dq, dk, dv);
+}
+
+/* one K/V head per query head */
+void tsr_cpu_attn_bwd(int d, int tq, int tk, int nb, int q0, int k0, float scale, int ld,
+                      long long hs, const float *q, const float *k, const float *v, int ldo,
+                      long long hso, const float *dout, const float *lse, const float *D,
+                      float *dq, float *dk, float *dv)
+{
+    tsr_cpu_attn_bwd_gqa(d, tq, tk, nb, 1, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout, lse, D,
+                         dq, dk, dv);
 }

@@ -11,6 +11,9 @@
  * through shared memory with an online softmax.  Backward: one kernel owns
  * keys (dk, dv in registers, streams queries), one owns queries (dq, streams
  * keys), both recompute p from lse, so nothing is accumulated atomically.
+ * Grouped-query attention (kvg query heads per K/V head): the query-side
+ * kernels read K/V head b / kvg; the key-side one runs per K/V head and
+ * streams its kvg query heads in turn, in order, into its registers.
  *
  * q, k, v, o, dout, dq, dk, dv are strided views (kernels/attention.h: row
  * r of head b at x + b*hs + r*ld; stage() and the row loads take ld, the
@@ -62,10 +65,11 @@ __device__ __forceinline__ void stage(float (*sh)[DMAX], const float *src, int d
     }
 }
 
-/* q: (d, tq, nb), k, v: (d, tk, nb), all in (ld, hs) (kernels/attention.h);
- * ms: (2, tq, nb), acc: (d, tq, nb) contiguous.  Block (x, b): BR queries of head b. */
+/* q: (d, tq, nb), k, v: (d, tk, nb / kvg), all in (ld, hs) (kernels/attention.h);
+ * ms: (2, tq, nb), acc: (d, tq, nb) contiguous.  Block (x, b): BR queries of
+ * head b, which reads K/V head b / kvg. */
 template <int DMAX>
-__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_fwd(int d, int tq, int tk, int q0, int k0, float scale, int ld, long long hs, const float *q,
+__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_fwd(int d, int tq, int tk, int kvg, int q0, int k0, float scale, int ld, long long hs, const float *q,
                            const float *k, const float *v, float *ms, float *acc)
 {
     constexpr int G = geo<DMAX>::G, BK = geo<DMAX>::BK, BQ = geo<DMAX>::BR;
@@ -81,7 +85,7 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_fwd(int d, int tq, 
         return;
     const bool active = i < tq;
     const size_t row = (size_t)b * tq + i;
-    const float *kb = k + (size_t)b * hs, *vb = v + (size_t)b * hs;
+    const float *kb = k + (size_t)(b / kvg) * hs, *vb = v + (size_t)(b / kvg) * hs;
     const float *qi = q + (size_t)b * hs + (size_t)i * ld;
     float qr[32], ar[32];
 #pragma unroll
@@ -142,21 +146,21 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_fwd(int d, int tq, 
 }
 
 /* Backward, key side: dk, dv for BR keys per block, streaming queries.
- * q: (d, tq, nb), k, v, dk, dv: (d, tk, nb), all in (ld, hs); dout: (d, tq, nb)
- * in (ldo, hso); lse, D: (tq, nb) contiguous */
+ * q: (d, tq, nb), k, v, dk, dv: (d, tk, nb / kvg), all in (ld, hs); dout:
+ * (d, tq, nb) in (ldo, hso); lse, D: (tq, nb) contiguous.  Block (x, h): BR
+ * keys of K/V head h, whose query heads h*kvg .. h*kvg + kvg - 1 it streams
+ * in turn, summing in registers (a fixed order, no atomics). */
 template <int DMAX>
-__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_kv(int d, int tq, int tk, int q0, int k0, float scale, int ld, long long hs, const float *q,
+__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_kv(int d, int tq, int tk, int kvg, int q0, int k0, float scale, int ld, long long hs, const float *q,
                               const float *k, const float *v, int ldo, long long hso, const float *dout, const float *lse,
                               const float *D, float *dk, float *dv)
 {
     constexpr int G = geo<DMAX>::G, BR = geo<DMAX>::BK, BQ = geo<DMAX>::BR;
     __shared__ float qs[BR][DMAX], dos[BR][DMAX], ls[BR], Ds[BR];
-    const int b = blockIdx.y, g = threadIdx.x % G;
+    const int h = blockIdx.y, g = threadIdx.x % G;
     const int j = blockIdx.x * BQ + threadIdx.x / G;
     const bool active = j < tk;
-    const size_t koff = (size_t)b * hs + (size_t)j * ld;
-    const float *qb = q + (size_t)b * hs, *dob = dout + (size_t)b * hso;
-    const float *lb = lse + (size_t)b * tq, *Db = D + (size_t)b * tq;
+    const size_t koff = (size_t)h * hs + (size_t)j * ld;
     float kr[32], vr[32], dkr[32], dvr[32];
 #pragma unroll
     for (int u = 0; u < 32; u++) {
@@ -170,33 +174,37 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_kv(int d, int t
     const int jfirst = blockIdx.x * BQ;
     long long ist = (long long)k0 + jfirst - q0;
     const int istart = ist < 0 ? 0 : (ist > tq ? tq : (int)ist);
-    for (int i0 = istart; i0 < tq; i0 += BR) {
-        __syncthreads();
-        stage<DMAX, BR>(qs, qb, d, ld, tq, i0);
-        stage<DMAX, BR>(dos, dob, d, ldo, tq, i0);
-        for (int e = threadIdx.x; e < BR; e += blockDim.x) {
-            int i = i0 + e;
-            ls[e] = i < tq ? lb[i] : -INFINITY;
-            Ds[e] = i < tq ? Db[i] : 0.0f;
-        }
-        __syncthreads();
-#pragma unroll 4
-        for (int ii = 0; ii < BR; ii++) {
-            float s = 0.0f, dp = 0.0f;
-#pragma unroll
-            for (int u = 0; u < 32; u++) {
-                s += kr[u] * qs[ii][g + G * u];
-                dp += vr[u] * dos[ii][g + G * u];
+    for (int b = h * kvg; b < (h + 1) * kvg; b++) { /* the group's query heads, in order */
+        const float *qb = q + (size_t)b * hs, *dob = dout + (size_t)b * hso;
+        const float *lb = lse + (size_t)b * tq, *Db = D + (size_t)b * tq;
+        for (int i0 = istart; i0 < tq; i0 += BR) {
+            __syncthreads();
+            stage<DMAX, BR>(qs, qb, d, ld, tq, i0);
+            stage<DMAX, BR>(dos, dob, d, ldo, tq, i0);
+            for (int e = threadIdx.x; e < BR; e += blockDim.x) {
+                int i = i0 + e;
+                ls[e] = i < tq ? lb[i] : -INFINITY;
+                Ds[e] = i < tq ? Db[i] : 0.0f;
             }
-            s = group_sum<G>(s);
-            dp = group_sum<G>(dp);
-            bool vis = active && (long long)q0 + i0 + ii >= (long long)k0 + j && ls[ii] != -INFINITY;
-            float p = vis ? expf(s - ls[ii]) : 0.0f;
-            float ds = p * (dp - Ds[ii]) * scale;
+            __syncthreads();
+#pragma unroll 4
+            for (int ii = 0; ii < BR; ii++) {
+                float s = 0.0f, dp = 0.0f;
 #pragma unroll
-            for (int u = 0; u < 32; u++) {
-                dvr[u] += p * dos[ii][g + G * u];
-                dkr[u] += ds * qs[ii][g + G * u];
+                for (int u = 0; u < 32; u++) {
+                    s += kr[u] * qs[ii][g + G * u];
+                    dp += vr[u] * dos[ii][g + G * u];
+                }
+                s = group_sum<G>(s);
+                dp = group_sum<G>(dp);
+                bool vis = active && (long long)q0 + i0 + ii >= (long long)k0 + j && ls[ii] != -INFINITY;
+                float p = vis ? expf(s - ls[ii]) : 0.0f;
+                float ds = p * (dp - Ds[ii]) * scale;
+#pragma unroll
+                for (int u = 0; u < 32; u++) {
+                    dvr[u] += p * dos[ii][g + G * u];
+                    dkr[u] += ds * qs[ii][g + G * u];
+                }
             }
         }
     }
@@ -213,9 +221,10 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_kv(int d, int t
 }
 
 /* Backward, query side: dq for BR queries per block, streaming keys.
- * Layouts as k_attn_bwd_kv's; dq in (ld, hs). */
+ * Layouts as k_attn_bwd_kv's; dq in (ld, hs).  Block (x, b): query head b,
+ * K/V head b / kvg. */
 template <int DMAX>
-__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_q(int d, int tq, int tk, int q0, int k0, float scale, int ld, long long hs, const float *q,
+__global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_q(int d, int tq, int tk, int kvg, int q0, int k0, float scale, int ld, long long hs, const float *q,
                              const float *k, const float *v, int ldo, long long hso, const float *dout, const float *lse,
                              const float *D, float *dq)
 {
@@ -226,7 +235,7 @@ __global__ void __launch_bounds__(geo<DMAX>::THREADS) k_attn_bwd_q(int d, int tq
     const bool active = i < tq;
     const size_t row = (size_t)b * tq + i;
     const size_t qoff = (size_t)b * hs + (size_t)i * ld, dooff = (size_t)b * hso + (size_t)i * ldo;
-    const float *kb = k + (size_t)b * hs, *vb = v + (size_t)b * hs;
+    const float *kb = k + (size_t)(b / kvg) * hs, *vb = v + (size_t)(b / kvg) * hs;
     float qr[32], dor[32], dqr[32];
 #pragma unroll
     for (int u = 0; u < 32; u++) {
@@ -378,6 +387,19 @@ static int unknown_prec(const char *fn, int prec)
                             prec);
 }
 
+/* query heads per K/V head: at least 1, dividing nb (checked before an
+ * empty pair returns, so that a wrong call fails whatever the tile) */
+static bool bad_kv_group(int nb, int kv_group)
+{
+    return kv_group < 1 || (nb > 0 && nb % kv_group != 0);
+}
+
+static int kv_group_invalid(const char *fn, int nb, int kv_group)
+{
+    return tsr_cuda_invalid("%s: kv_group %d does not divide the %d query heads", fn, kv_group,
+                            nb);
+}
+
 /* pairs entirely above the diagonal, and empty tiles, do nothing */
 static bool pair_empty(int d, int tq, int tk, int nb, int q0, int k0)
 {
@@ -395,49 +417,68 @@ int tsr_cuda_attn_init(void *stream, int d, int tq, int nb, float *ms, float *ac
 }
 
 template <int DMAX>
-static int launch_fwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0, float scale,
+static int launch_fwd(cudaStream_t s, int d, int tq, int tk, int nb, int kvg, int q0, int k0, float scale,
                       int ld, long long hs, const float *q, const float *k, const float *v,
                       float *ms, float *acc)
 {
     constexpr int BQ = geo<DMAX>::BR;
     dim3 grid((tq + BQ - 1) / BQ, nb);
-    TSR_LAUNCH(k_attn_fwd<DMAX>, grid, geo<DMAX>::THREADS, 0, s, d, tq, tk, q0, k0, scale, ld, hs,
+    TSR_LAUNCH(k_attn_fwd<DMAX>, grid, geo<DMAX>::THREADS, 0, s, d, tq, tk, kvg, q0, k0, scale, ld, hs,
                q, k, v, ms, acc);
     return tsr_cuda_launched_t("k_attn_fwd", DMAX);
 }
 
-/* the FP32 forward of one sequence */
-static int fwd_fp32(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0, float scale,
+/* the FP32 forward of one sequence; fn: the public function called */
+static int fwd_fp32(const char *fn, cudaStream_t s, int d, int tq, int tk, int nb, int kvg, int q0, int k0, float scale,
                     int ld, long long hs, const float *q, const float *k, const float *v,
                     float *ms, float *acc)
 {
     switch (dmax_of(d)) {
-    case 32: return launch_fwd<32>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
-    case 64: return launch_fwd<64>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
-    case 128: return launch_fwd<128>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
-    case 256: return launch_fwd<256>(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ms, acc);
-    default: return unsupported_d("tsr_cuda_attn_fwd", d);
+    case 32: return launch_fwd<32>(s, d, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ms, acc);
+    case 64: return launch_fwd<64>(s, d, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ms, acc);
+    case 128: return launch_fwd<128>(s, d, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ms, acc);
+    case 256: return launch_fwd<256>(s, d, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ms, acc);
+    default: return unsupported_d(fn, d);
     }
+}
+
+/* tsr_cuda_attn_fwd_gqa, its errors naming fn (the public function called) */
+static int attn_fwd(const char *fn, void *stream, int prec, int d, int tq, int tk, int nb,
+                    int kv_group, int nseq, int q0, int k0, float scale, int ld, long long hs,
+                    const float *q, const float *k, const float *v, float *ms, float *acc)
+{
+    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
+        return unknown_prec(fn, prec);
+    if (bad_kv_group(nb, kv_group))
+        return kv_group_invalid(fn, nb, kv_group);
+    if (nseq <= 0 || pair_empty(d, tq, tk, nb, q0, k0))
+        return 0;
+    cudaStream_t s = TSR_STREAM(stream);
+    if (prec != TSR_ATTN_FP32 && tsr__cuda_attn_tc_takes(d))
+        return tsr__cuda_attn_fwd_tc(s, prec == TSR_ATTN_BF16, d, tq, tk, nb, kv_group, nseq, q0,
+                                     k0, scale, {ld, ld, ld, hs, hs, hs}, q, k, v, ms, acc);
+    int rc = 0;
+    size_t qs = (size_t)tq * ld, ks = (size_t)tk * ld, st = (size_t)tq * nb;
+    for (int i = 0; !rc && i < nseq; i++)
+        rc = fwd_fp32(fn, s, d, tq, tk, nb, kv_group, q0, k0, scale, ld, hs, q + i * qs, k + i * ks,
+                      v + i * ks, ms + i * 2 * st, acc + i * st * d);
+    return rc;
 }
 
 int tsr_cuda_attn_fwd(void *stream, int prec, int d, int tq, int tk, int nb, int nseq, int q0,
                       int k0, float scale, int ld, long long hs, const float *q, const float *k,
                       const float *v, float *ms, float *acc)
 {
-    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
-        return unknown_prec(__func__, prec);
-    if (nseq <= 0 || pair_empty(d, tq, tk, nb, q0, k0))
-        return 0;
-    cudaStream_t s = TSR_STREAM(stream);
-    if (prec != TSR_ATTN_FP32 && tsr__cuda_attn_tc_takes(d))
-        return tsr__cuda_attn_fwd_tc(s, prec == TSR_ATTN_BF16, d, tq, tk, nb, nseq, q0, k0, scale,
-                                     {ld, ld, ld, hs, hs, hs}, q, k, v, ms, acc);
-    int rc = 0;
-    size_t qs = (size_t)tq * ld, ks = (size_t)tk * ld, st = (size_t)tq * nb;
-    for (int i = 0; !rc && i < nseq; i++)
-        rc = fwd_fp32(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q + i * qs, k + i * ks, v + i * ks,
-                      ms + i * 2 * st, acc + i * st * d);
-    return rc;
+    return attn_fwd(__func__, stream, prec, d, tq, tk, nb, 1, nseq, q0, k0, scale, ld, hs, q, k, v,
+                    ms, acc);
+}
+
+int tsr_cuda_attn_fwd_gqa(void *stream, int prec, int d, int tq, int tk, int nb, int kv_group,
+                          int nseq, int q0, int k0, float scale, int ld, long long hs,
+                          const float *q, const float *k, const float *v, float *ms, float *acc)
+{
+    return attn_fwd(__func__, stream, prec, d, tq, tk, nb, kv_group, nseq, q0, k0, scale, ld, hs, q,
+                    k, v, ms, acc);
 }
 
 int tsr_cuda_attn_merge(void *stream, int d, int tq, int nb, const float *ms_src,
@@ -474,38 +515,66 @@ int tsr_cuda_attn_bwd_dot(void *stream, int d, int tq, int nb, int ldo, long lon
 }
 
 template <int DMAX>
-static int launch_bwd(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0, float scale,
+static int launch_bwd(cudaStream_t s, int d, int tq, int tk, int nb, int kvg, int q0, int k0, float scale,
                       int ld, long long hs, const float *q, const float *k, const float *v,
                       int ldo, long long hso, const float *dout, const float *lse, const float *D,
                       float *dq, float *dk, float *dv)
 {
     constexpr int threads = geo<DMAX>::THREADS, BQ = geo<DMAX>::BR;
-    dim3 gkv((tk + BQ - 1) / BQ, nb), gq((tq + BQ - 1) / BQ, nb);
-    TSR_LAUNCH(k_attn_bwd_kv<DMAX>, gkv, threads, 0, s, d, tq, tk, q0, k0, scale, ld, hs, q, k, v,
+    dim3 gkv((tk + BQ - 1) / BQ, nb / kvg), gq((tq + BQ - 1) / BQ, nb);
+    TSR_LAUNCH(k_attn_bwd_kv<DMAX>, gkv, threads, 0, s, d, tq, tk, kvg, q0, k0, scale, ld, hs, q, k, v,
                ldo, hso, dout, lse, D, dk, dv);
     int st = tsr_cuda_launched_t("k_attn_bwd_kv", DMAX);
     if (st)
         return st;
-    TSR_LAUNCH(k_attn_bwd_q<DMAX>, gq, threads, 0, s, d, tq, tk, q0, k0, scale, ld, hs, q, k, v,
+    TSR_LAUNCH(k_attn_bwd_q<DMAX>, gq, threads, 0, s, d, tq, tk, kvg, q0, k0, scale, ld, hs, q, k, v,
                ldo, hso, dout, lse, D, dq);
     return tsr_cuda_launched_t("k_attn_bwd_q", DMAX);
 }
 
-/* the FP32 backward of one sequence */
-static int bwd_fp32(cudaStream_t s, int d, int tq, int tk, int nb, int q0, int k0, float scale,
+/* the FP32 backward of one sequence; fn: the public function called */
+static int bwd_fp32(const char *fn, cudaStream_t s, int d, int tq, int tk, int nb, int kvg, int q0, int k0, float scale,
                     int ld, long long hs, const float *q, const float *k, const float *v, int ldo,
                     long long hso, const float *dout, const float *lse, const float *D, float *dq,
                     float *dk, float *dv)
 {
-#define TSR_BWD_ARGS s, d, tq, tk, nb, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout, lse, D, dq, dk, dv
+#define TSR_BWD_ARGS s, d, tq, tk, nb, kvg, q0, k0, scale, ld, hs, q, k, v, ldo, hso, dout, lse, D, dq, dk, dv
     switch (dmax_of(d)) {
     case 32: return launch_bwd<32>(TSR_BWD_ARGS);
     case 64: return launch_bwd<64>(TSR_BWD_ARGS);
     case 128: return launch_bwd<128>(TSR_BWD_ARGS);
     case 256: return launch_bwd<256>(TSR_BWD_ARGS);
-    default: return unsupported_d("tsr_cuda_attn_bwd", d);
+    default: return unsupported_d(fn, d);
     }
 #undef TSR_BWD_ARGS
+}
+
+/* tsr_cuda_attn_bwd_gqa, its errors naming fn (the public function called) */
+static int attn_bwd(const char *fn, void *stream, int prec, int d, int tq, int tk, int nb,
+                    int kv_group, int nseq, int q0, int k0, float scale, int ld, long long hs,
+                    const float *q, const float *k, const float *v, int ldo, long long hso,
+                    const float *dout, const float *lse, const float *D, float *dq, float *dk,
+                    float *dv)
+{
+    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
+        return unknown_prec(fn, prec);
+    if (bad_kv_group(nb, kv_group))
+        return kv_group_invalid(fn, nb, kv_group);
+    if (nseq <= 0 || pair_empty(d, tq, tk, nb, q0, k0))
+        return 0;
+    cudaStream_t s = TSR_STREAM(stream);
+    if (prec != TSR_ATTN_FP32 && tsr__cuda_attn_tc_takes(d))
+        return tsr__cuda_attn_bwd_tc(s, prec == TSR_ATTN_BF16, d, tq, tk, nb, kv_group, nseq, q0,
+                                     k0, scale, {ld, ld, ldo, hs, hs, hso}, q, k, v, dout, lse, D,
+                                     dq, dk, dv);
+    int rc = 0;
+    size_t qs = (size_t)tq * ld, ks = (size_t)tk * ld, os = (size_t)tq * ldo;
+    size_t st = (size_t)tq * nb;
+    for (int i = 0; !rc && i < nseq; i++)
+        rc = bwd_fp32(fn, s, d, tq, tk, nb, kv_group, q0, k0, scale, ld, hs, q + i * qs, k + i * ks,
+                      v + i * ks, ldo, hso, dout + i * os, lse + i * st, D + i * st, dq + i * qs,
+                      dk + i * ks, dv + i * ks);
+    return rc;
 }
 
 int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int nseq, int q0,
@@ -513,21 +582,16 @@ int tsr_cuda_attn_bwd(void *stream, int prec, int d, int tq, int tk, int nb, int
                       const float *v, int ldo, long long hso, const float *dout,
                       const float *lse, const float *D, float *dq, float *dk, float *dv)
 {
-    if (prec != TSR_ATTN_FP32 && prec != TSR_ATTN_TF32 && prec != TSR_ATTN_BF16)
-        return unknown_prec(__func__, prec);
-    if (nseq <= 0 || pair_empty(d, tq, tk, nb, q0, k0))
-        return 0;
-    cudaStream_t s = TSR_STREAM(stream);
-    if (prec != TSR_ATTN_FP32 && tsr__cuda_attn_tc_takes(d))
-        return tsr__cuda_attn_bwd_tc(s, prec == TSR_ATTN_BF16, d, tq, tk, nb, nseq, q0, k0, scale,
-                                     {ld, ld, ldo, hs, hs, hso}, q, k, v, dout, lse, D, dq, dk,
-                                     dv);
-    int rc = 0;
-    size_t qs = (size_t)tq * ld, ks = (size_t)tk * ld, os = (size_t)tq * ldo;
-    size_t st = (size_t)tq * nb;
-    for (int i = 0; !rc && i < nseq; i++)
-        rc = bwd_fp32(s, d, tq, tk, nb, q0, k0, scale, ld, hs, q + i * qs, k + i * ks, v + i * ks,
-                      ldo, hso, dout + i * os, lse + i * st, D + i * st, dq + i * qs, dk + i * ks,
-                      dv + i * ks);
-    return rc;
+    return attn_bwd(__func__, stream, prec, d, tq, tk, nb, 1, nseq, q0, k0, scale, ld, hs, q, k, v,
+                    ldo, hso, dout, lse, D, dq, dk, dv);
+}
+
+int tsr_cuda_attn_bwd_gqa(void *stream, int prec, int d, int tq, int tk, int nb, int kv_group,
+                          int nseq, int q0, int k0, float scale, int ld, long long hs,
+                          const float *q, const float *k, const float *v, int ldo,
+                          long long hso, const float *dout, const float *lse, const float *D,
+                          float *dq, float *dk, float *dv)
+{
+    return attn_bwd(__func__, stream, prec, d, tq, tk, nb, kv_group, nseq, q0, k0, scale, ld, hs, q,
+                    k, v, ldo, hso, dout, lse, D, dq, dk, dv);
 }

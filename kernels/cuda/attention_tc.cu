@@ -39,7 +39,10 @@
  *
  * Backward: two kernels as in attention.cu (dk/dv over keys, dq over
  * queries), both recompute p from lse, no atomics, deterministic; results are
- * ADDED to dq, dk, dv.
+ * ADDED to dq, dk, dv.  Grouped-query attention (tc_shape.kvg query heads per
+ * K/V head): the query-side kernels read K/V head (query head) / kvg; the
+ * dk/dv kernel runs one block row per K/V head and streams its kvg query
+ * heads in turn into the same register sums (a fixed order).
  *
  * Must never: use float atomics, let a warp diverge around a tsr_mma_tf32
  * (it is warp-wide), or run without the caller asking for TF32.
@@ -72,7 +75,8 @@ struct tc_shape {
     int d, tq, tk, q0, k0;
     float scale;
     tsr__attn_strides st;
-    int heads; /* per sequence: blockIdx.y = sequence * heads + head */
+    int heads; /* query heads per sequence: blockIdx.y = sequence * heads + head */
+    int kvg;   /* query heads per K/V head (kernels/attention.h: GQA) */
     int vec;   /* every staged row 16-byte aligned: cp.async */
 };
 
@@ -82,6 +86,14 @@ static __device__ __forceinline__ long long tc_head(const tc_shape &sp, int b, i
                                                     long long hs)
 {
     return (long long)(b / sp.heads) * t * ld + (long long)(b % sp.heads) * hs;
+}
+
+/* where the K/V head of query head b (blockIdx.y of a query-side kernel)
+ * starts in k, v: K/V head (b % heads) / kvg of b's sequence */
+static __device__ __forceinline__ long long tc_kv_of_query(const tc_shape &sp, int b)
+{
+    return (long long)(b / sp.heads) * sp.tk * sp.st.ldk +
+           (long long)(b % sp.heads / sp.kvg) * sp.st.hsk;
 }
 
 /* keys of a (tk) tile that query i sees: 0..tk */
@@ -310,7 +322,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const tc_qrows rows = tc_query_rows<DMAX>(sp, warp);
     if (rows.nblock == 0)
         return; /* block-uniform: no query of the block sees a key */
-    const long long kofs = tc_head(sp, b, sp.tk, sp.st.ldk, sp.st.hsk);
+    const long long kofs = tc_kv_of_query(sp, b);
     const float *qb = q + tc_head(sp, b, sp.tq, sp.st.ldq, sp.st.hsq), *kb = k + kofs,
                 *vb = v + kofs;
     const int nchunks = (rows.nblock + BC - 1) / BC;
@@ -438,7 +450,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     if (rows.nblock == 0)
         return;
     const long long qofs = tc_head(sp, b, sp.tq, sp.st.ldq, sp.st.hsq);
-    const long long kofs = tc_head(sp, b, sp.tk, sp.st.ldk, sp.st.hsk);
+    const long long kofs = tc_kv_of_query(sp, b);
     const float *qb = q + qofs, *dob = dout + tc_head(sp, b, sp.tq, sp.st.ldo, sp.st.hso);
     const float *kb = k + kofs, *vb = v + kofs;
     const int nchunks = (rows.nblock + BC - 1) / BC;
@@ -491,7 +503,10 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 }
 
 /* Backward, key side: dk += scale sum_i ds_ij q_i, dv += sum_i p_ij dout_i.
- * Block (x, b): keys [jb, jb + 64), warp w keys jw + [0, 16).  Per query
+ * Block (x, hb): keys [jb, jb + 64) of K/V head hb (sequence hb / (heads /
+ * kvg)), warp w keys jw + [0, 16); the kvg query heads of the K/V head are
+ * streamed one after the other, in order, into the same registers (GQA: dk
+ * and dv are the sum over the group, in a fixed order, added once).  Per query
  * chunk of 32 (from the first query that sees the block's first key): the
  * transposed S^T = Ks Q^T and dP^T = V dO^T (16, 32) (Ks = log2(e) scale k);
  * per element p^T and ds^T; dV += P^T dO and dK += dS^T Q, in registers
@@ -507,7 +522,8 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     __shared__ __align__(16) float sh[2][2][G::STAGE]; /* [stage][q, dout] */
     __shared__ float ls2[2][BC], Ds[2][BC];            /* [stage] lse (log2 domain), D */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int b = blockIdx.y, d = sp.d;
+    const int hb = blockIdx.y, d = sp.d;
+    const int hkv = sp.heads / sp.kvg; /* K/V heads per sequence */
     const int jb = blockIdx.x * BR; /* the first keys are seen by the most queries */
     const int jw = jb + 16 * warp;
     /* query i sees key j iff q0 + i >= k0 + j: the first query that sees the
@@ -517,11 +533,18 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     const int iwstart = iwst < 0 ? 0 : (iwst > sp.tq ? sp.tq : (int)iwst);
     if (istart >= sp.tq)
         return; /* block-uniform: no query sees a key of the block */
-    const long long kofs = tc_head(sp, b, sp.tk, sp.st.ldk, sp.st.hsk);
-    const float *qb = q + tc_head(sp, b, sp.tq, sp.st.ldq, sp.st.hsq);
-    const float *dob = dout + tc_head(sp, b, sp.tq, sp.st.ldo, sp.st.hso);
-    const float *lb = lse + (size_t)b * sp.tq, *Db = D + (size_t)b * sp.tq;
+    const long long kofs =
+        (long long)(hb / hkv) * sp.tk * sp.st.ldk + (long long)(hb % hkv) * sp.st.hsk;
     const float *kb = k + kofs, *vb = v + kofs;
+    /* the query head being streamed: b = sequence * heads + (hb % hkv) * kvg + r */
+    const int bfirst = hb / hkv * sp.heads + hb % hkv * sp.kvg;
+    const float *qb, *dob, *lb, *Db;
+    auto head = [&](int b) {
+        qb = q + tc_head(sp, b, sp.tq, sp.st.ldq, sp.st.hsq);
+        dob = dout + tc_head(sp, b, sp.tq, sp.st.ldo, sp.st.hso);
+        lb = lse + (size_t)b * sp.tq, Db = D + (size_t)b * sp.tq;
+    };
+    head(bfirst);
     const int nchunks = (sp.tq - istart + BC - 1) / BC;
 
     /* stage s <- query chunk ch, [i0, i0 + BC) from istart: q, dout rows, lse, D */
@@ -543,30 +566,37 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
     tc_rows_a<DMAX, BF16>(va, vb, sp.st.ldk, sp.tk, d, jw, 1.0f);
     float dka[KD][4] = {}, dva[KD][4] = {};
 
-    for (int ch = 0; ch < nchunks; ch++) {
-        const int s = ch & 1, i0 = istart + ch * BC;
-        tc_next_chunk(ch, nchunks, issue);
-        if (jw < sp.tk && i0 + BC > iwstart) { /* warp-uniform */
-            float sc[NC][4] = {}, dp[NC][4] = {};
-            tc_product_xt<DMAX, NC, BF16>(sc, ka, sh[s][0]);
-            tc_product_xt<DMAX, NC, BF16>(dp, va, sh[s][1]);
-            float pt[NC][4], dst[NC][4];
-#pragma unroll
-            for (int nt = 0; nt < NC; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int ii = 8 * nt + 2 * t + (e & 1), j = jw + g + 8 * (e >> 1);
-                    bool vis = j < sp.tk && (long long)sp.q0 + i0 + ii >= (long long)sp.k0 + j &&
-                               ls2[s][ii] != -INFINITY; /* also false past tq */
-                    float p = vis ? exp2f(sc[nt][e] - ls2[s][ii]) : 0.0f;
-                    pt[nt][e] = tc_round<BF16>(p);
-                    dst[nt][e] = tc_round<BF16>(p * (dp[nt][e] - Ds[s][ii]) * sp.scale);
-                }
-            /* dV (16, DMAX) += P^T (16, BC) dO (BC, DMAX), dK += dS^T Q */
-            tc_product_py<DMAX, BF16>(dva, pt, sh[s][1]);
-            tc_product_py<DMAX, BF16>(dka, dst, sh[s][0]);
+    for (int r = 0; r < sp.kvg; r++) { /* the K/V head's query heads, in order */
+        if (r > 0) { /* the previous head's last chunk is consumed (__syncthreads) */
+            head(bfirst + r);
+            issue(0, 0);
         }
-        __syncthreads();
+        for (int ch = 0; ch < nchunks; ch++) {
+            const int s = ch & 1, i0 = istart + ch * BC;
+            tc_next_chunk(ch, nchunks, issue);
+            if (jw < sp.tk && i0 + BC > iwstart) { /* warp-uniform */
+                float sc[NC][4] = {}, dp[NC][4] = {};
+                tc_product_xt<DMAX, NC, BF16>(sc, ka, sh[s][0]);
+                tc_product_xt<DMAX, NC, BF16>(dp, va, sh[s][1]);
+                float pt[NC][4], dst[NC][4];
+#pragma unroll
+                for (int nt = 0; nt < NC; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int ii = 8 * nt + 2 * t + (e & 1), j = jw + g + 8 * (e >> 1);
+                        bool vis = j < sp.tk &&
+                                   (long long)sp.q0 + i0 + ii >= (long long)sp.k0 + j &&
+                                   ls2[s][ii] != -INFINITY; /* also false past tq */
+                        float p = vis ? exp2f(sc[nt][e] - ls2[s][ii]) : 0.0f;
+                        pt[nt][e] = tc_round<BF16>(p);
+                        dst[nt][e] = tc_round<BF16>(p * (dp[nt][e] - Ds[s][ii]) * sp.scale);
+                    }
+                /* dV (16, DMAX) += P^T (16, BC) dO (BC, DMAX), dK += dS^T Q */
+                tc_product_py<DMAX, BF16>(dva, pt, sh[s][1]);
+                tc_product_py<DMAX, BF16>(dka, dst, sh[s][0]);
+            }
+            __syncthreads();
+        }
     }
     tc_add_acc<DMAX>(dk + kofs, sp.st.ldk, sp.tk, d, jw, dka);
     tc_add_acc<DMAX>(dv + kofs, sp.st.ldk, sp.tk, d, jw, dva);
@@ -578,14 +608,14 @@ bool tsr__cuda_attn_tc_takes(int d)
 }
 
 /* the kernels' shape: cp.async when every staged row is 16-byte aligned */
-static tc_shape tc_shape_of(int d, int tq, int tk, int nb, int q0, int k0, float scale,
+static tc_shape tc_shape_of(int d, int tq, int tk, int nb, int kvg, int q0, int k0, float scale,
                             tsr__attn_strides st, const float *q, const float *k,
                             const float *v, const float *dout)
 {
     bool vec = d % 4 == 0 && st.ldq % 4 == 0 && st.ldk % 4 == 0 && st.hsq % 4 == 0 &&
                st.hsk % 4 == 0 && tsr_aligned16(q) && tsr_aligned16(k) && tsr_aligned16(v) &&
                (!dout || (st.ldo % 4 == 0 && st.hso % 4 == 0 && tsr_aligned16(dout)));
-    return tc_shape{d, tq, tk, q0, k0, scale, st, nb, vec ? 1 : 0};
+    return tc_shape{d, tq, tk, q0, k0, scale, st, nb, kvg, vec ? 1 : 0};
 }
 
 template <int DMAX, bool BF16>
@@ -598,11 +628,11 @@ static int launch_fwd_tc(cudaStream_t s, int nb, tc_shape sp, const float *q, co
     return tsr_cuda_launched_t(BF16 ? "k_attn_fwd_tc(bf16)" : "k_attn_fwd_tc", DMAX);
 }
 
-int tsr__cuda_attn_fwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int nseq,
-                          int q0, int k0, float scale, tsr__attn_strides st, const float *q,
-                          const float *k, const float *v, float *ms, float *acc)
+int tsr__cuda_attn_fwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int kv_group,
+                          int nseq, int q0, int k0, float scale, tsr__attn_strides st,
+                          const float *q, const float *k, const float *v, float *ms, float *acc)
 {
-    tc_shape sp = tc_shape_of(d, tq, tk, nb, q0, k0, scale, st, q, k, v, NULL);
+    tc_shape sp = tc_shape_of(d, tq, tk, nb, kv_group, q0, k0, scale, st, q, k, v, NULL);
     nb *= nseq; /* grid rows: every head of every sequence */
     if (d <= 32)
         return bf16 ? launch_fwd_tc<32, true>(s, nb, sp, q, k, v, ms, acc)
@@ -617,7 +647,8 @@ static int launch_bwd_tc(cudaStream_t s, int nb, tc_shape sp, const float *q, co
                          float *dq, float *dk, float *dv)
 {
     typedef tc_geo<DMAX> G;
-    dim3 gkv((sp.tk + G::BR - 1) / G::BR, nb), gq((sp.tq + G::BR - 1) / G::BR, nb);
+    /* dk/dv: one block row per K/V head; dq: one per query head */
+    dim3 gkv((sp.tk + G::BR - 1) / G::BR, nb / sp.kvg), gq((sp.tq + G::BR - 1) / G::BR, nb);
     TSR_LAUNCH((k_attn_bwd_kv_tc<DMAX, BF16>), gkv, G::THREADS, 0, s, sp, q, k, v, dout, lse, D,
                dk, dv);
     int st = tsr_cuda_launched_t(BF16 ? "k_attn_bwd_kv_tc(bf16)" : "k_attn_bwd_kv_tc", DMAX);
@@ -627,12 +658,12 @@ static int launch_bwd_tc(cudaStream_t s, int nb, tc_shape sp, const float *q, co
     return tsr_cuda_launched_t(BF16 ? "k_attn_bwd_q_tc(bf16)" : "k_attn_bwd_q_tc", DMAX);
 }
 
-int tsr__cuda_attn_bwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int nseq,
-                          int q0, int k0, float scale, tsr__attn_strides st, const float *q,
-                          const float *k, const float *v, const float *dout, const float *lse,
-                          const float *D, float *dq, float *dk, float *dv)
+int tsr__cuda_attn_bwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int nb, int kv_group,
+                          int nseq, int q0, int k0, float scale, tsr__attn_strides st,
+                          const float *q, const float *k, const float *v, const float *dout,
+                          const float *lse, const float *D, float *dq, float *dk, float *dv)
 {
-    tc_shape sp = tc_shape_of(d, tq, tk, nb, q0, k0, scale, st, q, k, v, dout);
+    tc_shape sp = tc_shape_of(d, tq, tk, nb, kv_group, q0, k0, scale, st, q, k, v, dout);
     nb *= nseq; /* grid rows: every head of every sequence */
     if (d <= 32)
         return bf16 ? launch_bwd_tc<32, true>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv)

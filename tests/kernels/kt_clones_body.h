@@ -20,6 +20,8 @@
 #define tsr_cpu_attn_finalize KT_N(attn_finalize)
 #define tsr_cpu_attn_bwd_dot KT_N(attn_bwd_dot)
 #define tsr_cpu_attn_bwd KT_N(attn_bwd)
+#define tsr_cpu_attn_fwd_gqa KT_N(attn_fwd_gqa)
+#define tsr_cpu_attn_bwd_gqa KT_N(attn_bwd_gqa)
 #define tsr_cpu_layernorm_fwd KT_N(layernorm_fwd)
 #define tsr_cpu_layernorm_bwd KT_N(layernorm_bwd)
 #define tsr_cpu_adamw KT_N(adamw)

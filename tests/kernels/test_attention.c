@@ -19,6 +19,7 @@
  *    a wrong write would leave or overwrite: checked to stay NaN). */
 #include "kernels/attention.h"
 #include "kt_util.h"
+#include "gqa_ref.h"
 
 typedef struct {
     int d, T, nb, tq, tk, base, merge;
@@ -390,4 +391,260 @@ Test(attention, fused_qkv_strided_views)
         109, 0);
     run((acase){.d = 64, .T = 71, .nb = 3, .tq = 37, .tk = 71, .fused = 1, .pad = 5}, 110, 0);
     run((acase){.d = 300, .T = 9, .nb = 2, .tq = 4, .tk = 9, .fused = 1, .pad = 1}, 111, 0);
+}
+
+/* ---- grouped-query attention (tsr_cpu_attn_fwd_gqa, _bwd_gqa) ----------
+ * nb query heads over nkv = nb / kvg K/V heads, query head b reading K/V
+ * head b / kvg, tile pair by tile pair over a sequence of T positions,
+ * against the double reference of gqa_ref.h (dk, dv of a K/V head: the sum
+ * over its query heads), at the tolerances of run() above (the kernels' sums
+ * are those of the plain form; a shared K/V head's dk, dv sum kvg times as
+ * many terms, and the tolerance scales with the largest gradient).  Layouts:
+ * contiguous (d, T, nh) arrays (ld = d, hs = T d) or a Llama-style fused
+ * (C + 2 Ckv + pad, T) qkv buffer (q of head b at rows b d, k of K/V head h at
+ * C + h d, v at C + Ckv + h d, ld = C + 2 Ckv + pad, hs = d), o and dout in
+ * (C + pad, T), the pad rows NaN and checked to stay NaN.  And bit for bit:
+ * a GQA call equals nb calls of the plain kernels, one per query head (nb =
+ * 1), on the shared K/V head's rows in place, in order of head (the fixed
+ * order the header promises; kvg = 1 is then the plain form itself). */
+
+typedef struct {
+    int d, T, nb, kvg, tq, tk, base, fused, pad;
+} gcase;
+
+/* where the kernels see q, k, v, dq, dk, dv (x*), o, dout (o*) */
+typedef struct {
+    int ld, ldo;
+    long long hs, hso;
+    size_t nx, no, koff, voff;
+} glayout;
+
+static glayout glayout_of(const gcase *g)
+{
+    int d = g->d, T = g->T, C = g->nb * d, Ckv = g->nb / g->kvg * d;
+    glayout L;
+    if (g->fused) {
+        L.ld = C + 2 * Ckv + g->pad, L.hs = d, L.ldo = C + g->pad, L.hso = d;
+        L.koff = (size_t)C, L.voff = (size_t)C + Ckv;
+        L.nx = (size_t)L.ld * T, L.no = (size_t)L.ldo * T;
+    } else { /* q, k, v back to back in one buffer, each (d, T, nh) */
+        L.ld = d, L.hs = (long long)T * d, L.ldo = d, L.hso = (long long)T * d;
+        L.koff = (size_t)C * T, L.voff = L.koff + (size_t)Ckv * T;
+        L.nx = L.voff + (size_t)Ckv * T, L.no = (size_t)C * T;
+    }
+    return L;
+}
+
+/* contiguous (d, T, nh) x <-> its view at buf + off in (ld, hs) */
+static void gput(const float *x, int d, int T, int nh, int ld, long long hs, float *buf)
+{
+    for (int h = 0; h < nh; h++)
+        for (int i = 0; i < T; i++)
+            memcpy(buf + (size_t)h * hs + (size_t)i * ld, x + ((size_t)h * T + i) * d,
+                   sizeof(float) * d);
+}
+
+static void gget(const float *buf, int d, int T, int nh, int ld, long long hs, float *x)
+{
+    for (int h = 0; h < nh; h++)
+        for (int i = 0; i < T; i++)
+            memcpy(x + ((size_t)h * T + i) * d, buf + (size_t)h * hs + (size_t)i * ld,
+                   sizeof(float) * d);
+}
+
+/* The tiled forward (init, every kv tile, finalize) and backward (bwd_dot,
+ * every kv tile) over the views; per_head: nb plain calls per tile pair, one
+ * per query head, instead of one GQA call.  lse: (T, nb) full. */
+static void gqa_tiled(const gcase *g, const glayout *L, int per_head, const float *x, float *o,
+                      float *lse, const float *dout, float *dx)
+{
+    int d = g->d, T = g->T, nb = g->nb, kvg = g->kvg;
+    float scale = 1.0f / sqrtf((float)d);
+    size_t mq = (size_t)d * g->tq * nb;
+    float *ms = kt_alloc(2 * (size_t)g->tq * nb), *acc = kt_alloc(mq);
+    float *lt = kt_alloc((size_t)g->tq * nb), *Dt = kt_alloc((size_t)g->tq * nb);
+    for (int q0 = 0; q0 < T; q0 += g->tq) {
+        int tq = imin(g->tq, T - q0);
+        const float *qt = x + (size_t)q0 * L->ld;
+        float *dqt = dx + (size_t)q0 * L->ld, *ot = o + (size_t)q0 * L->ldo;
+        const float *dot_ = dout + (size_t)q0 * L->ldo;
+        tsr_cpu_attn_init(d, tq, nb, ms, acc);
+        for (int k0 = 0; k0 < T; k0 += g->tk) {
+            int tk = imin(g->tk, T - k0);
+            const float *kt = x + L->koff + (size_t)k0 * L->ld, *vt = x + L->voff + (size_t)k0 * L->ld;
+            if (!per_head) {
+                tsr_cpu_attn_fwd_gqa(d, tq, tk, nb, kvg, g->base + q0, g->base + k0, scale,
+                                     L->ld, L->hs, qt, kt, vt, ms, acc);
+                continue;
+            }
+            for (int b = 0; b < nb; b++) {
+                size_t kh = (size_t)(b / kvg) * L->hs;
+                tsr_cpu_attn_fwd(d, tq, tk, 1, g->base + q0, g->base + k0, scale, L->ld, L->hs,
+                                 qt + (size_t)b * L->hs, kt + kh, vt + kh,
+                                 ms + 2 * (size_t)b * tq, acc + (size_t)b * tq * d);
+            }
+        }
+        tsr_cpu_attn_finalize(d, tq, nb, ms, acc, L->ldo, L->hso, ot, lt);
+        tsr_cpu_attn_bwd_dot(d, tq, nb, L->ldo, L->hso, ot, dot_, Dt);
+        for (int b = 0; b < nb; b++)
+            memcpy(lse + (size_t)b * T + q0, lt + (size_t)b * tq, sizeof(float) * tq);
+        for (int k0 = 0; k0 < T; k0 += g->tk) {
+            int tk = imin(g->tk, T - k0);
+            size_t ko = (size_t)k0 * L->ld;
+            const float *kt = x + L->koff + ko, *vt = x + L->voff + ko;
+            float *dkt = dx + L->koff + ko, *dvt = dx + L->voff + ko;
+            if (!per_head) {
+                tsr_cpu_attn_bwd_gqa(d, tq, tk, nb, kvg, g->base + q0, g->base + k0, scale,
+                                     L->ld, L->hs, qt, kt, vt, L->ldo, L->hso, dot_, lt, Dt, dqt,
+                                     dkt, dvt);
+                continue;
+            }
+            for (int b = 0; b < nb; b++) {
+                size_t qh = (size_t)b * L->hs, kh = (size_t)(b / kvg) * L->hs;
+                tsr_cpu_attn_bwd(d, tq, tk, 1, g->base + q0, g->base + k0, scale, L->ld, L->hs,
+                                 qt + qh, kt + kh, vt + kh, L->ldo, L->hso,
+                                 dot_ + (size_t)b * L->hso, lt + (size_t)b * tq,
+                                 Dt + (size_t)b * tq, dqt + qh, dkt + kh, dvt + kh);
+            }
+        }
+    }
+    free(ms), free(acc), free(lt), free(Dt);
+}
+
+/* every element outside the views (the pad rows) still NaN */
+static void assert_nan_outside(const char *what, const float *buf, size_t n, int d, int T, int nh,
+                               int ld, long long hs, const size_t *offs, const int *nhs, int nv)
+{
+    unsigned char *in = calloc(n, 1);
+    for (int a = 0; a < nv; a++)
+        for (int h = 0; h < nhs[a]; h++)
+            for (int i = 0; i < T; i++)
+                memset(in + offs[a] + (size_t)h * hs + (size_t)i * ld, 1, (size_t)d);
+    (void)nh;
+    for (size_t e = 0; e < n; e++)
+        cr_assert(in[e] || isnan(buf[e]), "%s: element %zu outside the views was written", what,
+                  e);
+    free(in);
+}
+
+static void gqa_run(gcase g, uint64_t salt, int with_fd)
+{
+    kt_rng r = kt_seed(salt);
+    int d = g.d, T = g.T, nb = g.nb, nkv = nb / g.kvg;
+    size_t nq = (size_t)d * T * nb, nk = (size_t)d * T * nkv;
+    float *q = kt_rand(&r, nq, -2, 2), *k = kt_rand(&r, nk, -2, 2), *v = kt_rand(&r, nk, -1, 1);
+    float *dout = kt_rand(&r, nq, -1, 1);
+    float *dq0 = kt_rand(&r, nq, -1, 1), *dk0 = kt_rand(&r, nk, -1, 1), *dv0 = kt_rand(&r, nk, -1, 1);
+    glayout L = glayout_of(&g);
+    float *x = kt_alloc(L.nx), *dx = kt_alloc(L.nx), *ob = kt_alloc(L.no), *dob = kt_alloc(L.no);
+    kt_poison(x, L.nx), kt_poison(dx, L.nx), kt_poison(ob, L.no), kt_poison(dob, L.no);
+    gput(q, d, T, nb, L.ld, L.hs, x), gput(k, d, T, nkv, L.ld, L.hs, x + L.koff);
+    gput(v, d, T, nkv, L.ld, L.hs, x + L.voff);
+    gput(dq0, d, T, nb, L.ld, L.hs, dx), gput(dk0, d, T, nkv, L.ld, L.hs, dx + L.koff);
+    gput(dv0, d, T, nkv, L.ld, L.hs, dx + L.voff);
+    gput(dout, d, T, nb, L.ldo, L.hso, dob);
+    float *ob2 = kt_dup(ob, L.no), *dx2 = kt_dup(dx, L.nx);
+    float *lse = kt_alloc((size_t)T * nb), *lse2 = kt_alloc((size_t)T * nb);
+    gqa_tiled(&g, &L, 0, x, ob, lse, dob, dx);
+    gqa_tiled(&g, &L, 1, x, ob2, lse2, dob, dx2);
+
+    char what[160];
+    snprintf(what, sizeof what, "gqa d=%d T=%d nb=%d kvg=%d tiles %dx%d base=%d fused=%d pad=%d",
+             d, T, nb, g.kvg, g.tq, g.tk, g.base, g.fused, g.pad);
+    /* bit for bit the per-query-head plain calls */
+    cr_assert(memcmp(ob, ob2, sizeof(float) * L.no) == 0, "%s: o differs from per-head calls",
+              what);
+    cr_assert(memcmp(lse, lse2, sizeof(float) * T * nb) == 0, "%s: lse differs", what);
+    cr_assert(memcmp(dx, dx2, sizeof(float) * L.nx) == 0,
+              "%s: dq, dk, dv differ from per-head calls", what);
+    if (g.fused) {
+        size_t xo[3] = {0, L.koff, L.voff}, oo[1] = {0};
+        int xn[3] = {nb, nkv, nkv}, on[1] = {nb};
+        assert_nan_outside(what, dx, L.nx, d, T, nb, L.ld, L.hs, xo, xn, 3);
+        assert_nan_outside(what, ob, L.no, d, T, nb, L.ldo, L.hso, oo, on, 1);
+    }
+
+    /* against the double reference */
+    gqa_shape s = {d, T, T, nb, g.kvg, g.base, g.base};
+    double scale = 1.0 / sqrt((double)d);
+    double *od = kt_dalloc(nq), *ld = kt_dalloc((size_t)T * nb), *Dd = kt_dalloc((size_t)T * nb);
+    gqa_ref_fwd(&s, scale, q, k, v, dout, od, ld, Dd, NULL);
+    float *o = kt_alloc(nq), *gq = kt_alloc(nq), *gk = kt_alloc(nk), *gv = kt_alloc(nk);
+    gget(ob, d, T, nb, L.ldo, L.hso, o);
+    kt_assert_close(what, o, od, nq, 2e-6, 2e-5);
+    kt_assert_close("gqa lse", lse, ld, (size_t)T * nb, 2e-6, 2e-6);
+    double *rq = kt_dalloc(nq), *rk = kt_dalloc(nk), *rv = kt_dalloc(nk);
+    gqa_ref_bwd(&s, scale, q, k, v, dout, ld, Dd, rq, rk, rv);
+    if (with_fd) {
+        /* the reference's gradient against central differences of sum dout .* o */
+        float *xs[3] = {q, k, v};
+        double *gs[3] = {rq, rk, rv};
+        size_t ns[3] = {nq, nk, nk};
+        double *o2 = kt_dalloc(nq), *l2 = kt_dalloc((size_t)T * nb), *D2 = kt_dalloc((size_t)T * nb);
+        for (int a = 0; a < 3; a++)
+            for (size_t e = 0; e < ns[a]; e++) {
+                float x0 = xs[a][e];
+                double lp = 0, lm = 0, h = 1.0 / 1024; /* exact in float */
+                xs[a][e] = x0 + (float)h;
+                gqa_ref_fwd(&s, scale, q, k, v, dout, o2, l2, D2, NULL);
+                for (size_t i = 0; i < (size_t)T * nb; i++)
+                    lp += D2[i];
+                xs[a][e] = x0 - (float)h;
+                gqa_ref_fwd(&s, scale, q, k, v, dout, o2, l2, D2, NULL);
+                for (size_t i = 0; i < (size_t)T * nb; i++)
+                    lm += D2[i];
+                xs[a][e] = x0;
+                double fd = (lp - lm) / (2 * h);
+                cr_assert(fabs(fd - gs[a][e]) <= 1e-4 + 1e-3 * fabs(fd),
+                          "gqa reference grad %d[%zu] = %g, finite differences %g", a, e,
+                          gs[a][e], fd);
+            }
+        free(o2), free(l2), free(D2);
+    }
+    for (size_t e = 0; e < nq; e++)
+        rq[e] += dq0[e];
+    for (size_t e = 0; e < nk; e++)
+        rk[e] += dk0[e], rv[e] += dv0[e];
+    double tol = 1e-5 * (1 + kt_dmaxabs(rq, nq) + kt_dmaxabs(rk, nk));
+    gget(dx, d, T, nb, L.ld, L.hs, gq);
+    gget(dx + L.koff, d, T, nkv, L.ld, L.hs, gk);
+    gget(dx + L.voff, d, T, nkv, L.ld, L.hs, gv);
+    kt_assert_close("gqa dq", gq, rq, nq, tol, 1e-4);
+    kt_assert_close("gqa dk", gk, rk, nk, tol, 1e-4);
+    kt_assert_close("gqa dv", gv, rv, nk, tol, 1e-4);
+    free(q), free(k), free(v), free(dout), free(dq0), free(dk0), free(dv0), free(x), free(dx);
+    free(ob), free(dob), free(ob2), free(dx2), free(lse), free(lse2), free(od), free(ld), free(Dd);
+    free(o), free(gq), free(gk), free(gv), free(rq), free(rk), free(rv);
+}
+
+/* kvg = 1, 2 and nb (multi-query); GPT-2's and Llama's head dimension 64 with
+ * T off the CPU's 64-key block and tiles off it too */
+Test(attention, gqa_groups_head_dim_64)
+{
+    for (int kvg = 1; kvg <= 4; kvg *= 2)
+        gqa_run((gcase){.d = 64, .T = 70, .nb = 4, .kvg = kvg, .tq = 32, .tk = 48}, 200 + kvg, 0);
+    gqa_run((gcase){.d = 64, .T = 67, .nb = 4, .kvg = 2, .tq = 67, .tk = 67, .base = 9}, 205, 0);
+}
+
+/* 6 query heads (not a power of two) over 3, 2 and 1 K/V heads; odd head
+ * dimensions; the reference checked by finite differences on a small one */
+Test(attention, gqa_six_heads_odd_dims)
+{
+    gqa_run((gcase){.d = 3, .T = 5, .nb = 6, .kvg = 3, .tq = 2, .tk = 3}, 210, 1);
+    gqa_run((gcase){.d = 7, .T = 13, .nb = 6, .kvg = 2, .tq = 5, .tk = 3, .base = 11}, 211, 0);
+    gqa_run((gcase){.d = 33, .T = 19, .nb = 6, .kvg = 3, .tq = 7, .tk = 19}, 212, 0);
+    gqa_run((gcase){.d = 7, .T = 11, .nb = 6, .kvg = 6, .tq = 11, .tk = 4}, 213, 0);
+}
+
+/* the Llama-style fused qkv buffer, padded with NaN rows; the d = 128 and
+ * the row-at-a-time (d = 300) forms */
+Test(attention, gqa_fused_and_large_heads)
+{
+    gqa_run((gcase){.d = 64, .T = 40, .nb = 6, .kvg = 3, .tq = 24, .tk = 16, .fused = 1, .pad = 3},
+            220, 0);
+    gqa_run((gcase){.d = 8, .T = 13, .nb = 6, .kvg = 2, .tq = 5, .tk = 3, .fused = 1, .pad = 1},
+            221, 0);
+    gqa_run((gcase){.d = 128, .T = 21, .nb = 3, .kvg = 3, .tq = 21, .tk = 10}, 222, 0);
+    gqa_run((gcase){.d = 300, .T = 9, .nb = 2, .kvg = 2, .tq = 4, .tk = 9, .fused = 1, .pad = 2},
+            223, 0);
 }

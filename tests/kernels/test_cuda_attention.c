@@ -7,10 +7,13 @@
  * interleaved in one (3C, t) buffer (ld = 3C, optionally padded with NaN
  * rows, hs = d), o and dout in (C, t), dq, dk, dv in (3C, t), in FP32 and
  * TF32 against the double reference.  Skipped visibly without a GPU. */
+#include <tessera/tessera.h>
+
 #include "kernels/attention.h"
 #include "kernels/crossentropy.h"
 #include "kernels/embedding.h"
 #include "kernels/softmax.h"
+#include "gqa_ref.h"
 #include "kt_cuda.h"
 
 typedef struct {
@@ -558,6 +561,310 @@ Test(cuda_attention, sequences_of_a_tile_in_one_launch)
     }
     cudaFree(d_x), cudaFree(d_do), cudaFree(d_l), cudaFree(d_D);
     free(x), free(dout), free(lse), free(D), free(ms), free(acc);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+/* ---- grouped-query attention (tsr_cuda_attn_fwd_gqa, _bwd_gqa) ----------
+ * nh query heads over nh / kvg K/V heads per sequence, nseq sequences in one
+ * launch, query head h reading K/V head h / kvg; one tile pair from a fresh
+ * state against the double reference of gqa_ref.h, the backward from the
+ * reference's lse and D (as attn_ref_case does).  Tolerances: those of
+ * attn_ref_case (4u max |ref| for o, 4u (1 + max |s|) for lse, 4u max
+ * |added| for dq, dk, dv, u the operand precision's unit).  A shared K/V
+ * head's dk, dv add kvg query heads' sums of the same rounded products: each
+ * term's error is bounded as before and they add like a random walk while
+ * the magnitude grows with them, so the same relative bound holds.  Also: the
+ * forward (o, lse) and dq equal bit for bit the plain kernels on K/V copied
+ * per query head (the query-side kernels only index K/V differently), and a
+ * second backward adds bit for bit the same (no atomics). */
+typedef struct {
+    int d, tq, tk, nh, kvg, nseq, q0, k0;
+} gqcase;
+
+/* Where the kernels see the operands, for nkh K/V heads per sequence.
+ * Fused (Llama): a (C + 2 Ckv + pad, nseq tmax) buffer, q of head h of
+ * sequence s, position i at (s tq + i) ld + h d, k at (s tk + j) ld + C + h d,
+ * v at + Ckv (ld = C + 2 Ckv + pad, hs = d); o in (C + pad, nseq tq).
+ * Contiguous (nseq = 1): q, k, v blocks (d, tmax, heads), ld = d,
+ * hs = tmax d; o (d, tq, nh). */
+typedef struct {
+    int ld, ldo;
+    long long hs, hso;
+    size_t nx, no, koff, voff;
+} gqlayout;
+
+static gqlayout gq_layout(const gqcase *c, int nkh, const rmode *md)
+{
+    int d = c->d, tmax = c->tq > c->tk ? c->tq : c->tk, C = c->nh * d, Ckv = nkh * d;
+    gqlayout L;
+    if (md->fused) {
+        L.ld = C + 2 * Ckv + md->pad, L.hs = d, L.ldo = C + md->pad, L.hso = d;
+        L.koff = (size_t)C, L.voff = (size_t)C + Ckv;
+        L.nx = (size_t)L.ld * c->nseq * tmax, L.no = (size_t)L.ldo * c->nseq * c->tq;
+    } else {
+        cr_assert(c->nseq == 1, "contiguous views hold one sequence");
+        L.ld = d, L.hs = (long long)tmax * d, L.ldo = d, L.hso = (long long)c->tq * d;
+        L.koff = (size_t)C * tmax, L.voff = L.koff + (size_t)Ckv * tmax;
+        L.nx = L.voff + (size_t)Ckv * tmax, L.no = (size_t)C * c->tq;
+    }
+    return L;
+}
+
+/* contiguous x (d, t, nseq nh) <-> the view at buf (positions t per
+ * sequence, stride ld, heads hs apart); mark (if not NULL) flags the view */
+static void gq_view(float *buf, unsigned char *mark, int ld, long long hs, int d, int t,
+                    int nseq, int nh, float *x, int put)
+{
+    for (int s = 0; s < nseq; s++)
+        for (int h = 0; h < nh; h++)
+            for (int i = 0; i < t; i++) {
+                size_t at = ((size_t)s * t + i) * ld + (size_t)h * hs;
+                float *xr = x + (((size_t)s * nh + h) * t + i) * d;
+                if (mark)
+                    memset(mark + at, 1, (size_t)d);
+                else if (put)
+                    memcpy(buf + at, xr, sizeof(float) * d);
+                else
+                    memcpy(xr, buf + at, sizeof(float) * d);
+            }
+}
+
+/* the kernels' run: fwd_gqa, finalize (per sequence), then bwd_gqa from
+ * lse, D (nseq tq nh each) added to dxb; returns o's buffer, lse, the
+ * gradients' buffer (dxb's layout); kvg 1 on expanded K/V: the plain calls */
+typedef struct {
+    float *o, *lse, *dx;
+} gqout;
+
+static gqout gq_run(const gqcase *c, const rmode *md, const gqlayout *L, int kvg, void *st,
+                    const float *xb, const float *dob, const float *flse, const float *fD,
+                    const float *dxb, int twice)
+{
+    int d = c->d, nh = c->nh, tq = c->tq;
+    size_t rows = (size_t)c->nseq * nh * tq;
+    float scale = 1.0f / sqrtf((float)d);
+    float *ob = kt_alloc(L->no);
+    kt_poison(ob, L->no);
+    float *d_x = kt_to_dev(xb, L->nx), *d_ms = kt_dev(2 * rows), *d_acc = kt_dev(rows * d);
+    float *d_o = kt_to_dev(ob, L->no), *d_lse = kt_dev(rows), *d_do = kt_to_dev(dob, L->no);
+    float *d_l = kt_to_dev(flse, rows), *d_D = kt_to_dev(fD, rows), *d_dx = kt_to_dev(dxb, L->nx);
+    KT_CUDA_OK(tsr_cuda_attn_init(st, d, tq, nh * c->nseq, d_ms, d_acc));
+    if (kvg == 1 && twice < 0) /* the plain entry point */
+        KT_CUDA_OK(tsr_cuda_attn_fwd(st, md->prec, d, tq, c->tk, nh, c->nseq, c->q0, c->k0, scale,
+                                     L->ld, L->hs, d_x, d_x + L->koff, d_x + L->voff, d_ms,
+                                     d_acc));
+    else
+        KT_CUDA_OK(tsr_cuda_attn_fwd_gqa(st, md->prec, d, tq, c->tk, nh, kvg, c->nseq, c->q0,
+                                         c->k0, scale, L->ld, L->hs, d_x, d_x + L->koff,
+                                         d_x + L->voff, d_ms, d_acc));
+    size_t sr = (size_t)tq * nh;
+    for (int s = 0; s < c->nseq; s++)
+        KT_CUDA_OK(tsr_cuda_attn_finalize(st, d, tq, nh, d_ms + 2 * s * sr, d_acc + s * sr * d,
+                                          L->ldo, L->hso, d_o + (size_t)s * tq * L->ldo,
+                                          d_lse + s * sr));
+    for (int rep = 0; rep < (twice > 0 ? 2 : 1); rep++) {
+        if (kvg == 1 && twice < 0)
+            KT_CUDA_OK(tsr_cuda_attn_bwd(st, md->prec, d, tq, c->tk, nh, c->nseq, c->q0, c->k0,
+                                         scale, L->ld, L->hs, d_x, d_x + L->koff, d_x + L->voff,
+                                         L->ldo, L->hso, d_do, d_l, d_D, d_dx, d_dx + L->koff,
+                                         d_dx + L->voff));
+        else
+            KT_CUDA_OK(tsr_cuda_attn_bwd_gqa(st, md->prec, d, tq, c->tk, nh, kvg, c->nseq, c->q0,
+                                             c->k0, scale, L->ld, L->hs, d_x, d_x + L->koff,
+                                             d_x + L->voff, L->ldo, L->hso, d_do, d_l, d_D, d_dx,
+                                             d_dx + L->koff, d_dx + L->voff));
+        if (rep == 0 && twice > 0) {
+            float *g1 = kt_from_dev(d_dx, L->nx);
+            kt_upload(d_dx, dxb, L->nx);
+            KT_CUDA_OK(tsr_cuda_attn_bwd_gqa(st, md->prec, d, tq, c->tk, nh, kvg, c->nseq, c->q0,
+                                             c->k0, scale, L->ld, L->hs, d_x, d_x + L->koff,
+                                             d_x + L->voff, L->ldo, L->hso, d_do, d_l, d_D, d_dx,
+                                             d_dx + L->koff, d_dx + L->voff));
+            float *g2 = kt_from_dev(d_dx, L->nx);
+            cr_assert(memcmp(g1, g2, sizeof(float) * L->nx) == 0,
+                      "gqa bwd: two runs differ (d=%d nh=%d kvg=%d prec=%d)", d, nh, kvg,
+                      md->prec);
+            free(g1), free(g2);
+            break;
+        }
+    }
+    gqout out = {kt_from_dev(d_o, L->no), kt_from_dev(d_lse, rows), kt_from_dev(d_dx, L->nx)};
+    float *bufs[] = {d_x, d_ms, d_acc, d_o, d_lse, d_do, d_l, d_D, d_dx};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        cudaFree(bufs[i]);
+    free(ob);
+    return out;
+}
+
+static void gqa_cuda_case(gqcase c, const rmode *md, void *st, uint64_t salt)
+{
+    const double U = md->prec == TSR_ATTN_TF32   ? TF32_U
+                     : md->prec == TSR_ATTN_BF16 ? BF16_U
+                                                 : 1.0 / 131072.0;
+    kt_rng r = kt_seed(salt);
+    int d = c.d, tq = c.tq, tk = c.tk, nh = c.nh, nkh = nh / c.kvg;
+    int NB = c.nseq * nh, NK = c.nseq * nkh; /* heads of all sequences */
+    size_t nq = (size_t)d * tq * NB, nk = (size_t)d * tk * NK, rows = (size_t)tq * NB;
+    float *q = kt_rand(&r, nq, -2, 2), *k = kt_rand(&r, nk, -2, 2), *v = kt_rand(&r, nk, -1, 1);
+    float *dout = kt_rand(&r, nq, -1, 1);
+    float *dq = kt_rand(&r, nq, -1, 1), *dk = kt_rand(&r, nk, -1, 1), *dv = kt_rand(&r, nk, -1, 1);
+    char what[160];
+    snprintf(what, sizeof what,
+             "gqa d=%d tq=%d tk=%d nh=%d kvg=%d nseq=%d q0=%d k0=%d prec=%d fused=%d pad=%d", d,
+             tq, tk, nh, c.kvg, c.nseq, c.q0, c.k0, md->prec, md->fused, md->pad);
+
+    /* reference */
+    gqa_shape sh = {d, tq, tk, NB, c.kvg, c.q0, c.k0};
+    double scale = 1.0 / sqrt((double)d), smax;
+    double *o = kt_dalloc(nq), *lse = kt_dalloc(rows), *D = kt_dalloc(rows);
+    gqa_ref_fwd(&sh, (float)(1.0f / sqrtf((float)d)), q, k, v, dout, o, lse, D, &smax);
+    (void)scale;
+    float *flse = kt_alloc(rows), *fD = kt_alloc(rows);
+    double *dlse = kt_dalloc(rows), *dD = kt_dalloc(rows);
+    for (size_t i = 0; i < rows; i++)
+        flse[i] = (float)lse[i], fD[i] = (float)D[i], dlse[i] = flse[i], dD[i] = fD[i];
+    double *rq = kt_dalloc(nq), *rk = kt_dalloc(nk), *rv = kt_dalloc(nk);
+    for (size_t e = 0; e < nq; e++)
+        rq[e] = dq[e];
+    for (size_t e = 0; e < nk; e++)
+        rk[e] = dk[e], rv[e] = dv[e];
+    gqa_ref_bwd(&sh, (float)(1.0f / sqrtf((float)d)), q, k, v, dout, dlse, dD, rq, rk, rv);
+
+    /* the GQA views and run (the backward twice: determinism) */
+    gqlayout L = gq_layout(&c, nkh, md);
+    float *xb = kt_alloc(L.nx), *dxb = kt_alloc(L.nx), *dob = kt_alloc(L.no);
+    kt_poison(xb, L.nx), kt_poison(dxb, L.nx), kt_poison(dob, L.no);
+    gq_view(xb, NULL, L.ld, L.hs, d, tq, c.nseq, nh, q, 1);
+    gq_view(xb + L.koff, NULL, L.ld, L.hs, d, tk, c.nseq, nkh, k, 1);
+    gq_view(xb + L.voff, NULL, L.ld, L.hs, d, tk, c.nseq, nkh, v, 1);
+    gq_view(dxb, NULL, L.ld, L.hs, d, tq, c.nseq, nh, dq, 1);
+    gq_view(dxb + L.koff, NULL, L.ld, L.hs, d, tk, c.nseq, nkh, dk, 1);
+    gq_view(dxb + L.voff, NULL, L.ld, L.hs, d, tk, c.nseq, nkh, dv, 1);
+    gq_view(dob, NULL, L.ldo, L.hso, d, tq, c.nseq, nh, dout, 1);
+    gqout g = gq_run(&c, md, &L, c.kvg, st, xb, dob, flse, fD, dxb, salt % 2 == 0);
+
+    /* nothing outside the views written */
+    unsigned char *xm = calloc(L.nx, 1), *om = calloc(L.no, 1);
+    gq_view(NULL, xm, L.ld, L.hs, d, tq, c.nseq, nh, NULL, 0);
+    gq_view(NULL, xm + L.koff, L.ld, L.hs, d, tk, c.nseq, nkh, NULL, 0);
+    gq_view(NULL, xm + L.voff, L.ld, L.hs, d, tk, c.nseq, nkh, NULL, 0);
+    gq_view(NULL, om, L.ldo, L.hso, d, tq, c.nseq, nh, NULL, 0);
+    assert_outside_nan("gqa dq, dk, dv", g.dx, xm, L.nx);
+    assert_outside_nan("gqa o", g.o, om, L.no);
+
+    float *go = kt_alloc(nq), *gq = kt_alloc(nq), *gk = kt_alloc(nk), *gv = kt_alloc(nk);
+    gq_view(g.o, NULL, L.ldo, L.hso, d, tq, c.nseq, nh, go, 0);
+    gq_view(g.dx, NULL, L.ld, L.hs, d, tq, c.nseq, nh, gq, 0);
+    gq_view(g.dx + L.koff, NULL, L.ld, L.hs, d, tk, c.nseq, nkh, gk, 0);
+    gq_view(g.dx + L.voff, NULL, L.ld, L.hs, d, tk, c.nseq, nkh, gv, 0);
+    tcase tc = {d, tq, tk, NB, c.q0, c.k0, 1}; /* for the messages */
+    cr_log_info("%s", what);
+    tf32_check("gqa o", &tc, md, maxerr(go, o, nq), 4 * U * kt_dmaxabs(o, nq) + 1e-6);
+    tf32_check("gqa lse", &tc, md, maxerr(g.lse, lse, rows), 4 * U * (1 + smax));
+    for (size_t row = 0; row < rows; row++)
+        if (lse[row] == -INFINITY)
+            cr_assert(g.lse[row] == -INFINITY, "%s: row %zu saw no key, lse %g", what, row,
+                      g.lse[row]);
+    tf32_check("gqa dq", &tc, md, maxerr(gq, rq, nq), 4 * U * maxadded(rq, dq, nq) + 1e-6);
+    tf32_check("gqa dk", &tc, md, maxerr(gk, rk, nk), 4 * U * maxadded(rk, dk, nk) + 1e-6);
+    tf32_check("gqa dv", &tc, md, maxerr(gv, rv, nk), 4 * U * maxadded(rv, dv, nk) + 1e-6);
+
+    /* the plain kernels on K/V copied per query head: o, lse, dq bit for bit */
+    float *ke = kt_alloc((size_t)d * tk * NB), *ve = kt_alloc((size_t)d * tk * NB);
+    float *dke = kt_alloc((size_t)d * tk * NB), *dve = kt_alloc((size_t)d * tk * NB);
+    for (int b = 0; b < NB; b++) {
+        size_t n = (size_t)d * tk, src = (size_t)(b / c.kvg) * n;
+        memcpy(ke + b * n, k + src, sizeof(float) * n);
+        memcpy(ve + b * n, v + src, sizeof(float) * n);
+        memcpy(dke + b * n, dk + src, sizeof(float) * n);
+        memcpy(dve + b * n, dv + src, sizeof(float) * n);
+    }
+    gqlayout E = gq_layout(&c, nh, md);
+    float *xe = kt_alloc(E.nx), *dxe = kt_alloc(E.nx);
+    kt_poison(xe, E.nx), kt_poison(dxe, E.nx);
+    gq_view(xe, NULL, E.ld, E.hs, d, tq, c.nseq, nh, q, 1);
+    gq_view(xe + E.koff, NULL, E.ld, E.hs, d, tk, c.nseq, nh, ke, 1);
+    gq_view(xe + E.voff, NULL, E.ld, E.hs, d, tk, c.nseq, nh, ve, 1);
+    gq_view(dxe, NULL, E.ld, E.hs, d, tq, c.nseq, nh, dq, 1);
+    gq_view(dxe + E.koff, NULL, E.ld, E.hs, d, tk, c.nseq, nh, dke, 1);
+    gq_view(dxe + E.voff, NULL, E.ld, E.hs, d, tk, c.nseq, nh, dve, 1);
+    gqcase ce = c;
+    ce.kvg = 1;
+    gqout e = gq_run(&ce, md, &E, 1, st, xe, dob, flse, fD, dxe, -1);
+    float *eo = kt_alloc(nq), *eq = kt_alloc(nq);
+    gq_view(e.o, NULL, E.ldo, E.hso, d, tq, c.nseq, nh, eo, 0);
+    gq_view(e.dx, NULL, E.ld, E.hs, d, tq, c.nseq, nh, eq, 0);
+    cr_assert(memcmp(eo, go, sizeof(float) * nq) == 0, "%s: o differs from the plain kernels on "
+              "copied K/V", what);
+    cr_assert(memcmp(e.lse, g.lse, sizeof(float) * rows) == 0, "%s: lse differs from the plain "
+              "kernels on copied K/V", what);
+    cr_assert(memcmp(eq, gq, sizeof(float) * nq) == 0, "%s: dq differs from the plain kernels on "
+              "copied K/V", what);
+    /* kv_group = 1: the same layout, and dk, dv too bit for bit the plain entry points' */
+    if (c.kvg == 1)
+        cr_assert(memcmp(e.dx, g.dx, sizeof(float) * L.nx) == 0,
+                  "%s: kv_group 1 differs from tsr_cuda_attn_bwd", what);
+
+    free(q), free(k), free(v), free(dout), free(dq), free(dk), free(dv), free(o), free(lse);
+    free(D), free(flse), free(fD), free(dlse), free(dD), free(rq), free(rk), free(rv);
+    free(xb), free(dxb), free(dob), free(g.o), free(g.lse), free(g.dx), free(xm), free(om);
+    free(go), free(gq), free(gk), free(gv), free(ke), free(ve), free(dke), free(dve), free(xe), free(dxe);
+    free(e.o), free(e.lse), free(e.dx), free(eo), free(eq);
+}
+
+/* kvg = 1, 2 and nh (multi-query); 6 heads over 3, 2 and 1 K/V heads; head
+ * dimensions 64, 32, 31 (not a multiple of 4: no cp.async) and 8 on the
+ * tensor cores, 80 on the FP32 kernels; tiles off the 64-row blocks and
+ * 32-row chunks, the diagonal crossing inside, rows that see no key; several
+ * sequences in one launch; contiguous and Llama-style fused views (padded
+ * with NaN rows); TF32, bf16 and FP32. */
+Test(cuda_attention, grouped_query_heads)
+{
+    KT_REQUIRE_GPU();
+    void *st = kt_stream();
+    const gqcase cases[] = {
+        {64, 70, 70, 4, 2, 1, 0, 0},  /* GQA, causal diagonal, T off the tiles */
+        {64, 40, 70, 4, 4, 1, 30, 0}, /* multi-query, more keys than queries */
+        {64, 33, 33, 2, 1, 1, 0, 0},  /* kvg = 1 */
+        {31, 33, 47, 6, 3, 1, 20, 5}, /* 6 heads over 2, d off 4 */
+        {8, 13, 7, 6, 6, 1, 20, 25},  /* 6 heads over 1, rows that see nothing */
+        {32, 20, 20, 6, 2, 1, 0, 0},  /* 6 heads over 3, DMAX 32 */
+        {80, 21, 17, 4, 2, 1, 3, 0},  /* above 64: the FP32 kernels */
+    };
+    const rmode modes[] = {{TSR_ATTN_TF32, 0, 0}, {TSR_ATTN_BF16, 0, 0}, {TSR_ATTN_FP32, 0, 0}};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            gqa_cuda_case(cases[i], &modes[m], st, 900 + 20 * m + i);
+    const gqcase fused[] = {
+        {64, 37, 37, 6, 2, 2, 0, 0}, /* Llama's layout, 2 sequences in one launch */
+        {8, 13, 7, 6, 3, 2, 20, 25},
+        {80, 17, 17, 4, 4, 2, 0, 0},
+    };
+    const rmode fmodes[] = {{TSR_ATTN_TF32, 1, 3}, {TSR_ATTN_BF16, 1, 0}, {TSR_ATTN_FP32, 1, 5}};
+    for (size_t m = 0; m < sizeof fmodes / sizeof fmodes[0]; m++)
+        for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++)
+            gqa_cuda_case(fused[i], &fmodes[m], st, 980 + 10 * m + i);
+    cudaStreamDestroy((cudaStream_t)st);
+}
+
+/* kv_group must be at least 1 and divide the query heads */
+Test(cuda_attention, gqa_rejects_a_bad_group)
+{
+    KT_REQUIRE_GPU();
+    void *st = kt_stream();
+    float *x = kt_dev(64);
+    cr_assert(tsr_cuda_attn_fwd_gqa(st, TSR_ATTN_TF32, 8, 1, 1, 6, 4, 1, 0, 0, 1.0f, 8, 8, x, x,
+                                    x, x, x) == TSR_EINVAL);
+    cr_assert(kt_msg_has("tsr_cuda_attn_fwd_gqa: kv_group 4 does not divide the 6"), "message: %s",
+              tsr_cuda_last_error());
+    cr_assert(tsr_cuda_attn_fwd_gqa(st, TSR_ATTN_FP32, 8, 1, 1, 6, 0, 1, 0, 0, 1.0f, 8, 8, x, x,
+                                    x, x, x) != 0);
+    cr_assert(tsr_cuda_attn_bwd_gqa(st, TSR_ATTN_BF16, 8, 1, 1, 6, 5, 1, 0, 0, 1.0f, 8, 8, x, x,
+                                    x, 8, 8, x, x, x, x, x, x) == TSR_EINVAL);
+    cr_assert(kt_msg_has("tsr_cuda_attn_bwd_gqa: kv_group 5"), "message: %s",
+              tsr_cuda_last_error());
+    KT_CUDA_OK(cudaGetLastError()); /* nothing was launched */
+    cudaFree(x);
     cudaStreamDestroy((cudaStream_t)st);
 }
 
