@@ -1,5 +1,6 @@
 /* nn/io/safetensors.c — safetensors reader and writer, atomic files. */
 #include "nn/io/safetensors.h"
+#include "nn/io/strbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -751,90 +752,47 @@ int tsr__st_writer_meta(tsr__st_writer_t *w, const char *key, const char *value)
 
 /* ---- header text -------------------------------------------------------- */
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int oom;
-} sbuf_t;
 
-static void sb_put(sbuf_t *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p, b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = 0;
-}
-
-static void sb_printf(sbuf_t *b, const char *fmt, uint64_t x)
+static void sb_printf(tsr__sb_t *b, const char *fmt, uint64_t x)
 {
     char tmp[32];
     int n = snprintf(tmp, sizeof tmp, fmt, x);
-    sb_put(b, tmp, (size_t)n);
-}
-
-static void sb_str(sbuf_t *b, const char *s)
-{
-    sb_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            sb_put(b, e, 2);
-        } else if (c < 0x20) {
-            char e[8];
-            snprintf(e, sizeof e, "\\u%04x", c);
-            sb_put(b, e, 6);
-        } else
-            sb_put(b, s, 1);
-    }
-    sb_put(b, "\"", 1);
+    tsr__sb_put(b, tmp, (size_t)n);
 }
 
 /* The JSON header, padded with spaces so that the data starts 8-aligned. */
-static int header_text(const tsr__st_writer_t *w, sbuf_t *b)
+static int header_text(const tsr__st_writer_t *w, tsr__sb_t *b)
 {
-    sb_put(b, "{", 1);
+    tsr__sb_put(b, "{", 1);
     if (w->nmeta) {
-        sb_put(b, "\"__metadata__\":{", 16);
+        tsr__sb_put(b, "\"__metadata__\":{", 16);
         for (size_t i = 0; i < w->nmeta; i++) {
             if (i)
-                sb_put(b, ",", 1);
-            sb_str(b, w->mkey[i]);
-            sb_put(b, ":", 1);
-            sb_str(b, w->mval[i]);
+                tsr__sb_put(b, ",", 1);
+            tsr__sb_json_str(b, w->mkey[i]);
+            tsr__sb_put(b, ":", 1);
+            tsr__sb_json_str(b, w->mval[i]);
         }
-        sb_put(b, "}", 1);
+        tsr__sb_put(b, "}", 1);
     }
     uint64_t off = 0;
     for (size_t i = 0; i < w->n; i++) {
         const wentry_t *e = &w->e[i];
         if (i || w->nmeta)
-            sb_put(b, ",", 1);
-        sb_str(b, e->name);
-        sb_put(b, ":{\"dtype\":", 10);
-        sb_str(b, tsr__st_dtype_name(e->dtype));
-        sb_put(b, ",\"shape\":[", 10);
+            tsr__sb_put(b, ",", 1);
+        tsr__sb_json_str(b, e->name);
+        tsr__sb_put(b, ":{\"dtype\":", 10);
+        tsr__sb_json_str(b, tsr__st_dtype_name(e->dtype));
+        tsr__sb_put(b, ",\"shape\":[", 10);
         for (int d = 0; d < e->ndim; d++)
             sb_printf(b, d ? ",%" PRIu64 : "%" PRIu64, e->shape[d]);
         sb_printf(b, "],\"data_offsets\":[%" PRIu64, off);
         off += e->bytes;
         sb_printf(b, ",%" PRIu64 "]}", off);
     }
-    sb_put(b, "}", 1);
+    tsr__sb_put(b, "}", 1);
     while (!b->oom && b->len % 8)
-        sb_put(b, " ", 1);
+        tsr__sb_put(b, " ", 1);
     return b->oom ? tsr__fail(TSR_ENOMEM, "safetensors writer: out of memory") : TSR_OK;
 }
 
@@ -862,7 +820,7 @@ static int write_data(const tsr__st_writer_t *w, tsr__afile_t *af, void *buf)
 
 int tsr__st_writer_write(tsr__st_writer_t *w, const char *path)
 {
-    sbuf_t hdr = {0};
+    tsr__sb_t hdr = {0};
     int rc = header_text(w, &hdr);
     uint64_t fill_bytes = 0;
     for (size_t i = 0; i < w->n; i++)

@@ -4,6 +4,7 @@
  * or partial shard, never read a shard the index does not name, never
  * abort. */
 #include "nn/io/stset.h"
+#include "nn/io/strbuf.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -652,54 +653,6 @@ static int write_shard(const tsr__stset_writer_t *w, size_t first, size_t n, con
 
 /* ---- the index text ----------------------------------------------------- */
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int oom;
-} sb_t;
-
-static void sb_put(sb_t *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p, b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = 0;
-}
-
-static void sb_cstr(sb_t *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
-
-static void sb_json_str(sb_t *b, const char *s)
-{
-    sb_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        char e[8];
-        if (c == '"' || c == '\\') {
-            e[0] = '\\', e[1] = (char)c;
-            sb_put(b, e, 2);
-        } else if (c < 0x20) {
-            snprintf(e, sizeof e, "\\u%04x", c);
-            sb_put(b, e, 6);
-        } else
-            sb_put(b, s, 1);
-    }
-    sb_put(b, "\"", 1);
-}
 
 static int by_went_name(const void *a, const void *b)
 {
@@ -709,7 +662,7 @@ static int by_went_name(const void *a, const void *b)
 /* {"metadata": {"total_size": N}, "weight_map": {name: file, …}} with the
  * names sorted, as transformers writes it. */
 static int index_text(const tsr__stset_writer_t *w, const size_t *shard_of, char *const *names,
-                      sb_t *b)
+                      tsr__sb_t *b)
 {
     const went_t **order = malloc((w->n + 1) * sizeof *order);
     if (!order)
@@ -720,18 +673,18 @@ static int index_text(const tsr__stset_writer_t *w, const size_t *shard_of, char
     qsort(order, w->n, sizeof *order, by_went_name);
     char num[64];
     snprintf(num, sizeof num, "%" PRIu64, total);
-    sb_cstr(b, "{\n  \"metadata\": {\n    \"total_size\": ");
-    sb_cstr(b, num);
-    sb_cstr(b, "\n  },\n  \"weight_map\": {\n");
+    tsr__sb_cstr(b, "{\n  \"metadata\": {\n    \"total_size\": ");
+    tsr__sb_cstr(b, num);
+    tsr__sb_cstr(b, "\n  },\n  \"weight_map\": {\n");
     for (size_t k = 0; k < w->n; k++) {
         size_t i = (size_t)(order[k] - w->e);
-        sb_cstr(b, "    ");
-        sb_json_str(b, w->e[i].name);
-        sb_cstr(b, ": ");
-        sb_json_str(b, names[shard_of[i]]);
-        sb_cstr(b, k + 1 < w->n ? ",\n" : "\n");
+        tsr__sb_cstr(b, "    ");
+        tsr__sb_json_str(b, w->e[i].name);
+        tsr__sb_cstr(b, ": ");
+        tsr__sb_json_str(b, names[shard_of[i]]);
+        tsr__sb_cstr(b, k + 1 < w->n ? ",\n" : "\n");
     }
-    sb_cstr(b, "  }\n}\n");
+    tsr__sb_cstr(b, "  }\n}\n");
     free(order);
     return b->oom ? tsr__fail(TSR_ENOMEM, "checkpoint writer: out of memory") : TSR_OK;
 }
@@ -898,7 +851,7 @@ static int do_rename(const char *from, const char *to)
 
 static int write_index(const tsr__stset_writer_t *w, const plan_t *p, const char *ipart)
 {
-    sb_t b = {0};
+    tsr__sb_t b = {0};
     tsr__afile_t af;
     int rc = index_text(w, p->shard_of, p->names, &b);
     if (!rc)
