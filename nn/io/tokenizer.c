@@ -400,6 +400,29 @@ static size_t split_fields(const char *s, size_t n, const char *f[3], size_t fl[
     return k;
 }
 
+/* The ids of a merge's two symbols (GPT-2's byte alphabet) and of their
+ * concatenation: 0; 1 for a character outside the alphabet; 2 when one of
+ * the three is not in the vocabulary; TSR_ENOMEM. */
+static int merge_ids(const vmap_t *vm, const int16_t byte_of[512], const char *const f[2],
+                     const size_t fl[2], int32_t *a, int32_t *b, int32_t *ab)
+{
+    unsigned char *bytes = malloc(fl[0] + fl[1] + 1);
+    if (!bytes)
+        return TSR_ENOMEM;
+    long ka = symbol_bytes(byte_of, (const unsigned char *)f[0], fl[0], bytes);
+    long kb = ka < 0 ? -1 : symbol_bytes(byte_of, (const unsigned char *)f[1], fl[1], bytes + ka);
+    *a = *b = *ab = -1;
+    if (kb >= 0) {
+        *a = vmap_find(vm, bytes, (size_t)ka);
+        *b = vmap_find(vm, bytes + ka, (size_t)kb);
+        *ab = vmap_find(vm, bytes, (size_t)(ka + kb));
+    }
+    free(bytes);
+    if (kb < 0)
+        return 1;
+    return *a < 0 || *b < 0 || *ab < 0 ? 2 : 0;
+}
+
 static int merge_line(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byte_of[512],
                       const char *line, size_t n, size_t lineno, uint32_t rank, const char *path)
 {
@@ -409,22 +432,14 @@ static int merge_line(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byte
     if (nf != 2)
         return tsr__fail(TSR_EINVAL, "tokenizer %s: line %zu: expected two symbols, found %zu",
                          path, lineno, nf);
-    unsigned char *bytes = malloc(fl[0] + fl[1] + 1);
-    if (!bytes)
+    int32_t a, b, ab;
+    int rc = merge_ids(vm, byte_of, f, fl, &a, &b, &ab);
+    if (rc == TSR_ENOMEM)
         return tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
-    long ka = symbol_bytes(byte_of, (const unsigned char *)f[0], fl[0], bytes);
-    long kb = ka < 0 ? -1 : symbol_bytes(byte_of, (const unsigned char *)f[1], fl[1], bytes + ka);
-    int32_t a = -1, b = -1, ab = -1;
-    if (kb >= 0) {
-        a = vmap_find(vm, bytes, (size_t)ka);
-        b = vmap_find(vm, bytes + ka, (size_t)kb);
-        ab = vmap_find(vm, bytes, (size_t)(ka + kb));
-    }
-    free(bytes);
-    if (kb < 0)
+    if (rc == 1)
         return tsr__fail(TSR_EINVAL, "tokenizer %s: line %zu: a character outside GPT-2's byte "
                          "alphabet", path, lineno);
-    if (a < 0 || b < 0 || ab < 0)
+    if (rc == 2)
         return tsr__fail(TSR_EINVAL, "tokenizer %s: line %zu: \"%.*s %.*s\" or its merge is not "
                          "in the vocabulary", path, lineno, (int)fl[0], f[0], (int)fl[1], f[1]);
     merge_put(tok, a, b, rank, ab);
@@ -1194,23 +1209,14 @@ static int hf_merges(tsr_tokenizer_t *tok, const vmap_t *vm, const int16_t byte_
         if (nf != 2)
             return tsr__fail(TSR_EINVAL, "tokenizer %s: model.merges[%zu]: expected \"a b\" or "
                              "[\"a\", \"b\"]", path, i);
-        unsigned char *bytes = malloc(fl[0] + fl[1] + 1);
-        if (!bytes)
+        int32_t a, b, ab;
+        int rc = merge_ids(vm, byte_of, f, fl, &a, &b, &ab);
+        if (rc == TSR_ENOMEM)
             return tsr__fail(TSR_ENOMEM, "tokenizer %s: out of memory", path);
-        long ka = symbol_bytes(byte_of, (const unsigned char *)f[0], fl[0], bytes);
-        long kb = ka < 0 ? -1
-                         : symbol_bytes(byte_of, (const unsigned char *)f[1], fl[1], bytes + ka);
-        int32_t a = -1, b = -1, ab = -1;
-        if (kb >= 0) {
-            a = vmap_find(vm, bytes, (size_t)ka);
-            b = vmap_find(vm, bytes + ka, (size_t)kb);
-            ab = vmap_find(vm, bytes, (size_t)(ka + kb));
-        }
-        free(bytes);
-        if (kb < 0)
+        if (rc == 1)
             return tsr__fail(TSR_EINVAL, "tokenizer %s: model.merges[%zu]: a character outside "
                              "GPT-2's byte alphabet", path, i);
-        if (a < 0 || b < 0 || ab < 0)
+        if (rc == 2)
             return tsr__fail(TSR_EINVAL, "tokenizer %s: model.merges[%zu]: \"%.*s %.*s\" or its "
                              "merge is not in model.vocab", path, i, (int)fl[0], f[0], (int)fl[1],
                              f[1]);
