@@ -4,6 +4,7 @@
  * (bf16 GEMMs, and producers that compute in fp32 and store bf16) last. */
 #include "nn/ops.h"
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -16,7 +17,10 @@
 #include "kernels/gelu.h"
 #include "kernels/gemm.h"
 #include "kernels/layernorm.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
 #include "kernels/softmax.h"
+#include "kernels/swiglu.h"
 #include "runtime/error.h"
 
 #ifdef TSR_HAVE_CUDA
@@ -928,6 +932,317 @@ int tsr__op_gelu_fwd(const tsr_tensor_t *x, tsr_tensor_t *out)
 int tsr__op_gelu_bwd(const tsr_tensor_t *x, tsr_tensor_t *d)
 {
     return tilewise(&cl_gelu_bwd, x, TSR_R, d, TSR_RW, "gelu_bwd");
+}
+
+/* ---- Llama layers: RMSNorm, SwiGLU, RoPE ---------------------------------- */
+
+typedef tsr__rms_args_t rms_args_t;
+
+static double rms_fwd_flops(const void *args, const size_t *sizes)
+{
+    const rms_args_t *a = args;
+    (void)sizes;
+    return tsr_rmsnorm_fwd_flops(a->m, a->n);
+}
+static double rms_fwd_bytes(const void *args, const size_t *sizes)
+{
+    const rms_args_t *a = args;
+    (void)sizes;
+    return tsr_rmsnorm_fwd_bytes(a->m, a->n);
+}
+static double rms_bwd_flops(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return tsr_rmsnorm_bwd_flops(a->m, a->n);
+}
+static double rms_bwd_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return tsr_rmsnorm_bwd_bytes(a->m, a->n);
+}
+
+/* x (C, T), w (C) → out (C, T), rstd (T) */
+TILE_CODELET(cl_rms_fwd, "rmsnorm_fwd", 4, rms_args_t, rms_fwd_flops, rms_fwd_bytes,
+             (tsr_cpu_rmsnorm_fwd(a->m, a->n, buf[0], buf[1], a->eps, buf[2], buf[3])),
+             (tsr_cuda_rmsnorm_fwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], a->eps, buf[2],
+               buf[3])));
+
+/* dout, x (C, T), w (C), rstd (T) → dx (C, T), dw (C), both accumulated */
+TILE_CODELET(cl_rms_bwd, "rmsnorm_bwd", 6, mn_args_t, rms_bwd_flops, rms_bwd_bytes,
+             (tsr_cpu_rmsnorm_bwd(a->m, a->n, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5])),
+             (tsr_cuda_rmsnorm_bwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], buf[3],
+               buf[4], buf[5])));
+
+/* x: fp32, one tile row; w: (C, 1) in one fp32 tile; rstd: (1, cols) tiled
+ * like x's columns, fp32 */
+static int check_rms(const tsr_tensor_t *x, const tsr_tensor_t *w, const tsr_tensor_t *rstd,
+                     const char *op)
+{
+    if (tsr__tensor_is_bf16(x) || tsr__tensor_is_bf16(w) || tsr__tensor_is_bf16(rstd))
+        return tsr__fail(TSR_EINVAL, "%s: fp32 tensors only", op);
+    if (x->grid_rows != 1)
+        return tsr__fail(TSR_EINVAL, "%s: features (%d) split into tiles of %d", op, x->rows,
+                         x->tile_rows);
+    if (w->rows != x->rows || w->cols != 1 || w->grid_rows != 1 || w->grid_cols != 1)
+        return tsr__fail(TSR_EINVAL, "%s: weight (%d, %d) in tiles (%d, %d) is not (%d, 1) in "
+                                     "one tile", op, w->rows, w->cols, w->tile_rows,
+                         w->tile_cols, x->rows);
+    if (rstd->rows != 1 || rstd->cols != x->cols || rstd->tile_cols != x->tile_cols)
+        return tsr__fail(TSR_EINVAL, "%s: rstd (%d, %d) in tiles of %d columns does not follow "
+                                     "the tokens (%d in tiles of %d)", op, rstd->rows,
+                         rstd->cols, rstd->tile_cols, x->cols, x->tile_cols);
+    return TSR_OK;
+}
+
+int tsr__op_rmsnorm_fwd(const tsr_tensor_t *x, const tsr_tensor_t *w, float eps,
+                        tsr_tensor_t *out, tsr_tensor_t *rstd)
+{
+    int rc = check_rms(x, w, rstd, "rmsnorm_fwd");
+    if (!rc && !(eps > 0.0f && isfinite(eps)))
+        rc = tsr__fail(TSR_EINVAL, "rmsnorm_fwd: eps %g is not a positive number", (double)eps);
+    if (!rc)
+        rc = same_tiling(x, out, "rmsnorm_fwd");
+    if (!rc && tsr__tensor_is_bf16(out))
+        rc = tsr__fail(TSR_EINVAL, "rmsnorm_fwd: fp32 tensors only");
+    for (int j = 0; !rc && j < x->grid_cols; j++) {
+        rms_args_t a = {x->rows, tsr__tile_n(x, j), eps};
+        rc = SUBMIT(cl_rms_fwd, a, ACC(tsr__tile(x, 0, j), TSR_R), ACC(w->tiles[0], TSR_R),
+                    ACC(tsr__tile(out, 0, j), TSR_W), ACC(tsr__tile(rstd, 0, j), TSR_W));
+    }
+    return rc;
+}
+
+int tsr__op_rmsnorm_bwd(const tsr_tensor_t *dout, const tsr_tensor_t *x, const tsr_tensor_t *w,
+                        const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dw)
+{
+    int rc = check_rms(x, w, rstd, "rmsnorm_bwd");
+    if (!rc)
+        rc = same_tiling(x, dout, "rmsnorm_bwd");
+    if (!rc)
+        rc = same_tiling(x, dx, "rmsnorm_bwd");
+    if (!rc)
+        rc = same_tiling(w, dw, "rmsnorm_bwd");
+    if (!rc && (tsr__tensor_is_bf16(dout) || tsr__tensor_is_bf16(dx) || tsr__tensor_is_bf16(dw)))
+        rc = tsr__fail(TSR_EINVAL, "rmsnorm_bwd: fp32 tensors only");
+    for (int j = 0; !rc && j < x->grid_cols; j++) {
+        mn_args_t a = {x->rows, tsr__tile_n(x, j)};
+        rc = SUBMIT(cl_rms_bwd, a, ACC(tsr__tile(dout, 0, j), TSR_R),
+                    ACC(tsr__tile(x, 0, j), TSR_R), ACC(w->tiles[0], TSR_R),
+                    ACC(tsr__tile(rstd, 0, j), TSR_R), ACC(tsr__tile(dx, 0, j), TSR_RW),
+                    ACC(dw->tiles[0], TSR_COMMUTE));
+    }
+    return rc;
+}
+
+static double swiglu_fwd_flops(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return tsr_swiglu_fwd_flops(a->m, a->n);
+}
+static double swiglu_fwd_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return tsr_swiglu_fwd_bytes(a->m, a->n);
+}
+static double swiglu_bwd_flops(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return tsr_swiglu_bwd_flops(a->m, a->n);
+}
+static double swiglu_bwd_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return tsr_swiglu_bwd_bytes(a->m, a->n);
+}
+
+/* g, u (F, T) → h = silu(g) u (F, T); each tile its own ld = F */
+TILE_CODELET(cl_swiglu_fwd, "swiglu_fwd", 3, mn_args_t, swiglu_fwd_flops, swiglu_fwd_bytes,
+             (tsr_cpu_swiglu_fwd(a->m, a->n, buf[0], a->m, buf[1], a->m, buf[2], a->m)),
+             (tsr_cuda_swiglu_fwd(e->cuda_stream, a->m, a->n, buf[0], a->m, buf[1], a->m, buf[2],
+               a->m)));
+
+/* g, u, dh (F, T) → dg, du (F, T), written */
+TILE_CODELET(cl_swiglu_bwd, "swiglu_bwd", 5, mn_args_t, swiglu_bwd_flops, swiglu_bwd_bytes,
+             (tsr_cpu_swiglu_bwd(a->m, a->n, buf[0], a->m, buf[1], a->m, buf[2], a->m, buf[3],
+               a->m, buf[4], a->m)),
+             (tsr_cuda_swiglu_bwd(e->cuda_stream, a->m, a->n, buf[0], a->m, buf[1], a->m, buf[2],
+               a->m, buf[3], a->m, buf[4], a->m)));
+
+/* every tensor tiled like the first, all fp32 */
+static int check_alike(const tsr_tensor_t *const *t, int n, const char *op)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = i ? same_tiling(t[0], t[i], op) : TSR_OK;
+        if (rc)
+            return rc;
+        if (tsr__tensor_is_bf16(t[i]))
+            return tsr__fail(TSR_EINVAL, "%s: fp32 tensors only", op);
+    }
+    return TSR_OK;
+}
+
+int tsr__op_swiglu_fwd(const tsr_tensor_t *gate, const tsr_tensor_t *up, tsr_tensor_t *h)
+{
+    const tsr_tensor_t *t[] = {gate, up, h};
+    int rc = check_alike(t, 3, "swiglu_fwd");
+    for (int j = 0; !rc && j < gate->grid_cols; j++)
+        for (int i = 0; !rc && i < gate->grid_rows; i++) {
+            mn_args_t a = {tsr__tile_m(gate, i), tsr__tile_n(gate, j)};
+            rc = SUBMIT(cl_swiglu_fwd, a, ACC(tsr__tile(gate, i, j), TSR_R),
+                        ACC(tsr__tile(up, i, j), TSR_R), ACC(tsr__tile(h, i, j), TSR_W));
+        }
+    return rc;
+}
+
+int tsr__op_swiglu_bwd(const tsr_tensor_t *gate, const tsr_tensor_t *up, const tsr_tensor_t *dh,
+                       tsr_tensor_t *dgate, tsr_tensor_t *dup)
+{
+    const tsr_tensor_t *t[] = {gate, up, dh, dgate, dup};
+    int rc = check_alike(t, 5, "swiglu_bwd");
+    for (int j = 0; !rc && j < gate->grid_cols; j++)
+        for (int i = 0; !rc && i < gate->grid_rows; i++) {
+            mn_args_t a = {tsr__tile_m(gate, i), tsr__tile_n(gate, j)};
+            rc = SUBMIT(cl_swiglu_bwd, a, ACC(tsr__tile(gate, i, j), TSR_R),
+                        ACC(tsr__tile(up, i, j), TSR_R), ACC(tsr__tile(dh, i, j), TSR_R),
+                        ACC(tsr__tile(dgate, i, j), TSR_W), ACC(tsr__tile(dup, i, j), TSR_W));
+        }
+    return rc;
+}
+
+/* RoPE: one task per tile, in place (RW), buffer 1 the frequency table.
+ * The tile's tokens run from position pos0 + s0 and wrap to pos0 where a new
+ * sequence starts: one kernel call per piece. */
+typedef tsr__rope_args_t rope_args_t;
+
+static double rope_flops(const void *args, const size_t *sizes)
+{
+    const rope_args_t *a = args;
+    (void)sizes;
+    return tsr_rope_flops(a->d, a->nh, a->T);
+}
+static double rope_bytes(const void *args, const size_t *sizes)
+{
+    const rope_args_t *a = args;
+    (void)sizes;
+    return tsr_rope_bytes(a->d, a->nh, a->T);
+}
+
+/* The first piece of tokens [t, T) of the tile: its length and position */
+static int rope_piece(const rope_args_t *a, int t, int *pos)
+{
+    int s = (int)(((long long)a->s0 + t) % a->seq_len);
+    int n = a->seq_len - s;
+    *pos = a->pos0 + s;
+    return n < a->T - t ? n : a->T - t;
+}
+
+static void rope_cpu(const rope_args_t *a, void **buf)
+{
+    float *x = buf[0];
+    const double *f = buf[1];
+    int ld = a->nh * a->d, pos, n;
+    for (int t = 0; t < a->T; t += n) {
+        float *xt = x + (size_t)t * (size_t)ld;
+        n = rope_piece(a, t, &pos);
+        if (a->inverse)
+            tsr_cpu_rope_bwd(a->d, a->nh, n, ld, pos, f, xt, xt);
+        else
+            tsr_cpu_rope_fwd(a->d, a->nh, n, ld, pos, f, xt, xt);
+    }
+}
+#ifdef TSR_HAVE_CUDA
+static int rope_cuda(const rope_args_t *a, void **buf, const tsr_exec_t *e)
+{
+    float *x = buf[0];
+    const double *f = buf[1]; /* the table's device copy */
+    int ld = a->nh * a->d, pos, n, rc = 0;
+    for (int t = 0; !rc && t < a->T; t += n) {
+        float *xt = x + (size_t)t * (size_t)ld;
+        n = rope_piece(a, t, &pos);
+        rc = a->inverse ? tsr_cuda_rope_bwd(e->cuda_stream, a->d, a->nh, n, ld, pos, f, xt, xt)
+                        : tsr_cuda_rope_fwd(e->cuda_stream, a->d, a->nh, n, ld, pos, f, xt, xt);
+    }
+    return rc;
+}
+#endif
+/* x (nh d, T) rotated in place; table (d/2) doubles */
+TILE_CODELET(cl_rope_fwd, "rope_fwd", 2, rope_args_t, rope_flops, rope_bytes, rope_cpu(a, buf),
+             rope_cuda(a, buf, e));
+TILE_CODELET(cl_rope_bwd, "rope_bwd", 2, rope_args_t, rope_flops, rope_bytes, rope_cpu(a, buf),
+             rope_cuda(a, buf, e));
+
+static int rope_tiles(tsr_tensor_t *x, int heads, int head_dim, int seq_len, int pos0,
+                      tsr_handle_t inv_freq, int inverse, const char *op)
+{
+    if (heads <= 0 || head_dim < 2 || head_dim % 2)
+        return tsr__fail(TSR_EINVAL, "%s: %d heads of dimension %d (heads > 0, an even "
+                                     "dimension >= 2)", op, heads, head_dim);
+    if (tsr__tensor_is_bf16(x) || (long long)heads * head_dim != x->rows ||
+        x->tile_rows % head_dim)
+        return tsr__fail(TSR_EINVAL, "%s: x (%d, %d) in tiles (%d, %d) is not fp32 %d heads of "
+                                     "%d rows in tiles of whole heads", op, x->rows, x->cols,
+                         x->tile_rows, x->tile_cols, heads, head_dim);
+    if (seq_len <= 0 || pos0 < 0 || pos0 > INT_MAX - (seq_len - 1))
+        return tsr__fail(TSR_EINVAL, "%s: positions %d + [0, %d) are not non-negative ints", op,
+                         pos0, seq_len);
+    size_t want = (size_t)(head_dim / 2) * sizeof(double);
+    if (tsr_handle_size(inv_freq) != want)
+        return tsr__fail(TSR_EINVAL, "%s: the frequency table has %zu bytes, not %zu (%d "
+                                     "doubles)", op, tsr_handle_size(inv_freq), want,
+                         head_dim / 2);
+    const tsr_codelet_t *cl = inverse ? &cl_rope_bwd : &cl_rope_fwd;
+    int rc = TSR_OK;
+    for (int j = 0; !rc && j < x->grid_cols; j++) {
+        int s0 = (int)((long long)j * x->tile_cols % seq_len);
+        for (int i = 0; !rc && i < x->grid_rows; i++) {
+            rope_args_t a = {head_dim, tsr__tile_m(x, i) / head_dim, tsr__tile_n(x, j), s0,
+                             seq_len, pos0, inverse};
+            rc = SUBMIT(*cl, a, ACC(tsr__tile(x, i, j), TSR_RW), ACC(inv_freq, TSR_R));
+        }
+    }
+    return rc;
+}
+
+int tsr__op_rope_fwd(tsr_tensor_t *x, int heads, int head_dim, int seq_len, int pos0,
+                     tsr_handle_t inv_freq)
+{
+    return rope_tiles(x, heads, head_dim, seq_len, pos0, inv_freq, 0, "rope_fwd");
+}
+
+int tsr__op_rope_bwd(tsr_tensor_t *dx, int heads, int head_dim, int seq_len, int pos0,
+                     tsr_handle_t inv_freq)
+{
+    return rope_tiles(dx, heads, head_dim, seq_len, pos0, inv_freq, 1, "rope_bwd");
+}
+
+int tsr__rope_table(tsr_handle_t *out, int head_dim, const double *inv_freq)
+{
+    if (!out || !inv_freq || head_dim < 2 || head_dim % 2)
+        return tsr__fail(TSR_EINVAL, "rope_table: a table of an even head dimension >= 2 (%d)",
+                         head_dim);
+    size_t bytes = (size_t)(head_dim / 2) * sizeof(double);
+    tsr_handle_t h;
+    void *p;
+    int rc = tsr_handle_alloc(&h, bytes);
+    if (rc)
+        return rc;
+    if ((rc = tsr_handle_acquire(h, TSR_W, &p))) {
+        tsr_handle_unregister(h);
+        return rc;
+    }
+    memcpy(p, inv_freq, bytes);
+    if ((rc = tsr_handle_release(h))) {
+        tsr_handle_unregister(h);
+        return rc;
+    }
+    *out = h;
+    return TSR_OK;
 }
 
 /* ---- embeddings ----------------------------------------------------------- */
@@ -2008,6 +2323,7 @@ static const tsr_codelet_t *const all_codelets[] = {
     &cl_gemm_bf16, &cl_to_bf16,  &cl_to_f32,    &cl_ln_fwd_bf16,
     &cl_ln_bwd_bf16, &cl_gelu_fwd_bf16, &cl_gelu_bwd_bf16, &cl_xent_bwd_bf16,
     &cl_gemm_bias, &cl_gemm_bias_gelu, &cl_gemm_dgelu, &cl_gemm_dgelu_bgrad, &cl_gemm_bgrada,
+    &cl_rms_fwd,   &cl_rms_bwd,  &cl_swiglu_fwd, &cl_swiglu_bwd, &cl_rope_fwd,   &cl_rope_bwd,
 };
 
 const tsr_codelet_t *tsr__op_codelet(const char *name)

@@ -88,6 +88,50 @@ int tsr__op_layernorm_bwd(const tsr_tensor_t *dout, const tsr_tensor_t *x,
 int tsr__op_gelu_fwd(const tsr_tensor_t *x, tsr_tensor_t *out);
 int tsr__op_gelu_bwd(const tsr_tensor_t *x, tsr_tensor_t *d);
 
+/* ---- Llama layers (fp32) -------------------------------------------------- */
+
+/* RMSNorm over the rows of each column (x has one tile row: the whole
+ * feature dimension C), eps from the model's config (rms_norm_eps):
+ *   out(:, t) = x(:, t) * rstd[t] * w,  rstd[t] = 1 / sqrt(mean_i x(i, t)^2 + eps)
+ * w (C, 1) in one tile; rstd (1, cols) tiled like x's columns (written);
+ * out tiled like x (written; may not be x). One task per column tile. */
+int tsr__op_rmsnorm_fwd(const tsr_tensor_t *x, const tsr_tensor_t *w, float eps,
+                        tsr_tensor_t *out, tsr_tensor_t *rstd);
+/* dx += RMSNorm'(dout) (RW, as LayerNorm's: the kernel accumulates);
+ * dw += sum_t dout * xhat (COMMUTE over column tiles). */
+int tsr__op_rmsnorm_bwd(const tsr_tensor_t *dout, const tsr_tensor_t *x, const tsr_tensor_t *w,
+                        const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dw);
+
+/* SwiGLU on separate gate and up tensors (the two projections' outputs),
+ * all (F, N) and tiled alike (any tiling: elementwise), one task per tile:
+ *   h = silu(gate) * up                        (h written)
+ *   dgate = dh * up * silu'(gate), dup = dh * silu(gate)   (both written)
+ * The kernel also serves a fused gate|up (2F, N) projection through leading
+ * dimensions; these ops use separate tensors (a tile's ld is its rows). */
+int tsr__op_swiglu_fwd(const tsr_tensor_t *gate, const tsr_tensor_t *up, tsr_tensor_t *h);
+int tsr__op_swiglu_bwd(const tsr_tensor_t *gate, const tsr_tensor_t *up, const tsr_tensor_t *dh,
+                       tsr_tensor_t *dgate, tsr_tensor_t *dup);
+
+/* RoPE (kernels/rope.h, Hugging Face's rotate_half pairing) in place on the
+ * Q or K rows x (heads * head_dim, N): tiles of any column count, row tiles
+ * of whole heads (tile_rows a multiple of head_dim). Column t is at position
+ *   pos0 + (t mod seq_len)
+ * (N may hold several sequences of seq_len tokens side by side, as GPT-2's
+ * activations do; generation passes its first new position as pos0 and
+ * seq_len >= N). A tile that crosses a sequence boundary is rotated by one
+ * task that calls the kernel once per sequence piece. inv_freq: a handle of
+ * head_dim/2 doubles (tsr__rope_table), read by every task (the runtime
+ * keeps a copy on each device that uses it; the CUDA kernel reads it there).
+ * The backward rotates a gradient back in place (the inverse rotation). */
+int tsr__op_rope_fwd(tsr_tensor_t *x, int heads, int head_dim, int seq_len, int pos0,
+                     tsr_handle_t inv_freq);
+int tsr__op_rope_bwd(tsr_tensor_t *dx, int heads, int head_dim, int seq_len, int pos0,
+                     tsr_handle_t inv_freq);
+/* The frequency table as a runtime handle: a copy of inv_freq (head_dim/2
+ * doubles from tsr_rope_inv_freq, kernels/rope.h); the caller unregisters
+ * it (tsr_handle_unregister) after the last task that reads it. */
+int tsr__rope_table(tsr_handle_t *out, int head_dim, const double *inv_freq);
+
 /* Whether token tiles of tt columns fit nseq sequences of seq_len tokens:
  * tt divides seq_len (tiles within a sequence), or tt is a multiple of
  * seq_len that divides nseq sequences (whole sequences side by side). */
@@ -246,6 +290,17 @@ typedef struct tsr__attn_args {
     int bf16; /* GPU products on bf16 operands (else TF32) unless strict */
 } tsr__attn_args_t;
 enum { TSR_ATTN_FIRST_DQ = 1, TSR_ATTN_FIRST_DKV = 2 };
+/* RMSNorm forward: a tile of m features and n tokens, eps */
+typedef struct tsr__rms_args {
+    int m, n;
+    float eps;
+} tsr__rms_args_t;
+/* RoPE on a tile of nh heads of d features (ld = nh d) and T tokens: the
+ * first at position pos0 + s0, the positions wrapping back to pos0 after
+ * seq_len - s0 tokens (a new sequence); inverse: the backward rotation */
+typedef struct tsr__rope_args {
+    int d, nh, T, s0, seq_len, pos0, inverse;
+} tsr__rope_args_t;
 /* cross-entropy on a vocabulary tile [v0, v0 + nv) of T tokens */
 typedef struct tsr__xent_args {
     int nv, T, v0, accumulate;
