@@ -1,6 +1,6 @@
 /* nn/ops.h — tensor operations as loops that submit tile tasks: GEMM over
  * tile grids, elementwise and broadcast operations, LayerNorm, GELU,
- * embeddings, flash attention over (query tile, key tile) pairs,
+ * the Llama layers (RMSNorm, SwiGLU, RoPE), embeddings, flash attention over (query tile, key tile) pairs,
  * cross-entropy over vocabulary tiles, and the optimizer's tile updates.
  *
  * Every function only submits tasks (in program order; the runtime infers
@@ -104,7 +104,7 @@ int tsr__op_rmsnorm_bwd(const tsr_tensor_t *dout, const tsr_tensor_t *x, const t
 
 /* SwiGLU on separate gate and up tensors (the two projections' outputs),
  * all (F, N) and tiled alike (any tiling: elementwise), one task per tile:
- *   h = silu(gate) * up                        (h written)
+ *   h = silu(gate) * up                (h written; a tensor of its own)
  *   dgate = dh * up * silu'(gate), dup = dh * silu(gate)   (both written)
  * The kernel also serves a fused gate|up (2F, N) projection through leading
  * dimensions; these ops use separate tensors (a tile's ld is its rows). */
