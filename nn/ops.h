@@ -1,7 +1,8 @@
 /* nn/ops.h — tensor operations as loops that submit tile tasks: GEMM over
- * tile grids, elementwise and broadcast operations, LayerNorm, GELU,
- * the Llama layers (RMSNorm, SwiGLU, RoPE), embeddings, flash attention over (query tile, key tile) pairs,
- * cross-entropy over vocabulary tiles, and the optimizer's tile updates.
+ * tile grids, elementwise and broadcast operations, LayerNorm, GELU, the
+ * Llama layers (RMSNorm, SwiGLU, RoPE), embeddings, flash attention over
+ * (query tile, key tile) pairs, cross-entropy over vocabulary tiles, and the
+ * optimizer's tile updates.
  *
  * Every function only submits tasks (in program order; the runtime infers
  * the dependencies) and returns the first submission error. None waits for
