@@ -904,15 +904,16 @@ int tsr__stset_writer_write(tsr__stset_writer_t *w, const char *dir, uint64_t ma
                          strerror_r(errno, eb, sizeof eb));
     }
     char *single = join(dir, TSR__STSET_SINGLE), *index = join(dir, TSR__STSET_INDEX);
-    char *ipart = index ? malloc(strlen(index) + 32) : NULL;
+    size_t ipart_len = index ? strlen(index) + 32 : 0;
+    char *ipart = index ? malloc(ipart_len) : NULL;
     plan_t p;
     tsr__stset_index_t old = {0};
     int rc = plan_make(w, max_shard_bytes, &p);
-    if (!rc && (!single || !ipart))
+    if (!rc && (!single || !index || !ipart))
         rc = tsr__fail(TSR_ENOMEM, "checkpoint writer: out of memory");
-    if (rc)
+    if (rc || !ipart)
         goto out;
-    sprintf(ipart, "%s.part.%ld", index, (long)getpid());
+    snprintf(ipart, ipart_len, "%s.part.%ld", index, (long)getpid());
     struct stat st;
     int old_single = lstat(single, &st) == 0, missing;
     if (index_read(index, &old, &missing) != TSR_OK)
