@@ -1396,6 +1396,12 @@ static inline long long attn_hs(const attn_args_t *a)
     return a->d; /* heads side by side in a position's C rows */
 }
 
+/* query heads per K/V head (arguments written without the field: 1) */
+static inline int attn_group(const attn_args_t *a)
+{
+    return a->kv_group > 0 ? a->kv_group : 1;
+}
+
 /* attn_init writes ms and acc */
 static double attn_init_bytes(const void *args, const size_t *sizes)
 {
@@ -1439,18 +1445,20 @@ static void attn_fwd_cpu(const attn_args_t *a, void **buf)
 {
     size_t qs = (size_t)a->tq * a->ld, st = (size_t)a->tq * a->nb;
     for (int s = 0; s < a->nseq; s++)
-        tsr_cpu_attn_fwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, a->ld, attn_hs(a),
-                         (const float *)buf[0] + s * qs, (const float *)buf[1] + s * qs,
-                         (const float *)buf[2] + s * qs, (float *)buf[3] + s * 2 * st,
-                         (float *)buf[4] + s * st * a->d);
+        tsr_cpu_attn_fwd_gqa(a->d, a->tq, a->tk, a->nb, attn_group(a), a->q0, a->k0, a->scale,
+                             a->ld, attn_hs(a), (const float *)buf[0] + s * qs,
+                             (const float *)buf[1] + a->koff + s * qs,
+                             (const float *)buf[2] + a->voff + s * qs,
+                             (float *)buf[3] + s * 2 * st, (float *)buf[4] + s * st * a->d);
 }
 #ifdef TSR_HAVE_CUDA
 static int attn_fwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
 {
     /* every sequence of the tile in one launch */
-    return tsr_cuda_attn_fwd(e->cuda_stream, attn_prec(a, e), a->d, a->tq, a->tk, a->nb, a->nseq,
-                             a->q0, a->k0, a->scale, a->ld, attn_hs(a), buf[0], buf[1], buf[2],
-                             buf[3], buf[4]);
+    return tsr_cuda_attn_fwd_gqa(e->cuda_stream, attn_prec(a, e), a->d, a->tq, a->tk, a->nb,
+                                 attn_group(a), a->nseq, a->q0, a->k0, a->scale, a->ld,
+                                 attn_hs(a), buf[0], (const float *)buf[1] + a->koff,
+                                 (const float *)buf[2] + a->voff, buf[3], buf[4]);
 }
 #endif
 TILE_CODELET(cl_attn_fwd, "attn_fwd", 5, attn_args_t, attn_flops, attn_fwd_bytes,
@@ -1565,12 +1573,14 @@ static void attn_bwd_cpu(const attn_args_t *a, void **buf, const tsr_exec_t *e)
     }
     size_t qs = (size_t)a->tq * a->ld, os = (size_t)a->tq * a->ldo, st = (size_t)a->tq * a->nb;
     for (int s = 0; s < a->nseq; s++)
-        tsr_cpu_attn_bwd(a->d, a->tq, a->tk, a->nb, a->q0, a->k0, a->scale, a->ld, attn_hs(a),
-                         (const float *)buf[0] + s * qs, (const float *)buf[1] + s * qs,
-                         (const float *)buf[2] + s * qs, a->ldo, attn_hs(a),
-                         (const float *)buf[3] + s * os, (const float *)buf[4] + s * st,
-                         (const float *)buf[5] + s * st, (float *)buf[6] + s * qs,
-                         (float *)buf[7] + s * qs, (float *)buf[8] + s * qs);
+        tsr_cpu_attn_bwd_gqa(a->d, a->tq, a->tk, a->nb, attn_group(a), a->q0, a->k0, a->scale,
+                             a->ld, attn_hs(a), (const float *)buf[0] + s * qs,
+                             (const float *)buf[1] + a->koff + s * qs,
+                             (const float *)buf[2] + a->voff + s * qs, a->ldo, attn_hs(a),
+                             (const float *)buf[3] + s * os, (const float *)buf[4] + s * st,
+                             (const float *)buf[5] + s * st, (float *)buf[6] + s * qs,
+                             (float *)buf[7] + a->koff + s * qs,
+                             (float *)buf[8] + a->voff + s * qs);
 }
 #ifdef TSR_HAVE_CUDA
 static int attn_bwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
@@ -1583,10 +1593,12 @@ static int attn_bwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
     if (!rc && (a->first & TSR_ATTN_FIRST_DKV))
         rc = tsr_cuda_fill(e->cuda_stream, nelem(e, 8), 0.0f, buf[8]);
     if (!rc) /* every sequence of the tile in one launch */
-        rc = tsr_cuda_attn_bwd(e->cuda_stream, attn_prec(a, e), a->d, a->tq, a->tk, a->nb, a->nseq,
-                               a->q0, a->k0, a->scale, a->ld, attn_hs(a), buf[0], buf[1], buf[2],
-                               a->ldo, attn_hs(a), buf[3], buf[4], buf[5], buf[6], buf[7],
-                               buf[8]);
+        rc = tsr_cuda_attn_bwd_gqa(e->cuda_stream, attn_prec(a, e), a->d, a->tq, a->tk, a->nb,
+                                   attn_group(a), a->nseq, a->q0, a->k0, a->scale, a->ld,
+                                   attn_hs(a), buf[0], (const float *)buf[1] + a->koff,
+                                   (const float *)buf[2] + a->voff, a->ldo, attn_hs(a), buf[3],
+                                   buf[4], buf[5], buf[6], (float *)buf[7] + a->koff,
+                                   (float *)buf[8] + a->voff);
     return rc;
 }
 #endif
@@ -1594,17 +1606,24 @@ TILE_CODELET(cl_attn_bwd, "attn_bwd", 9, attn_args_t, attn_bwd_flops, attn_bwd_b
              attn_bwd_cpu(a, buf, e), attn_bwd_cuda(a, buf, e));
 
 /* How token tiles map onto sequences: a tile is either part of one sequence
- * (per_seq tiles of tq tokens each) or nseq whole sequences side by side. */
+ * (per_seq tiles of tq tokens each) or nseq whole sequences side by side.
+ * C = heads d query rows, Ckv = kv_heads d rows each of k and v; fused: q,
+ * k, v in one (C + 2 Ckv, tt) tile row (else three (C, tt) tile rows). */
 typedef struct attn_layout {
     int d, tq, nseq, per_seq, groups;
     float scale;
+    int C, Ckv, kv_group, fused;
 } attn_layout_t;
 
-static attn_layout_t attn_layout(const tsr_tensor_t *qkv, int heads, int seq_len)
+static attn_layout_t attn_layout(const tsr_tensor_t *qkv, int heads, int kv_heads, int seq_len)
 {
     attn_layout_t L;
     int tt = qkv->tile_cols;
-    L.d = qkv->tile_rows / heads;
+    L.C = (int)((long long)qkv->rows * heads / (heads + 2LL * kv_heads));
+    L.Ckv = L.C / heads * kv_heads;
+    L.kv_group = heads / kv_heads;
+    L.fused = qkv->tile_rows == qkv->rows;
+    L.d = L.C / heads;
     L.tq = tt < seq_len ? tt : seq_len;
     L.nseq = tt / L.tq;
     L.per_seq = seq_len / L.tq;
@@ -1620,13 +1639,28 @@ static int attn_tiles_ok(const tsr_tensor_t *t, int rows, const tsr_tensor_t *qk
            t->tile_cols == qkv->tile_cols && !tsr__tensor_is_bf16(t);
 }
 
-static int check_attn(const tsr_tensor_t *qkv, int heads, int seq_len, const tsr_tensor_t *y,
-                      const tsr_tensor_t *lse)
+static int check_attn(const tsr_tensor_t *qkv, int heads, int kv_heads, int seq_len,
+                      const tsr_tensor_t *y, const tsr_tensor_t *lse)
 {
-    int C = qkv->tile_rows;
-    if (heads <= 0 || C % heads || qkv->rows != 3 * C || tsr__tensor_is_bf16(qkv) ||
-        !attn_tiles_ok(y, C, qkv) || !attn_tiles_ok(lse, heads, qkv) || seq_len <= 0 ||
-        qkv->cols % seq_len || !tsr__tokens_tile_ok(qkv->tile_cols, seq_len, qkv->cols / seq_len))
+    if (heads <= 0 || kv_heads <= 0 || heads % kv_heads)
+        return tsr__fail(TSR_EINVAL, "attention: %d K/V heads do not divide %d query heads",
+                         kv_heads, heads);
+    long long parts = heads + 2LL * kv_heads; /* qkv rows in units of d */
+    if (qkv->rows % parts)
+        return tsr__fail(TSR_EINVAL, "attention: qkv has %d rows, not C + 2 C %d / %d for "
+                                     "any head size",
+                         qkv->rows, kv_heads, heads);
+    attn_layout_t L = attn_layout(qkv, heads, kv_heads, seq_len);
+    int split = kv_heads == heads && qkv->tile_rows == L.C;
+    if (!L.fused && !split)
+        return tsr__fail(TSR_EINVAL, "attention: qkv (%d, %d) in tiles of %d rows: q, k, v "
+                                     "must be one tile row of %d (or, with as many K/V heads "
+                                     "as query heads, three of %d)",
+                         qkv->rows, qkv->cols, qkv->tile_rows, qkv->rows, L.C);
+    int C = L.C;
+    if (tsr__tensor_is_bf16(qkv) || !attn_tiles_ok(y, C, qkv) || !attn_tiles_ok(lse, heads, qkv) ||
+        seq_len <= 0 || qkv->cols % seq_len ||
+        !tsr__tokens_tile_ok(qkv->tile_cols, seq_len, qkv->cols / seq_len))
         return tsr__fail(TSR_EINVAL, "attention: qkv (%d, %d) in tiles (%d, %d) does not fit "
                                      "%d heads over sequences of %d",
                          qkv->rows, qkv->cols, qkv->tile_rows, qkv->tile_cols, heads, seq_len);
@@ -1634,39 +1668,57 @@ static int check_attn(const tsr_tensor_t *qkv, int heads, int seq_len, const tsr
 }
 
 /* The arguments of the pair (query tile qi, key tile ki) of every head */
-static attn_args_t attn_args(const attn_layout_t *L, int heads, int C, int qi, int ki, int bf16)
+static attn_args_t attn_args(const attn_layout_t *L, int heads, int qi, int ki, int bf16)
 {
-    attn_args_t a = {L->d, L->tq, L->tq, heads, qi * L->tq, ki * L->tq, L->scale, 0,
-                     L->nseq, C, C, bf16 != 0};
+    int ld = L->fused ? L->C + 2 * L->Ckv : L->C;
+    attn_args_t a = {L->d,    L->tq,   L->tq,       heads,       qi * L->tq,
+                     ki * L->tq, L->scale, 0,        L->nseq,     ld,
+                     L->C,    bf16 != 0, L->kv_group, L->fused ? L->C : 0,
+                     L->fused ? L->C + L->Ckv : 0};
     return a;
 }
 
-int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, int bf16,
-                          tsr_tensor_t *ms, tsr_tensor_t *acc, tsr_tensor_t *y, tsr_tensor_t *lse)
+/* The tiles of q (query tile j), k and v (key tile jk) */
+static tsr_handle_t attn_q(const tsr_tensor_t *t, int j)
 {
-    int rc = check_attn(qkv, heads, seq_len, y, lse);
+    return tsr__tile(t, 0, j);
+}
+static tsr_handle_t attn_k(const tsr_tensor_t *t, const attn_layout_t *L, int jk)
+{
+    return tsr__tile(t, L->fused ? 0 : 1, jk);
+}
+static tsr_handle_t attn_v(const tsr_tensor_t *t, const attn_layout_t *L, int jk)
+{
+    return tsr__tile(t, L->fused ? 0 : 2, jk);
+}
+
+int tsr__op_attention_gqa_fwd(const tsr_tensor_t *qkv, int heads, int kv_heads, int seq_len,
+                              int bf16, tsr_tensor_t *ms, tsr_tensor_t *acc, tsr_tensor_t *y,
+                              tsr_tensor_t *lse)
+{
+    int rc = check_attn(qkv, heads, kv_heads, seq_len, y, lse);
     if (rc)
         return rc;
-    int C = qkv->tile_rows;
+    attn_layout_t L = attn_layout(qkv, heads, kv_heads, seq_len);
+    int C = L.C;
     if (!attn_tiles_ok(ms, 2 * heads, qkv) || !attn_tiles_ok(acc, C, qkv))
         return tsr__fail(TSR_EINVAL, "attention: the state ms (%d, %d) in tiles (%d, %d) and acc "
                                      "(%d, %d) in tiles (%d, %d) do not fit qkv",
                          ms->rows, ms->cols, ms->tile_rows, ms->tile_cols, acc->rows, acc->cols,
                          acc->tile_rows, acc->tile_cols);
-    attn_layout_t L = attn_layout(qkv, heads, seq_len);
     for (int g = 0; g < L.groups; g++)
         for (int qi = 0; qi < L.per_seq; qi++) {
             int j = g * L.per_seq + qi;
             tsr_handle_t hms = tsr__tile(ms, 0, j), hacc = tsr__tile(acc, 0, j);
-            attn_args_t a = attn_args(&L, heads, C, qi, 0, bf16);
+            attn_args_t a = attn_args(&L, heads, qi, 0, bf16);
             if ((rc = SUBMIT(cl_attn_init, a, ACC(hms, TSR_W), ACC(hacc, TSR_W))))
                 return rc;
             for (int ki = 0; ki <= qi; ki++) {
                 int jk = g * L.per_seq + ki;
                 a.k0 = ki * L.tq;
-                if ((rc = SUBMIT(cl_attn_fwd, a, ACC(tsr__tile(qkv, 0, j), TSR_R),
-                                 ACC(tsr__tile(qkv, 1, jk), TSR_R),
-                                 ACC(tsr__tile(qkv, 2, jk), TSR_R), ACC(hms, TSR_RW),
+                if ((rc = SUBMIT(cl_attn_fwd, a, ACC(attn_q(qkv, j), TSR_R),
+                                 ACC(attn_k(qkv, &L, jk), TSR_R),
+                                 ACC(attn_v(qkv, &L, jk), TSR_R), ACC(hms, TSR_RW),
                                  ACC(hacc, TSR_RW))))
                     return rc;
             }
@@ -1677,11 +1729,17 @@ int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, int b
     return TSR_OK;
 }
 
-int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len, int bf16,
-                          const tsr_tensor_t *y, const tsr_tensor_t *dy,
-                          const tsr_tensor_t *lse, tsr_tensor_t *D, tsr_tensor_t *dqkv)
+int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, int bf16,
+                          tsr_tensor_t *ms, tsr_tensor_t *acc, tsr_tensor_t *y, tsr_tensor_t *lse)
 {
-    int rc = check_attn(qkv, heads, seq_len, y, lse);
+    return tsr__op_attention_gqa_fwd(qkv, heads, heads, seq_len, bf16, ms, acc, y, lse);
+}
+
+int tsr__op_attention_gqa_bwd(const tsr_tensor_t *qkv, int heads, int kv_heads, int seq_len,
+                              int bf16, const tsr_tensor_t *y, const tsr_tensor_t *dy,
+                              const tsr_tensor_t *lse, tsr_tensor_t *D, tsr_tensor_t *dqkv)
+{
+    int rc = check_attn(qkv, heads, kv_heads, seq_len, y, lse);
     if (!rc)
         rc = same_tiling(y, dy, "attention_bwd");
     if (!rc)
@@ -1690,33 +1748,44 @@ int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len, int b
         rc = same_tiling(lse, D, "attention_bwd");
     if (rc)
         return rc;
-    int C = qkv->tile_rows;
-    attn_layout_t L = attn_layout(qkv, heads, seq_len);
+    attn_layout_t L = attn_layout(qkv, heads, kv_heads, seq_len);
     for (int g = 0; g < L.groups; g++)
         for (int qi = 0; qi < L.per_seq; qi++) {
             int j = g * L.per_seq + qi;
-            attn_args_t a = attn_args(&L, heads, C, qi, 0, bf16);
+            attn_args_t a = attn_args(&L, heads, qi, 0, bf16);
             if ((rc = SUBMIT(cl_attn_dot, a, ACC(tsr__tile(y, 0, j), TSR_R),
                              ACC(tsr__tile(dy, 0, j), TSR_R), ACC(tsr__tile(D, 0, j), TSR_W))))
                 return rc;
             /* In this order, query tile qi's dq first hears from key tile 0,
              * and key tile ki's dk, dv from query tile ki: those pairs
-             * overwrite (zeroing first in the task), so dqkv needs no fill. */
+             * overwrite (zeroing first in the task), so dqkv needs no fill.
+             * Fused, dq, dk, dv share a tile, first touched by the pair
+             * (qi, 0), which zeroes all of it (dq's first contribution). */
             for (int ki = 0; ki <= qi; ki++) {
                 int jk = g * L.per_seq + ki;
                 a.k0 = ki * L.tq;
-                a.first = (ki == 0 ? TSR_ATTN_FIRST_DQ : 0) | (ki == qi ? TSR_ATTN_FIRST_DKV : 0);
-                tsr_mode_t mq = ki == 0 ? TSR_W : TSR_RW, mkv = ki == qi ? TSR_W : TSR_RW;
-                if ((rc = SUBMIT(cl_attn_bwd, a, ACC(tsr__tile(qkv, 0, j), TSR_R),
-                                 ACC(tsr__tile(qkv, 1, jk), TSR_R),
-                                 ACC(tsr__tile(qkv, 2, jk), TSR_R), ACC(tsr__tile(dy, 0, j), TSR_R),
+                int fdq = ki == 0, fdkv = !L.fused && ki == qi;
+                a.first = (fdq ? TSR_ATTN_FIRST_DQ : 0) | (fdkv ? TSR_ATTN_FIRST_DKV : 0);
+                tsr_mode_t mq = fdq ? TSR_W : TSR_RW, mkv = fdkv ? TSR_W : TSR_RW;
+                if (L.fused && jk == j)
+                    mkv = mq; /* one tile: dq's mode is the tile's */
+                if ((rc = SUBMIT(cl_attn_bwd, a, ACC(attn_q(qkv, j), TSR_R),
+                                 ACC(attn_k(qkv, &L, jk), TSR_R),
+                                 ACC(attn_v(qkv, &L, jk), TSR_R), ACC(tsr__tile(dy, 0, j), TSR_R),
                                  ACC(tsr__tile(lse, 0, j), TSR_R), ACC(tsr__tile(D, 0, j), TSR_R),
-                                 ACC(tsr__tile(dqkv, 0, j), mq), ACC(tsr__tile(dqkv, 1, jk), mkv),
-                                 ACC(tsr__tile(dqkv, 2, jk), mkv))))
+                                 ACC(attn_q(dqkv, j), mq), ACC(attn_k(dqkv, &L, jk), mkv),
+                                 ACC(attn_v(dqkv, &L, jk), mkv))))
                     return rc;
             }
         }
     return TSR_OK;
+}
+
+int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len, int bf16,
+                          const tsr_tensor_t *y, const tsr_tensor_t *dy,
+                          const tsr_tensor_t *lse, tsr_tensor_t *D, tsr_tensor_t *dqkv)
+{
+    return tsr__op_attention_gqa_bwd(qkv, heads, heads, seq_len, bf16, y, dy, lse, D, dqkv);
 }
 
 /* ---- cross-entropy -------------------------------------------------------- */

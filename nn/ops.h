@@ -169,6 +169,20 @@ int tsr__op_attention_fwd(const tsr_tensor_t *qkv, int heads, int seq_len, int b
 int tsr__op_attention_bwd(const tsr_tensor_t *qkv, int heads, int seq_len, int bf16,
                           const tsr_tensor_t *y, const tsr_tensor_t *dy,
                           const tsr_tensor_t *lse, tsr_tensor_t *D, tsr_tensor_t *dqkv);
+/* Grouped-query attention (Llama): kv_heads (dividing heads) K/V heads,
+ * query head h reads K/V head h / (heads / kv_heads); C = heads d, Ckv =
+ * kv_heads d. qkv (C + 2 Ckv, N): q (C rows), then k (Ckv), then v (Ckv),
+ * tiled (C + 2 Ckv, tt) (one tile row: the kernels read q, k, v in place
+ * with ld = C + 2 Ckv), or, where kv_heads = heads, (C, tt) as above (the
+ * functions above are that case: the same tasks). y, lse, ms, acc, dy, D as
+ * above (heads query heads); dqkv tiled like qkv, dk and dv of a K/V head
+ * summed over its query heads (deterministically). */
+int tsr__op_attention_gqa_fwd(const tsr_tensor_t *qkv, int heads, int kv_heads, int seq_len,
+                              int bf16, tsr_tensor_t *ms, tsr_tensor_t *acc, tsr_tensor_t *y,
+                              tsr_tensor_t *lse);
+int tsr__op_attention_gqa_bwd(const tsr_tensor_t *qkv, int heads, int kv_heads, int seq_len,
+                              int bf16, const tsr_tensor_t *y, const tsr_tensor_t *dy,
+                              const tsr_tensor_t *lse, tsr_tensor_t *D, tsr_tensor_t *dqkv);
 
 /* Cross-entropy of logits (V, N) tiled (tv, tt) against targets (1, N):
  * ms (2, N) and lse (1, N) scratch, loss (1, N) per token (0 where the target
@@ -289,6 +303,11 @@ typedef struct tsr__attn_args {
     int first;
     int nseq, ld, ldo;
     int bf16; /* GPU products on bf16 operands (else TF32) unless strict */
+    /* grouped-query attention: query head b reads K/V head b / kv_group (1:
+     * plain multi-head); k, v (dk, dv) start koff, voff rows into their
+     * tiles (0 where q, k, v are tiles of their own; C and C + Ckv in a
+     * fused (C + 2 Ckv, tt) tile) */
+    int kv_group, koff, voff;
 } tsr__attn_args_t;
 enum { TSR_ATTN_FIRST_DQ = 1, TSR_ATTN_FIRST_DKV = 2 };
 /* RMSNorm forward: a tile of m features and n tokens, eps */

@@ -1,7 +1,7 @@
 /* tests/nn/test_llama_ops.c — the Llama layers' tile operations (RMSNorm,
- * SwiGLU, RoPE; nn/ops.h) over tile grids with edge tiles, against naive
- * double loops written here (not the kernels), forward and backward, and
- * their refusals of tensors that do not fit. Part of the nn_ops suite, so it
+ * SwiGLU, RoPE, grouped-query attention; nn/ops.h) over tile grids with
+ * edge tiles, against naive double loops written here (not the kernels),
+ * forward and backward, and their refusals of tensors that do not fit. Part of the nn_ops suite, so it
  * also runs on two emulated GPUs beside the CPU workers and alone (the CUDA
  * implementations; tests/nn/meson.build).
  *
@@ -302,5 +302,138 @@ Test(nn_llama_ops, rope_refuses_what_does_not_fit)
     tsr__tensor_free(&Xhalf);
     OK(tsr_handle_unregister(table));
     OK(tsr_handle_unregister(small));
+    tsr_shutdown();
+}
+
+/* ---- grouped-query attention ------------------------------------------------ */
+
+/* Naive causal GQA in double: qkv (C + 2 Ckv, N) column-major, q of head h
+ * at rows h d, k and v of K/V head g at C + g d and C + Ckv + g d; query
+ * head h reads K/V head h / (H / Hkv). y (C, N); dqkv gets dq, and dk, dv
+ * summed over each K/V head's query heads. */
+static void gqa_ref(const float *qkv, int H, int Hkv, int d, int S, int T, const float *dy,
+                    double *y, double *dqkv)
+{
+    int C = H * d, Ckv = Hkv * d, R = C + 2 * Ckv, grp = H / Hkv;
+    double scale = 1.0 / sqrt((double)d);
+    double *p = kt_dalloc((size_t)T), *dp = kt_dalloc((size_t)T);
+    for (size_t i = 0; i < (size_t)R * S * T; i++)
+        dqkv[i] = 0;
+    for (int s = 0; s < S; s++)
+        for (int h = 0; h < H; h++) {
+            int kr = C + (h / grp) * d, vr = kr + Ckv;
+            for (int i = 0; i < T; i++) {
+                size_t ti = (size_t)s * T + i;
+                const float *q = qkv + h * d + ti * R;
+                double m = -INFINITY, l = 0;
+                for (int j = 0; j <= i; j++) {
+                    const float *k = qkv + kr + ((size_t)s * T + j) * R;
+                    double dot = 0;
+                    for (int c = 0; c < d; c++)
+                        dot += (double)q[c] * k[c];
+                    p[j] = dot * scale;
+                    m = p[j] > m ? p[j] : m;
+                }
+                for (int j = 0; j <= i; j++)
+                    l += (p[j] = exp(p[j] - m));
+                double Dsum = 0;
+                for (int j = 0; j <= i; j++) {
+                    const float *v = qkv + vr + ((size_t)s * T + j) * R;
+                    p[j] /= l;
+                    dp[j] = 0;
+                    for (int c = 0; c < d; c++)
+                        dp[j] += (double)dy[h * d + c + ti * C] * v[c];
+                    Dsum += p[j] * dp[j];
+                }
+                for (int c = 0; c < d; c++) {
+                    double o = 0;
+                    for (int j = 0; j <= i; j++)
+                        o += p[j] * qkv[vr + c + ((size_t)s * T + j) * R];
+                    y[h * d + c + ti * C] = o;
+                }
+                for (int j = 0; j <= i; j++) {
+                    size_t tj = (size_t)s * T + j;
+                    double ds = p[j] * (dp[j] - Dsum) * scale;
+                    for (int c = 0; c < d; c++) {
+                        dqkv[h * d + c + ti * R] += ds * qkv[kr + c + tj * R];
+                        dqkv[kr + c + tj * R] += ds * q[c];
+                        dqkv[vr + c + tj * R] += p[j] * dy[h * d + c + ti * C];
+                    }
+                }
+            }
+        }
+    free(p);
+    free(dp);
+}
+
+/* H query heads over Hkv K/V heads of d, S sequences of T, token tiles of
+ * tt, qkv and dqkv in one tile row of C + 2 Ckv */
+static void gqa_case(int H, int Hkv, int d, int S, int T, int tt)
+{
+    int C = H * d, Ckv = Hkv * d, R = C + 2 * Ckv, N = S * T;
+    kt_rng r = kt_seed((uint64_t)(H * 100 + Hkv * 10 + tt));
+    float *qkv = kt_rand(&r, (size_t)R * N, -1, 1), *dy = kt_rand(&r, (size_t)C * N, -1, 1);
+    float *dirty = kt_rand(&r, (size_t)R * N, 5, 9);
+    tsr_tensor_t tq, ty, tl, tms, tacc, tD, tdy, tdq;
+    tensor_from(&tq, R, N, R, tt, qkv);
+    tensor_from(&ty, C, N, C, tt, dirty);
+    tensor_from(&tl, H, N, H, tt, NULL);
+    tensor_from(&tms, 2 * H, N, 2 * H, tt, dirty);
+    tensor_from(&tacc, C, N, C, tt, dirty);
+    tensor_from(&tD, H, N, H, tt, NULL);
+    tensor_from(&tdy, C, N, C, tt, dy);
+    tensor_from(&tdq, R, N, R, tt, dirty);
+    free(dirty);
+    OK(tsr__op_attention_gqa_fwd(&tq, H, Hkv, T, 0, &tms, &tacc, &ty, &tl));
+    OK(tsr__op_attention_gqa_bwd(&tq, H, Hkv, T, 0, &ty, &tdy, &tl, &tD, &tdq));
+    double *y = kt_dalloc((size_t)C * N), *dq = kt_dalloc((size_t)R * N);
+    gqa_ref(qkv, H, Hkv, d, S, T, dy, y, dq);
+    float *gy = tensor_get(&ty), *gdq = tensor_get(&tdq);
+    kt_assert_close("gqa y", gy, y, (size_t)C * N, 1e-5, 1e-4);
+    kt_assert_close("gqa dqkv", gdq, dq, (size_t)R * N, 1e-5, 1e-4);
+    tsr_tensor_t *all[] = {&tq, &ty, &tl, &tms, &tacc, &tD, &tdy, &tdq};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tsr__tensor_free(all[i]);
+    float *fl[] = {qkv, dy, gy, gdq};
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+        free(fl[i]);
+    free(y);
+    free(dq);
+}
+
+Test(nn_llama_ops, gqa_attention_forward_and_backward)
+{
+    rt_start();
+    /* 6 heads of 16 over 2 and 1 K/V heads, two sequences of 12: token
+     * tiles of 4 (three query and key tiles per sequence), of the two
+     * sequences side by side, and the plain case (6 over 6) fused */
+    gqa_case(6, 2, 16, 2, 12, 4);
+    gqa_case(6, 1, 16, 2, 12, 4);
+    gqa_case(6, 2, 16, 2, 12, 24);
+    gqa_case(6, 1, 16, 2, 12, 12);
+    gqa_case(6, 6, 16, 2, 12, 4);
+    tsr_shutdown();
+}
+
+Test(nn_llama_ops, gqa_attention_refuses_what_does_not_fit)
+{
+    rt_start();
+    int H = 6, d = 16, C = H * d, N = 24, T = 12;
+    tsr_tensor_t tq, t3, ty, tl, tms, tacc;
+    tensor_from(&tq, C + 2 * 2 * d, N, C + 2 * 2 * d, 4, NULL); /* 2 K/V heads */
+    tensor_from(&t3, C + 2 * 2 * d, N, C, 4, NULL); /* split rows: only kv_heads = heads */
+    tensor_from(&ty, C, N, C, 4, NULL);
+    tensor_from(&tl, H, N, H, 4, NULL);
+    tensor_from(&tms, 2 * H, N, 2 * H, 4, NULL);
+    tensor_from(&tacc, C, N, C, 4, NULL);
+    REFUSED(tsr__op_attention_gqa_fwd(&tq, H, 4, T, 0, &tms, &tacc, &ty, &tl), "do not divide");
+    REFUSED(tsr__op_attention_gqa_fwd(&tq, H, 0, T, 0, &tms, &tacc, &ty, &tl), "do not divide");
+    REFUSED(tsr__op_attention_gqa_fwd(&tq, H, 3, T, 0, &tms, &tacc, &ty, &tl), "rows");
+    REFUSED(tsr__op_attention_gqa_fwd(&t3, H, 2, T, 0, &tms, &tacc, &ty, &tl), "one tile row");
+    REFUSED(tsr__op_attention_gqa_bwd(&tq, H, 3, T, 0, &ty, &ty, &tl, &tl, &tq), "rows");
+    OK(tsr__op_attention_gqa_fwd(&tq, H, 2, T, 0, &tms, &tacc, &ty, &tl));
+    tsr_tensor_t *all[] = {&tq, &t3, &ty, &tl, &tms, &tacc};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tsr__tensor_free(all[i]);
     tsr_shutdown();
 }

@@ -447,7 +447,7 @@ Test(codelets, hand_counts)
      * = 10, each 4d + 5 = 13 → 130; an off-diagonal tile (q0 4, k0 0): all
      * 16 pairs → 208; backward 10d + 6 = 26 per pair */
     size_t asz[9] = {32, 32, 32, 32, 32, 16, 32, 32, 32};
-    tsr__attn_args_t a = {2, 4, 4, 1, 0, 0, 1.0f, 0, 1, 2, 2, 0}; /* one head, one sequence */
+    tsr__attn_args_t a = {2, 4, 4, 1, 0, 0, 1.0f, 0, 1, 2, 2, 0, 1, 0, 0}; /* one head, one sequence */
     cr_expect_float_eq(flops_of("attn_fwd", &a, asz), 130, 1e-9);
     cr_expect_float_eq(flops_of("attn_bwd", &a, asz), 260, 1e-9);
     a.q0 = 4;
