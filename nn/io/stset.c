@@ -6,6 +6,8 @@
 #include "nn/io/stset.h"
 #include "nn/io/strbuf.h"
 
+#include "kernels/convert.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -443,8 +445,6 @@ int tsr__stset_read_raw(tsr__stset_t *s, const tsr__stset_entry_t *e, void *out,
     return tsr__st_read_raw(s->readers[e->shard], e->t, out, bytes);
 }
 
-static uint16_t f32_to_bf16(float f);
-
 int tsr__stset_read_bf16(tsr__stset_t *s, const tsr__stset_entry_t *e, uint16_t *out,
                          size_t numel)
 {
@@ -470,8 +470,8 @@ int tsr__stset_read_bf16(tsr__stset_t *s, const tsr__stset_entry_t *e, uint16_t 
         part.begin = e->t->begin + 4 * (uint64_t)i;
         part.end = part.begin + 4 * (uint64_t)n;
         rc = tsr__st_read_raw(s->readers[e->shard], &part, stage, 4 * n);
-        for (size_t k = 0; !rc && k < n; k++)
-            out[i + k] = f32_to_bf16(stage[k]);
+        if (!rc)
+            tsr_cpu_f32_to_bf16(n, stage, out + i);
     }
     free(stage);
     return rc;
@@ -587,25 +587,17 @@ int tsr__stset_writer_meta(tsr__stset_writer_t *w, const char *key, const char *
     return TSR_OK;
 }
 
-/* float32 to bfloat16, rounding to nearest even; a NaN stays a (quiet) NaN. */
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)(u >> 16 | 0x0040u);
-    u += 0x7fffu + (u >> 16 & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 static int fill_bf16(void *ctx, size_t index, void *buf, size_t bytes)
 {
     const went_t *e = (const went_t *)ctx + index;
     const float *src = e->data;
     unsigned char *o = buf;
-    for (size_t i = 0; i < bytes / 2; i++) {
-        uint16_t h = f32_to_bf16(src[i]);
-        o[2 * i] = (unsigned char)h, o[2 * i + 1] = (unsigned char)(h >> 8);
+    uint16_t h[1024];
+    for (size_t i = 0; i < bytes / 2; i += 1024) {
+        size_t n = bytes / 2 - i < 1024 ? bytes / 2 - i : 1024;
+        tsr_cpu_f32_to_bf16(n, src + i, h); /* round to nearest even, NaN kept quiet */
+        for (size_t k = 0; k < n; k++) /* little-endian, whatever the host */
+            o[2 * (i + k)] = (unsigned char)h[k], o[2 * (i + k) + 1] = (unsigned char)(h[k] >> 8);
     }
     return TSR_OK;
 }

@@ -19,7 +19,7 @@ static int touch(void **b, const void *args, const tsr_exec_t *e)
     for (int i = 0; i < e->nbuffers; i++)
         s += ((const double *)b[i])[0];
     usleep(200);
-    return 0;
+    return s != s; /* a NaN read fails the task; the sum is used (clang checks) */
 }
 
 /* x += 1 on its one (RW) buffer */
