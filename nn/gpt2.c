@@ -20,7 +20,6 @@
  *   (dy in, dq, dk, dv out); logits (V, N) tiles (tv, tt).
  */
 #include <tessera/gpt2.h>
-#include <tessera/mpi.h>
 
 #include <limits.h>
 #include <math.h>
@@ -31,11 +30,12 @@
 #include "nn/gpt2_model.h"
 #include "nn/io/checkpoint.h"
 #include "nn/ops.h"
+#include "nn/params.h"
 #include "nn/registry.h"
 #include "nn/tensor.h"
+#include "nn/trainer.h"
 #include "runtime/error.h"
 #include "runtime/instance.h"
-#include "runtime/splitmix.h"
 
 /* Propagate the first error. The passes and the constructors below only
  * submit tasks or fill a model that is freed as a whole on failure, so there
@@ -294,33 +294,14 @@ static int model_live(const tsr_gpt2_t *m, const char *fn)
 
 /* ---- construction --------------------------------------------------------- */
 
-/* Every tensor of the model is made here, in two passes over the same code.
- * The dry run (m->dry) checks the shape in 64 bits and counts the tiles, so a
- * configuration whose sizes overflow int, or which needs more tiles than a
- * model may have, fails before anything is allocated; `field` names the
- * configuration sizes that make this tensor. */
+/* Every tensor of the model is made here, in two passes over the same code
+ * (nn/params.h, tsr__build_t): the dry run checks every shape and counts the
+ * tiles before anything is allocated. */
 static int tensor_of(tsr_gpt2_t *m, tsr_tensor_t *t, const char *name, const char *field,
                      long long rows, long long cols, long long tile_rows, long long tile_cols,
                      int bf16)
 {
-    if (rows > INT_MAX || cols > INT_MAX)
-        return tsr__fail(TSR_EINVAL, "gpt2: %s would be (%lld, %lld), beyond int sizes: "
-                                     "%s too large", name, rows, cols, field);
-    long long tr = tile_rows < rows ? tile_rows : rows;
-    long long tc = tile_cols < cols ? tile_cols : cols;
-    if (tr * tc > INT_MAX)
-        return tsr__fail(TSR_EINVAL, "gpt2: %s in tiles of (%lld, %lld): a tile may hold at "
-                                     "most %d elements; %s too large", name, tr, tc, INT_MAX,
-                         field);
-    m->ntiles += (rows / tr + (rows % tr != 0)) * (cols / tc + (cols % tc != 0));
-    if (m->ntiles > MODEL_MAX_TILES)
-        return tsr__fail(TSR_EINVAL, "gpt2: at %s the model has more than %d tiles: %s too "
-                                     "large, or its tiles too small", name, MODEL_MAX_TILES,
-                         field);
-    if (m->dry)
-        return TSR_OK;
-    return bf16 ? tsr__tensor_init_bf16(t, (int)rows, (int)cols, (int)tr, (int)tc)
-                : tsr__tensor_init(t, (int)rows, (int)cols, (int)tr, (int)tc);
+    return tsr__build_tensor(&m->build, t, name, field, rows, cols, tile_rows, tile_cols, bf16);
 }
 
 static int tensor(tsr_gpt2_t *m, tsr_tensor_t *t, const char *name, const char *field,
@@ -348,26 +329,18 @@ static int add_param(tsr_gpt2_t *m, param_t **out, const char *name, const char 
                      long long rows, long long cols, long long trows, long long tcols, int decay,
                      int gemm)
 {
-    param_t dry_p, *p = m->dry ? &dry_p : &m->params[m->nparams++];
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->decay = decay;
-    *out = m->dry ? NULL : p;
-    TRY(tensor(m, &p->p, name, field, rows, cols, trows, tcols));
-    TRY(tensor(m, &p->g, name, field, rows, cols, trows, tcols));
-    TRY(tensor(m, &p->m, name, field, rows, cols, trows, tcols));
-    if (gemm && bf16(m))
-        TRY(tensor_of(m, &p->pb, name, field, rows, cols, trows, tcols, 1));
-    return tensor(m, &p->v, name, field, rows, cols, trows, tcols);
+    return tsr__params_add(&m->params, &m->build, out, name, field, rows, cols, trows, tcols,
+                           decay, gemm);
 }
 
 static int make_params(tsr_gpt2_t *m)
 {
     const tsr_gpt2_config_t *c = &m->cfg;
     long long C = c->channels, tf = c->tile_hidden;
-    if (!m->dry) {
-        m->params = calloc(4 + 12 * (size_t)c->layers, sizeof *m->params);
+    if (!m->build.dry) {
+        TRY(tsr__params_reserve(&m->params, 4 + 12 * c->layers));
         m->lp = calloc((size_t)c->layers, sizeof *m->lp);
-        if (!m->params || !m->lp)
+        if (!m->lp)
             return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the parameter table");
     }
     TRY(add_param(m, &m->wte, "wte.weight", "vocab_size, channels, tile_vocab", C,
@@ -380,7 +353,7 @@ static int make_params(tsr_gpt2_t *m)
     snprintf(n, sizeof n, "h.%d.%s", l, suffix);                                        \
     TRY(add_param(m, &lp->member, n, f, rows, cols, tr, tc, decay, decay));
     for (int l = 0; l < c->layers; l++) {
-        layer_params_t dry_lp, *lp = m->dry ? &dry_lp : &m->lp[l];
+        layer_params_t dry_lp, *lp = m->build.dry ? &dry_lp : &m->lp[l];
         P(ln1_w, "ln_1.weight", C, 1, C, 1, 0)
         P(ln1_b, "ln_1.bias", C, 1, C, 1, 0)
         P(attn_w, "attn.c_attn.weight", 3 * C, C, C, C, 1)
@@ -403,7 +376,7 @@ static int make_acts(tsr_gpt2_t *m)
 {
     const tsr_gpt2_config_t *c = &m->cfg;
     long long C = c->channels, H = c->heads, tf = c->tile_hidden;
-    if (!m->dry) {
+    if (!m->build.dry) {
         m->la = calloc((size_t)c->layers, sizeof *m->la);
         if (!m->la)
             return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the activation table");
@@ -414,7 +387,7 @@ static int make_acts(tsr_gpt2_t *m)
 #define G(t, rows, trows) TRY(gemm_input(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
 #define B16(t, rows, trows) TRY(tensor_of(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens, 1));
     for (int l = 0; l < c->layers; l++) {
-        layer_acts_t dry_la, *a = m->dry ? &dry_la : &m->la[l];
+        layer_acts_t dry_la, *a = m->build.dry ? &dry_la : &m->la[l];
         A(a->x, C, C)
         if (c->recompute && l > 0)
             continue; /* the block's other activations are la[0]'s (block_acts) */
@@ -442,10 +415,7 @@ static int make_acts(tsr_gpt2_t *m)
 #undef A
 #undef G
 #undef B16
-    if (m->dry)
-        return TSR_OK;
-    TRY(tsr_handle_alloc(&m->norm, sizeof(float)));
-    if (!bf16(m))
+    if (m->build.dry || !bf16(m))
         return TSR_OK;
     /* the bf16 producers' fp32 scratch: their largest output tile (a
      * (C, tt) LayerNorm, (tf, tt) GELU or (tv, tt) logits tile) */
@@ -454,20 +424,13 @@ static int make_acts(tsr_gpt2_t *m)
         rows = m->la[0].fch.tile_rows;
     if (m->logits.tile_rows > rows)
         rows = m->logits.tile_rows;
-    m->bf16_stale = 1;
     return tsr_handle_alloc(&m->scratch, (size_t)(rows * tt) * sizeof(float));
 }
 
 /* Call fn on every tensor of the model (those not made yet are zeroed). */
 static void for_each_tensor(tsr_gpt2_t *m, void (*fn)(tsr_tensor_t *))
 {
-    for (int i = 0; i < m->nparams; i++) {
-        fn(&m->params[i].p);
-        fn(&m->params[i].g);
-        fn(&m->params[i].m);
-        fn(&m->params[i].v);
-        fn(&m->params[i].pb);
-    }
+    tsr__params_each_tensor(&m->params, fn);
     for (int l = 0; m->la && l < m->cfg.layers; l++) {
         layer_acts_t *a = &m->la[l];
         tsr_tensor_t *all[] = {&a->x, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv,
@@ -492,17 +455,10 @@ static void destroy(tsr_gpt2_t *m)
 {
     int same_runtime = m->runtime == tsr__runtime_instance();
     for_each_tensor(m, same_runtime ? tsr__tensor_free : tsr__tensor_forget);
-    if (m->norm && same_runtime)
-        tsr_handle_unregister(m->norm);
     if (m->scratch && same_runtime)
         tsr_handle_unregister(m->scratch);
-    if (m->dp_count && same_runtime)
-        tsr_handle_unregister(m->dp_count);
-    if (m->dp_loss && same_runtime)
-        tsr_handle_unregister(m->dp_loss);
-    for (int i = 0; m->params && i < m->nparams; i++)
-        free(m->params[i].owner);
-    free(m->params);
+    tsr__trainer_free(&m->train, same_runtime);
+    tsr__params_free(&m->params);
     free(m->lp);
     free(m->la);
     free(m);
@@ -519,156 +475,19 @@ int tsr_gpt2_free(tsr_gpt2_t *m)
     return TSR_OK;
 }
 
-/* ---- data parallelism (docs/data-parallel.md) ------------------------------ */
-
-/* Whether the model is one replica of several: every rank runs its own
- * micro-batch and the gradients, losses and updates are combined by
- * communication tasks. */
-static int dp_on(const tsr_gpt2_t *m)
-{
-    return m->dp_size > 1;
-}
-
-/* Whether this rank updates tile i of parameter p (every tile without ZeRO). */
-static int dp_owns(const tsr_gpt2_t *m, const param_t *p, size_t i)
-{
-    return !p->owner || p->owner[i] == m->dp_rank;
-}
-
-/* norm += the squares of every gradient tile (ZeRO: the owned ones), in
- * tasks of several tiles each (tsr__op_sumsq_tiles). */
-static int sum_squares(tsr_gpt2_t *m)
-{
-    size_t cap = 0, n = 0;
-    for (int i = 0; i < m->nparams; i++)
-        cap += (size_t)m->params[i].g.grid_rows * m->params[i].g.grid_cols;
-    tsr_handle_t *tiles = malloc((cap ? cap : 1) * sizeof *tiles);
-    if (!tiles)
-        return tsr__fail(TSR_ENOMEM, "gpt2_step: out of memory");
-    for (int i = 0; i < m->nparams; i++) {
-        const param_t *p = &m->params[i];
-        size_t nt = (size_t)p->g.grid_rows * p->g.grid_cols;
-        for (size_t t = 0; t < nt; t++)
-            if (dp_owns(m, p, t))
-                tiles[n++] = p->g.tiles[t];
-    }
-    int rc = tsr__op_sumsq_tiles(tiles, n, m->norm);
-    free(tiles);
-    return rc;
-}
-
-/* Tile i of t as a tensor of one tile, for the operations of one tile. */
-static tsr_tensor_t tile_view(const tsr_tensor_t *t, size_t i)
-{
-    tsr_tensor_t v = *t;
-    int a = (int)(i % (size_t)t->grid_rows), b = (int)(i / (size_t)t->grid_rows);
-    v.rows = v.tile_rows = tsr__tile_m(t, a);
-    v.cols = v.tile_cols = tsr__tile_n(t, b);
-    v.grid_rows = v.grid_cols = 1;
-    v.tiles = &t->tiles[i];
-    return v;
-}
-
-/* The replica's rank and the job's size; with ZeRO each parameter tile's
- * owner: tiles in checkpoint order, each to the rank with the fewest bytes
- * so far (the lowest on ties), so that every rank computes the same owners
- * and the shares differ by at most one tile (wte's tiles are the largest:
- * a round-robin by tile would give one rank most of them). */
-static int dp_setup(tsr_gpt2_t *m)
-{
-    m->dp_size = m->cfg.data_parallel ? tsr_mpi_size() : 1;
-    m->dp_rank = m->cfg.data_parallel ? tsr_mpi_rank() : 0;
-    if (!dp_on(m))
-        return TSR_OK;
-    TRY(tsr_handle_alloc(&m->dp_count, sizeof(double)));
-    TRY(tsr_handle_alloc(&m->dp_loss, sizeof(double)));
-    if (!m->cfg.zero)
-        return TSR_OK;
-    size_t *load = calloc((size_t)m->dp_size, sizeof *load);
-    if (!load)
-        return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the ZeRO shares");
-    for (int k = 0; k < m->nparams; k++) {
-        param_t *p = &m->params[k];
-        size_t n = (size_t)p->p.grid_rows * p->p.grid_cols;
-        p->owner = malloc(n * sizeof *p->owner);
-        if (!p->owner) {
-            free(load);
-            return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the ZeRO shares");
-        }
-        for (size_t i = 0; i < n; i++) {
-            int best = 0;
-            for (int r = 1; r < m->dp_size; r++)
-                if (load[r] < load[best])
-                    best = r;
-            tsr_tensor_t v = tile_view(&p->p, i);
-            load[best] += (size_t)v.rows * (size_t)v.cols;
-            p->owner[i] = best;
-        }
-    }
-    free(load);
-    return TSR_OK;
-}
-
-/* Write a double into a small handle (from the host). */
-static int handle_put(tsr_handle_t h, double value)
-{
-    double *x;
-    TRY(tsr_handle_acquire(h, TSR_W, (void **)&x));
-    *x = value;
-    return tsr_handle_release(h);
-}
-
-/* Read a double from a small handle (waits for its tasks). */
-static int handle_get(tsr_handle_t h, double *value)
-{
-    double *x;
-    TRY(tsr_handle_acquire(h, TSR_R, (void **)&x));
-    *value = *x;
-    return tsr_handle_release(h);
-}
-
-/* The non-ignored targets of the last forward over every replica (this
- * model's alone without data parallelism). */
-static int global_targets(tsr_gpt2_t *m, double *count)
-{
-    if (!dp_on(m)) {
-        *count = m->ntargets;
-        return TSR_OK;
-    }
-    return handle_get(m->dp_count, count);
-}
-
-/* Every gradient tile (RW) = its sum over the replicas. One task per tile:
- * each runs once that tile's last accumulation of the backward pass is done,
- * while the rest of the backward pass still computes (the overlap of DDP's
- * buckets, by tile). Submitted by tsr_gpt2_step, not by backward, so that
- * micro-batches accumulate locally and the sum is taken once per step. */
-static int dp_allreduce_grads(tsr_gpt2_t *m)
-{
-    /* the last parameter first: backward completes wte and wpe last */
-    for (int k = m->nparams - 1; k >= 0; k--) {
-        tsr_tensor_t *g = &m->params[k].g;
-        size_t n = (size_t)g->grid_rows * g->grid_cols;
-        for (size_t i = 0; i < n; i++)
-            TRY(tsr_mpi_allreduce(g->tiles[i], TSR_MPI_FLOAT, TSR_MPI_SUM));
-    }
-    return TSR_OK;
-}
-
 /* Resolve the tiles, check every tensor (dry run), then make them. */
 static int build(tsr_gpt2_t *m)
 {
     TRY(resolve_tiles(&m->cfg, m->B, m->T));
-    m->dry = 1;
-    m->ntiles = 0;
+    m->build = (tsr__build_t){.model = "gpt2", .dry = 1};
     TRY(make_params(m));
     TRY(make_acts(m));
-    m->dry = 0;
-    m->ntiles = 0;
+    m->build = (tsr__build_t){.model = "gpt2", .dry = 0};
     TRY(make_params(m));
     TRY(make_acts(m));
-    m->grads_zero = 1; /* fresh tiles read as zeros */
-    TRY(dp_setup(m));
+    m->params.grads_zero = 1; /* fresh tiles read as zeros */
+    m->params.bf16_stale = bf16(m);
+    TRY(tsr__trainer_init(&m->train, &m->params, "gpt2", m->cfg.data_parallel, m->cfg.zero));
     return live_add(m);
 }
 
@@ -686,6 +505,8 @@ int tsr_gpt2_create(tsr_gpt2_t **out, const tsr_gpt2_config_t *cfg, int batch, i
         return tsr__fail(TSR_ENOMEM, "gpt2_create: out of memory");
     m->runtime = tsr__runtime_instance();
     m->cfg = *cfg;
+    m->params.model = "gpt2";
+    m->params.bf16 = cfg->precision == TSR_GPT2_BF16;
     m->B = batch;
     m->T = seq_len;
     m->N = batch * seq_len;
@@ -706,17 +527,12 @@ const tsr_gpt2_config_t *tsr_gpt2_config(const tsr_gpt2_t *m)
 
 size_t tsr_gpt2_num_params(const tsr_gpt2_t *m)
 {
-    size_t n = 0;
-    if (!model_live(m, "gpt2_num_params"))
-        return 0;
-    for (int i = 0; i < m->nparams; i++)
-        n += tsr__tensor_numel(&m->params[i].p);
-    return n;
+    return model_live(m, "gpt2_num_params") ? tsr__params_numel(&m->params) : 0;
 }
 
 int tsr_gpt2_steps_done(const tsr_gpt2_t *m)
 {
-    return model_live(m, "gpt2_steps_done") ? m->steps : 0;
+    return model_live(m, "gpt2_steps_done") ? m->train.steps : 0;
 }
 
 int tsr__gpt2_set_steps(tsr_gpt2_t *m, int steps)
@@ -725,60 +541,20 @@ int tsr__gpt2_set_steps(tsr_gpt2_t *m, int steps)
         return TSR_EINVAL;
     if (steps < 0)
         return tsr__fail(TSR_EINVAL, "gpt2: negative step count %d", steps);
-    m->steps = steps;
+    m->train.steps = steps;
     return TSR_OK;
 }
 
 int tsr_gpt2_param_count(const tsr_gpt2_t *m)
 {
-    return model_live(m, "gpt2_param_count") ? m->nparams : 0;
+    return model_live(m, "gpt2_param_count") ? m->params.n : 0;
 }
 
 const char *tsr_gpt2_param_name(const tsr_gpt2_t *m, int i)
 {
     if (!model_live(m, "gpt2_param_name"))
         return NULL;
-    return i >= 0 && i < m->nparams ? m->params[i].name : NULL;
-}
-
-static param_t *find_param(tsr_gpt2_t *m, const char *name)
-{
-    if (!name)
-        return NULL;
-    for (int i = 0; i < m->nparams; i++)
-        if (!strcmp(m->params[i].name, name))
-            return &m->params[i];
-    return NULL;
-}
-
-static tsr_tensor_t *param_part(param_t *p, int which)
-{
-    switch (which) {
-    case TSR_GPT2_PARAM: return &p->p;
-    case TSR_GPT2_GRAD: return &p->g;
-    case TSR_GPT2_ADAM_M: return &p->m;
-    case TSR_GPT2_ADAM_V: return &p->v;
-    default: return NULL;
-    }
-}
-
-/* A moment under ZeRO: this rank's tiles only. Reading gives zeros for the
- * others' tiles and writing skips them, without touching them (they would
- * get memory), so each rank saves and loads its own share. */
-static int zero_share_access(tsr_gpt2_t *m, param_t *p, tsr_tensor_t *t, float *ptr, int write)
-{
-    size_t ld = (size_t)t->rows, n = (size_t)t->grid_rows * t->grid_cols;
-    for (size_t i = 0; i < n; i++) {
-        tsr_tensor_t v = tile_view(t, i);
-        size_t a = i % (size_t)t->grid_rows, b = i / (size_t)t->grid_rows;
-        float *at = ptr + a * (size_t)t->tile_rows + b * (size_t)t->tile_cols * ld;
-        if (dp_owns(m, p, i))
-            TRY(write ? tsr__tensor_write(&v, at, ld) : tsr__tensor_read(&v, at, ld));
-        else if (!write)
-            for (int c = 0; c < v.cols; c++)
-                memset(at + (size_t)c * ld, 0, (size_t)v.rows * sizeof *at);
-    }
-    return TSR_OK;
+    return i >= 0 && i < m->params.n ? m->params.p[i].name : NULL;
 }
 
 /* Both directions: the tensor's column-major (out, in) bytes are the HF
@@ -786,28 +562,9 @@ static int zero_share_access(tsr_gpt2_t *m, param_t *p, tsr_tensor_t *t, float *
 static int param_access(tsr_gpt2_t *m, const char *name, int which, float *ptr, size_t *numel,
                         size_t given, int write)
 {
-    TRY(model_check(m, write ? "gpt2_set" : "gpt2_get"));
-    param_t *p = find_param(m, name);
-    if (!p)
-        return tsr__fail(TSR_ENOTFOUND, "gpt2: no parameter named '%s'", name ? name : "(null)");
-    tsr_tensor_t *t = param_part(p, which);
-    if (!t)
-        return tsr__fail(TSR_EINVAL, "gpt2: unknown parameter part %d", which);
-    size_t n = tsr__tensor_numel(t);
-    if (numel)
-        *numel = n;
-    if (!ptr)
-        return write ? tsr__fail(TSR_EINVAL, "gpt2_set: NULL data for %s", name) : TSR_OK;
-    if (write && given != n)
-        return tsr__fail(TSR_EINVAL, "gpt2_set: %s has %zu elements, %zu given", name, n, given);
-    if (write && which == TSR_GPT2_GRAD)
-        m->grads_zero = 0;
-    if (write && which == TSR_GPT2_PARAM && p->pb.tiles)
-        m->bf16_stale = 1; /* the next forward refreshes the bf16 copies */
-    if (p->owner && (which == TSR_GPT2_ADAM_M || which == TSR_GPT2_ADAM_V))
-        return zero_share_access(m, p, t, ptr, write);
-    return write ? tsr__tensor_write(t, ptr, (size_t)t->rows)
-                 : tsr__tensor_read(t, ptr, (size_t)t->rows);
+    const char *fn = write ? "gpt2_set" : "gpt2_get";
+    TRY(model_check(m, fn));
+    return tsr__params_access(&m->params, fn, name, which, ptr, numel, given, write);
 }
 
 int tsr_gpt2_get(tsr_gpt2_t *m, const char *name, int which, float *ptr, size_t *numel)
@@ -822,20 +579,13 @@ int tsr_gpt2_set(tsr_gpt2_t *m, const char *name, int which, const float *ptr, s
 
 /* ---- initialisation ------------------------------------------------------- */
 
-static double next_normal(uint64_t *s)
-{
-    double u1 = ((double)(tsr__splitmix(s) >> 11) + 0.5) / 9007199254740992.0;
-    double u2 = (double)(tsr__splitmix(s) >> 11) / 9007199254740992.0;
-    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-}
-
 int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed)
 {
     TRY(model_check(m, "gpt2_init_weights"));
     float resid_std = 0.02f / sqrtf(2.0f * (float)m->cfg.layers);
-    m->bf16_stale = bf16(m);
-    for (int i = 0; i < m->nparams; i++) {
-        param_t *p = &m->params[i];
+    m->params.bf16_stale = bf16(m);
+    for (int i = 0; i < m->params.n; i++) {
+        param_t *p = &m->params.p[i];
         size_t n = tsr__tensor_numel(&p->p);
         float *buf = malloc(n * sizeof *buf);
         if (!buf)
@@ -850,7 +600,7 @@ int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed)
         for (size_t k = 0; k < n; k++)
             buf[k] = is_bias ? 0.0f
                      : is_ln ? 1.0f
-                             : (float)(next_normal(&s) * (is_resid ? resid_std : 0.02f));
+                             : (float)(tsr__params_normal(&s) * (is_resid ? resid_std : 0.02f));
         int rc = tsr__tensor_write(&p->p, buf, (size_t)p->p.rows);
         free(buf);
         if (rc)
@@ -873,34 +623,10 @@ static int drop(const tsr_tensor_t *const *ts, int n)
     drop((const tsr_tensor_t *const[]){__VA_ARGS__},                                    \
          (int)(sizeof((const tsr_tensor_t *const[]){__VA_ARGS__}) / sizeof(void *)))
 
-/* ---- bf16 copies of the weights ------------------------------------------ */
-
-/* A weight's bf16 copy refreshed from its fp32 master: a conversion task
- * per tile, ordered after whatever wrote p last. Only after tsr_gpt2_set,
- * a checkpoint load or tsr_gpt2_init_weights: after an optimizer step the
- * AdamW task itself writes the copy (tsr__op_adamw's pb), without a second
- * pass over the weights. Parameters without a copy: nothing. */
-static int refresh_bf16(param_t *p)
-{
-    return p->pb.tiles ? tsr__op_convert(&p->p, &p->pb) : TSR_OK;
-}
-
-/* After tsr_gpt2_set, a checkpoint load or tsr_gpt2_init_weights (which
- * only mark the copies stale), before the next forward reads them. */
-static int refresh_stale(tsr_gpt2_t *m)
-{
-    if (!m->bf16_stale)
-        return TSR_OK;
-    for (int i = 0; i < m->nparams; i++)
-        TRY(refresh_bf16(&m->params[i]));
-    m->bf16_stale = 0;
-    return TSR_OK;
-}
-
 /* What a GEMM reads of weight p: its bf16 copy in bf16 precision. */
 static const tsr_tensor_t *wmat(const param_t *p)
 {
-    return p->pb.tiles ? &p->pb : &p->p;
+    return tsr__params_wmat(p);
 }
 
 /* LayerNorm forward into out (bf16 in bf16 precision, through the scratch) */
@@ -1039,7 +765,7 @@ int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *target
         ntargets += targets && targets[i] >= 0;
     }
     m->have_logits = m->have_targets = m->have_loss = 0;
-    TRY(refresh_stale(m));
+    TRY(tsr__params_refresh_stale(&m->params));
     TRY(tsr__tensor_write(&m->tokens, tokens, 1));                           /* (1, N) */
     TRY(tsr__op_embed_fwd(&m->tokens, &m->wte->p, &m->wpe->p, m->T, &m->la[0].x)); /* (C, N) */
     /* (C, N) per block; with recomputation only each block's input stays */
@@ -1058,11 +784,7 @@ int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *target
                                                                              /* (1, N) */
     m->have_targets = 1;
     m->have_loss = 1;
-    m->ntargets = ntargets;
-    if (dp_on(m)) { /* backward scales by the combined batch's count */
-        TRY(handle_put(m->dp_count, ntargets));
-        TRY(tsr_mpi_allreduce(m->dp_count, TSR_MPI_DOUBLE, TSR_MPI_SUM));
-    }
+    TRY(tsr__trainer_targets(&m->train, ntargets));
     return loss ? tsr_gpt2_loss(m, loss) : TSR_OK;
 }
 
@@ -1073,16 +795,9 @@ int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss)
         return tsr__fail(TSR_EINVAL, "gpt2_loss: loss is NULL");
     if (!m->have_loss)
         return tsr__fail(TSR_ESTATE, "gpt2_loss: no forward with targets yet");
-    double sum = 0.0, count = 0.0;
+    double sum = 0.0;
     TRY(read_loss(m, &sum));
-    if (dp_on(m)) { /* the mean over the combined batch: a collective */
-        TRY(handle_put(m->dp_loss, sum));
-        TRY(tsr_mpi_allreduce(m->dp_loss, TSR_MPI_DOUBLE, TSR_MPI_SUM));
-        TRY(handle_get(m->dp_loss, &sum));
-    }
-    TRY(global_targets(m, &count));
-    *loss = count > 0.0 ? (float)(sum / count) : 0.0f;
-    return TSR_OK;
+    return tsr__trainer_mean_loss(&m->train, sum, loss);
 }
 
 int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out)
@@ -1168,13 +883,10 @@ int tsr_gpt2_backward(tsr_gpt2_t *m, float scale)
     if (!m->have_targets)
         return tsr__fail(TSR_ESTATE, "gpt2_backward: the last forward had no targets");
     m->have_targets = 0;
-    m->grads_zero = 0;
+    m->params.grads_zero = 0;
     m->have_logits = 0; /* the logits tiles become their gradient in place */
-    /* the gradient of the mean over every replica's targets: each replica
-     * divides by the combined count, and the all-reduce adds */
-    double count;
-    TRY(global_targets(m, &count));
-    float dscale = count > 0.0 ? scale / (float)count : 0.0f;
+    float dscale;
+    TRY(tsr__trainer_grad_scale(&m->train, scale, &dscale));
     /* loss → logits → ln_f */
     /* fp32: the logits become their gradient in place; bf16: it goes to
      * dlogits16 and the logits are dropped */
@@ -1198,20 +910,10 @@ int tsr_gpt2_backward(tsr_gpt2_t *m, float scale)
     return DROP(&m->d, &m->targets);
 }
 
-/* Nothing to submit when the gradients are known to be zero: a new model's
- * (fresh tiles read as zeros), or after tsr_gpt2_step, whose updates consume
- * them (each AdamW task zeroes its gradient tile while it has it in cache:
- * a separate pass of fill tasks wrote them from memory again, about 4 % of
- * the 124M step on 2 cores). */
 int tsr_gpt2_zero_grad(tsr_gpt2_t *m)
 {
     TRY(model_check(m, "gpt2_zero_grad"));
-    if (m->grads_zero)
-        return TSR_OK;
-    for (int i = 0; i < m->nparams; i++)
-        TRY(tsr__op_fill(&m->params[i].g, 0.0f));
-    m->grads_zero = 1;
-    return TSR_OK;
+    return tsr__params_zero_grad(&m->params);
 }
 
 /* ---- optimizer ------------------------------------------------------------ */
@@ -1219,80 +921,5 @@ int tsr_gpt2_zero_grad(tsr_gpt2_t *m)
 int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float *grad_norm)
 {
     TRY(model_check(m, "gpt2_step"));
-    tsr_adamw_config_t dflt;
-    if (!opt) {
-        tsr_adamw_config_default(&dflt);
-        opt = &dflt;
-    }
-    if (!(lr >= 0.0f) || !(opt->eps > 0.0f) || !(opt->beta1 >= 0.0f && opt->beta1 < 1.0f) ||
-        !(opt->beta2 >= 0.0f && opt->beta2 < 1.0f))
-        return tsr__fail(TSR_EINVAL, "gpt2_step: bad optimizer settings");
-    /* global norm: every gradient tile adds its sum of squares, in any
-     * order. Reading it waits for the whole backward pass; nobody needs it
-     * without clipping when the caller does not ask for it, and then each
-     * tile's update runs as soon as its gradient is complete (see gpt2.h) */
-    float scale = 1.0f;
-    if (dp_on(m))
-        TRY(dp_allreduce_grads(m));
-    if (opt->grad_clip > 0.0f || grad_norm) {
-        TRY(tsr__op_fill_handle(m->norm, 0.0f));
-        /* replicas without ZeRO take rank 0's sum (below): theirs would go
-         * unused, so they add nothing */
-        int sums = !dp_on(m) || m->cfg.zero || m->dp_rank == 0;
-        if (sums)
-            TRY(sum_squares(m));
-        /* every replica must clip alike: with ZeRO the shares add up; else
-         * every replica holds the same gradients but adds their squares in
-         * its own order, so rank 0's sum is everybody's */
-        if (dp_on(m))
-            TRY(m->cfg.zero ? tsr_mpi_allreduce(m->norm, TSR_MPI_FLOAT, TSR_MPI_SUM)
-                            : tsr_mpi_bcast(m->norm, 0));
-        float *sumsq;
-        TRY(tsr_handle_acquire(m->norm, TSR_R, (void **)&sumsq));
-        double norm = sqrt((double)*sumsq);
-        TRY(tsr_handle_release(m->norm));
-        if (grad_norm)
-            *grad_norm = (float)norm;
-        if (!isfinite(norm))
-            return tsr__fail(TSR_EINVAL, "gpt2_step: the gradient norm is not finite");
-        /* a zero norm (all gradients zero, or a simulated run whose host
-         * reads are zeros) gives scale 1: the 1e-6 keeps the division finite */
-        if (opt->grad_clip > 0.0f) {
-            double coef = opt->grad_clip / (norm + 1e-6);
-            scale = coef < 1.0 ? (float)coef : 1.0f;
-        }
-    }
-    m->steps++;
-    m->bf16_stale = bf16(m); /* until every copy below is refreshed */
-    m->grads_zero = 0;       /* until every update below has consumed its gradient */
-    for (int i = 0; i < m->nparams; i++) {
-        param_t *p = &m->params[i];
-        tsr_adamw_args_t a = {m->steps, lr, opt->beta1, opt->beta2, opt->eps,
-                              p->decay ? opt->weight_decay : 0.0f, scale, 1};
-        /* the bf16 copy, where there is one, comes out of the same task */
-        if (!p->owner) {
-            TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v, p->pb.tiles ? &p->pb : NULL));
-            continue;
-        }
-        /* ZeRO: update the owned tiles, take the others from their owners;
-         * the moments of the others are never touched (no memory) */
-        size_t n = (size_t)p->p.grid_rows * p->p.grid_cols;
-        for (size_t t = 0; t < n; t++) {
-            tsr_tensor_t g = tile_view(&p->g, t), w = tile_view(&p->p, t);
-            tsr_tensor_t pb = p->pb.tiles ? tile_view(&p->pb, t) : w;
-            if (dp_owns(m, p, t)) {
-                tsr_tensor_t mm = tile_view(&p->m, t), vv = tile_view(&p->v, t);
-                TRY(tsr__op_adamw(&a, &g, &w, &mm, &vv, p->pb.tiles ? &pb : NULL));
-                TRY(tsr_mpi_bcast(p->p.tiles[t], m->dp_rank));
-            } else {
-                TRY(tsr__op_fill(&g, 0.0f)); /* consumed, as the update would */
-                TRY(tsr_mpi_bcast(p->p.tiles[t], p->owner[t]));
-                if (p->pb.tiles)
-                    TRY(tsr__op_convert(&w, &pb));
-            }
-        }
-    }
-    m->bf16_stale = 0; /* every copy was refreshed from its updated master */
-    m->grads_zero = 1;
-    return TSR_OK;
+    return tsr__trainer_step(&m->train, "gpt2_step", opt, lr, grad_norm);
 }

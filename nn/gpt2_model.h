@@ -11,26 +11,9 @@
 
 #include <tessera/gpt2.h>
 
+#include "nn/params.h"
 #include "nn/tensor.h"
-
-/* The most tiles (runtime handles) one model may have: about 36 000 for the
- * 124M model with 8 x 1024 tokens and the derived tiles; beyond this the
- * tiles are far too small for the shapes, or the shapes far too large for
- * one machine. */
-enum { MODEL_MAX_TILES = 1 << 22 };
-
-/* One parameter: its value, gradient and AdamW moments, tiled alike. With
- * cfg.precision bf16 the weight matrices that GEMMs read (wte and the
- * Linear layers' weights) also have pb, a bf16 copy of p tiled like it
- * (zeroed for the others and in fp32), which every GEMM reads instead. */
-typedef struct param {
-    char name[64];
-    tsr_tensor_t p, g, m, v;
-    int decay; /* weight decay applies (matrices) */
-    tsr_tensor_t pb; /* bf16 copy of p, refreshed after every change of p */
-    int *owner;      /* data parallel with ZeRO: the rank that updates each
-                        tile (tiles[i] of p, g, m, v); NULL otherwise */
-} param_t;
+#include "nn/trainer.h"
 
 typedef struct layer_params {
     param_t *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b;
@@ -60,12 +43,11 @@ typedef struct layer_acts {
 
 struct tsr_gpt2 {
     uint64_t runtime;   /* the runtime instance that holds the tiles */
-    int dry;            /* create's first pass: check and count, allocate nothing */
-    long long ntiles;   /* tiles counted so far by that pass */
+    tsr__build_t build; /* create's two passes (nn/params.h) */
     tsr_gpt2_config_t cfg;
     int B, T, N, hd; /* hd: head width */
-    int nparams;
-    param_t *params;
+    tsr__params_t params;  /* in checkpoint order */
+    tsr__trainer_t train;  /* the optimizer step, data parallelism */
     param_t *wte, *wpe, *lnf_w, *lnf_b;
     layer_params_t *lp;
     layer_acts_t *la;
@@ -74,24 +56,13 @@ struct tsr_gpt2 {
     tsr_tensor_t att_ms, att_acc, att_D;          /* attention scratch */
     tsr_tensor_t d, dln, dfc;                     /* backward */
     tsr_tensor_t dqkvb, dyb;                       /* (3C, N), (C, N) in tiles (C, tt) */
-    tsr_handle_t norm;                             /* sum of squares of the gradients */
     /* bf16 precision only (zeroed otherwise): the bf16 gradients the GEMMs
      * of the backward pass read, and the fp32 scratch of the bf16 producers */
     tsr_tensor_t d16, dfc16, dqkvb16, dlogits16;
     tsr_handle_t scratch;
-    int bf16_stale;                                /* a pb is older than its p */
-    int grads_zero;                                /* every gradient is known to be 0:
-                                                      tsr_gpt2_zero_grad has nothing to do */
     int have_logits;                               /* logits hold the last forward's */
     int have_targets;                              /* backward may follow */
     int have_loss;                                 /* ce_loss holds a loss */
-    int ntargets;                                  /* non-ignored targets of it */
-    /* data parallelism (cfg.data_parallel with more than one rank; else
-     * dp_size 1 and nothing below is used) */
-    int dp_size, dp_rank;
-    tsr_handle_t dp_count;                         /* double: the targets of every rank */
-    tsr_handle_t dp_loss;                          /* double: the loss sum of every rank */
-    int steps;
 };
 
 /* A model argument of a call that uses its tiles: NULL or not a live model

@@ -66,6 +66,18 @@ static inline size_t tsr__tensor_numel(const tsr_tensor_t *t)
 {
     return (size_t)t->rows * (size_t)t->cols;
 }
+/* Tile i (column-major over the grid) of t as a tensor of one tile, for the
+ * operations of one tile. */
+static inline tsr_tensor_t tsr__tensor_tile_view(const tsr_tensor_t *t, size_t i)
+{
+    tsr_tensor_t v = *t;
+    int a = (int)(i % (size_t)t->grid_rows), b = (int)(i / (size_t)t->grid_rows);
+    v.rows = v.tile_rows = tsr__tile_m(t, a);
+    v.cols = v.tile_cols = tsr__tile_n(t, b);
+    v.grid_rows = v.grid_cols = 1;
+    v.tiles = &t->tiles[i];
+    return v;
+}
 
 /* Copy between the tiles and a dense column-major host array of elements
  * of the tensor's size with leading dimension ld >= rows. Ordered after the tasks

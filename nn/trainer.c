@@ -1,0 +1,279 @@
+/* nn/trainer.c — the optimizer step over a parameter table and the data
+ * parallel combination of losses and gradients (nn/trainer.h). */
+#include "nn/trainer.h"
+
+#include <tessera/mpi.h>
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "nn/ops.h"
+#include "runtime/error.h"
+
+#define TRY(op)                                                                         \
+    do {                                                                                \
+        int rc_ = (op);                                                                 \
+        if (rc_)                                                                        \
+            return rc_;                                                                 \
+    } while (0)
+
+/* Write a double into a small handle (from the host). */
+static int handle_put(tsr_handle_t h, double value)
+{
+    double *x;
+    TRY(tsr_handle_acquire(h, TSR_W, (void **)&x));
+    *x = value;
+    return tsr_handle_release(h);
+}
+
+/* Read a double from a small handle (waits for its tasks). */
+static int handle_get(tsr_handle_t h, double *value)
+{
+    double *x;
+    TRY(tsr_handle_acquire(h, TSR_R, (void **)&x));
+    *value = *x;
+    return tsr_handle_release(h);
+}
+
+/* ---- setup ----------------------------------------------------------------- */
+
+/* Each parameter tile's owner under ZeRO (trainer.h). wte's tiles are the
+ * largest: a round-robin by tile would give one rank most of them. */
+static int zero_owners(tsr__trainer_t *tr)
+{
+    tsr__params_t *ps = tr->params;
+    size_t *load = calloc((size_t)tr->dp_size, sizeof *load);
+    if (!load)
+        return tsr__fail(TSR_ENOMEM, "%s: no memory for the ZeRO shares", tr->model);
+    for (int k = 0; k < ps->n; k++) {
+        param_t *p = &ps->p[k];
+        size_t n = (size_t)p->p.grid_rows * p->p.grid_cols;
+        p->owner = malloc(n * sizeof *p->owner);
+        if (!p->owner) {
+            free(load);
+            return tsr__fail(TSR_ENOMEM, "%s: no memory for the ZeRO shares", tr->model);
+        }
+        for (size_t i = 0; i < n; i++) {
+            int best = 0;
+            for (int r = 1; r < tr->dp_size; r++)
+                if (load[r] < load[best])
+                    best = r;
+            tsr_tensor_t v = tsr__tensor_tile_view(&p->p, i);
+            load[best] += (size_t)v.rows * (size_t)v.cols;
+            p->owner[i] = best;
+        }
+    }
+    free(load);
+    return TSR_OK;
+}
+
+int tsr__trainer_init(tsr__trainer_t *tr, tsr__params_t *ps, const char *model,
+                      int data_parallel, int zero)
+{
+    tr->model = model;
+    tr->params = ps;
+    TRY(tsr_handle_alloc(&tr->norm, sizeof(float)));
+    tr->dp_size = data_parallel ? tsr_mpi_size() : 1;
+    tr->dp_rank = data_parallel ? tsr_mpi_rank() : 0;
+    ps->rank = tr->dp_rank;
+    if (!tsr__trainer_dp(tr))
+        return TSR_OK;
+    TRY(tsr_handle_alloc(&tr->dp_count, sizeof(double)));
+    TRY(tsr_handle_alloc(&tr->dp_loss, sizeof(double)));
+    tr->zero = zero;
+    return zero ? zero_owners(tr) : TSR_OK;
+}
+
+void tsr__trainer_free(tsr__trainer_t *tr, int same_runtime)
+{
+    tsr_handle_t *hs[] = {&tr->norm, &tr->dp_count, &tr->dp_loss};
+    for (size_t i = 0; i < sizeof hs / sizeof *hs; i++) {
+        if (*hs[i] && same_runtime)
+            tsr_handle_unregister(*hs[i]);
+        *hs[i] = 0;
+    }
+}
+
+/* ---- losses and targets over the replicas --------------------------------- */
+
+int tsr__trainer_targets(tsr__trainer_t *tr, int ntargets)
+{
+    tr->ntargets = ntargets;
+    if (!tsr__trainer_dp(tr))
+        return TSR_OK;
+    /* backward scales by the combined batch's count */
+    TRY(handle_put(tr->dp_count, ntargets));
+    return tsr_mpi_allreduce(tr->dp_count, TSR_MPI_DOUBLE, TSR_MPI_SUM);
+}
+
+/* The non-ignored targets of the last forward over every replica (this
+ * model's alone without data parallelism). */
+static int global_targets(tsr__trainer_t *tr, double *count)
+{
+    if (!tsr__trainer_dp(tr)) {
+        *count = tr->ntargets;
+        return TSR_OK;
+    }
+    return handle_get(tr->dp_count, count);
+}
+
+int tsr__trainer_mean_loss(tsr__trainer_t *tr, double sum, float *loss)
+{
+    double count = 0.0;
+    if (tsr__trainer_dp(tr)) { /* the mean over the combined batch: a collective */
+        TRY(handle_put(tr->dp_loss, sum));
+        TRY(tsr_mpi_allreduce(tr->dp_loss, TSR_MPI_DOUBLE, TSR_MPI_SUM));
+        TRY(handle_get(tr->dp_loss, &sum));
+    }
+    TRY(global_targets(tr, &count));
+    *loss = count > 0.0 ? (float)(sum / count) : 0.0f;
+    return TSR_OK;
+}
+
+/* The gradient of the mean over every replica's targets: each replica
+ * divides by the combined count, and the all-reduce adds. */
+int tsr__trainer_grad_scale(tsr__trainer_t *tr, float scale, float *dscale)
+{
+    double count;
+    TRY(global_targets(tr, &count));
+    *dscale = count > 0.0 ? scale / (float)count : 0.0f;
+    return TSR_OK;
+}
+
+/* ---- the step ------------------------------------------------------------- */
+
+/* norm += the squares of every gradient tile (ZeRO: the owned ones), in
+ * tasks of several tiles each (tsr__op_sumsq_tiles). */
+static int sum_squares(tsr__trainer_t *tr, const char *fn)
+{
+    tsr__params_t *ps = tr->params;
+    size_t cap = 0, n = 0;
+    for (int i = 0; i < ps->n; i++)
+        cap += (size_t)ps->p[i].g.grid_rows * ps->p[i].g.grid_cols;
+    tsr_handle_t *tiles = malloc((cap ? cap : 1) * sizeof *tiles);
+    if (!tiles)
+        return tsr__fail(TSR_ENOMEM, "%s: out of memory", fn);
+    for (int i = 0; i < ps->n; i++) {
+        const param_t *p = &ps->p[i];
+        size_t nt = (size_t)p->g.grid_rows * p->g.grid_cols;
+        for (size_t t = 0; t < nt; t++)
+            if (tsr__params_owns(ps, p, t))
+                tiles[n++] = p->g.tiles[t];
+    }
+    int rc = tsr__op_sumsq_tiles(tiles, n, tr->norm);
+    free(tiles);
+    return rc;
+}
+
+/* Every gradient tile (RW) = its sum over the replicas. One task per tile:
+ * each runs once that tile's last accumulation of the backward pass is done,
+ * while the rest of the backward pass still computes (the overlap of DDP's
+ * buckets, by tile). Submitted by the step, not by backward, so that
+ * micro-batches accumulate locally and the sum is taken once per step. */
+static int allreduce_grads(tsr__trainer_t *tr)
+{
+    /* the last parameter first: backward completes the embeddings last */
+    for (int k = tr->params->n - 1; k >= 0; k--) {
+        tsr_tensor_t *g = &tr->params->p[k].g;
+        size_t n = (size_t)g->grid_rows * g->grid_cols;
+        for (size_t i = 0; i < n; i++)
+            TRY(tsr_mpi_allreduce(g->tiles[i], TSR_MPI_FLOAT, TSR_MPI_SUM));
+    }
+    return TSR_OK;
+}
+
+/* The clipping factor from the global norm (1 without clipping); *norm_out
+ * the norm where asked. Reading the norm waits for the whole backward pass:
+ * without clipping and when the caller does not ask, nothing reads it, and
+ * each tile's update runs as soon as its gradient is complete. */
+static int clip_scale(tsr__trainer_t *tr, const char *fn, const tsr_adamw_config_t *opt,
+                      float *grad_norm, float *scale)
+{
+    *scale = 1.0f;
+    if (!(opt->grad_clip > 0.0f) && !grad_norm)
+        return TSR_OK;
+    int dp = tsr__trainer_dp(tr);
+    TRY(tsr__op_fill_handle(tr->norm, 0.0f));
+    /* replicas without ZeRO take rank 0's sum (below): theirs would go
+     * unused, so they add nothing */
+    if (!dp || tr->zero || tr->dp_rank == 0)
+        TRY(sum_squares(tr, fn));
+    /* every replica must clip alike: with ZeRO the shares add up; else
+     * every replica holds the same gradients but adds their squares in its
+     * own order, so rank 0's sum is everybody's */
+    if (dp)
+        TRY(tr->zero ? tsr_mpi_allreduce(tr->norm, TSR_MPI_FLOAT, TSR_MPI_SUM)
+                     : tsr_mpi_bcast(tr->norm, 0));
+    float *sumsq;
+    TRY(tsr_handle_acquire(tr->norm, TSR_R, (void **)&sumsq));
+    double norm = sqrt((double)*sumsq);
+    TRY(tsr_handle_release(tr->norm));
+    if (grad_norm)
+        *grad_norm = (float)norm;
+    if (!isfinite(norm))
+        return tsr__fail(TSR_EINVAL, "%s: the gradient norm is not finite", fn);
+    /* a zero norm (all gradients zero, or a simulated run whose host reads
+     * are zeros) gives scale 1: the 1e-6 keeps the division finite */
+    if (opt->grad_clip > 0.0f) {
+        double coef = opt->grad_clip / (norm + 1e-6);
+        *scale = coef < 1.0 ? (float)coef : 1.0f;
+    }
+    return TSR_OK;
+}
+
+/* ZeRO: update the owned tiles and broadcast them, take the others from
+ * their owners; the moments of the others are never touched (no memory). */
+static int zero_update(tsr__trainer_t *tr, param_t *p, const tsr_adamw_args_t *a)
+{
+    size_t n = (size_t)p->p.grid_rows * p->p.grid_cols;
+    for (size_t t = 0; t < n; t++) {
+        tsr_tensor_t g = tsr__tensor_tile_view(&p->g, t), w = tsr__tensor_tile_view(&p->p, t);
+        tsr_tensor_t pb = p->pb.tiles ? tsr__tensor_tile_view(&p->pb, t) : w;
+        if (tsr__params_owns(tr->params, p, t)) {
+            tsr_tensor_t mm = tsr__tensor_tile_view(&p->m, t);
+            tsr_tensor_t vv = tsr__tensor_tile_view(&p->v, t);
+            TRY(tsr__op_adamw(a, &g, &w, &mm, &vv, p->pb.tiles ? &pb : NULL));
+            TRY(tsr_mpi_bcast(p->p.tiles[t], tr->dp_rank));
+        } else {
+            TRY(tsr__op_fill(&g, 0.0f)); /* consumed, as the update would */
+            TRY(tsr_mpi_bcast(p->p.tiles[t], p->owner[t]));
+            if (p->pb.tiles)
+                TRY(tsr__op_convert(&w, &pb));
+        }
+    }
+    return TSR_OK;
+}
+
+int tsr__trainer_step(tsr__trainer_t *tr, const char *fn, const tsr_adamw_config_t *opt,
+                      float lr, float *grad_norm)
+{
+    tsr__params_t *ps = tr->params;
+    tsr_adamw_config_t dflt;
+    if (!opt) {
+        tsr_adamw_config_default(&dflt);
+        opt = &dflt;
+    }
+    if (!(lr >= 0.0f) || !(opt->eps > 0.0f) || !(opt->beta1 >= 0.0f && opt->beta1 < 1.0f) ||
+        !(opt->beta2 >= 0.0f && opt->beta2 < 1.0f))
+        return tsr__fail(TSR_EINVAL, "%s: bad optimizer settings", fn);
+    if (tsr__trainer_dp(tr))
+        TRY(allreduce_grads(tr));
+    float scale;
+    TRY(clip_scale(tr, fn, opt, grad_norm, &scale));
+    tr->steps++;
+    ps->bf16_stale = ps->bf16; /* until every copy below is refreshed */
+    ps->grads_zero = 0;        /* until every update below has consumed its gradient */
+    for (int i = 0; i < ps->n; i++) {
+        param_t *p = &ps->p[i];
+        tsr_adamw_args_t a = {tr->steps, lr, opt->beta1, opt->beta2, opt->eps,
+                              p->decay ? opt->weight_decay : 0.0f, scale, 1};
+        /* the bf16 copy, where there is one, comes out of the same task */
+        if (p->owner)
+            TRY(zero_update(tr, p, &a));
+        else
+            TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v, p->pb.tiles ? &p->pb : NULL));
+    }
+    ps->bf16_stale = 0; /* every copy was refreshed from its updated master */
+    ps->grads_zero = 1;
+    return TSR_OK;
+}

@@ -1,0 +1,64 @@
+/* nn/trainer.h — one optimizer step over a parameter table (nn/params.h),
+ * and what data parallelism adds around a model's forward and backward: the
+ * gradient all-reduce (or ZeRO-1 shares and broadcasts), the global
+ * gradient norm and clipping, AdamW with the bf16 copies written by the
+ * same tasks, and the loss and target count combined over the replicas
+ * (docs/data-parallel.md).
+ *
+ * Every model of nn/ trains through it (GPT-2, Llama), so that data
+ * parallelism, ZeRO, clipping and mixed precision behave alike. Must never:
+ * know a model's layers or names, or submit anything a model's forward or
+ * backward pass owns.
+ */
+#ifndef TSR_NN_TRAINER_H
+#define TSR_NN_TRAINER_H
+
+#include <tessera/gpt2.h>
+
+#include "nn/params.h"
+
+typedef struct tsr__trainer {
+    const char *model;       /* "gpt2", "llama": the messages' prefix */
+    tsr__params_t *params;
+    int dp_size, dp_rank;    /* replicas (1 without data parallelism) */
+    tsr_handle_t norm;       /* float: sum of squares of the gradients */
+    tsr_handle_t dp_count;   /* double: the targets of every rank */
+    tsr_handle_t dp_loss;    /* double: the loss sum of every rank */
+    int ntargets;            /* non-ignored targets of this replica's last forward */
+    int steps;               /* optimizer steps done */
+    int zero;                /* ZeRO-1 shares */
+} tsr__trainer_t;
+
+/* Set up for a made table: the norm's handle, and with data_parallel over
+ * more than one MPI rank the replica's rank and, with zero, each parameter
+ * tile's owner (checkpoint order, each tile to the rank with the fewest
+ * bytes so far, the lowest on ties: every rank computes the same owners and
+ * the shares differ by at most one tile). */
+int tsr__trainer_init(tsr__trainer_t *tr, tsr__params_t *ps, const char *model,
+                      int data_parallel, int zero);
+/* Unregister its handles (same_runtime: the runtime that made them runs). */
+void tsr__trainer_free(tsr__trainer_t *tr, int same_runtime);
+
+/* Whether the model is one replica of several. */
+static inline int tsr__trainer_dp(const tsr__trainer_t *tr)
+{
+    return tr->dp_size > 1;
+}
+
+/* After a forward with targets: this replica's count, summed over every
+ * replica (a collective) for backward's scale and the loss's mean. */
+int tsr__trainer_targets(tsr__trainer_t *tr, int ntargets);
+/* The mean loss from this replica's loss sum: over every replica's targets
+ * (a collective with data parallelism). */
+int tsr__trainer_mean_loss(tsr__trainer_t *tr, double sum, float *loss);
+/* Backward's gradient scale: scale / the combined target count (0 without
+ * targets). */
+int tsr__trainer_grad_scale(tsr__trainer_t *tr, float scale, float *dscale);
+
+/* One AdamW step (gpt2.h, tsr_gpt2_step): all-reduce, norm and clipping,
+ * the updates (ZeRO: owned tiles, then broadcasts), the bf16 copies; the
+ * gradients are consumed (zero after). `fn` names the caller. */
+int tsr__trainer_step(tsr__trainer_t *tr, const char *fn, const tsr_adamw_config_t *opt,
+                      float lr, float *grad_norm);
+
+#endif
