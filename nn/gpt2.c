@@ -33,6 +33,7 @@
 #include "nn/params.h"
 #include "nn/registry.h"
 #include "nn/tensor.h"
+#include "nn/tiling.h"
 #include "nn/trainer.h"
 #include "runtime/error.h"
 #include "runtime/instance.h"
@@ -81,126 +82,16 @@ float tsr_lr_schedule(int step, int warmup, int total, float max_lr, float min_l
     return (float)(min_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (max_lr - min_lr));
 }
 
-/* GPU workers of the running runtime (real, emulated or simulated), and the
- * smallest capacity of their memory nodes. */
-static int gpu_workers(size_t *min_capacity)
-{
-    int n = 0, w = tsr_worker_count();
-    *min_capacity = SIZE_MAX;
-    for (int i = 0; i < w; i++) {
-        tsr_worker_stats_t st;
-        tsr_node_stats_t ns;
-        if (tsr_worker_stats(i, &st) != TSR_OK || st.device_kind != TSR_DEVICE_CUDA)
-            continue;
-        n++;
-        if (tsr_memory_node_stats(st.memory_node, &ns) == TSR_OK && ns.capacity < *min_capacity)
-            *min_capacity = ns.capacity;
-    }
-    return n;
-}
-
-/* The largest token tile that tsr__tokens_tile_ok accepts and that is at
- * most `most` tokens: a divisor of the sequence, or whole sequences dividing
- * the micro-batch; 0 if none. */
-static int largest_token_tile(int most, int batch, int seq_len)
-{
-    for (int k = batch; k >= 1; k--)
-        if (batch % k == 0 && (long long)k * seq_len <= most)
-            return k * seq_len;
-    for (int t = seq_len; t >= 1; t--)
-        if (seq_len % t == 0 && t <= most)
-            return t;
-    return 0;
-}
-
-/* Tiles for GPUs, measured on an H200 (docs/gpt2.md, "Tiles on GPUs"): a
- * GPU task costs a launch and a host round trip, so the 124M step at 8 x
- * 1024 ran 6.3 s with the CPU tiles (127k tasks), 1.0 s with 2048-token
- * tiles, 0.31 s with the whole micro-batch in one token tile and 0.29 s
- * with 8192 vocabulary rows too. Token tiles: the whole micro-batch shared
- * among the GPUs (one token tile each), but no tile of the (C, tokens)
- * activations over TILE_BYTES; one MLP hidden tile (4C rows) and vocabulary
- * tiles of 8192 rows while their activation tiles stay under TILE_BYTES too,
- * else the CPU rule's. TILE_BYTES is 256 MiB, or a 32nd of the smallest
- * GPU's memory where that is less: a task's buffers (up to a few tiles)
- * must fit beside the copies the next tasks' prefetches bring. */
-static void resolve_gpu_tiles(tsr_gpt2_config_t *c, int batch, int seq_len, int gpus,
-                              size_t capacity)
-{
-    enum { VOCAB_ROWS = 8192 };
-    long long TILE_BYTES = 256ll << 20;
-    if (capacity / 32 < (size_t)TILE_BYTES)
-        TILE_BYTES = (long long)(capacity / 32);
-    long long C = c->channels, N = (long long)batch * seq_len;
-    if (c->tile_tokens <= 0) {
-        long long most = N / gpus;
-        if (most * C * 4 > TILE_BYTES / 4) /* the (C, tokens) tiles: 64 MiB */
-            most = TILE_BYTES / 4 / (C * 4);
-        c->tile_tokens = largest_token_tile((int)(most > 0 ? most : 1), batch, seq_len);
-    }
-    long long tt = c->tile_tokens;
-    if (c->tile_hidden <= 0 && 4 * C * tt * 4 <= TILE_BYTES)
-        c->tile_hidden = (int)(4 * C);
-    if (c->tile_vocab <= 0) {
-        long long v = c->vocab_size < VOCAB_ROWS ? c->vocab_size : VOCAB_ROWS;
-        if (v * tt * 4 <= TILE_BYTES)
-            c->tile_vocab = (int)v;
-    }
-}
-
-/* Tile sizes derived from the shapes: on GPUs, resolve_gpu_tiles; on CPUs,
- * token tiles of about 256 tokens (the
- * largest divisor of the sequence up to 256, or as many whole sequences of
- * the micro-batch as fit in 256), so that the weight-gradient products sum
- * over hundreds of tokens per task; but with at least one token tile per
- * worker where tiles of 64 tokens or more allow it: a micro-batch in one
- * token tile leaves every output-projection chain (c_proj, mlp.c_proj, the
- * head's dln) on one worker while the others wait. oneDNN's fp32 tile
- * products run as fast with 64 or 128 tokens as with 256 (docs/kernels.md),
- * so the narrower tiles cost no GEMM speed; below 64 the per-task cost and
- * the short sums of the weight gradients would. Vocabulary tiles of 1024
- * rows; MLP tiles of C rows (4 tiles). */
+/* The tile sizes left 0 in c, derived from the shapes and the workers
+ * (nn/tiling.h); the MLP's hidden activations have 4C rows. */
 static int resolve_tiles(tsr_gpt2_config_t *c, int batch, int seq_len)
 {
-    enum { TOKENS = 256, MIN_TOKENS = 64 };
-    size_t capacity;
-    int gpus = gpu_workers(&capacity);
-    if (gpus > 0)
-        resolve_gpu_tiles(c, batch, seq_len, gpus, capacity);
-    if (c->tile_tokens <= 0) {
-        int workers = tsr_worker_count();
-        c->tile_tokens = seq_len;
-        if (seq_len > TOKENS) {
-            for (int t = TOKENS; t >= 1; t--)
-                if (seq_len % t == 0) {
-                    c->tile_tokens = t;
-                    break;
-                }
-        } else {
-            /* k whole sequences per tile, the most that fit in TOKENS, down
-             * to the first k that gives every worker a tile, or the last
-             * one of MIN_TOKENS tokens or more */
-            int found = 0;
-            for (int k = TOKENS / seq_len; k >= 1; k--) {
-                if (batch % k)
-                    continue;
-                if (found && k * seq_len < MIN_TOKENS)
-                    break;
-                c->tile_tokens = k * seq_len;
-                found = 1;
-                if (batch / k >= workers)
-                    break;
-            }
-        }
-    }
-    if (c->tile_vocab <= 0)
-        c->tile_vocab = c->vocab_size < 1024 ? c->vocab_size : 1024;
-    if (c->tile_hidden <= 0)
-        c->tile_hidden = c->channels;
-    if (!tsr__tokens_tile_ok(c->tile_tokens, seq_len, batch))
-        return tsr__fail(TSR_EINVAL, "gpt2: tile_tokens %d neither divides seq_len %d nor "
-                                     "holds whole sequences of the batch of %d",
-                         c->tile_tokens, seq_len, batch);
+    tsr__tiling_t t = {c->tile_tokens, c->tile_vocab, c->tile_hidden};
+    TRY(tsr__tiling_resolve(&t, "gpt2", c->channels, 4 * c->channels, c->vocab_size, batch,
+                            seq_len));
+    c->tile_tokens = t.tokens;
+    c->tile_vocab = t.vocab;
+    c->tile_hidden = t.hidden;
     return TSR_OK;
 }
 

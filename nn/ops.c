@@ -1146,7 +1146,7 @@ static void rope_cpu(const rope_args_t *a, void **buf)
 {
     float *x = buf[0];
     const double *f = buf[1];
-    int ld = a->nh * a->d, pos, n;
+    int ld = a->ld ? a->ld : a->nh * a->d, pos, n;
     for (int t = 0; t < a->T; t += n) {
         float *xt = x + (size_t)t * (size_t)ld;
         n = rope_piece(a, t, &pos);
@@ -1161,7 +1161,7 @@ static int rope_cuda(const rope_args_t *a, void **buf, const tsr_exec_t *e)
 {
     float *x = buf[0];
     const double *f = buf[1]; /* the table's device copy */
-    int ld = a->nh * a->d, pos, n, rc = 0;
+    int ld = a->ld ? a->ld : a->nh * a->d, pos, n, rc = 0;
     for (int t = 0; !rc && t < a->T; t += n) {
         float *xt = x + (size_t)t * (size_t)ld;
         n = rope_piece(a, t, &pos);
@@ -1177,12 +1177,17 @@ TILE_CODELET(cl_rope_fwd, "rope_fwd", 2, rope_args_t, rope_flops, rope_bytes, ro
 TILE_CODELET(cl_rope_bwd, "rope_bwd", 2, rope_args_t, rope_flops, rope_bytes, rope_cpu(a, buf),
              rope_cuda(a, buf, e));
 
+/* rot_heads 0: every head of x; else the first rot_heads heads of x's one
+ * tile row (the q and k of a fused qkv) */
 static int rope_tiles(tsr_tensor_t *x, int heads, int head_dim, int seq_len, int pos0,
-                      tsr_handle_t inv_freq, int inverse, const char *op)
+                      tsr_handle_t inv_freq, int inverse, int rot_heads, const char *op)
 {
     if (heads <= 0 || head_dim < 2 || head_dim % 2)
         return tsr__fail(TSR_EINVAL, "%s: %d heads of dimension %d (heads > 0, an even "
                                      "dimension >= 2)", op, heads, head_dim);
+    if (rot_heads && (rot_heads > heads || x->grid_rows != 1))
+        return tsr__fail(TSR_EINVAL, "%s: %d of %d heads rotated, or qkv (%d, %d) not in one "
+                                     "tile row", op, rot_heads, heads, x->rows, x->cols);
     if (tsr__tensor_is_bf16(x) || (long long)heads * head_dim != x->rows ||
         x->tile_rows % head_dim)
         return tsr__fail(TSR_EINVAL, "%s: x (%d, %d) in tiles (%d, %d) is not fp32 %d heads of "
@@ -1202,7 +1207,9 @@ static int rope_tiles(tsr_tensor_t *x, int heads, int head_dim, int seq_len, int
         int s0 = (int)((long long)j * x->tile_cols % seq_len);
         for (int i = 0; !rc && i < x->grid_rows; i++) {
             rope_args_t a = {head_dim, tsr__tile_m(x, i) / head_dim, tsr__tile_n(x, j), s0,
-                             seq_len, pos0, inverse};
+                             seq_len, pos0, inverse, 0};
+            if (rot_heads) /* the q and k heads of a fused qkv tile */
+                a.nh = rot_heads, a.ld = x->rows;
             rc = SUBMIT(*cl, a, ACC(tsr__tile(x, i, j), TSR_RW), ACC(inv_freq, TSR_R));
         }
     }
@@ -1212,13 +1219,32 @@ static int rope_tiles(tsr_tensor_t *x, int heads, int head_dim, int seq_len, int
 int tsr__op_rope_fwd(tsr_tensor_t *x, int heads, int head_dim, int seq_len, int pos0,
                      tsr_handle_t inv_freq)
 {
-    return rope_tiles(x, heads, head_dim, seq_len, pos0, inv_freq, 0, "rope_fwd");
+    return rope_tiles(x, heads, head_dim, seq_len, pos0, inv_freq, 0, 0, "rope_fwd");
 }
 
 int tsr__op_rope_bwd(tsr_tensor_t *dx, int heads, int head_dim, int seq_len, int pos0,
                      tsr_handle_t inv_freq)
 {
-    return rope_tiles(dx, heads, head_dim, seq_len, pos0, inv_freq, 1, "rope_bwd");
+    return rope_tiles(dx, heads, head_dim, seq_len, pos0, inv_freq, 1, 0, "rope_bwd");
+}
+
+/* qkv holds heads + 2 kv_heads heads of head_dim rows per column */
+int tsr__op_rope_qk_fwd(tsr_tensor_t *qkv, int heads, int kv_heads, int head_dim, int seq_len,
+                        int pos0, tsr_handle_t inv_freq)
+{
+    if (kv_heads <= 0 || heads <= 0 || heads % kv_heads)
+        return tsr__fail(TSR_EINVAL, "rope_qk_fwd: %d K/V heads for %d heads", kv_heads, heads);
+    return rope_tiles(qkv, heads + 2 * kv_heads, head_dim, seq_len, pos0, inv_freq, 0,
+                      heads + kv_heads, "rope_qk_fwd");
+}
+
+int tsr__op_rope_qk_bwd(tsr_tensor_t *dqkv, int heads, int kv_heads, int head_dim, int seq_len,
+                        int pos0, tsr_handle_t inv_freq)
+{
+    if (kv_heads <= 0 || heads <= 0 || heads % kv_heads)
+        return tsr__fail(TSR_EINVAL, "rope_qk_bwd: %d K/V heads for %d heads", kv_heads, heads);
+    return rope_tiles(dqkv, heads + 2 * kv_heads, head_dim, seq_len, pos0, inv_freq, 1,
+                      heads + kv_heads, "rope_qk_bwd");
 }
 
 int tsr__rope_table(tsr_handle_t *out, int head_dim, const double *inv_freq)
@@ -1296,8 +1322,8 @@ static int check_embed(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
     int tt = x->tile_cols;
     if (tokens->rows != 1 || tokens->cols != x->cols || tokens->tile_cols != tt ||
         x->grid_rows != 1 || wte->rows != x->rows || wte->grid_rows != 1 ||
-        wpe->rows != x->rows || wpe->tile_cols != (tt < seq_len ? tt : seq_len) ||
-        seq_len > wpe->cols || x->cols % seq_len ||
+        (wpe && (wpe->rows != x->rows || wpe->tile_cols != (tt < seq_len ? tt : seq_len) ||
+                 seq_len > wpe->cols)) || x->cols % seq_len ||
         !tsr__tokens_tile_ok(tt, seq_len, x->cols / seq_len))
         return tsr__fail(TSR_EINVAL, "embedding: tilings of tokens, tables and activations "
                                      "do not agree");
@@ -1335,7 +1361,8 @@ int tsr__op_embed_fwd(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
     int rc = check_embed(tokens, wte, wpe, seq_len, out);
     for (int j = 0; !rc && j < out->grid_cols; j++) {
         tsr_handle_t o = tsr__tile(out, 0, j);
-        rc = embed_positions(wpe, seq_len, out->tile_cols, j, o, 0);
+        rc = wpe ? embed_positions(wpe, seq_len, out->tile_cols, j, o, 0)
+                 : tsr__op_fill_handle(o, 0.0f);
         for (int v = 0; !rc && v < wte->grid_cols; v++) {
             embed_args_t a = {out->rows, tsr__tile_n(out, j), tsr__tile_n(wte, v),
                               v * wte->tile_cols, wte->cols};
@@ -1358,7 +1385,7 @@ int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int 
             rc = SUBMIT(cl_embed_bwd, a, ACC(tsr__tile(tokens, 0, j), TSR_R), ACC(d, TSR_R),
                         ACC(tsr__tile(dwte, 0, v), TSR_COMMUTE));
         }
-        if (!rc)
+        if (!rc && dwpe)
             rc = embed_positions(dwpe, seq_len, dout->tile_cols, j, d, 1);
     }
     return rc;

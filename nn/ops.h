@@ -128,6 +128,13 @@ int tsr__op_rope_fwd(tsr_tensor_t *x, int heads, int head_dim, int seq_len, int 
                      tsr_handle_t inv_freq);
 int tsr__op_rope_bwd(tsr_tensor_t *dx, int heads, int head_dim, int seq_len, int pos0,
                      tsr_handle_t inv_freq);
+/* The same on the q and k heads of a fused (C + 2 Ckv, N) qkv activation
+ * in one tile row (tsr__op_attention_gqa_fwd's layout): the first heads +
+ * kv_heads heads of each column are rotated, v is left as it is. */
+int tsr__op_rope_qk_fwd(tsr_tensor_t *qkv, int heads, int kv_heads, int head_dim, int seq_len,
+                        int pos0, tsr_handle_t inv_freq);
+int tsr__op_rope_qk_bwd(tsr_tensor_t *dqkv, int heads, int kv_heads, int head_dim, int seq_len,
+                        int pos0, tsr_handle_t inv_freq);
 /* The frequency table as a runtime handle: a copy of inv_freq (head_dim/2
  * doubles from tsr_rope_inv_freq, kernels/rope.h); the caller unregisters
  * it (tsr_handle_unregister) after the last task that reads it. */
@@ -140,10 +147,11 @@ int tsr__tokens_tile_ok(int tt, int seq_len, int nseq);
 
 /* out(:, t) = wte(:, tokens[t]) + wpe(:, t mod seq_len).
  *   tokens (1, N) int32, wte (C, V) tiled (C, tv), wpe (C, ctx) tiled
- *   (C, min(tt, seq_len)), out (C, N) tiled (C, tt); tt as above. */
+ *   (C, min(tt, seq_len)), out (C, N) tiled (C, tt); tt as above.
+ *   wpe NULL: no position embedding (Llama), out = the token rows alone. */
 int tsr__op_embed_fwd(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
                       const tsr_tensor_t *wpe, int seq_len, tsr_tensor_t *out);
-/* dwte, dwpe += the scatter of dout (COMMUTE) */
+/* dwte, dwpe += the scatter of dout (COMMUTE); dwpe NULL: none */
 int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int seq_len,
                       tsr_tensor_t *dwte, tsr_tensor_t *dwpe);
 
@@ -320,6 +328,7 @@ typedef struct tsr__rms_args {
  * seq_len - s0 tokens (a new sequence); inverse: the backward rotation */
 typedef struct tsr__rope_args {
     int d, nh, T, s0, seq_len, pos0, inverse;
+    int ld; /* a token's stride in the tile: nh d, or the fused qkv's rows */
 } tsr__rope_args_t;
 /* cross-entropy on a vocabulary tile [v0, v0 + nv) of T tokens */
 typedef struct tsr__xent_args {

@@ -1,0 +1,26 @@
+/* nn/tiling.h — the default tile sizes of a decoder's tensors, derived from
+ * its shapes and the running runtime's workers (CPU cores, GPUs and their
+ * memory): tokens per activation tile, vocabulary rows per embedding, head
+ * and logits tile, rows per tile of the MLP's hidden activations. Both
+ * model families use it (docs/gpt2.md, "Tiles", and "Tiles on GPUs").
+ *
+ * Must never: change a size the caller set (non-zero), or submit anything.
+ */
+#ifndef TSR_NN_TILING_H
+#define TSR_NN_TILING_H
+
+typedef struct tsr__tiling {
+    int tokens; /* tokens per activation tile: divides seq_len, or whole
+                   sequences of the micro-batch side by side */
+    int vocab;  /* vocabulary rows per tile */
+    int hidden; /* rows per tile of the (hidden_rows, N) MLP activations */
+} tsr__tiling_t;
+
+/* Fill the zero fields of t for a model of `channels` (the residual
+ * stream's rows), `hidden_rows` (4C for GPT-2, the intermediate size for
+ * Llama) and `vocab`, over micro-batches of batch x seq_len tokens.
+ * TSR_EINVAL (prefixed by `model`) when the token tile fits neither rule. */
+int tsr__tiling_resolve(tsr__tiling_t *t, const char *model, int channels, int hidden_rows,
+                        int vocab, int batch, int seq_len);
+
+#endif
