@@ -625,21 +625,6 @@ static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_ten
     return DROP_IF(discard, &a->fcg);
 }
 
-/* Sum of the per-token losses, read from the host (0 in a simulated run,
- * whose host reads are zeros: a loss of 0, nothing divides by it). */
-static int read_loss(tsr_gpt2_t *m, double *sum)
-{
-    float *buf = malloc((size_t)m->N * sizeof *buf);
-    if (!buf)
-        return tsr__fail(TSR_ENOMEM, "gpt2: no memory to read the loss");
-    int rc = tsr__tensor_read(&m->ce_loss, buf, 1);
-    *sum = 0.0;
-    for (int i = 0; !rc && i < m->N; i++)
-        *sum += buf[i];
-    free(buf);
-    return rc;
-}
-
 int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *targets, float *loss)
 {
     TRY(model_check(m, "gpt2_forward"));
@@ -686,9 +671,7 @@ int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss)
         return tsr__fail(TSR_EINVAL, "gpt2_loss: loss is NULL");
     if (!m->have_loss)
         return tsr__fail(TSR_ESTATE, "gpt2_loss: no forward with targets yet");
-    double sum = 0.0;
-    TRY(read_loss(m, &sum));
-    return tsr__trainer_mean_loss(&m->train, sum, loss);
+    return tsr__trainer_loss(&m->train, &m->ce_loss, loss);
 }
 
 int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out)
@@ -700,18 +683,7 @@ int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out)
     if (!m->have_logits)
         return tsr__fail(TSR_ESTATE, "gpt2_logits: no forward has run since the model was "
                                      "made or the last backward (which consumes the logits)");
-    const tsr_tensor_t *L = &m->logits;
-    int col = b * m->T + t, j = col / L->tile_cols, c = col % L->tile_cols;
-    for (int v = 0; v < L->grid_rows; v++) {
-        void *tile;
-        tsr_handle_t h = tsr__tile(L, v, j);
-        TRY(tsr_handle_acquire(h, TSR_R, &tile));
-        int nv = tsr__tile_m(L, v);
-        memcpy(out + (size_t)v * L->tile_rows, (float *)tile + (size_t)c * nv,
-               (size_t)nv * sizeof(float));
-        TRY(tsr_handle_release(h));
-    }
-    return TSR_OK;
+    return tsr__tensor_read_column(&m->logits, b * m->T + t, out);
 }
 
 /* ---- backward ------------------------------------------------------------- */

@@ -126,3 +126,21 @@ int tsr__tensor_invalidate(const tsr_tensor_t *t)
     }
     return TSR_OK;
 }
+
+int tsr__tensor_read_column(const tsr_tensor_t *t, int col, float *out)
+{
+    int j = col / t->tile_cols, c = col % t->tile_cols;
+    for (int v = 0; v < t->grid_rows; v++) {
+        void *tile;
+        tsr_handle_t h = tsr__tile(t, v, j);
+        int rc = tsr_handle_acquire(h, TSR_R, &tile);
+        if (rc)
+            return rc;
+        int nv = tsr__tile_m(t, v);
+        memcpy(out + (size_t)v * t->tile_rows, (float *)tile + (size_t)c * nv,
+               (size_t)nv * sizeof(float));
+        if ((rc = tsr_handle_release(h)))
+            return rc;
+    }
+    return TSR_OK;
+}

@@ -85,6 +85,10 @@ static inline tsr_tensor_t tsr__tensor_tile_view(const tsr_tensor_t *t, size_t i
 int tsr__tensor_write(tsr_tensor_t *t, const void *src, size_t ld);
 int tsr__tensor_read(const tsr_tensor_t *t, void *dst, size_t ld);
 
+/* Column `col` of an fp32 tensor (its rows floats) into out, tile by tile,
+ * each acquired for reading (waits for its writers). */
+int tsr__tensor_read_column(const tsr_tensor_t *t, int col, float *out);
+
 /* Drop every tile's contents (tsr_handle_invalidate): the memory can be
  * reused, the next reader sees zeros. */
 int tsr__tensor_invalidate(const tsr_tensor_t *t);

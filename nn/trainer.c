@@ -130,6 +130,20 @@ int tsr__trainer_mean_loss(tsr__trainer_t *tr, double sum, float *loss)
     return TSR_OK;
 }
 
+int tsr__trainer_loss(tsr__trainer_t *tr, const tsr_tensor_t *ce_loss, float *loss)
+{
+    size_t n = tsr__tensor_numel(ce_loss);
+    float *buf = malloc(n * sizeof *buf);
+    if (!buf)
+        return tsr__fail(TSR_ENOMEM, "%s: no memory to read the loss", tr->model);
+    int rc = tsr__tensor_read(ce_loss, buf, 1);
+    double sum = 0.0;
+    for (size_t i = 0; !rc && i < n; i++)
+        sum += buf[i];
+    free(buf);
+    return rc ? rc : tsr__trainer_mean_loss(tr, sum, loss);
+}
+
 /* The gradient of the mean over every replica's targets: each replica
  * divides by the combined count, and the all-reduce adds. */
 int tsr__trainer_grad_scale(tsr__trainer_t *tr, float scale, float *dscale)

@@ -51,6 +51,9 @@ int tsr__trainer_targets(tsr__trainer_t *tr, int ntargets);
 /* The mean loss from this replica's loss sum: over every replica's targets
  * (a collective with data parallelism). */
 int tsr__trainer_mean_loss(tsr__trainer_t *tr, double sum, float *loss);
+/* The mean loss of the last forward from its per-token losses ce_loss (1, N)
+ * (read from the host: 0 in a simulated run, whose host reads are zeros). */
+int tsr__trainer_loss(tsr__trainer_t *tr, const tsr_tensor_t *ce_loss, float *loss);
 /* Backward's gradient scale: scale / the combined target count (0 without
  * targets). */
 int tsr__trainer_grad_scale(tsr__trainer_t *tr, float scale, float *dscale);

@@ -1,0 +1,376 @@
+/* tests/nn/test_llama.c — Tessera's Llama against the independent float64
+ * PyTorch reference (tools/llama_reference.py, docs/llama.md "Reference"):
+ * for the GQA (2 K/V heads of 6), MQA (1) and MHA (6) tiny models with
+ * Llama 3 RoPE scaling, the logits, loss and every gradient at the initial
+ * weights and 20 AdamW steps' losses and gradient norms, with odd tiles
+ * (context, vocabulary and intermediate not multiples of their tiles) and
+ * with recomputation; then our checkpoints: F32 in one file read by the
+ * reference (where torch is), BF16 in shards read back by us.
+ *
+ * The fixtures are committed (tests/nn/fixtures/llama_tiny_*); where
+ * /usr/bin/python3 has torch the reference is run again and its fresh
+ * outputs are compared instead (TESSERA_REFERENCE as test_gpt2_reference.c).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tessera/llama.h>
+
+#include "nn/io/safetensors.h"
+#include "tests/kernels/kt_util.h"
+
+#define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
+
+static void rt_start(void)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = 2;
+    cfg.bind = 0;
+    OK(tsr_init(&cfg));
+}
+
+static void rt_stop(void)
+{
+    tsr_shutdown();
+}
+
+TestSuite(llama, .init = rt_start, .fini = rt_stop, .timeout = 600);
+
+static const char *env_or(const char *name, const char *dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : dflt;
+}
+
+static int have_torch(void)
+{
+    const char *mode = getenv("TESSERA_REFERENCE");
+    if (mode && !strcmp(mode, "committed"))
+        return 0;
+    int found = system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+    if (mode && !strcmp(mode, "torch"))
+        cr_assert(found, "TESSERA_REFERENCE=torch, but /usr/bin/python3 cannot import torch");
+    return found;
+}
+
+static float *read_f32(tsr__st_reader_t *r, const char *name, size_t *n)
+{
+    const tsr__st_tensor_t *t = tsr__st_find(r, name);
+    cr_assert_not_null(t, "reference file lacks %s", name);
+    *n = (size_t)t->numel;
+    float *x = malloc((*n ? *n : 1) * sizeof *x);
+    cr_assert_not_null(x);
+    OK(tsr__st_read_f32(r, t, x, *n));
+    return x;
+}
+
+static double meta_num(tsr__st_reader_t *r, const char *key)
+{
+    const char *v = tsr__st_metadata(r, key);
+    cr_assert_not_null(v, "reference metadata lacks %s", key);
+    return strtod(v, NULL);
+}
+
+/* Elements outside atol_frac * max|want| + rtol |want| */
+static size_t count_bad(const char *what, const float *got, const float *want, size_t n,
+                        double atol_frac, double rtol)
+{
+    double mx = 1e-30;
+    for (size_t i = 0; i < n; i++)
+        mx = fmax(mx, fabs(want[i]));
+    return kt_count_bad_f(what, got, want, n, atol_frac * mx, rtol);
+}
+
+static float *our_logits(tsr_llama_t *m, int B, int T, int V)
+{
+    float *z = malloc((size_t)B * T * V * sizeof *z);
+    cr_assert_not_null(z);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            OK(tsr_llama_logits(m, b, t, z + ((size_t)b * T + t) * V));
+    return z;
+}
+
+static float *part(tsr_llama_t *m, const char *name, int which, size_t *n)
+{
+    OK(tsr_llama_get(m, name, which, NULL, n));
+    float *x = malloc(*n * sizeof *x);
+    cr_assert_not_null(x);
+    OK(tsr_llama_get(m, name, which, x, n));
+    return x;
+}
+
+/* The reference's outputs for fixture `variant`: fresh where torch is */
+typedef struct fixture {
+    char init[1024], expected[1024];
+    tsr__st_reader_t *ref;
+    int B, T;
+    int32_t *tok, *tgt;
+} fixture_t;
+
+static void fixture_open(fixture_t *f, const char *variant)
+{
+    const char *src = env_or("TESSERA_SOURCE_ROOT", ".");
+    const char *tmp = env_or("TESSERA_BUILD_DIR", "/tmp");
+    snprintf(f->init, sizeof f->init, "%s/tests/nn/fixtures/llama_tiny_%s_init", src, variant);
+    snprintf(f->expected, sizeof f->expected,
+             "%s/tests/nn/fixtures/llama_tiny_%s_expected.safetensors", src, variant);
+    if (have_torch()) {
+        char cmd[4096];
+        snprintf(f->expected, sizeof f->expected, "%s/llama_tiny_%s_expected.fresh.safetensors",
+                 tmp, variant);
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 '%s/tools/llama_reference.py' --expected '%s' --out '%s' "
+                 "--batch 2 --seq 20 --seed 1234 --steps 20 --threads 2 >/dev/null",
+                 src, f->init, f->expected);
+        cr_assert_eq(system(cmd), 0, "the PyTorch reference failed: %s", cmd);
+    }
+    OK(tsr__st_open(&f->ref, f->expected));
+    const tsr__st_tensor_t *in = tsr__st_find(f->ref, "inputs");
+    cr_assert_not_null(in);
+    f->B = (int)in->shape[0];
+    f->T = (int)in->shape[1];
+    size_t n = (size_t)f->B * f->T;
+    f->tok = malloc(n * sizeof *f->tok);
+    f->tgt = malloc(n * sizeof *f->tgt);
+    OK(tsr__st_read_i32(f->ref, in, f->tok, n));
+    OK(tsr__st_read_i32(f->ref, tsr__st_find(f->ref, "targets"), f->tgt, n));
+}
+
+static void fixture_close(fixture_t *f)
+{
+    free(f->tok);
+    free(f->tgt);
+    tsr__st_close(f->ref);
+}
+
+/* Logits, loss and gradients at the initial weights; then `steps` AdamW
+ * steps' losses and norms. tiles: 0 derived, 1 odd ones. */
+static void check_variant(const char *variant, int tiles, int recompute, int steps)
+{
+    fixture_t f;
+    fixture_open(&f, variant);
+    tsr_llama_config_t cfg;
+    OK(tsr_llama_read_config(f.init, &cfg));
+    if (tiles) { /* 20 tokens in 5 tiles, 97 ids in tiles of 32, 200 rows in 64 */
+        cfg.tile_tokens = 4;
+        cfg.tile_vocab = 32;
+        cfg.tile_hidden = 64;
+    }
+    cfg.recompute = recompute;
+    tsr_llama_t *m;
+    OK(tsr_llama_create(&m, &cfg, f.B, f.T));
+    OK(tsr_llama_load(m, f.init));
+    int V = cfg.vocab_size;
+    float loss;
+    OK(tsr_llama_forward(m, f.tok, f.tgt, &loss));
+    size_t n;
+    float *want = read_f32(f.ref, "loss", &n);
+    cr_expect(fabsf(loss - want[0]) <= 1e-5f * fabsf(want[0]), "%s: loss %.7f vs %.7f",
+              variant, loss, want[0]);
+    free(want);
+    float *z = our_logits(m, f.B, f.T, V);
+    want = read_f32(f.ref, "logits", &n);
+    cr_assert_eq(n, (size_t)f.B * f.T * V);
+    cr_expect_eq(count_bad("logits", z, want, n, 1e-5, 1e-5), 0, "%s: logits differ", variant);
+    free(z);
+    free(want);
+    OK(tsr_llama_backward(m, 1.0f));
+    size_t bad = 0;
+    for (int i = 0; i < tsr_llama_param_count(m); i++) {
+        const char *name = tsr_llama_param_name(m, i);
+        char key[160];
+        snprintf(key, sizeof key, "grad.%s", name);
+        size_t nr;
+        float *ours = part(m, name, TSR_GPT2_GRAD, &n), *g = read_f32(f.ref, key, &nr);
+        cr_assert_eq(n, nr, "%s: %zu elements, reference %zu", key, n, nr);
+        bad += count_bad(key, ours, g, n, 1e-5, 1e-5);
+        free(ours);
+        free(g);
+    }
+    cr_expect_eq(bad, 0, "%s: gradients differ", variant);
+
+    int warmup = (int)meta_num(f.ref, "warmup"), total = (int)meta_num(f.ref, "total");
+    float max_lr = (float)meta_num(f.ref, "max_lr"), min_lr = (float)meta_num(f.ref, "min_lr");
+    tsr_adamw_config_t opt = {(float)meta_num(f.ref, "beta1"), (float)meta_num(f.ref, "beta2"),
+                              (float)meta_num(f.ref, "eps"),
+                              (float)meta_num(f.ref, "weight_decay"),
+                              (float)meta_num(f.ref, "grad_clip")};
+    float *losses = read_f32(f.ref, "step_losses", &n);
+    float *norms = read_f32(f.ref, "grad_norms", &n);
+    OK(tsr_llama_zero_grad(m));
+    for (int s = 0; s < steps; s++) {
+        float norm, lr = tsr_lr_schedule(s, warmup, total, max_lr, min_lr);
+        OK(tsr_llama_zero_grad(m));
+        OK(tsr_llama_forward(m, f.tok, f.tgt, &loss));
+        OK(tsr_llama_backward(m, 1.0f));
+        OK(tsr_llama_step(m, &opt, lr, &norm));
+        cr_expect(fabsf(loss - losses[s]) <= 1e-4f * fabsf(losses[s]),
+                  "%s step %d: loss %.7f vs reference %.7f", variant, s, loss, losses[s]);
+        cr_expect(fabsf(norm - norms[s]) <= 1e-4f * norms[s],
+                  "%s step %d: norm %.7f vs reference %.7f", variant, s, norm, norms[s]);
+    }
+    if (steps == 20) {
+        float *fl = read_f32(f.ref, "final_loss", &n);
+        OK(tsr_llama_forward(m, f.tok, f.tgt, &loss));
+        cr_expect(fabsf(loss - fl[0]) <= 1e-4f * fabsf(fl[0]), "%s: final loss %.7f vs %.7f",
+                  variant, loss, fl[0]);
+        cr_expect_lt(fl[0], losses[0], "the reference's loss falls");
+        free(fl);
+    }
+    free(losses);
+    free(norms);
+    OK(tsr_llama_free(m));
+    fixture_close(&f);
+}
+
+Test(llama, gqa_matches_the_reference)
+{
+    check_variant("gqa", 0, 0, 20);
+}
+
+Test(llama, mqa_matches_the_reference)
+{
+    check_variant("mqa", 0, 0, 20);
+}
+
+Test(llama, mha_matches_the_reference)
+{
+    check_variant("mha", 0, 0, 20);
+}
+
+Test(llama, odd_tiles_match_the_reference)
+{
+    check_variant("gqa", 1, 0, 5);
+    check_variant("mqa", 1, 0, 2);
+}
+
+Test(llama, recompute_matches_the_reference)
+{
+    check_variant("gqa", 1, 1, 5);
+}
+
+/* bf16 rounding to nearest even, written here from the definition */
+static float round_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+Test(llama, checkpoints_round_trip_and_load_in_the_reference)
+{
+    fixture_t f;
+    fixture_open(&f, "gqa");
+    const char *tmp = env_or("TESSERA_BUILD_DIR", "/tmp");
+    const char *src = env_or("TESSERA_SOURCE_ROOT", ".");
+    tsr_llama_config_t cfg;
+    OK(tsr_llama_read_config(f.init, &cfg));
+    tsr_llama_t *m, *r;
+    OK(tsr_llama_create(&m, &cfg, f.B, f.T));
+    OK(tsr_llama_init_weights(m, 7));
+    OK(tsr_llama_forward(m, f.tok, f.tgt, NULL));
+    float *z = our_logits(m, f.B, f.T, cfg.vocab_size);
+    size_t nz = (size_t)f.B * f.T * cfg.vocab_size;
+
+    /* F32, one file: the reference computes our logits from it */
+    char dir[1024], cmd[4096], out[1200];
+    snprintf(dir, sizeof dir, "%s/llama_saved_f32.%d", tmp, (int)getpid());
+    OK(tsr_llama_save(m, dir, TSR_GPT2_FP32, 0));
+    if (have_torch()) {
+        snprintf(out, sizeof out, "%s/expected.safetensors", dir);
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 '%s/tools/llama_reference.py' --expected '%s' --out '%s' "
+                 "--batch 2 --seq 20 --seed 1234 --steps 0 --threads 2 >/dev/null",
+                 src, dir, out);
+        cr_assert_eq(system(cmd), 0, "the reference could not read our checkpoint: %s", cmd);
+        tsr__st_reader_t *lr;
+        OK(tsr__st_open(&lr, out));
+        size_t n;
+        float *want = read_f32(lr, "logits", &n);
+        cr_assert_eq(n, nz);
+        cr_expect_eq(count_bad("logits of our checkpoint", z, want, n, 1e-5, 1e-5), 0,
+                     "the reference computes other logits from our checkpoint");
+        free(want);
+        tsr__st_close(lr);
+    }
+    OK(tsr_llama_create(&r, &cfg, f.B, f.T));
+    OK(tsr_llama_load(r, dir));
+    OK(tsr_llama_forward(r, f.tok, f.tgt, NULL));
+    float *z2 = our_logits(r, f.B, f.T, cfg.vocab_size);
+    cr_expect_eq(memcmp(z, z2, nz * sizeof *z), 0, "an F32 round trip changes the logits");
+    free(z2);
+
+    /* BF16 in shards of at most 64 KiB: every tensor comes back rounded */
+    snprintf(dir, sizeof dir, "%s/llama_saved_bf16.%d", tmp, (int)getpid());
+    OK(tsr_llama_save(m, dir, TSR_GPT2_BF16, 64 << 10));
+    snprintf(out, sizeof out, "%s/model.safetensors.index.json", dir);
+    cr_expect_eq(access(out, R_OK), 0, "no index for a sharded save");
+    OK(tsr_llama_load(r, dir));
+    for (int i = 0; i < tsr_llama_param_count(m); i++) {
+        const char *name = tsr_llama_param_name(m, i);
+        size_t n, n2, bad = 0;
+        float *a = part(m, name, TSR_GPT2_PARAM, &n), *b = part(r, name, TSR_GPT2_PARAM, &n2);
+        cr_assert_eq(n, n2);
+        for (size_t k = 0; k < n; k++)
+            bad += round_bf16(a[k]) != b[k];
+        cr_expect_eq(bad, 0, "%s: %zu elements are not the bf16 rounding", name, bad);
+        free(a);
+        free(b);
+    }
+    /* another shape's checkpoint is refused and leaves the model as it was */
+    tsr_llama_config_t other = cfg;
+    other.intermediate = 100;
+    tsr_llama_t *o;
+    OK(tsr_llama_create(&o, &other, f.B, f.T));
+    cr_expect_eq(tsr_llama_load(o, dir), TSR_EINVAL);
+    cr_expect(strstr(tsr_error_message(), "shape") != NULL, "%s", tsr_error_message());
+    OK(tsr_llama_free(o));
+    free(z);
+    OK(tsr_llama_free(r));
+    OK(tsr_llama_free(m));
+    fixture_close(&f);
+}
+
+Test(llama, misuse_is_refused)
+{
+    tsr_llama_config_t cfg;
+    tsr_llama_config_default(&cfg);
+    cfg.vocab_size = 64;
+    cfg.hidden = 32;
+    cfg.intermediate = 48;
+    cfg.layers = 1;
+    cfg.heads = 4;
+    cfg.kv_heads = 3; /* does not divide */
+    tsr_llama_t *m = NULL;
+    cr_expect_eq(tsr_llama_create(&m, &cfg, 1, 8), TSR_EINVAL);
+    cr_expect_null(m);
+    cfg.kv_heads = 2;
+    cr_expect_eq(tsr_llama_create(&m, &cfg, 1, cfg.max_positions + 1), TSR_EINVAL);
+    OK(tsr_llama_create(&m, &cfg, 1, 8));
+    int32_t tok[8] = {1, 2, 3, 4, 5, 6, 7, 64};
+    cr_expect_eq(tsr_llama_forward(m, tok, NULL, NULL), TSR_EINVAL);
+    cr_expect_eq(tsr_llama_backward(m, 1.0f), TSR_ESTATE);
+    float x[4];
+    size_t n = 0;
+    OK(tsr_llama_get(m, "model.layers.0.self_attn.q_proj.weight", TSR_GPT2_PARAM, NULL, &n));
+    cr_expect_eq(n, (size_t)4 * 8 * 32, "q_proj is [heads x head_dim, hidden]");
+    OK(tsr_llama_get(m, "model.layers.0.self_attn.k_proj.weight", TSR_GPT2_PARAM, NULL, &n));
+    cr_expect_eq(n, (size_t)2 * 8 * 32, "k_proj is [kv_heads x head_dim, hidden]");
+    cr_expect_eq(tsr_llama_set(m, "model.layers.0.self_attn.k_proj.weight", TSR_GPT2_PARAM, x,
+                               4),
+                 TSR_EINVAL);
+    cr_expect_eq(tsr_llama_get(m, "model.layers.9.mlp.up_proj.weight", TSR_GPT2_PARAM, x, NULL),
+                 TSR_ENOTFOUND);
+    cr_expect_eq(tsr_llama_load(m, "/nonexistent/llama"), TSR_EIO);
+    OK(tsr_llama_free(m));
+    cr_expect_eq(tsr_llama_free(m), TSR_EINVAL);
+    cr_expect_eq(tsr_llama_forward(m, tok, NULL, NULL), TSR_EINVAL);
+}
