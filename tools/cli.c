@@ -369,6 +369,14 @@ static int find_in_dir(char *buf, size_t size, const char *dir, const char *a, c
     return cli_fail("tokenizer folder '%s' has neither %s nor %s", dir, a, b);
 }
 
+static int open_json(const char *path, tsr_tokenizer_t **out)
+{
+    int rc = tsr_tokenizer_open_json(out, path);
+    if (rc != TSR_OK)
+        return cli_lib_fail(rc, "cannot load the tokenizer '%s'", path);
+    return 0;
+}
+
 int cli_tokenizer_open(const char *dir, tsr_tokenizer_t **out)
 {
     int rc;
@@ -382,9 +390,19 @@ int cli_tokenizer_open(const char *dir, tsr_tokenizer_t **out)
     if (stat(dir, &st) != 0)
         return cli_fail("tokenizer folder '%s' %s", dir,
                         errno == ENOENT ? "does not exist" : strerror(errno));
+    if (S_ISREG(st.st_mode))
+        return open_json(dir, out); /* a tokenizer.json named directly */
     if (!S_ISDIR(st.st_mode))
         return cli_fail("tokenizer folder '%s' is not a folder", dir);
     char enc[4096], bpe[4096];
+    /* a folder with only a tokenizer.json (Llama 3's) */
+    char alt[4096];
+    if (cli_path(enc, sizeof enc, dir, "encoder.json") != 0 ||
+        cli_path(alt, sizeof alt, dir, "vocab.json") != 0 ||
+        cli_path(bpe, sizeof bpe, dir, "tokenizer.json") != 0)
+        return 1;
+    if (!cli_file_exists(enc) && !cli_file_exists(alt) && cli_file_exists(bpe))
+        return open_json(bpe, out);
     if (find_in_dir(enc, sizeof enc, dir, "encoder.json", "vocab.json") != 0 ||
         find_in_dir(bpe, sizeof bpe, dir, "vocab.bpe", "merges.txt") != 0)
         return 1;
@@ -404,7 +422,9 @@ int cli_check_shard(const char *role, const char *path, int vocab, size_t min_to
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "%s '%s' is not a token shard", role, path);
     size_t n = tsr_shard_size(s);
-    const uint16_t *t = tsr_shard_tokens(s);
+    /* GPT-2's uint16 tokens or Llama 3's uint32 ones */
+    const uint16_t *t16 = tsr_shard_width(s) == 2 ? tsr_shard_tokens(s) : NULL;
+    const uint32_t *t32 = tsr_shard_width(s) == 4 ? tsr_shard_tokens32(s) : NULL;
     int bad = 0, max = 0;
     if (n < min_tokens) {
         bad = cli_fail("%s '%s' has %zu tokens, fewer than the %zu that one batch needs "
@@ -412,12 +432,13 @@ int cli_check_shard(const char *role, const char *path, int vocab, size_t min_to
                        role, path, n, min_tokens);
     } else {
         for (size_t i = 0; i < n; i++) {
-            if (t[i] > max)
-                max = t[i];
-            if ((int)t[i] >= vocab) {
+            int id = t16 != NULL ? (int)t16[i] : (int)t32[i]; /* <= INT32_MAX: checked */
+            if (id > max)
+                max = id;
+            if (id >= vocab) {
                 bad = cli_fail("%s '%s' has token id %d (at token %zu), outside the model's "
                                "vocabulary of %d ids: data from another tokenizer?",
-                               role, path, (int)t[i], i, vocab);
+                               role, path, id, i, vocab);
                 break;
             }
         }

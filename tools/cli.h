@@ -123,8 +123,10 @@ void cli_config_describe(const tsr_gpt2_config_t *cfg, char *buf, size_t size);
 /* ---- tokenizer and data ------------------------------------------------ */
 
 /* GPT-2's BPE from DIR/encoder.json (or vocab.json) and DIR/vocab.bpe (or
- * merges.txt), or the byte-level tokenizer when dir is NULL. Returns 0, or
- * 1 after reporting. */
+ * merges.txt); a Hugging Face tokenizer.json (Llama 3's) when dir names that
+ * file, or a folder holding a tokenizer.json and neither encoder.json nor
+ * vocab.json; the byte-level tokenizer when dir is NULL. Returns 0, or 1
+ * after reporting. */
 int cli_tokenizer_open(const char *dir, tsr_tokenizer_t **out);
 
 /* Open the shard at path, check it has at least min_tokens tokens, that

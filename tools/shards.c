@@ -87,12 +87,13 @@ static int clean(const pair_t *p)
 }
 
 /* One shard, complete and synced, at tmp; its checksum. */
-static int write_shard(const char *tmp, const int32_t *tokens, size_t n, uint64_t *sum)
+static int write_shard(const char *tmp, const int32_t *tokens, size_t n, int width,
+                       uint64_t *sum)
 {
     if (fault_write() != 0)
         return cli_fail("cannot write '%s': %s (injected by TESSERA_FAULT_AT)", tmp,
                         strerror(ENOSPC));
-    int rc = tsr_shard_write(tmp, tokens, n);
+    int rc = tsr_shard_write_width(tmp, tokens, n, width);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "cannot write '%s'", tmp);
     fault_after();
@@ -152,7 +153,8 @@ static int swap_in(const pair_t *p, size_t nval)
     return 0;
 }
 
-int shards_publish(const char *prefix, const int32_t *tokens, size_t ntrain, size_t nval)
+int shards_publish(const char *prefix, const int32_t *tokens, size_t ntrain, size_t nval,
+                   int width)
 {
     pair_t p;
     uint64_t strain = 0, sval = 0;
@@ -160,9 +162,9 @@ int shards_publish(const char *prefix, const int32_t *tokens, size_t ntrain, siz
         return 1;
     /* 1. every byte written and synced under temporary names: a full disk
      *    fails here, with the old pair untouched */
-    int status = write_shard(p.train_tmp, tokens, ntrain, &strain);
+    int status = write_shard(p.train_tmp, tokens, ntrain, width, &strain);
     if (status == 0 && nval > 0)
-        status = write_shard(p.val_tmp, tokens + ntrain, nval, &sval);
+        status = write_shard(p.val_tmp, tokens + ntrain, nval, width, &sval);
     if (status == 0)
         status = write_manifest(&p, ntrain, strain, nval, sval);
     /* 2. renames only: the shards, then the manifest that describes them */

@@ -26,9 +26,11 @@
 #include <stdint.h>
 
 /* tokens[0, ntrain) to OUT_train.bin, the nval after them to OUT_val.bin
- * (nval 0: no validation shard; an old one is removed), published together.
- * Returns 0, or 1 after reporting. */
-int shards_publish(const char *prefix, const int32_t *tokens, size_t ntrain, size_t nval);
+ * (nval 0: no validation shard; an old one is removed), published together,
+ * both with tokens of `width` bytes (tsr_shard_write_width: 2, 4, or 0 for
+ * the narrowest). Returns 0, or 1 after reporting. */
+int shards_publish(const char *prefix, const int32_t *tokens, size_t ntrain, size_t nval,
+                   int width);
 
 /* When `path` is PREFIX_train.bin or PREFIX_val.bin and PREFIX.manifest
  * exists, whether the manifest lists this file as it is. 0 (also when there

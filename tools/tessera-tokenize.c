@@ -6,8 +6,11 @@
  * Each input file is one document; every document is preceded by the
  * end-of-text id (as llm.c's data scripts do). The tokens of all documents
  * go to OUT_train.bin, except the last fraction F of them, which goes to
- * OUT_val.bin. GPT-2's BPE (DIR/encoder.json + DIR/vocab.bpe) with --vocab,
- * else the byte-level tokenizer (ids 0..255 are bytes, 256 end-of-text).
+ * OUT_val.bin. GPT-2's BPE (DIR/encoder.json + DIR/vocab.bpe) or a Hugging
+ * Face tokenizer.json (Llama 3's) with --vocab, else the byte-level tokenizer
+ * (ids 0..255 are bytes, 256 end-of-text). The shards hold uint16 tokens
+ * (llm.c's GPT-2 kind) when the tokenizer's vocabulary fits 65536 ids, else
+ * uint32 tokens (llm.c's Llama 3 kind), whatever ids the text happens to use.
  * The two shards replace the old ones together, with a manifest OUT.manifest
  * of their sizes and checksums that the other programs check (shards.h).
  */
@@ -23,12 +26,14 @@ static const char usage[] =
     "Tokenize text files into llm.c token shards OUT_train.bin and OUT_val.bin\n"
     "(replaced together; OUT.manifest lists their sizes and checksums).\n"
     "  -o, --out OUT        output prefix (required): OUT_train.bin, OUT_val.bin\n"
-    "  --vocab DIR          GPT-2 BPE from DIR/encoder.json and DIR/vocab.bpe\n"
+    "  --vocab DIR|FILE     GPT-2 BPE from DIR/encoder.json and DIR/vocab.bpe, or a\n"
+    "                       tokenizer.json (FILE, or DIR holding only that)\n"
     "                       (default: byte-level tokenizer, vocabulary 257)\n"
     "  --val-fraction F     last fraction of the tokens written to OUT_val.bin\n"
     "                       (default 0: no validation shard; an old one is removed)\n"
     "  INPUT.txt...         text files, one document each ('-' reads stdin)\n"
-    "Each document is preceded by the end-of-text id.\n";
+    "Each document is preceded by the end-of-text id. Tokens are uint16 (llm.c's\n"
+    "GPT-2 shards) for a vocabulary of up to 65536 ids, else uint32 (Llama 3's).\n";
 
 #define MAX_INPUTS 4096
 
@@ -56,6 +61,13 @@ int main(int argc, char **argv)
     if (cli_tokenizer_open(vocab_dir, &tok) != 0)
         return 1;
     int32_t eot = tsr_tokenizer_eot(tok);
+    if (eot < 0) {
+        tsr_tokenizer_free(tok);
+        return cli_fail("the tokenizer has no end-of-text token to separate documents");
+    }
+    /* by the vocabulary, not the ids of this text: every shard of one
+     * tokenizer has the same kind */
+    int width = tsr_tokenizer_vocab_size(tok) > 65536 ? 4 : 2;
 
     int32_t *all = NULL;
     size_t n = 0, cap = 0;
@@ -103,10 +115,11 @@ int main(int argc, char **argv)
                               val_fraction, n);
         size_t ntrain = n - nval;
         /* both shards (and the manifest) replaced together, or neither */
-        if (status == 0 && (status = shards_publish(out, all, ntrain, nval)) == 0) {
-            printf("%s_train.bin: %zu tokens\n", out, ntrain);
+        if (status == 0 && (status = shards_publish(out, all, ntrain, nval, width)) == 0) {
+            const char *kind = width == 2 ? "uint16" : "uint32";
+            printf("%s_train.bin: %zu tokens (%s)\n", out, ntrain, kind);
             if (nval > 0)
-                printf("%s_val.bin: %zu tokens\n", out, nval);
+                printf("%s_val.bin: %zu tokens (%s)\n", out, nval, kind);
             printf("%s.manifest: both shards' sizes and checksums\n", out);
         }
         if (status == 0)

@@ -348,27 +348,57 @@ TSR_API int tsr_tokenizer_decode(const tsr_tokenizer_t *tok, const int32_t *ids,
 
 /* ---- token shards (llm.c format) --------------------------------------- */
 
-/* A header of 256 int32 (magic 20240520, version 1, token count, zeros),
- * then the tokens as uint16. Written atomically. Ids must be < 65536. */
+/* A header of 256 int32 (magic, version, token count, zeros), then the
+ * tokens, little-endian, in one of llm.c's two kinds: magic 20240520,
+ * version 1, uint16 tokens (GPT-2's data; width 2) or magic 20240801,
+ * version 7, uint32 tokens (Llama 3's data, vocabulary 128256; width 4).
+ * Written atomically (a temporary renamed over path); ids are checked first,
+ * so a refused write leaves any old file as it was. width 2 or 4 picks the
+ * kind, ids >= 65536 with width 2 are refused naming the id and its
+ * position; width 0 takes the narrowest that holds every id. Negative ids
+ * are refused. */
+TSR_API int tsr_shard_write_width(const char *path, const int32_t *tokens, size_t n, int width);
+/* tsr_shard_write_width with width 0: a GPT-2 (uint16) shard when every id
+ * is < 65536, else a uint32 one. */
 TSR_API int tsr_shard_write(const char *path, const int32_t *tokens, size_t n);
 
 typedef struct tsr_shard tsr_shard_t;
-/* Open and validate (magic, version, size matching the count). */
+/* Open and validate either kind: magic and version one of the two pairs
+ * above, the file size exactly 1024 + count x width bytes, and (uint32
+ * shards) every id <= INT32_MAX, as ids are handed out as int32. */
 TSR_API int tsr_shard_open(tsr_shard_t **out, const char *path);
+/* The token count (0 for NULL). */
 TSR_API size_t tsr_shard_size(const tsr_shard_t *s);
+/* Bytes per token in the file: 2 (uint16) or 4 (uint32); 0 for NULL. */
+TSR_API int tsr_shard_width(const tsr_shard_t *s);
+/* Token i as an int32 id, whatever the width; -1 with an error set when s is
+ * NULL or i >= tsr_shard_size(s). */
+TSR_API int32_t tsr_shard_token(const tsr_shard_t *s, size_t i);
+/* The tokens in place, valid until tsr_shard_close: tsr_shard_tokens for a
+ * width-2 shard, tsr_shard_tokens32 for a width-4 one. The other width (or
+ * NULL) gives NULL, with an error set for the wrong width. */
 TSR_API const uint16_t *tsr_shard_tokens(const tsr_shard_t *s);
+TSR_API const uint32_t *tsr_shard_tokens32(const tsr_shard_t *s);
+/* Free the shard (NULL is a no-op). */
 TSR_API void tsr_shard_close(tsr_shard_t *s);
 
-/* Sequential batches over a shard: batch sequences of seq_len inputs and
- * their seq_len next-token targets, consecutive windows, wrapping to the
- * start when the shard is exhausted. The position can be saved and set. */
+/* Sequential batches over a shard of either width: batch sequences of
+ * seq_len inputs and their seq_len next-token targets (int32 ids),
+ * consecutive windows, wrapping to the start when the shard is exhausted.
+ * The position (in tokens) can be saved and set. */
 typedef struct tsr_loader tsr_loader_t;
+/* Open the shard at path (tsr_shard_open's checks) for windows of batch x
+ * seq_len; it must hold at least one window + 1 tokens. */
 TSR_API int tsr_loader_open(tsr_loader_t **out, const char *path, int batch, int seq_len);
+/* The next window: batch x seq_len ids into inputs and into targets. */
 TSR_API int tsr_loader_next(tsr_loader_t *l, int32_t *inputs, int32_t *targets);
+/* The first token of the next window. */
 TSR_API size_t tsr_loader_position(const tsr_loader_t *l);
+/* Set that position (<= the shard's size; a late one wraps at the next call). */
 TSR_API int tsr_loader_seek(tsr_loader_t *l, size_t position);
 /* Batches in one pass over the shard (at least 1). */
 TSR_API size_t tsr_loader_batches(const tsr_loader_t *l);
+/* Free the loader and its shard (NULL is a no-op). */
 TSR_API void tsr_loader_close(tsr_loader_t *l);
 
 #ifdef __cplusplus

@@ -1,5 +1,6 @@
-/* nn/io/shard.c — llm.c token shards (256 int32 header, uint16 tokens) and
- * the sequential batch loader over one shard. */
+/* nn/io/shard.c — llm.c token shards (256 int32 header; GPT-2's uint16
+ * tokens or Llama 3's uint32 tokens) and the sequential batch loader over one
+ * shard. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -24,54 +25,86 @@ static const char *errstr(int e)
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "shards are little-endian and read without swapping");
 
-enum { SHARD_MAGIC = 20240520, SHARD_VERSION = 1, HEADER_INTS = 256 };
+/* The two kinds llm.c writes (dev/data/data_common.py, HEADERS_INFO): each
+ * magic goes with exactly one version and one token width. */
+enum {
+    MAGIC16 = 20240520, VERSION16 = 1, /* GPT-2: uint16 tokens */
+    MAGIC32 = 20240801, VERSION32 = 7, /* Llama 3: uint32 tokens */
+    HEADER_INTS = 256
+};
 #define HEADER_BYTES (HEADER_INTS * 4)
 
 /* ---- writing ------------------------------------------------------------ */
 
-static int write_tokens(tsr__afile_t *af, const int32_t *tokens, size_t n)
+static int write_tokens(tsr__afile_t *af, const int32_t *tokens, size_t n, int width)
 {
-    uint16_t chunk[4096];
+    union {
+        uint16_t t16[4096];
+        uint32_t t32[4096];
+    } chunk;
     for (size_t i = 0; i < n; i += 4096) {
         size_t k = n - i < 4096 ? n - i : 4096;
-        for (size_t j = 0; j < k; j++)
-            chunk[j] = (uint16_t)tokens[i + j];
-        int rc = tsr__afile_write(af, chunk, k * sizeof *chunk);
+        for (size_t j = 0; j < k; j++) {
+            if (width == 2)
+                chunk.t16[j] = (uint16_t)tokens[i + j];
+            else
+                chunk.t32[j] = (uint32_t)tokens[i + j];
+        }
+        int rc = tsr__afile_write(af, &chunk, k * (size_t)width);
         if (rc != TSR_OK)
             return rc;
     }
     return TSR_OK;
 }
 
-int tsr_shard_write(const char *path, const int32_t *tokens, size_t n)
+int tsr_shard_write_width(const char *path, const int32_t *tokens, size_t n, int width)
 {
     if (!path || (n && !tokens))
         return tsr__fail(TSR_EINVAL, "tsr_shard_write: NULL path or tokens");
+    if (width != 0 && width != 2 && width != 4)
+        return tsr__fail(TSR_EINVAL, "shard %s: token width %d is not 0 (the narrowest), 2 or 4 "
+                         "bytes", path, width);
     if (n > INT32_MAX)
         return tsr__fail(TSR_EINVAL, "shard %s: %zu tokens exceed the format's int32 count", path,
                          n);
     /* validated before the temporary exists, so a bad id never touches disk */
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] > 65535)
-            return tsr__fail(TSR_EINVAL, "shard %s: token %zu is %d, outside [0, 65535]", path,
-                             i, (int)tokens[i]);
-    int32_t header[HEADER_INTS] = {SHARD_MAGIC, SHARD_VERSION, (int32_t)n};
+    int32_t max = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tokens[i] < 0)
+            return tsr__fail(TSR_EINVAL, "shard %s: token %zu is %d, a negative id", path, i,
+                             (int)tokens[i]);
+        if (width == 2 && tokens[i] > 65535)
+            return tsr__fail(TSR_EINVAL, "shard %s: token %zu is %d, outside [0, 65535] of "
+                             "2-byte tokens", path, i, (int)tokens[i]);
+        if (tokens[i] > max)
+            max = tokens[i];
+    }
+    if (width == 0)
+        width = max > 65535 ? 4 : 2;
+    int32_t header[HEADER_INTS] = {width == 2 ? MAGIC16 : MAGIC32,
+                                   width == 2 ? VERSION16 : VERSION32, (int32_t)n};
     tsr__afile_t af;
     int rc = tsr__afile_open(&af, path, "shard");
     if (rc == TSR_OK)
         rc = tsr__afile_write(&af, header, sizeof header);
     if (rc == TSR_OK)
-        rc = write_tokens(&af, tokens, n);
+        rc = write_tokens(&af, tokens, n, width);
     if (rc == TSR_OK)
         rc = tsr__afile_commit(&af);
     return rc;
 }
 
+int tsr_shard_write(const char *path, const int32_t *tokens, size_t n)
+{
+    return tsr_shard_write_width(path, tokens, n, 0);
+}
+
 /* ---- reading ------------------------------------------------------------ */
 
 struct tsr_shard {
-    uint16_t *tokens;
+    void *tokens; /* count uint16 (width 2) or uint32 (width 4) */
     size_t count;
+    int width;
 };
 
 static int read_full(int fd, void *buf, size_t n, const char *path)
@@ -89,18 +122,25 @@ static int read_full(int fd, void *buf, size_t n, const char *path)
     return TSR_OK;
 }
 
-static int check_header(const int32_t *h, uint64_t size, const char *path)
+/* The token width the header's magic and version name, or an error. */
+static int check_header(const int32_t *h, uint64_t size, const char *path, int *width)
 {
-    if (h[0] != SHARD_MAGIC)
-        return tsr__fail(TSR_EINVAL, "shard %s: bad magic %d (expected %d)", path, (int)h[0],
-                         SHARD_MAGIC);
-    if (h[1] != SHARD_VERSION)
-        return tsr__fail(TSR_EINVAL, "shard %s: unsupported version %d (expected %d)", path,
-                         (int)h[1], SHARD_VERSION);
-    if (h[2] < 0 || size != HEADER_BYTES + 2 * (uint64_t)h[2])
-        return tsr__fail(TSR_EINVAL, "shard %s: header says %d tokens (%" PRIu64
+    int32_t version;
+    if (h[0] == MAGIC16)
+        *width = 2, version = VERSION16;
+    else if (h[0] == MAGIC32)
+        *width = 4, version = VERSION32;
+    else
+        return tsr__fail(TSR_EINVAL, "shard %s: bad magic %d (expected %d for uint16 tokens or "
+                         "%d for uint32 tokens)", path, (int)h[0], MAGIC16, MAGIC32);
+    if (h[1] != version)
+        return tsr__fail(TSR_EINVAL, "shard %s: unsupported version %d for magic %d (expected "
+                         "%d)", path, (int)h[1], (int)h[0], (int)version);
+    uint64_t want = HEADER_BYTES + (uint64_t)*width * (uint64_t)(uint32_t)h[2];
+    if (h[2] < 0 || size != want)
+        return tsr__fail(TSR_EINVAL, "shard %s: header says %d tokens of %d bytes (%" PRIu64
                          " bytes) but the file has %" PRIu64 " bytes",
-                         path, (int)h[2], HEADER_BYTES + 2 * (uint64_t)(uint32_t)h[2], size);
+                         path, (int)h[2], *width, want, size);
     return TSR_OK;
 }
 
@@ -116,14 +156,24 @@ static int load(tsr_shard_t *s, int fd, const char *path)
     int32_t h[HEADER_INTS];
     int rc = read_full(fd, h, sizeof h, path);
     if (rc == TSR_OK)
-        rc = check_header(h, size, path);
+        rc = check_header(h, size, path, &s->width);
     if (rc != TSR_OK)
         return rc;
     s->count = (size_t)h[2];
-    s->tokens = malloc(s->count * 2 + 2);
+    size_t bytes = s->count * (size_t)s->width;
+    s->tokens = malloc(bytes + 4);
     if (!s->tokens)
         return tsr__fail(TSR_ENOMEM, "shard %s: out of memory for %zu tokens", path, s->count);
-    return read_full(fd, s->tokens, s->count * 2, path);
+    rc = read_full(fd, s->tokens, bytes, path);
+    if (rc != TSR_OK || s->width == 2)
+        return rc;
+    /* ids are handed out as int32 */
+    const uint32_t *t = s->tokens;
+    for (size_t i = 0; i < s->count; i++)
+        if (t[i] > INT32_MAX)
+            return tsr__fail(TSR_EINVAL, "shard %s: token %zu is %" PRIu32 ", beyond the "
+                             "largest id %d", path, i, t[i], INT32_MAX);
+    return TSR_OK;
 }
 
 int tsr_shard_open(tsr_shard_t **out, const char *path)
@@ -155,9 +205,45 @@ size_t tsr_shard_size(const tsr_shard_t *s)
     return s ? s->count : 0;
 }
 
+int tsr_shard_width(const tsr_shard_t *s)
+{
+    return s ? s->width : 0;
+}
+
+int32_t tsr_shard_token(const tsr_shard_t *s, size_t i)
+{
+    if (!s || i >= s->count) {
+        tsr__fail(TSR_EINVAL, "tsr_shard_token: token %zu of a shard of %zu", i,
+                  s ? s->count : 0);
+        return -1;
+    }
+    if (s->width == 2)
+        return ((const uint16_t *)s->tokens)[i];
+    return (int32_t)((const uint32_t *)s->tokens)[i];
+}
+
 const uint16_t *tsr_shard_tokens(const tsr_shard_t *s)
 {
-    return s ? s->tokens : NULL;
+    if (!s)
+        return NULL;
+    if (s->width != 2) {
+        tsr__fail(TSR_EINVAL, "tsr_shard_tokens: the shard's tokens are %d bytes wide, not 2 "
+                  "(tsr_shard_tokens32 or tsr_shard_token)", s->width);
+        return NULL;
+    }
+    return s->tokens;
+}
+
+const uint32_t *tsr_shard_tokens32(const tsr_shard_t *s)
+{
+    if (!s)
+        return NULL;
+    if (s->width != 4) {
+        tsr__fail(TSR_EINVAL, "tsr_shard_tokens32: the shard's tokens are %d bytes wide, not 4 "
+                  "(tsr_shard_tokens or tsr_shard_token)", s->width);
+        return NULL;
+    }
+    return s->tokens;
 }
 
 void tsr_shard_close(tsr_shard_t *s)
@@ -206,10 +292,18 @@ int tsr_loader_next(tsr_loader_t *l, int32_t *inputs, int32_t *targets)
         return tsr__fail(TSR_EINVAL, "tsr_loader_next: NULL argument");
     if (l->pos + l->bt + 1 > l->shard->count)
         l->pos = 0;
-    const uint16_t *w = l->shard->tokens + l->pos;
-    for (size_t i = 0; i < l->bt; i++) {
-        inputs[i] = w[i];
-        targets[i] = w[i + 1];
+    if (l->shard->width == 2) {
+        const uint16_t *w = (const uint16_t *)l->shard->tokens + l->pos;
+        for (size_t i = 0; i < l->bt; i++) {
+            inputs[i] = w[i];
+            targets[i] = w[i + 1];
+        }
+    } else { /* every id <= INT32_MAX, checked at open */
+        const uint32_t *w = (const uint32_t *)l->shard->tokens + l->pos;
+        for (size_t i = 0; i < l->bt; i++) {
+            inputs[i] = (int32_t)w[i];
+            targets[i] = (int32_t)w[i + 1];
+        }
     }
     l->pos += l->bt;
     return TSR_OK;

@@ -25,6 +25,53 @@ MODEL=(--vocab 257 --layers 2 --heads 2 --channels 32 --context 32 --seq 32 --ba
        --micro-batch 2 --lr 3e-3 --warmup 2 --threads 1 --log-every 1)
 
 check tokenize "$BIN/tessera-tokenize" --val-fraction 0.1 "$TMP/corpus.txt" -o "$TMP/c"
+# The header words (int32 at 0 and 4) and size of a shard: "magic version bytes".
+shard_kind() {
+    echo "$(od -An -t d4 -N 8 "$1" | tr -s ' ' | sed 's/^ //') $(stat -c %s "$1")"
+}
+# tokens of the byte-level tokenizer (vocabulary 257): llm.c's GPT-2 kind
+gpt2_kind() {
+    local n; n=$(sed -n 's/^train [^ ]* \([0-9]*\) .*/\1/p' "$TMP/c.manifest")
+    echo "train shard: $(shard_kind "$TMP/c_train.bin"), $n tokens"
+    [ "$(shard_kind "$TMP/c_train.bin")" = "20240520 1 $((1024 + 2 * n))" ]
+}
+check tokenize_writes_uint16_shards gpt2_kind
+# A tokenizer.json whose vocabulary passes 65536 ids (the 256 byte tokens
+# under GPT-2's byte alphabet and Llama 3's <|end_of_text|>, 128001): uint32
+# shards, llm.c's Llama 3 kind, which a model of 257 ids refuses by the id.
+big_tokenizer_json() {
+    local b c n=0 sep=
+    printf '{"version": "1.0", "truncation": null, "padding": null, "added_tokens": '
+    printf '[{"id": 128001, "content": "<|end_of_text|>", "single_word": false, '
+    printf '"lstrip": false, "rstrip": false, "normalized": false, "special": true}], '
+    printf '"normalizer": null, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": '
+    printf 'false, "trim_offsets": true, "use_regex": true}, "post_processor": null, '
+    printf '"decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, '
+    printf '"use_regex": true}, "model": {"type": "BPE", "dropout": null, "unk_token": null, '
+    printf '"continuing_subword_prefix": null, "end_of_word_suffix": null, "fuse_unk": false, '
+    printf '"byte_fallback": false, "ignore_merges": false, "vocab": {'
+    for b in $(seq 0 255); do
+        if { [ "$b" -ge 33 ] && [ "$b" -le 126 ]; } || { [ "$b" -ge 161 ] && [ "$b" -ne 173 ]; }; then
+            c=$b
+        else
+            c=$((256 + n)) n=$((n + 1))
+        fi
+        printf '%s"\\u%04x": %d' "$sep" "$c" "$b"
+        sep=', '
+    done
+    printf '}, "merges": []}}\n'
+}
+big_tokenizer_json >"$TMP/tokenizer.json"
+llama_kind() {
+    "$BIN/tessera-tokenize" --vocab "$TMP/tokenizer.json" "$TMP/corpus.txt" -o "$TMP/l" || return 1
+    local n; n=$(sed -n 's/^train [^ ]* \([0-9]*\) .*/\1/p' "$TMP/l.manifest")
+    echo "train shard: $(shard_kind "$TMP/l_train.bin"), $n tokens"
+    [ "$n" = $(($(stat -c %s "$TMP/corpus.txt") + 1)) ] &&
+        [ "$(shard_kind "$TMP/l_train.bin")" = "20240801 7 $((1024 + 4 * n))" ]
+}
+check tokenize_writes_uint32_shards_for_a_large_vocabulary llama_kind
+check uint32_shard_ids_checked_against_the_model says "has token id 128001 (at token 0)" \
+    "$BIN/tessera-train" --data "$TMP/l_train.bin" "${MODEL[@]}" --steps 1 --out "$TMP/l_run"
 check train_uninterrupted "$BIN/tessera-train" --data "$TMP/c_train.bin" "${MODEL[@]}" \
     --steps 8 --out "$TMP/a"
 check train_first_half "$BIN/tessera-train" --data "$TMP/c_train.bin" "${MODEL[@]}" \
