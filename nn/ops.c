@@ -2408,6 +2408,225 @@ int tsr__op_linear_bwd_bf16(const tsr_tensor_t *w, const tsr_tensor_t *x,
     return linear_bwd(w, x, dy, dy16, NULL, dx, dw, db, NULL, "linear_bwd_bf16");
 }
 
+/* ---- the Llama layers into bf16 -------------------------------------------- */
+
+/* RMSNorm forward into bf16: the fp32 kernel's estimates, the output
+ * written in 2 bytes instead of 4 (and the scratch written and read). */
+static double rms_fwd_bf16_bytes(const void *args, const size_t *sizes)
+{
+    const rms_args_t *a = args;
+    return rms_fwd_bytes(args, sizes) + 6.0 * a->m * a->n;
+}
+/* x (C, T), w (C) → out (C, T) bf16, rstd (T); scratch (C, T) */
+static int rms_fwd_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const rms_args_t *a = args;
+    (void)e;
+    tsr_cpu_rmsnorm_fwd(a->m, a->n, buf[0], buf[1], a->eps, buf[4], buf[3]);
+    tsr_cpu_f32_to_bf16((size_t)a->m * a->n, buf[4], buf[2]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int rms_fwd_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const rms_args_t *a = args;
+    CUDA_THEN(tsr_cuda_rmsnorm_fwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], a->eps, buf[4],
+                                   buf[3]),
+              tsr_cuda_f32_to_bf16(e->cuda_stream, (size_t)a->m * a->n, buf[4], buf[2]));
+}
+#endif
+CODELET(cl_rms_fwd_bf16, "rmsnorm_fwd_bf16", 5, rms_fwd_bf16_cpu, rms_fwd_bf16_cuda,
+        rms_fwd_flops, rms_fwd_bf16_bytes);
+
+int tsr__op_rmsnorm_fwd_bf16(const tsr_tensor_t *x, const tsr_tensor_t *w, float eps,
+                             tsr_tensor_t *out, tsr_tensor_t *rstd, tsr_handle_t scratch)
+{
+    int rc = check_rms(x, w, rstd, "rmsnorm_fwd_bf16");
+    if (!rc && !(eps > 0.0f && isfinite(eps)))
+        rc = tsr__fail(TSR_EINVAL, "rmsnorm_fwd_bf16: eps %g is not a positive number",
+                       (double)eps);
+    if (!rc)
+        rc = same_tiling(x, out, "rmsnorm_fwd_bf16");
+    if (!rc)
+        rc = check_dtypes(x, out, "rmsnorm_fwd_bf16");
+    if (!rc)
+        rc = check_scratch(scratch, max_tile_f32(x), "rmsnorm_fwd_bf16");
+    for (int j = 0; !rc && j < x->grid_cols; j++) {
+        rms_args_t a = {x->rows, tsr__tile_n(x, j), eps};
+        rc = SUBMIT(cl_rms_fwd_bf16, a, ACC(tsr__tile(x, 0, j), TSR_R), ACC(w->tiles[0], TSR_R),
+                    ACC(tsr__tile(out, 0, j), TSR_W), ACC(tsr__tile(rstd, 0, j), TSR_W),
+                    ACC(scratch, TSR_SCRATCH));
+    }
+    return rc;
+}
+
+/* RMSNorm backward, then dx rounded into dx16 (the bf16 input of the GEMMs
+ * that read the same gradient next): dx read once more, dx16 written. */
+static double rms_bwd_bf16_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    return rms_bwd_bytes(args, sizes) + 6.0 * a->m * a->n;
+}
+/* as rmsnorm_bwd; buffer 6: dx16 (C, T) bf16 = bf16(dx) */
+static int rms_bwd_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    (void)e;
+    tsr_cpu_rmsnorm_bwd(a->m, a->n, buf[0], buf[1], buf[2], buf[3], buf[4], buf[5]);
+    tsr_cpu_f32_to_bf16((size_t)a->m * a->n, buf[4], buf[6]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int rms_bwd_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    CUDA_THEN(tsr_cuda_rmsnorm_bwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], buf[3],
+                                   buf[4], buf[5]),
+              tsr_cuda_f32_to_bf16(e->cuda_stream, (size_t)a->m * a->n, buf[4], buf[6]));
+}
+#endif
+CODELET(cl_rms_bwd_bf16, "rmsnorm_bwd_bf16", 7, rms_bwd_bf16_cpu, rms_bwd_bf16_cuda,
+        rms_bwd_flops, rms_bwd_bf16_bytes);
+
+int tsr__op_rmsnorm_bwd_bf16(const tsr_tensor_t *dout, const tsr_tensor_t *x,
+                             const tsr_tensor_t *w, const tsr_tensor_t *rstd, tsr_tensor_t *dx,
+                             tsr_tensor_t *dx16, tsr_tensor_t *dw)
+{
+    int rc = check_rms(x, w, rstd, "rmsnorm_bwd_bf16");
+    if (!rc)
+        rc = same_tiling(x, dout, "rmsnorm_bwd_bf16");
+    if (!rc)
+        rc = same_tiling(x, dx, "rmsnorm_bwd_bf16");
+    if (!rc)
+        rc = same_tiling(x, dx16, "rmsnorm_bwd_bf16");
+    if (!rc)
+        rc = same_tiling(w, dw, "rmsnorm_bwd_bf16");
+    if (!rc && (tsr__tensor_is_bf16(dout) || tsr__tensor_is_bf16(dw)))
+        rc = tsr__fail(TSR_EINVAL, "rmsnorm_bwd_bf16: dout and dw are fp32");
+    if (!rc)
+        rc = check_dtypes(dx, dx16, "rmsnorm_bwd_bf16");
+    for (int j = 0; !rc && j < x->grid_cols; j++) {
+        mn_args_t a = {x->rows, tsr__tile_n(x, j)};
+        rc = SUBMIT(cl_rms_bwd_bf16, a, ACC(tsr__tile(dout, 0, j), TSR_R),
+                    ACC(tsr__tile(x, 0, j), TSR_R), ACC(w->tiles[0], TSR_R),
+                    ACC(tsr__tile(rstd, 0, j), TSR_R), ACC(tsr__tile(dx, 0, j), TSR_RW),
+                    ACC(dw->tiles[0], TSR_COMMUTE), ACC(tsr__tile(dx16, 0, j), TSR_W));
+    }
+    return rc;
+}
+
+/* SwiGLU into bf16: the fp32 kernel's estimates, h written in 2 bytes
+ * instead of 4 (and the scratch written and read). */
+static double swiglu_fwd_bf16_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    return swiglu_fwd_bytes(args, sizes) + 6.0 * a->m * a->n;
+}
+/* g, u (F, T) → h (F, T) bf16 = bf16(silu(g) u); scratch (F, T) */
+static int swiglu_fwd_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    (void)e;
+    tsr_cpu_swiglu_fwd(a->m, a->n, buf[0], a->m, buf[1], a->m, buf[3], a->m);
+    tsr_cpu_f32_to_bf16((size_t)a->m * a->n, buf[3], buf[2]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int swiglu_fwd_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    CUDA_THEN(tsr_cuda_swiglu_fwd(e->cuda_stream, a->m, a->n, buf[0], a->m, buf[1], a->m, buf[3],
+                                  a->m),
+              tsr_cuda_f32_to_bf16(e->cuda_stream, (size_t)a->m * a->n, buf[3], buf[2]));
+}
+#endif
+CODELET(cl_swiglu_fwd_bf16, "swiglu_fwd_bf16", 4, swiglu_fwd_bf16_cpu, swiglu_fwd_bf16_cuda,
+        swiglu_fwd_flops, swiglu_fwd_bf16_bytes);
+
+int tsr__op_swiglu_fwd_bf16(const tsr_tensor_t *gate, const tsr_tensor_t *up, tsr_tensor_t *h,
+                            tsr_handle_t scratch)
+{
+    const tsr_tensor_t *t[] = {gate, up};
+    int rc = check_alike(t, 2, "swiglu_fwd_bf16");
+    if (!rc)
+        rc = same_tiling(gate, h, "swiglu_fwd_bf16");
+    if (!rc)
+        rc = check_dtypes(gate, h, "swiglu_fwd_bf16");
+    if (!rc)
+        rc = check_scratch(scratch, max_tile_f32(gate), "swiglu_fwd_bf16");
+    for (int j = 0; !rc && j < gate->grid_cols; j++)
+        for (int i = 0; !rc && i < gate->grid_rows; i++) {
+            mn_args_t a = {tsr__tile_m(gate, i), tsr__tile_n(gate, j)};
+            rc = SUBMIT(cl_swiglu_fwd_bf16, a, ACC(tsr__tile(gate, i, j), TSR_R),
+                        ACC(tsr__tile(up, i, j), TSR_R), ACC(tsr__tile(h, i, j), TSR_W),
+                        ACC(scratch, TSR_SCRATCH));
+        }
+    return rc;
+}
+
+/* SwiGLU backward into bf16: the fp32 kernel's estimates, dg and du written
+ * in 2 bytes instead of 4 (and the scratch written and read, both halves). */
+static double swiglu_bwd_bf16_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    return swiglu_bwd_bytes(args, sizes) + 12.0 * a->m * a->n;
+}
+/* g, u, dh (F, T) → dg, du (F, T) bf16, written; scratch (F, T) twice: the
+ * fp32 dg, then the fp32 du */
+static int swiglu_bwd_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    (void)e;
+    size_t n = (size_t)a->m * a->n;
+    float *dg = buf[5], *du = dg + n;
+    tsr_cpu_swiglu_bwd(a->m, a->n, buf[0], a->m, buf[1], a->m, buf[2], a->m, dg, a->m, du, a->m);
+    tsr_cpu_f32_to_bf16(n, dg, buf[3]);
+    tsr_cpu_f32_to_bf16(n, du, buf[4]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int swiglu_bwd_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    size_t n = (size_t)a->m * a->n;
+    float *dg = buf[5], *du = dg + n;
+    int rc = tsr_cuda_swiglu_bwd(e->cuda_stream, a->m, a->n, buf[0], a->m, buf[1], a->m, buf[2],
+                                 a->m, dg, a->m, du, a->m);
+    if (!rc)
+        rc = tsr_cuda_f32_to_bf16(e->cuda_stream, n, dg, buf[3]);
+    return rc ? rc : tsr_cuda_f32_to_bf16(e->cuda_stream, n, du, buf[4]);
+}
+#endif
+CODELET(cl_swiglu_bwd_bf16, "swiglu_bwd_bf16", 6, swiglu_bwd_bf16_cpu, swiglu_bwd_bf16_cuda,
+        swiglu_bwd_flops, swiglu_bwd_bf16_bytes);
+
+int tsr__op_swiglu_bwd_bf16(const tsr_tensor_t *gate, const tsr_tensor_t *up,
+                            const tsr_tensor_t *dh, tsr_tensor_t *dgate, tsr_tensor_t *dup,
+                            tsr_handle_t scratch)
+{
+    const tsr_tensor_t *t[] = {gate, up, dh};
+    int rc = check_alike(t, 3, "swiglu_bwd_bf16");
+    if (!rc)
+        rc = same_tiling(gate, dgate, "swiglu_bwd_bf16");
+    if (!rc)
+        rc = same_tiling(gate, dup, "swiglu_bwd_bf16");
+    if (!rc)
+        rc = check_dtypes(gate, dgate, "swiglu_bwd_bf16");
+    if (!rc)
+        rc = check_dtypes(gate, dup, "swiglu_bwd_bf16");
+    if (!rc)
+        rc = check_scratch(scratch, 2 * max_tile_f32(gate), "swiglu_bwd_bf16");
+    for (int j = 0; !rc && j < gate->grid_cols; j++)
+        for (int i = 0; !rc && i < gate->grid_rows; i++) {
+            mn_args_t a = {tsr__tile_m(gate, i), tsr__tile_n(gate, j)};
+            rc = SUBMIT(cl_swiglu_bwd_bf16, a, ACC(tsr__tile(gate, i, j), TSR_R),
+                        ACC(tsr__tile(up, i, j), TSR_R), ACC(tsr__tile(dh, i, j), TSR_R),
+                        ACC(tsr__tile(dgate, i, j), TSR_W), ACC(tsr__tile(dup, i, j), TSR_W),
+                        ACC(scratch, TSR_SCRATCH));
+        }
+    return rc;
+}
+
 /* ---- the codelets, by name (for tests and tools) -------------------------- */
 
 static const tsr_codelet_t *const all_codelets[] = {
@@ -2420,6 +2639,7 @@ static const tsr_codelet_t *const all_codelets[] = {
     &cl_ln_bwd_bf16, &cl_gelu_fwd_bf16, &cl_gelu_bwd_bf16, &cl_xent_bwd_bf16,
     &cl_gemm_bias, &cl_gemm_bias_gelu, &cl_gemm_dgelu, &cl_gemm_dgelu_bgrad, &cl_gemm_bgrada,
     &cl_rms_fwd,   &cl_rms_bwd,  &cl_swiglu_fwd, &cl_swiglu_bwd, &cl_rope_fwd,   &cl_rope_bwd,
+    &cl_rms_fwd_bf16, &cl_rms_bwd_bf16, &cl_swiglu_fwd_bf16, &cl_swiglu_bwd_bf16,
 };
 
 const tsr_codelet_t *tsr__op_codelet(const char *name)

@@ -225,7 +225,7 @@ int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tenso
  * The producers of the bf16 tensors that only GEMMs read. Each computes in
  * fp32 with the fp32 kernel and rounds what it stores (to nearest even), in
  * the same task; `scratch` is a handle of at least one fp32 tile of the
- * output, used as TSR_SCRATCH (no
+ * output (two for tsr__op_swiglu_bwd_bf16), used as TSR_SCRATCH (no
  * dependency). A too small scratch or wrong element types: TSR_EINVAL. */
 
 /* y = x converted: fp32 → bf16 or bf16 → fp32 (same tiling) */
@@ -253,6 +253,31 @@ int tsr__op_xent_bwd_bf16(const tsr_tensor_t *logits, const tsr_tensor_t *target
 int tsr__op_linear_bwd_bf16(const tsr_tensor_t *w, const tsr_tensor_t *x,
                             const tsr_tensor_t *dy, const tsr_tensor_t *dy16, tsr_tensor_t *dx,
                             tsr_tensor_t *dw, tsr_tensor_t *db);
+
+/* The Llama layers' producers (a bf16 Llama's GEMMs read bf16 and write
+ * fp32: q, k, v, gate, up and the attention output stay fp32). */
+/* tsr__op_rmsnorm_fwd with out bf16: out (C, N) bf16 tiled like x (written),
+ * rstd fp32 (written); x, w fp32. One task per column tile. */
+int tsr__op_rmsnorm_fwd_bf16(const tsr_tensor_t *x, const tsr_tensor_t *w, float eps,
+                             tsr_tensor_t *out, tsr_tensor_t *rstd, tsr_handle_t scratch);
+/* tsr__op_rmsnorm_bwd (dx fp32 RW, dw COMMUTE), then dx16 = bf16(dx)
+ * (bf16, tiled like x, written) in the same task: what the next GEMMs
+ * read. One task per column tile; no scratch (dx is the fp32 tile). */
+int tsr__op_rmsnorm_bwd_bf16(const tsr_tensor_t *dout, const tsr_tensor_t *x,
+                             const tsr_tensor_t *w, const tsr_tensor_t *rstd, tsr_tensor_t *dx,
+                             tsr_tensor_t *dx16, tsr_tensor_t *dw);
+/* h = bf16(silu(gate) * up): gate, up fp32 (F, N), h bf16 tiled alike
+ * (written). One task per tile. */
+int tsr__op_swiglu_fwd_bf16(const tsr_tensor_t *gate, const tsr_tensor_t *up, tsr_tensor_t *h,
+                            tsr_handle_t scratch);
+/* dgate = bf16(dh * up * silu'(gate)), dup = bf16(dh * silu(gate)): gate,
+ * up, dh fp32 (F, N), dgate and dup bf16 tiled alike (both written; no fp32
+ * copy: Llama's gate and up projections have no bias to reduce them into).
+ * The scratch holds at least TWO fp32 tiles (the kernel writes both
+ * gradients before they are rounded). One task per tile. */
+int tsr__op_swiglu_bwd_bf16(const tsr_tensor_t *gate, const tsr_tensor_t *up,
+                            const tsr_tensor_t *dh, tsr_tensor_t *dgate, tsr_tensor_t *dup,
+                            tsr_handle_t scratch);
 
 /* ---- codelets: argument blocks and lookup (for tests and tools) ---------- */
 

@@ -2,7 +2,9 @@
  * grids with edge tiles, against naive double loops: the bf16 GEMM (every
  * transposition, C fp32 or bf16, COMMUTE), conversions, and the producers
  * that compute in fp32 and store bf16 (LayerNorm forward and backward, GELU
- * forward and backward, the cross-entropy gradient).
+ * forward and backward, the cross-entropy gradient, and the Llama layers'
+ * RMSNorm forward and backward and SwiGLU forward and backward, also
+ * against their fp32 ops on the same inputs).
  *
  * Tolerances: a bf16 value is its input rounded to nearest, within half an
  * ulp = 2^-8 of the value (8 significant bits); the references are computed
@@ -335,3 +337,243 @@ Test(nn_ops_bf16, cross_entropy_gradient)
     tsr_shutdown();
 }
 
+
+/* ---- the Llama layers into bf16 ------------------------------------------- */
+
+/* a bf16 tensor's bit patterns */
+static uint16_t *bf16_bits(const tsr_tensor_t *t)
+{
+    uint16_t *h = malloc(tsr__tensor_numel(t) * sizeof *h);
+    OK(tsr__tensor_read(t, h, (size_t)t->rows));
+    return h;
+}
+
+/* Whether every worker runs the same kind of device. Then a bf16 op and its
+ * fp32 twin run the same fp32 kernel on the same inputs and their fp32
+ * parts agree bitwise; the emulated-GPU runs beside CPU workers (nn_ops_cuda2)
+ * mix CPU and GPU kernels, which may round the last bits differently. */
+static int one_device_kind(void)
+{
+    int n = tsr_worker_count(), kind = -1;
+    for (int i = 0; i < n; i++) {
+        tsr_worker_stats_t s;
+        OK(tsr_worker_stats(i, &s));
+        if (kind >= 0 && s.device_kind != kind)
+            return 0;
+        kind = s.device_kind;
+    }
+    return 1;
+}
+
+/* got (bf16 bits) is the rounding of the fp32 op's ref: bitwise on one kind
+ * of device, else within a bf16 half ulp of a value 1e-6 (~8 fp32 ulps) from
+ * it */
+static void assert_bf16_is(const char *what, const uint16_t *got, const float *ref, size_t n,
+                           int exact)
+{
+    for (size_t i = 0; i < n; i++) {
+        double g = kt_bf16_value(got[i]);
+        if (exact)
+            cr_assert_eq(got[i], kt_bf16_round(ref[i]), "%s[%zu]: 0x%04x, want bf16(%.9g)",
+                         what, i, got[i], (double)ref[i]);
+        else
+            cr_assert(fabs(g - ref[i]) <= (ldexp(1.0, -8) + 1e-6) * fabs(ref[i]) + 1e-7,
+                      "%s[%zu]: %.9g, the fp32 op's %.9g", what, i, g, (double)ref[i]);
+    }
+}
+
+/* fp32 parts: bitwise on one kind of device, else within 1e-6 */
+static void assert_f32_is(const char *what, const float *got, const float *ref, size_t n,
+                          int exact)
+{
+    if (exact) {
+        cr_assert(memcmp(got, ref, n * sizeof *got) == 0, "%s differs from the fp32 op's",
+                  what);
+        return;
+    }
+    double *d = kt_dalloc(n);
+    for (size_t i = 0; i < n; i++)
+        d[i] = ref[i];
+    kt_assert_close(what, got, d, n, 1e-6, 1e-6);
+    free(d);
+}
+
+/* RMSNorm (C, N) in column tiles of tt into bf16, forward and backward
+ * (dx and dw start from random values: they accumulate), against double
+ * loops (the fp32 kernel's error: a few ulps times sums of C terms, below
+ * the 1e-5 and 2e-5 of test_llama_ops.c; then one bf16 rounding), and
+ * against tsr__op_rmsnorm_fwd/bwd on the same inputs. */
+static void rmsnorm_bf16_case(int C, int N, int tt)
+{
+    const float eps = 1e-5f;
+    kt_rng r = kt_seed((uint64_t)(C * 1000 + N) + 7);
+    size_t n = (size_t)C * N;
+    float *x = kt_rand(&r, n, -2, 2), *w = kt_rand(&r, (size_t)C, 0.5f, 1.5f);
+    float *dout = kt_rand(&r, n, -1, 1), *dx0 = kt_rand(&r, n, -1, 1);
+    float *dw0 = kt_rand(&r, (size_t)C, -1, 1);
+    tsr_tensor_t X, W, O16, RS, DOUT, DX, DX16, DW, O32, RS32, DX32, DW32;
+    tsr_handle_t scratch;
+    f32_tensor(&X, C, N, C, tt, x);
+    f32_tensor(&W, C, 1, C, 1, w);
+    bf16_tensor(&O16, C, N, C, tt, NULL);
+    f32_tensor(&RS, 1, N, 1, tt, NULL);
+    f32_tensor(&DOUT, C, N, C, tt, dout);
+    f32_tensor(&DX, C, N, C, tt, dx0);
+    bf16_tensor(&DX16, C, N, C, tt, NULL);
+    f32_tensor(&DW, C, 1, C, 1, dw0);
+    f32_tensor(&O32, C, N, C, tt, NULL);
+    f32_tensor(&RS32, 1, N, 1, tt, NULL);
+    f32_tensor(&DX32, C, N, C, tt, dx0);
+    f32_tensor(&DW32, C, 1, C, 1, dw0);
+    cr_assert_gt(X.grid_cols, 2);
+    /* a scratch smaller than a tile, an fp32 output: refused */
+    OK(tsr_handle_alloc(&scratch, (size_t)C * tt * 4 - 4));
+    cr_assert_eq(tsr__op_rmsnorm_fwd_bf16(&X, &W, eps, &O16, &RS, scratch), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "scratch"), "%s", tsr_error_message());
+    OK(tsr_handle_unregister(scratch));
+    OK(tsr_handle_alloc(&scratch, (size_t)C * tt * 4));
+    cr_assert_eq(tsr__op_rmsnorm_fwd_bf16(&X, &W, eps, &O32, &RS, scratch), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "bf16 output"), "%s", tsr_error_message());
+    cr_assert_eq(tsr__op_rmsnorm_bwd_bf16(&DOUT, &X, &W, &RS, &DX, &DX32, &DW), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "bf16 output"), "%s", tsr_error_message());
+    OK(tsr__op_rmsnorm_fwd_bf16(&X, &W, eps, &O16, &RS, scratch));
+    OK(tsr__op_rmsnorm_bwd_bf16(&DOUT, &X, &W, &RS, &DX, &DX16, &DW));
+    OK(tsr__op_rmsnorm_fwd(&X, &W, eps, &O32, &RS32));
+    OK(tsr__op_rmsnorm_bwd(&DOUT, &X, &W, &RS32, &DX32, &DW32));
+    float *o = bf16_get(&O16), *rs = f32_get(&RS), *dx = f32_get(&DX), *dw = f32_get(&DW);
+    float *o32 = f32_get(&O32), *rs32 = f32_get(&RS32), *dx32 = f32_get(&DX32);
+    float *dw32 = f32_get(&DW32);
+    uint16_t *o16 = bf16_bits(&O16), *dx16 = bf16_bits(&DX16);
+    double *wo = kt_dalloc(n), *wrs = kt_dalloc((size_t)N), *wdx = kt_dalloc(n);
+    double *wdw = kt_dalloc((size_t)C);
+    for (int i = 0; i < C; i++)
+        wdw[i] = dw0[i];
+    for (int t = 0; t < N; t++) {
+        const float *xt = x + (size_t)t * C, *dt = dout + (size_t)t * C;
+        double ss = 0;
+        for (int i = 0; i < C; i++)
+            ss += (double)xt[i] * xt[i];
+        double rstd = 1.0 / sqrt(ss / C + eps), dot = 0; /* sum_i dout_i w_i x_i */
+        wrs[t] = rstd;
+        for (int i = 0; i < C; i++) {
+            wo[i + (size_t)t * C] = xt[i] * rstd * w[i];
+            dot += (double)dt[i] * w[i] * xt[i];
+        }
+        for (int k = 0; k < C; k++) {
+            wdx[k + (size_t)t * C] = dx0[k + (size_t)t * C] + dt[k] * (double)w[k] * rstd -
+                                     xt[k] * dot * rstd * rstd * rstd / C;
+            wdw[k] += (double)dt[k] * xt[k] * rstd;
+        }
+    }
+    assert_bf16_of("rmsnorm_bf16 out", o, wo, n, 1e-5, 1e-6);
+    kt_assert_close("rmsnorm_bf16 rstd", rs, wrs, (size_t)N, 0, 1e-5);
+    kt_assert_close("rmsnorm_bf16 dx", dx, wdx, n, 2e-5, 2e-5);
+    kt_assert_close("rmsnorm_bf16 dw", dw, wdw, (size_t)C, 2e-5, 2e-5);
+    /* dx16 is dx rounded in the same task: bitwise, on any device */
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(dx16[i], kt_bf16_round(dx[i]), "dx16[%zu] = 0x%04x, dx %.9g", i, dx16[i],
+                     (double)dx[i]);
+    int exact = one_device_kind();
+    assert_bf16_is("rmsnorm_bf16 out vs rmsnorm_fwd", o16, o32, n, exact);
+    assert_f32_is("rmsnorm_bf16 rstd vs rmsnorm_fwd", rs, rs32, (size_t)N, exact);
+    assert_f32_is("rmsnorm_bf16 dx vs rmsnorm_bwd", dx, dx32, n, exact);
+    /* dw: COMMUTE over the column tiles, summed in any order */
+    assert_f32_is("rmsnorm_bf16 dw vs rmsnorm_bwd", dw, dw32, (size_t)C, 0);
+    tsr_tensor_t *all[] = {&X, &W, &O16, &RS, &DOUT, &DX, &DX16, &DW, &O32, &RS32, &DX32, &DW32};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tsr__tensor_free(all[i]);
+    OK(tsr_handle_unregister(scratch));
+    float *fl[] = {x, w, dout, dx0, dw0, o, rs, dx, dw, o32, rs32, dx32, dw32};
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+        free(fl[i]);
+    free(o16), free(dx16), free(wo), free(wrs), free(wdx), free(wdw);
+}
+
+Test(nn_ops_bf16, rmsnorm_forward_and_backward)
+{
+    rt_start();
+    rmsnorm_bf16_case(37, 53, 16); /* 4 column tiles, the last of 5 */
+    rmsnorm_bf16_case(9, 7, 3);
+    tsr_shutdown();
+}
+
+static double sigmoid_ref(double g)
+{
+    return 1.0 / (1.0 + exp(-g));
+}
+
+/* SwiGLU (F, N) in a 3 x 4 grid with edge tiles both ways into bf16,
+ * against double loops (elementwise: the fp32 kernel is within a few ulps,
+ * below 1e-5 relative, plus 1e-6 where silu' cancels, as in
+ * test_llama_ops.c; then one bf16 rounding), and against
+ * tsr__op_swiglu_fwd/bwd on the same inputs. */
+Test(nn_ops_bf16, swiglu_forward_and_backward)
+{
+    rt_start();
+    const int F = 45, N = 29, tf = 16, tt = 8;
+    size_t n = (size_t)F * N;
+    kt_rng r = kt_seed(79);
+    float *g = kt_rand(&r, n, -6, 6), *u = kt_rand(&r, n, -2, 2), *dh = kt_rand(&r, n, -1, 1);
+    g[3] = -90.0f; /* exp(-g) overflows: sigmoid exactly 0, no NaN */
+    g[n - 2] = 90.0f;
+    tsr_tensor_t G, U, DH, H16, DG16, DU16, H, DG, DU;
+    tsr_handle_t scratch;
+    f32_tensor(&G, F, N, tf, tt, g);
+    f32_tensor(&U, F, N, tf, tt, u);
+    f32_tensor(&DH, F, N, tf, tt, dh);
+    bf16_tensor(&H16, F, N, tf, tt, NULL);
+    bf16_tensor(&DG16, F, N, tf, tt, NULL);
+    bf16_tensor(&DU16, F, N, tf, tt, NULL);
+    f32_tensor(&H, F, N, tf, tt, NULL);
+    f32_tensor(&DG, F, N, tf, tt, NULL);
+    f32_tensor(&DU, F, N, tf, tt, NULL);
+    cr_assert(G.grid_rows == 3 && G.grid_cols == 4);
+    /* one fp32 tile of scratch: enough forward, not backward (two) */
+    OK(tsr_handle_alloc(&scratch, (size_t)tf * tt * 4));
+    OK(tsr__op_swiglu_fwd_bf16(&G, &U, &H16, scratch));
+    cr_assert_eq(tsr__op_swiglu_bwd_bf16(&G, &U, &DH, &DG16, &DU16, scratch), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "scratch"), "%s", tsr_error_message());
+    OK(tsr_handle_unregister(scratch));
+    OK(tsr_handle_alloc(&scratch, (size_t)tf * tt * 4 * 2));
+    /* fp32 outputs, a bf16 input, another tiling: refused */
+    cr_assert_eq(tsr__op_swiglu_fwd_bf16(&G, &U, &H, scratch), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "bf16 output"), "%s", tsr_error_message());
+    cr_assert_eq(tsr__op_swiglu_bwd_bf16(&G, &U, &DH, &DG16, &DU, scratch), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "bf16 output"), "%s", tsr_error_message());
+    cr_assert_eq(tsr__op_swiglu_bwd_bf16(&G, &U, &H16, &DG16, &DU16, scratch), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "fp32"), "%s", tsr_error_message());
+    tsr_tensor_t Bad;
+    bf16_tensor(&Bad, F, N, tf, tt + 1, NULL);
+    cr_assert_eq(tsr__op_swiglu_fwd_bf16(&G, &U, &Bad, scratch), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "differ"), "%s", tsr_error_message());
+    tsr__tensor_free(&Bad);
+    OK(tsr__op_swiglu_bwd_bf16(&G, &U, &DH, &DG16, &DU16, scratch));
+    OK(tsr__op_swiglu_fwd(&G, &U, &H));
+    OK(tsr__op_swiglu_bwd(&G, &U, &DH, &DG, &DU));
+    float *h16 = bf16_get(&H16), *dg16 = bf16_get(&DG16), *du16 = bf16_get(&DU16);
+    float *h = f32_get(&H), *dg = f32_get(&DG), *du = f32_get(&DU);
+    uint16_t *bh = bf16_bits(&H16), *bdg = bf16_bits(&DG16), *bdu = bf16_bits(&DU16);
+    double *wh = kt_dalloc(n), *wdg = kt_dalloc(n), *wdu = kt_dalloc(n);
+    for (size_t i = 0; i < n; i++) {
+        double s = sigmoid_ref(g[i]), silu = g[i] * s;
+        wh[i] = silu * u[i];
+        wdu[i] = (double)dh[i] * silu;
+        wdg[i] = (double)dh[i] * u[i] * (s + g[i] * s * (1.0 - s)); /* silu' = s + g s (1 - s) */
+    }
+    assert_bf16_of("swiglu_bf16 h", h16, wh, n, 1e-5, 1e-6);
+    assert_bf16_of("swiglu_bf16 dgate", dg16, wdg, n, 1e-5, 1e-6);
+    assert_bf16_of("swiglu_bf16 dup", du16, wdu, n, 1e-5, 1e-6);
+    int exact = one_device_kind();
+    assert_bf16_is("swiglu_bf16 h vs swiglu_fwd", bh, h, n, exact);
+    assert_bf16_is("swiglu_bf16 dgate vs swiglu_bwd", bdg, dg, n, exact);
+    assert_bf16_is("swiglu_bf16 dup vs swiglu_bwd", bdu, du, n, exact);
+    tsr_tensor_t *all[] = {&G, &U, &DH, &H16, &DG16, &DU16, &H, &DG, &DU};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tsr__tensor_free(all[i]);
+    OK(tsr_handle_unregister(scratch));
+    float *fl[] = {g, u, dh, h16, dg16, du16, h, dg, du};
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+        free(fl[i]);
+    free(bh), free(bdg), free(bdu), free(wh), free(wdg), free(wdu);
+    tsr_shutdown();
+}

@@ -404,8 +404,9 @@ Test(codelets, every_one_has_estimates)
             cr_expect_not_null(cl->flops, "%s has no flops estimate", cl->name);
         cr_expect_eq(tsr__op_codelet(cl->name), cl);
     }
-    cr_expect_eq(n, 47); /* 37, less regroup_bf16, with the 5 fused GEMM epilogues and the 6
-                          * Llama layers (RMSNorm, SwiGLU, RoPE forward and backward) */
+    cr_expect_eq(n, 51); /* 37, less regroup_bf16, with the 5 fused GEMM epilogues, the 6
+                          * Llama layers (RMSNorm, SwiGLU, RoPE forward and backward) and
+                          * their 4 bf16 producers (RMSNorm, SwiGLU forward and backward) */
     cr_expect_null(tsr__op_codelet("nope"));
 }
 
@@ -522,6 +523,21 @@ Test(codelets, hand_counts)
      * (8 per element: 192), i.e. + 6 per element */
     cr_expect_float_eq(flops_of("layernorm_fwd_bf16", &ln, NULL), 207, 1e-9);
     cr_expect_float_eq(bytes_of("layernorm_fwd_bf16", &ln, NULL), 280 + 6 * 24, 1e-9);
+    /* the Llama layers into bf16: the fp32 kernels' estimates (kernels/
+     * rmsnorm.h, swiglu.h), + 6 bytes per element of each bf16 output (the
+     * scratch written and read, the output in 2 bytes; RMSNorm's backward
+     * reads dx once more instead of a scratch) */
+    tsr__rms_args_t rms = {8, 3, 1e-5f};
+    cr_expect_float_eq(flops_of("rmsnorm_fwd_bf16", &rms, NULL), 3 * (4 * 8 + 4), 1e-9);
+    cr_expect_float_eq(bytes_of("rmsnorm_fwd_bf16", &rms, NULL),
+                       4 * (2 * 24 + 8 + 3) + 6 * 24, 1e-9);
+    cr_expect_float_eq(flops_of("rmsnorm_bwd_bf16", &ln, NULL), 3 * (12 * 8 + 1), 1e-9);
+    cr_expect_float_eq(bytes_of("rmsnorm_bwd_bf16", &ln, NULL),
+                       4 * (4 * 24 + 3 * 8 + 3) + 6 * 24, 1e-9);
+    cr_expect_float_eq(flops_of("swiglu_fwd_bf16", &ln, NULL), 6 * 24, 1e-9);
+    cr_expect_float_eq(bytes_of("swiglu_fwd_bf16", &ln, NULL), 12 * 24 + 6 * 24, 1e-9);
+    cr_expect_float_eq(flops_of("swiglu_bwd_bf16", &ln, NULL), 12 * 24, 1e-9);
+    cr_expect_float_eq(bytes_of("swiglu_bwd_bf16", &ln, NULL), 20 * 24 + 12 * 24, 1e-9);
 
     /* copy moves 2 × its buffer, no flops */
     size_t csz[2] = {400, 400};
