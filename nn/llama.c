@@ -316,8 +316,10 @@ static int make_acts(tsr_llama_t *m)
     A(m->xL, C, C) G(m->lnf, C, C) A(m->rstdf, 1, 1)
     A(m->tokens, 1, 1) A(m->targets, 1, 1) A(m->ce_ms, 2, 2) A(m->ce_lse, 1, 1)
     A(m->ce_loss, 1, 1) A(m->att_ms, 2 * H, 2 * H) A(m->att_acc, Hq, Hq) A(m->att_D, H, H)
-    A(m->d, C, C) A(m->dln, C, C) A(m->dh, F, tf) A(m->dgate, F, tf) A(m->dup, F, tf)
-    A(m->dqkv, Q, Q) A(m->dyb, Hq, Hq)
+    A(m->d, C, C) A(m->dln, C, C) A(m->dh, F, tf) A(m->dqkv, Q, Q) A(m->dyb, Hq, Hq)
+    if (!bf16(m)) { /* bf16: the SwiGLU backward writes dgate16, dup16 directly */
+        A(m->dgate, F, tf) A(m->dup, F, tf)
+    }
     if (bf16(m)) {
         B16(m->d16, C, C) B16(m->dgate16, F, tf) B16(m->dup16, F, tf) B16(m->dqkv16, Q, Q)
     }
@@ -330,9 +332,10 @@ static int make_acts(tsr_llama_t *m)
 #undef B16
     if (m->build.dry || !bf16(m))
         return TSR_OK;
-    /* the bf16 producers' fp32 scratch: their largest output tile */
+    /* the bf16 producers' fp32 scratch: their largest output (the SwiGLU
+     * backward's two tiles) */
     long long rows = m->logits.tile_rows;
-    long long others[] = {C, Q, tf};
+    long long others[] = {C, Q, 2 * tf};
     for (int i = 0; i < 3; i++)
         if (others[i] > rows)
             rows = others[i];
@@ -370,7 +373,7 @@ static void for_each_tensor(tsr_llama_t *m, void (*fn)(tsr_tensor_t *))
                             &m->targets, &m->ce_ms, &m->ce_lse,  &m->ce_loss, &m->att_ms,
                             &m->att_acc, &m->att_D, &m->d,       &m->dln,    &m->dh,
                             &m->dgate,  &m->dup,   &m->dqkv,    &m->dyb,    &m->d16,
-                            &m->dgate16, &m->dup16, &m->dqkv16,  &m->dyb16,  &m->dlogits16};
+                            &m->dgate16, &m->dup16, &m->dqkv16,  &m->dlogits16};
     for (size_t i = 0; i < sizeof rest / sizeof *rest; i++)
         fn(rest[i]);
 }
@@ -607,25 +610,22 @@ static int proj_bwd(param_t *w, const tsr_tensor_t *x, const tsr_tensor_t *dy, f
     return tsr__op_gemm(OP_N, OP_T, 1.0f, x, dy, 1.0f, &w->g, TSR_COMMUTE);
 }
 
-/* out = RMSNorm(x) w; bf16 precision: computed in fp32 into m->dln (free
- * during the forward pass) and converted */
+/* out = RMSNorm(x) w (bf16 in bf16 precision, through the scratch) */
 static int norm_fwd(tsr_llama_t *m, const tsr_tensor_t *x, const param_t *w, tsr_tensor_t *out,
                     tsr_tensor_t *rstd)
 {
     float eps = (float)m->cfg.rms_norm_eps;
-    if (!bf16(m))
-        return tsr__op_rmsnorm_fwd(x, &w->p, eps, out, rstd);
-    TRY(tsr__op_rmsnorm_fwd(x, &w->p, eps, &m->dln, rstd));
-    TRY(tsr__op_convert(&m->dln, out));
-    return DROP(&m->dln);
+    return bf16(m) ? tsr__op_rmsnorm_fwd_bf16(x, &w->p, eps, out, rstd, m->scratch)
+                   : tsr__op_rmsnorm_fwd(x, &w->p, eps, out, rstd);
 }
 
 /* d += RMSNorm'(dln) and dw += ...; bf16 precision with to16: d16 = bf16(d) */
 static int norm_bwd(tsr_llama_t *m, const tsr_tensor_t *x, param_t *w, const tsr_tensor_t *rstd,
                     int to16)
 {
-    TRY(tsr__op_rmsnorm_bwd(&m->dln, x, &w->p, rstd, &m->d, &w->g));
-    return bf16(m) && to16 ? tsr__op_convert(&m->d, &m->d16) : TSR_OK;
+    if (bf16(m) && to16)
+        return tsr__op_rmsnorm_bwd_bf16(&m->dln, x, &w->p, rstd, &m->d, &m->d16, &w->g);
+    return tsr__op_rmsnorm_bwd(&m->dln, x, &w->p, rstd, &m->d, &w->g);
 }
 
 /* The attention's fp32 output: yb itself in fp32, atty in bf16 */
@@ -669,13 +669,8 @@ static int block_forward(tsr_llama_t *m, int l, const tsr_tensor_t *x_in, tsr_te
     TRY(proj_fwd(p->gate, &a->ln2, 0.0f, &a->gate));                           /* (F, N) */
     TRY(proj_fwd(p->up, &a->ln2, 0.0f, &a->up));                               /* (F, N) */
     TRY(DROP_IF(discard, &a->ln2));
-    if (bf16(m)) {
-        TRY(tsr__op_swiglu_fwd(&a->gate, &a->up, &m->dh));
-        TRY(tsr__op_convert(&m->dh, &a->h));
-        TRY(DROP(&m->dh));
-    } else {
-        TRY(tsr__op_swiglu_fwd(&a->gate, &a->up, &a->h));                      /* (F, N) */
-    }
+    TRY(bf16(m) ? tsr__op_swiglu_fwd_bf16(&a->gate, &a->up, &a->h, m->scratch)
+                : tsr__op_swiglu_fwd(&a->gate, &a->up, &a->h));                /* (F, N) */
     TRY(DROP_IF(discard, &a->gate, &a->up));
     if (!x_out)
         return TSR_OK;
@@ -764,13 +759,10 @@ static int block_backward(tsr_llama_t *m, int l, const tsr_tensor_t *x_in)
     /* MLP: x_out = res1 + Wd^T h, h = silu(Wg^T ln2) * (Wu^T ln2) */
     TRY(proj_bwd(p->down, &a->h, d, 0.0f, &m->dh));                            /* (F, N) */
     TRY(DROP(&a->h));
-    TRY(tsr__op_swiglu_bwd(&a->gate, &a->up, &m->dh, &m->dgate, &m->dup));     /* (F, N) */
+    TRY(b16 ? tsr__op_swiglu_bwd_bf16(&a->gate, &a->up, &m->dh, &m->dgate16, &m->dup16,
+                                      m->scratch)
+            : tsr__op_swiglu_bwd(&a->gate, &a->up, &m->dh, &m->dgate, &m->dup)); /* (F, N) */
     TRY(DROP(&a->gate, &a->up, &m->dh));
-    if (b16) {
-        TRY(tsr__op_convert(&m->dgate, &m->dgate16));
-        TRY(tsr__op_convert(&m->dup, &m->dup16));
-        TRY(DROP(&m->dgate, &m->dup));
-    }
     const tsr_tensor_t *dg = b16 ? &m->dgate16 : &m->dgate, *du = b16 ? &m->dup16 : &m->dup;
     TRY(proj_bwd(p->gate, &a->ln2, dg, 0.0f, &m->dln));                        /* (C, N) */
     TRY(proj_bwd(p->up, &a->ln2, du, 1.0f, &m->dln));                          /* += */

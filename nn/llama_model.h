@@ -66,7 +66,7 @@ struct tsr_llama {
     tsr_tensor_t att_ms, att_acc, att_D;
     tsr_tensor_t d, dln, dh, dgate, dup, dqkv, dyb;
     /* bf16 precision: the bf16 copies the backward GEMMs read */
-    tsr_tensor_t d16, dgate16, dup16, dqkv16, dyb16, dlogits16;
+    tsr_tensor_t d16, dgate16, dup16, dqkv16, dlogits16;
     tsr_handle_t scratch;
     tsr_handle_t rope;          /* D/2 doubles: the inverse frequencies */
     int have_logits, have_targets, have_loss;

@@ -236,12 +236,12 @@ Test(llama, gqa_matches_the_reference)
 
 Test(llama, mqa_matches_the_reference)
 {
-    check_variant("mqa", 0, 0, 20);
+    check_variant("mqa", 0, 0, 8);
 }
 
 Test(llama, mha_matches_the_reference)
 {
-    check_variant("mha", 0, 0, 20);
+    check_variant("mha", 0, 0, 8);
 }
 
 Test(llama, odd_tiles_match_the_reference)
@@ -253,6 +253,92 @@ Test(llama, odd_tiles_match_the_reference)
 Test(llama, recompute_matches_the_reference)
 {
     check_variant("gqa", 1, 1, 5);
+}
+
+/* |a - b| / |b| over whole arrays */
+static double rel_norm(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+
+/* Mixed precision against the float64 reference: bf16 products with fp32
+ * sums put the logits ~1e-2 off (relative norm, the bound of GPT-2's bf16
+ * suite), the loss within 1 %, and 20 steps' losses within 2 % (the
+ * rounding compounds); with recomputation as well. The gradients get 3e-2:
+ * the K projection's gradient is a difference (dS = P (dP - D)) of rounded
+ * terms of like size, and measured 1.63e-2 here (the others stay below
+ * 1e-2). */
+static void check_bf16(const char *variant, int recompute)
+{
+    fixture_t f;
+    fixture_open(&f, variant);
+    tsr_llama_config_t cfg;
+    OK(tsr_llama_read_config(f.init, &cfg));
+    cfg.precision = TSR_GPT2_BF16;
+    cfg.recompute = recompute;
+    cfg.tile_tokens = 10;
+    cfg.tile_hidden = 64;
+    tsr_llama_t *m;
+    OK(tsr_llama_create(&m, &cfg, f.B, f.T));
+    OK(tsr_llama_load(m, f.init));
+    float loss;
+    size_t n;
+    OK(tsr_llama_forward(m, f.tok, f.tgt, &loss));
+    float *want = read_f32(f.ref, "loss", &n);
+    cr_expect(fabsf(loss - want[0]) <= 0.01f * want[0], "bf16 loss %g vs %g", loss, want[0]);
+    free(want);
+    float *z = our_logits(m, f.B, f.T, cfg.vocab_size);
+    want = read_f32(f.ref, "logits", &n);
+    double e = rel_norm(z, want, n);
+    cr_log_info("%s bf16: logits relative norm error %.3g", variant, e);
+    cr_expect(e <= 1.6e-2 && e > 0, "bf16 logits differ by %g (0: no bf16 product ran)", e);
+    free(z);
+    free(want);
+    OK(tsr_llama_backward(m, 1.0f));
+    double worst = 0;
+    for (int i = 0; i < tsr_llama_param_count(m); i++) {
+        const char *name = tsr_llama_param_name(m, i);
+        char key[160];
+        snprintf(key, sizeof key, "grad.%s", name);
+        size_t nr;
+        float *g = part(m, name, TSR_GPT2_GRAD, &n), *r = read_f32(f.ref, key, &nr);
+        double ge = rel_norm(g, r, n);
+        worst = fmax(worst, ge);
+        cr_expect(ge <= 3e-2, "%s: bf16 gradient differs by %g", key, ge);
+        free(g);
+        free(r);
+    }
+    cr_log_info("%s bf16: worst gradient relative norm error %.3g", variant, worst);
+    float *losses = read_f32(f.ref, "step_losses", &n);
+    tsr_adamw_config_t opt = {(float)meta_num(f.ref, "beta1"), (float)meta_num(f.ref, "beta2"),
+                              (float)meta_num(f.ref, "eps"),
+                              (float)meta_num(f.ref, "weight_decay"),
+                              (float)meta_num(f.ref, "grad_clip")};
+    int warmup = (int)meta_num(f.ref, "warmup"), total = (int)meta_num(f.ref, "total");
+    for (int s = 0; s < (int)n; s++) {
+        float lr = tsr_lr_schedule(s, warmup, total, (float)meta_num(f.ref, "max_lr"),
+                                   (float)meta_num(f.ref, "min_lr"));
+        OK(tsr_llama_zero_grad(m));
+        OK(tsr_llama_forward(m, f.tok, f.tgt, &loss));
+        OK(tsr_llama_backward(m, 1.0f));
+        OK(tsr_llama_step(m, &opt, lr, NULL));
+        cr_expect(fabsf(loss - losses[s]) <= 0.02f * losses[s] + 2e-3f,
+                  "%s bf16 step %d: loss %.5f vs reference %.5f", variant, s, loss, losses[s]);
+    }
+    free(losses);
+    OK(tsr_llama_free(m));
+    fixture_close(&f);
+}
+
+Test(llama, bf16_within_bf16_tolerance)
+{
+    check_bf16("gqa", 0);
+    check_bf16("mqa", 1);
 }
 
 /* bf16 rounding to nearest even, written here from the definition */
@@ -337,6 +423,9 @@ Test(llama, checkpoints_round_trip_and_load_in_the_reference)
     OK(tsr_llama_free(r));
     OK(tsr_llama_free(m));
     fixture_close(&f);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/llama_saved_f32.%d' '%s/llama_saved_bf16.%d'", tmp,
+             (int)getpid(), tmp, (int)getpid());
+    cr_expect_eq(system(cmd), 0, "%s", cmd);
 }
 
 Test(llama, misuse_is_refused)
