@@ -133,6 +133,16 @@ TSR_API int tsr_llama_load(tsr_llama_t *m, const char *dir);
  * (docs/llama.md): a reader sees the old set or the new one. */
 TSR_API int tsr_llama_save(tsr_llama_t *m, const char *dir, int dtype, size_t shard_bytes);
 
+/* The optimizer state (AdamW moments "m.<name>" and "v.<name>" in
+ * transformers' shapes, the step counter, and `extra`, free-form text kept
+ * with it) in one safetensors file beside a checkpoint, for resuming; the
+ * file is replaced atomically. load_state checks every tensor's presence
+ * and shape before it changes anything; extra (if not NULL) receives the
+ * text. With ZeRO each rank saves and loads its own share, as GPT-2's. */
+TSR_API int tsr_llama_save_state(tsr_llama_t *m, const char *path, const char *extra);
+TSR_API int tsr_llama_load_state(tsr_llama_t *m, const char *path, char *extra,
+                                 size_t extra_size);
+
 /* ---- generation with a KV cache (as tsr_gpt2_gen_*) --------------------- */
 
 typedef struct tsr_llama_gen tsr_llama_gen_t;

@@ -428,6 +428,58 @@ Test(llama, checkpoints_round_trip_and_load_in_the_reference)
     cr_expect_eq(system(cmd), 0, "%s", cmd);
 }
 
+/* Resuming: a checkpoint and its optimizer state, loaded into a new model,
+ * continue the training the first model continues (the same losses) */
+Test(llama, resume_from_saved_state)
+{
+    fixture_t f;
+    fixture_open(&f, "mqa");
+    const char *tmp = env_or("TESSERA_BUILD_DIR", "/tmp");
+    char dir[1024], state[1100], extra[64], cmd[2400];
+    snprintf(dir, sizeof dir, "%s/llama_resume.%d", tmp, (int)getpid());
+    snprintf(state, sizeof state, "%s/state.safetensors", dir);
+    tsr_llama_config_t cfg;
+    OK(tsr_llama_read_config(f.init, &cfg));
+    tsr_llama_t *a, *b;
+    OK(tsr_llama_create(&a, &cfg, f.B, f.T));
+    OK(tsr_llama_load(a, f.init));
+    float la, lb;
+    for (int s = 0; s < 3; s++) {
+        OK(tsr_llama_zero_grad(a));
+        OK(tsr_llama_forward(a, f.tok, f.tgt, NULL));
+        OK(tsr_llama_backward(a, 1.0f));
+        OK(tsr_llama_step(a, NULL, 1e-3f, NULL));
+    }
+    OK(tsr_llama_save(a, dir, TSR_GPT2_FP32, 0));
+    OK(tsr_llama_save_state(a, state, "position 42"));
+    OK(tsr_llama_create(&b, &cfg, f.B, f.T));
+    cr_expect_eq(tsr_llama_load_state(b, f.expected, NULL, 0), TSR_EINVAL,
+                 "a file without the moments is refused");
+    cr_expect(strstr(tsr_error_message(), "missing tensor m.") != NULL, "%s",
+              tsr_error_message());
+    OK(tsr_llama_load(b, dir));
+    OK(tsr_llama_load_state(b, state, extra, sizeof extra));
+    cr_expect_str_eq(extra, "position 42");
+    cr_expect_eq(tsr_llama_steps_done(b), 3);
+    for (int s = 0; s < 2; s++) {
+        tsr_llama_t *ms[2] = {a, b};
+        float *l[2] = {&la, &lb};
+        for (int k = 0; k < 2; k++) {
+            OK(tsr_llama_zero_grad(ms[k]));
+            OK(tsr_llama_forward(ms[k], f.tok, f.tgt, l[k]));
+            OK(tsr_llama_backward(ms[k], 1.0f));
+            OK(tsr_llama_step(ms[k], NULL, 1e-3f, NULL));
+        }
+        cr_expect(fabsf(la - lb) <= 1e-6f * la, "step %d after resuming: %.7f vs %.7f", s, lb,
+                  la);
+    }
+    OK(tsr_llama_free(a));
+    OK(tsr_llama_free(b));
+    fixture_close(&f);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0, "%s", cmd);
+}
+
 Test(llama, misuse_is_refused)
 {
     tsr_llama_config_t cfg;
