@@ -31,7 +31,7 @@
 #include "nn/gen_ops.h"
 #include "nn/gpt2_model.h"
 #include "nn/ops.h"
-#include "nn/registry.h"
+#include "nn/gen_state.h"
 #include "nn/tensor.h"
 #include "runtime/error.h"
 #include "runtime/instance.h"
@@ -52,49 +52,13 @@ typedef struct colset {
     tsr_tensor_t p0, p1; /* bf16: the partial products of a split Linear */
 } colset_t;
 
+/* GPT-2's generation state: the shared slots and caches (nn/gen_state.h,
+ * first, so that the engine's state is the model's) and the bf16 copies. */
 struct tsr_gpt2_gen {
-    tsr_gpt2_t *m;
-    uint64_t runtime;
-    int B, maxlen, layers;
-    int *len;            /* cached positions per slot */
-    tsr_tensor_t *kc, *vc; /* per layer */
-    colset_t **steps;    /* decode sets by column count (1..B), made when first needed */
-    int bf16;            /* decode from the bf16 copies */
-    tsr_tensor_t *wb;    /* the copies: 4 per layer (attn, proj, fc, fcproj), then wte */
-    float *scratch;      /* (V, B) host logits of a step */
-    int32_t *col_tok, *col_pos, *col_slot, *col_tab;
+    tsr__gen_t g;
+    int bf16;         /* decode from the bf16 copies */
+    tsr_tensor_t *wb; /* the copies: 4 per layer (attn, proj, fc, fcproj), then wte */
 };
-
-/* ---- live states (as the models' registry in nn/gpt2.c) -------------------- */
-
-static tsr__registry_t live = TSR__REGISTRY_INIT;
-
-static int live_add(const tsr_gpt2_gen_t *g)
-{
-    return tsr__registry_add(&live, g)
-               ? tsr__fail(TSR_ENOMEM, "gpt2_gen_create: no memory for the registry")
-               : TSR_OK;
-}
-
-static int live_find(const tsr_gpt2_gen_t *g, int remove)
-{
-    return tsr__registry_find(&live, g, remove);
-}
-
-/* A state argument of a call that submits tasks: live, its model live and
- * under the running runtime. */
-static int gen_check(const tsr_gpt2_gen_t *g, const char *fn)
-{
-    if (!g)
-        return tsr__fail(TSR_EINVAL, "%s: the generation state is NULL", fn);
-    if (!live_find(g, 0))
-        return tsr__fail(TSR_EINVAL, "%s: %p is not a live generation state (freed, or never "
-                                     "created)", fn, (const void *)g);
-    if (g->runtime != tsr__runtime_instance())
-        return tsr__fail(TSR_ESTATE, "%s: the state's runtime was shut down; free it and create "
-                                     "it again", fn);
-    return tsr__gpt2_check(g->m, fn);
-}
 
 /* ---- column sets ------------------------------------------------------------ */
 
@@ -108,16 +72,18 @@ static void colset_each(colset_t *s, void (*fn)(tsr_tensor_t *))
         fn(all[i]);
 }
 
-static void colset_free(colset_t *s, int same_runtime)
+static void colset_free(void *set, int same_runtime)
 {
+    colset_t *s = set;
     if (!s)
         return;
     colset_each(s, same_runtime ? tsr__tensor_free : tsr__tensor_forget);
     free(s);
 }
 
-static int colset_make(const tsr_gpt2_t *m, int n, int k, colset_t **out)
+static int colset_make(tsr__gen_t *gen, int n, int k, void **out)
 {
+    const tsr_gpt2_t *m = gen->model;
     const tsr_gpt2_config_t *c = &m->cfg;
     int C = c->channels, d = m->hd, tf = c->tile_hidden, V = c->vocab_size;
     colset_t *s = calloc(1, sizeof *s);
@@ -149,32 +115,30 @@ static int colset_make(const tsr_gpt2_t *m, int n, int k, colset_t **out)
     return TSR_OK;
 }
 
+static const tsr_tensor_t *colset_logits(const void *set)
+{
+    return &((const colset_t *)set)->logits;
+}
+
+static int gpt2_check(const void *model, const char *fn)
+{
+    return tsr__gpt2_check(model, fn);
+}
+
+static int run(tsr__gen_t *gen, void *set);
+
+static const tsr__gen_model_t gpt2_gen = {"gpt2_gen", gpt2_check, colset_make, colset_free, run,
+                                          colset_logits};
+
 /* ---- create, free ------------------------------------------------------------ */
 
 static void destroy(tsr_gpt2_gen_t *g)
 {
-    int same = g->runtime == tsr__runtime_instance();
-    void (*fn)(tsr_tensor_t *) = same ? tsr__tensor_free : tsr__tensor_forget;
-    /* the model may be gone already: the layer count is the state's own */
-    if (g->kc)
-        for (int l = 0; l < g->layers; l++) {
-            fn(&g->kc[l]);
-            fn(&g->vc[l]);
-        }
-    for (int i = 0; g->steps && i < g->B; i++)
-        colset_free(g->steps[i], same);
-    for (int i = 0; g->wb && i < 4 * g->layers + 1; i++)
-        fn(&g->wb[i]);
+    int same = g->g.runtime == tsr__runtime_instance();
+    for (int i = 0; g->wb && i < 4 * g->g.layers + 1; i++)
+        (same ? tsr__tensor_free : tsr__tensor_forget)(&g->wb[i]);
     free(g->wb);
-    free(g->steps);
-    free(g->kc);
-    free(g->vc);
-    free(g->len);
-    free(g->scratch);
-    free(g->col_tok);
-    free(g->col_pos);
-    free(g->col_slot);
-    free(g->col_tab);
+    tsr__gen_destroy(&g->g);
     free(g);
 }
 
@@ -186,47 +150,16 @@ int tsr_gpt2_gen_create(tsr_gpt2_gen_t **out, tsr_gpt2_t *model, int batch, int 
         return tsr__fail(TSR_EINVAL, "gpt2_gen_create: out is NULL");
     TRY(tsr__gpt2_check(model, "gpt2_gen_create"));
     const tsr_gpt2_config_t *c = &model->cfg;
-    if (batch < 1 || batch > 4096)
-        return tsr__fail(TSR_EINVAL, "gpt2_gen_create: batch %d outside [1, 4096]", batch);
-    if (max_len < 1 || max_len > c->context)
-        return tsr__fail(TSR_EINVAL, "gpt2_gen_create: max_len %d outside [1, context %d]",
-                         max_len, c->context);
-    if ((long long)batch * max_len > (1LL << 30) ||
-        (long long)model->hd * batch * max_len > (1LL << 31) - 1)
-        return tsr__fail(TSR_EINVAL, "gpt2_gen_create: batch %d x max_len %d positions make a "
-                                     "cache tile of more than 2^31 elements", batch, max_len);
     tsr_gpt2_gen_t *g = calloc(1, sizeof *g);
     if (!g)
         return tsr__fail(TSR_ENOMEM, "gpt2_gen_create: out of memory");
-    g->m = model;
-    g->runtime = tsr__runtime_instance();
-    g->B = batch;
-    g->maxlen = max_len;
-    g->layers = c->layers;
-    int L = c->layers, C = c->channels, V = c->vocab_size;
-    g->len = calloc((size_t)batch, sizeof *g->len);
-    g->kc = calloc((size_t)L, sizeof *g->kc);
-    g->vc = calloc((size_t)L, sizeof *g->vc);
-    g->steps = calloc((size_t)batch, sizeof *g->steps);
-    g->scratch = malloc((size_t)V * (size_t)batch * sizeof *g->scratch);
-    size_t ncol = (size_t)(batch > max_len ? batch : max_len);
-    g->col_tok = malloc(ncol * sizeof *g->col_tok);
-    g->col_pos = malloc(ncol * sizeof *g->col_pos);
-    g->col_slot = malloc(ncol * sizeof *g->col_slot);
-    g->col_tab = malloc(2 * ncol * sizeof *g->col_tab);
-    int rc = TSR_OK;
-    if (!g->len || !g->kc || !g->vc || !g->steps || !g->scratch || !g->col_tok || !g->col_pos ||
-        !g->col_slot || !g->col_tab)
-        rc = tsr__fail(TSR_ENOMEM, "gpt2_gen_create: out of memory");
-    for (int l = 0; !rc && l < L; l++) {
-        int cols = batch * max_len;
-        rc = tsr__tensor_init(&g->kc[l], C, cols, model->hd, cols);
-        if (!rc)
-            rc = tsr__tensor_init(&g->vc[l], C, cols, model->hd, cols);
-    }
-    if (!rc)
-        rc = live_add(g);
+    int rc = tsr__gen_init(&g->g, &gpt2_gen, model, batch, max_len, c->context, c->layers,
+                           c->vocab_size, c->channels, model->hd);
     if (rc) {
+        free(g);
+        return rc;
+    }
+    if ((rc = tsr__gen_register(&g->g))) {
         destroy(g);
         return rc;
     }
@@ -238,7 +171,7 @@ int tsr_gpt2_gen_free(tsr_gpt2_gen_t *g)
 {
     if (!g)
         return TSR_OK;
-    if (!live_find(g, 1))
+    if (!tsr__gen_unregister(&g->g))
         return tsr__fail(TSR_EINVAL, "gpt2_gen_free: %p is not a live generation state (freed "
                                      "already, or never created)", (void *)g);
     destroy(g);
@@ -247,20 +180,12 @@ int tsr_gpt2_gen_free(tsr_gpt2_gen_t *g)
 
 int tsr_gpt2_gen_length(const tsr_gpt2_gen_t *g, int slot)
 {
-    if (!g || !live_find(g, 0) || slot < 0 || slot >= g->B)
-        return -1;
-    return g->len[slot];
+    return tsr__gen_length(g ? &g->g : NULL, slot);
 }
 
 int tsr_gpt2_gen_reset(tsr_gpt2_gen_t *g, int slot)
 {
-    if (!g || !live_find(g, 0))
-        return tsr__fail(TSR_EINVAL, "gpt2_gen_reset: %p is not a live generation state",
-                         (void *)g);
-    if (slot < 0 || slot >= g->B)
-        return tsr__fail(TSR_EINVAL, "gpt2_gen_reset: slot %d outside [0, %d)", slot, g->B);
-    g->len[slot] = 0;
-    return TSR_OK;
+    return tsr__gen_reset("gpt2_gen", g ? &g->g : NULL, slot);
 }
 
 /* ---- the pass over columns ------------------------------------------------------ */
@@ -295,12 +220,12 @@ static const tsr_tensor_t *copied(const tsr_gpt2_t *m, int i)
 
 int tsr_gpt2_gen_precision(tsr_gpt2_gen_t *g, int precision)
 {
-    TRY(gen_check(g, "gpt2_gen_precision"));
+    TRY(tsr__gen_check(g ? &g->g : NULL, "gpt2_gen_precision"));
     if (precision != TSR_GPT2_FP32 && precision != TSR_GPT2_BF16)
         return tsr__fail(TSR_EINVAL, "gpt2_gen_precision: %d is neither TSR_GPT2_FP32 (%d) nor "
                                      "TSR_GPT2_BF16 (%d)", precision, TSR_GPT2_FP32,
                          TSR_GPT2_BF16);
-    tsr_gpt2_t *m = g->m;
+    tsr_gpt2_t *m = g->g.model;
     int L = m->cfg.layers, n = 4 * L + 1;
     if (precision == TSR_GPT2_FP32) {
         for (int i = 0; g->wb && i < n; i++)
@@ -338,26 +263,23 @@ int tsr_gpt2_gen_precision(tsr_gpt2_gen_t *g, int precision)
 
 /* The model over the columns of s (g->col_tok, col_pos, col_slot), the
  * logits of the last column (s->k == 1) or of all (s->k == n). */
-static int run(tsr_gpt2_gen_t *g, colset_t *s)
+static int run(tsr__gen_t *gen, void *set)
 {
-    tsr_gpt2_t *m = g->m;
+    tsr_gpt2_gen_t *g = (tsr_gpt2_gen_t *)gen; /* the engine's state is first */
+    colset_t *s = set;
+    tsr_gpt2_t *m = gen->model;
     const tsr_gpt2_config_t *c = &m->cfg;
     int n = s->n;
-    double keys = 0;
-    for (int j = 0; j < n; j++) {
-        g->col_tab[2 * j] = g->col_slot[j];
-        g->col_tab[2 * j + 1] = g->col_pos[j];
-        keys += g->col_pos[j] + 1.0;
-    }
-    TRY(tsr__tensor_write(&s->cols, g->col_tab, 2));
-    TRY(tsr__op_decode_embed(&m->wte->p, &m->wpe->p, g->col_tok, g->col_pos, &s->x));
+    double keys;
+    TRY(tsr__gen_write_cols(gen, n, &s->cols, &keys));
+    TRY(tsr__op_decode_embed(&m->wte->p, &m->wpe->p, gen->col_tok, gen->col_pos, &s->x));
     for (int l = 0; l < c->layers; l++) {
         const layer_params_t *p = &m->lp[l];
         TRY(tsr__op_layernorm_fwd(&s->x, &p->ln1_w->p, &p->ln1_b->p, &s->ln, &s->mean,
                                   &s->rstd));
         TRY(linear(g, s, l, 0, &p->attn_w->p, &p->attn_b->p, &s->ln, 0.0f, &s->qkv));
-        TRY(tsr__op_decode_attn(&s->qkv, &s->cols, c->heads, g->maxlen, keys, &g->kc[l],
-                                &g->vc[l], &s->yh));
+        TRY(tsr__op_decode_attn(&s->qkv, &s->cols, c->heads, gen->maxlen, keys, &gen->kc[l],
+                                &gen->vc[l], &s->yh));
         TRY(tsr__op_regroup(&s->yh, &s->yb));
         TRY(tsr__op_copy(&s->x, &s->res));                                   /* res = x */
         TRY(linear(g, s, l, 1, &p->proj_w->p, &p->proj_b->p, &s->yb, 1.0f, &s->res));
@@ -381,82 +303,15 @@ static int run(tsr_gpt2_gen_t *g, colset_t *s)
     return tsr__op_gemm(OP_T, OP_N, 1.0f, &m->wte->p, &s->lnf, 0.0f, &s->logits, TSR_RW);
 }
 
-static int check_ids(const tsr_gpt2_gen_t *g, const int32_t *ids, int n, const char *fn)
-{
-    int V = g->m->cfg.vocab_size;
-    for (int i = 0; i < n; i++)
-        if (ids[i] >= V || ids[i] < 0)
-            return tsr__fail(TSR_EINVAL, "%s: token %d at %d is outside [0, %d)", fn, (int)ids[i],
-                             i, V);
-    return TSR_OK;
-}
-
 int tsr_gpt2_gen_prefill(tsr_gpt2_gen_t *g, int slot, const int32_t *tokens, int n,
                          float *logits)
 {
-    TRY(gen_check(g, "gpt2_gen_prefill"));
-    if (slot < 0 || slot >= g->B)
-        return tsr__fail(TSR_EINVAL, "gpt2_gen_prefill: slot %d outside [0, %d)", slot, g->B);
-    if (!tokens)
-        return tsr__fail(TSR_EINVAL, "gpt2_gen_prefill: tokens is NULL");
-    if (n < 1 || n > g->maxlen)
-        return tsr__fail(TSR_EINVAL, "gpt2_gen_prefill: a prompt of %d tokens; the state holds "
-                                     "1 to %d per slot", n, g->maxlen);
-    TRY(check_ids(g, tokens, n, "gpt2_gen_prefill"));
-    g->len[slot] = 0; /* the slot's old positions are gone, whatever follows */
-    for (int j = 0; j < n; j++) {
-        g->col_tok[j] = tokens[j];
-        g->col_pos[j] = j;
-        g->col_slot[j] = slot;
-    }
-    colset_t *s = NULL;
-    TRY(colset_make(g->m, n, 1, &s));
-    int rc = run(g, s);
-    if (!rc && logits)
-        rc = tsr__tensor_read(&s->logits, logits, (size_t)g->m->cfg.vocab_size);
-    colset_free(s, 1); /* waits for its tasks */
-    if (!rc)
-        g->len[slot] = n;
-    return rc;
+    return tsr__gen_prefill("gpt2_gen", g ? &g->g : NULL, slot, tokens, n, logits);
 }
 
 int tsr_gpt2_gen_step(tsr_gpt2_gen_t *g, const int32_t *tokens, float *logits)
 {
-    TRY(gen_check(g, "gpt2_gen_step"));
-    if (!tokens)
-        return tsr__fail(TSR_EINVAL, "gpt2_gen_step: tokens is NULL");
-    int V = g->m->cfg.vocab_size, n = 0;
-    for (int b = 0; b < g->B; b++) {
-        if (tokens[b] < 0)
-            continue;
-        if (tokens[b] >= V)
-            return tsr__fail(TSR_EINVAL, "gpt2_gen_step: token %d of slot %d is outside [0, %d)",
-                             (int)tokens[b], b, V);
-        if (g->len[b] >= g->maxlen)
-            return tsr__fail(TSR_EINVAL, "gpt2_gen_step: slot %d is full (%d positions)", b,
-                             g->maxlen);
-        g->col_tok[n] = tokens[b];
-        g->col_pos[n] = g->len[b];
-        g->col_slot[n] = b;
-        n++;
-    }
-    if (n == 0)
-        return tsr__fail(TSR_EINVAL, "gpt2_gen_step: no slot steps (every token is negative)");
-    if (!g->steps[n - 1])
-        TRY(colset_make(g->m, n, n, &g->steps[n - 1]));
-    colset_t *s = g->steps[n - 1];
-    TRY(run(g, s));
-    /* the logits' columns are the stepping slots in order: straight into
-     * the caller's rows when every slot steps */
-    float *dst = logits && n == g->B ? logits : g->scratch;
-    TRY(tsr__tensor_read(&s->logits, dst, (size_t)V));
-    if (logits && dst != logits)
-        for (int j = 0; j < n; j++)
-            memcpy(logits + (size_t)g->col_slot[j] * V, dst + (size_t)j * V,
-                   (size_t)V * sizeof *logits);
-    for (int j = 0; j < n; j++)
-        g->len[g->col_slot[j]]++;
-    return TSR_OK;
+    return tsr__gen_step("gpt2_gen", g ? &g->g : NULL, tokens, logits);
 }
 
 /* ---- sampling --------------------------------------------------------------------- */
