@@ -66,6 +66,47 @@ static const tsr_codelet_t cl_decode = {.name = "decode_attn",
                                         .flops = decode_flops,
                                         .bytes = decode_bytes};
 
+/* The same from a fused qkv tile (Llama): q, k and v at their own row
+ * offsets of one (Q, n) tile. cols, qkv, kc, vc → y. Its cost is the
+ * unfused one's (the same args up to the offsets). */
+typedef tsr__decode_gqa_args_t decode_gqa_args_t;
+static double decode_gqa_flops(const void *args, const size_t *sizes)
+{
+    const decode_gqa_args_t *a = args;
+    decode_args_t u = {a->d, a->n, a->maxlen, 0, a->ld, a->scale, a->keys};
+    return decode_flops(&u, sizes);
+}
+static double decode_gqa_bytes(const void *args, const size_t *sizes)
+{
+    const decode_gqa_args_t *a = args;
+    decode_args_t u = {a->d, a->n, a->maxlen, 0, a->ld, a->scale, a->keys};
+    return decode_bytes(&u, sizes);
+}
+static int decode_gqa_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const decode_gqa_args_t *a = args;
+    const float *qkv = buf[1];
+    (void)e;
+    tsr_cpu_decode_attn(a->d, a->n, a->maxlen, a->scale, buf[0], qkv + a->qoff, qkv + a->koff,
+                        qkv + a->voff, a->ld, buf[2], buf[3], buf[4]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int decode_gqa_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const decode_gqa_args_t *a = args;
+    const float *qkv = buf[1];
+    return tsr_cuda_decode_attn(e->cuda_stream, a->d, a->n, a->maxlen, a->scale, buf[0],
+                                qkv + a->qoff, qkv + a->koff, qkv + a->voff, a->ld, buf[2],
+                                buf[3], buf[4]);
+}
+#endif
+static const tsr_codelet_t cl_decode_gqa = {.name = "decode_attn_gqa",
+                                            .impl = {decode_gqa_cpu, CUDA_IMPL(decode_gqa_cuda)},
+                                            .nbuffers = 5,
+                                            .flops = decode_gqa_flops,
+                                            .bytes = decode_gqa_bytes};
+
 /* one addition per feature; two columns read, one written */
 static double embed_flops(const void *args, const size_t *sizes)
 {
@@ -236,13 +277,23 @@ static int submit(const tsr_codelet_t *cl, const void *args, size_t args_size, i
 int tsr__op_decode_embed(const tsr_tensor_t *wte, const tsr_tensor_t *wpe,
                          const int32_t *tokens, const int32_t *pos, tsr_tensor_t *out)
 {
-    if (out->grid_rows != 1 || wte->rows != out->rows || wpe->rows != out->rows ||
-        wte->grid_rows != 1 || wpe->grid_rows != 1)
+    if (out->grid_rows != 1 || wte->rows != out->rows || (wpe && wpe->rows != out->rows) ||
+        wte->grid_rows != 1 || (wpe && wpe->grid_rows != 1))
         return tsr__fail(TSR_EINVAL, "decode_embed: tables (%d, %d), (%d, %d) and columns (%d, "
-                                     "%d) do not agree", wte->rows, wte->cols, wpe->rows,
-                         wpe->cols, out->rows, out->cols);
+                                     "%d) do not agree", wte->rows, wte->cols,
+                         wpe ? wpe->rows : 0, wpe ? wpe->cols : 0, out->rows, out->cols);
     size_t C = (size_t)out->rows;
-    for (int j = 0; j < out->cols; j++) {
+    for (int j = 0; !wpe && j < out->cols; j++) { /* the token's column alone */
+        int ta = tokens[j] / wte->tile_cols, tj = j / out->tile_cols;
+        tsr__rows_args_t r = {wte->rows, out->rows, (size_t)(tokens[j] % wte->tile_cols) * C,
+                              (size_t)(j % out->tile_cols) * C, out->rows, 1};
+        tsr_access_t acc[] = {{tsr__tile(wte, 0, ta), TSR_R},
+                              {tsr__tile(out, 0, tj), j % out->tile_cols ? TSR_RW : TSR_W}};
+        int rc = submit(tsr__op_codelet("copy_rows"), &r, sizeof r, 2, acc);
+        if (rc)
+            return rc;
+    }
+    for (int j = 0; wpe && j < out->cols; j++) {
         int ta = tokens[j] / wte->tile_cols, tb = pos[j] / wpe->tile_cols;
         int tj = j / out->tile_cols;
         embed_args_t a = {out->rows, C * (size_t)(tokens[j] % wte->tile_cols),
@@ -280,6 +331,40 @@ int tsr__op_decode_attn(const tsr_tensor_t *qkv, const tsr_tensor_t *cols, int h
                               {tsr__tile(kc, h, 0), TSR_RW},   {tsr__tile(vc, h, 0), TSR_RW},
                               {tsr__tile(y, h, 0), TSR_W}};
         int rc = submit(&cl_decode, &a, sizeof a, 7, acc);
+        if (rc)
+            return rc;
+    }
+    return TSR_OK;
+}
+
+int tsr__op_decode_attn_gqa(const tsr_tensor_t *qkv, const tsr_tensor_t *cols, int heads,
+                            int kv_heads, int maxlen, double keys, tsr_tensor_t *kc,
+                            tsr_tensor_t *vc, tsr_tensor_t *y)
+{
+    int d = y->tile_rows, n = y->cols, Hq = y->rows;
+    if (heads <= 0 || kv_heads <= 0 || heads % kv_heads || Hq != heads * d || d > 256 ||
+        d < 1 || qkv->rows != Hq + 2 * kv_heads * d || qkv->grid_rows != 1 ||
+        qkv->cols != n || qkv->grid_cols != 1 || y->grid_cols != 1 || cols->rows != 2 ||
+        cols->cols != n || cols->grid_cols != 1 || kc->rows != kv_heads * d ||
+        kc->tile_rows != d || kc->grid_cols != 1 || kc->cols % maxlen ||
+        vc->rows != kc->rows || vc->tile_rows != d || vc->cols != kc->cols ||
+        vc->grid_cols != 1)
+        return tsr__fail(TSR_EINVAL, "decode_attn_gqa: qkv (%d, %d) in tiles (%d, %d), y (%d, "
+                                     "%d) in (%d, %d) and a cache (%d, %d) in (%d, %d) do not "
+                                     "fit %d heads over %d K/V heads", qkv->rows, qkv->cols,
+                         qkv->tile_rows, qkv->tile_cols, Hq, n, d, y->tile_cols, kc->rows,
+                         kc->cols, kc->tile_rows, kc->tile_cols, heads, kv_heads);
+    int group = heads / kv_heads, Hkv = kv_heads * d;
+    /* one task per query head; those of a K/V head store the same keys and
+     * values in its cache tile (RW), one after another */
+    for (int h = 0; h < heads; h++) {
+        int g = h / group;
+        decode_gqa_args_t a = {d,          n,       maxlen, h * d, Hq + g * d, Hq + Hkv + g * d,
+                               qkv->rows, 1.0f / sqrtf((float)d), keys / heads};
+        tsr_access_t acc[] = {{cols->tiles[0], TSR_R},       {qkv->tiles[0], TSR_R},
+                              {tsr__tile(kc, g, 0), TSR_RW}, {tsr__tile(vc, g, 0), TSR_RW},
+                              {tsr__tile(y, h, 0), TSR_W}};
+        int rc = submit(&cl_decode_gqa, &a, sizeof a, 5, acc);
         if (rc)
             return rc;
     }
@@ -440,7 +525,8 @@ int tsr__op_gemv_t_bf16(const tsr_tensor_t *w, const tsr_tensor_t *wb, const tsr
 
 const tsr_codelet_t *tsr__gen_op_codelet(const char *name)
 {
-    const tsr_codelet_t *all[] = {&cl_decode, &cl_embed, &cl_gemv, &cl_sum2, &cl_to_bf16};
+    const tsr_codelet_t *all[] = {&cl_decode, &cl_decode_gqa, &cl_embed, &cl_gemv, &cl_sum2,
+                                  &cl_to_bf16};
     for (size_t i = 0; name && i < sizeof all / sizeof *all; i++)
         if (!strcmp(all[i]->name, name))
             return all[i];

@@ -16,7 +16,8 @@
 
 /* out(:, j) = wte(:, tokens[j]) + wpe(:, pos[j]) for the n columns of out
  * (C, n), one tile row; tokens and positions are host arrays (checked by
- * the caller). wte (C, V) and wpe (C, ctx) in any column tiling. */
+ * the caller). wte (C, V) and wpe (C, ctx) in any column tiling; wpe NULL:
+ * the token's column alone (Llama). */
 int tsr__op_decode_embed(const tsr_tensor_t *wte, const tsr_tensor_t *wpe,
                          const int32_t *tokens, const int32_t *pos, tsr_tensor_t *out);
 
@@ -30,6 +31,15 @@ int tsr__op_decode_embed(const tsr_tensor_t *wte, const tsr_tensor_t *wpe,
 int tsr__op_decode_attn(const tsr_tensor_t *qkv, const tsr_tensor_t *cols, int heads,
                         int maxlen, double keys, tsr_tensor_t *kc, tsr_tensor_t *vc,
                         tsr_tensor_t *y);
+
+/* The same for grouped-query attention from a fused qkv (Llama):
+ *   qkv (Hq + 2 Hkv, n) in one tile: q of head h at rows h d, k and v of
+ *   K/V head g at Hq + g d and Hq + Hkv + g d (q and k already rotated)
+ *   kc, vc (Hkv, nslots * maxlen) tiled (d, …): one tile per K/V head
+ *   y (Hq, n) tiled (d, n); query head h reads K/V head h / (heads / kv_heads). */
+int tsr__op_decode_attn_gqa(const tsr_tensor_t *qkv, const tsr_tensor_t *cols, int heads,
+                            int kv_heads, int maxlen, double keys, tsr_tensor_t *kc,
+                            tsr_tensor_t *vc, tsr_tensor_t *y);
 
 /* dst(:, 0) = src(:, j): src (C, n) and dst (C, 1), each one tile. */
 int tsr__op_take_column(const tsr_tensor_t *src, int j, tsr_tensor_t *dst);
@@ -76,6 +86,11 @@ typedef struct tsr__decode_args {
     float scale;
     double keys;
 } tsr__decode_args_t;
+typedef struct tsr__decode_gqa_args {
+    int d, n, maxlen, qoff, koff, voff, ld;
+    float scale;
+    double keys;
+} tsr__decode_gqa_args_t;
 typedef struct tsr__decode_embed_args {
     int C;
     size_t a_off, b_off, out_off; /* elements into the three tiles */

@@ -1144,9 +1144,9 @@ static int rope_piece(const rope_args_t *a, int t, int *pos)
 
 static void rope_cpu(const rope_args_t *a, void **buf)
 {
-    float *x = buf[0];
     const double *f = buf[1];
     int ld = a->ld ? a->ld : a->nh * a->d, pos, n;
+    float *x = (float *)buf[0] + (size_t)a->c0 * (size_t)ld;
     for (int t = 0; t < a->T; t += n) {
         float *xt = x + (size_t)t * (size_t)ld;
         n = rope_piece(a, t, &pos);
@@ -1159,9 +1159,9 @@ static void rope_cpu(const rope_args_t *a, void **buf)
 #ifdef TSR_HAVE_CUDA
 static int rope_cuda(const rope_args_t *a, void **buf, const tsr_exec_t *e)
 {
-    float *x = buf[0];
     const double *f = buf[1]; /* the table's device copy */
     int ld = a->ld ? a->ld : a->nh * a->d, pos, n, rc = 0;
+    float *x = (float *)buf[0] + (size_t)a->c0 * (size_t)ld;
     for (int t = 0; !rc && t < a->T; t += n) {
         float *xt = x + (size_t)t * (size_t)ld;
         n = rope_piece(a, t, &pos);
@@ -1207,7 +1207,7 @@ static int rope_tiles(tsr_tensor_t *x, int heads, int head_dim, int seq_len, int
         int s0 = (int)((long long)j * x->tile_cols % seq_len);
         for (int i = 0; !rc && i < x->grid_rows; i++) {
             rope_args_t a = {head_dim, tsr__tile_m(x, i) / head_dim, tsr__tile_n(x, j), s0,
-                             seq_len, pos0, inverse, 0};
+                             seq_len, pos0, inverse, 0, 0};
             if (rot_heads) /* the q and k heads of a fused qkv tile */
                 a.nh = rot_heads, a.ld = x->rows;
             rc = SUBMIT(*cl, a, ACC(tsr__tile(x, i, j), TSR_RW), ACC(inv_freq, TSR_R));
@@ -1245,6 +1245,29 @@ int tsr__op_rope_qk_bwd(tsr_tensor_t *dqkv, int heads, int kv_heads, int head_di
         return tsr__fail(TSR_EINVAL, "rope_qk_bwd: %d K/V heads for %d heads", kv_heads, heads);
     return rope_tiles(dqkv, heads + 2 * kv_heads, head_dim, seq_len, pos0, inv_freq, 1,
                       heads + kv_heads, "rope_qk_bwd");
+}
+
+int tsr__op_rope_qk_cols(tsr_tensor_t *qkv, int heads, int kv_heads, int head_dim,
+                         const int32_t *pos, tsr_handle_t inv_freq)
+{
+    if (kv_heads <= 0 || heads <= 0 || heads % kv_heads || head_dim < 2 || head_dim % 2 ||
+        qkv->grid_rows != 1 || qkv->grid_cols != 1 || tsr__tensor_is_bf16(qkv) ||
+        (long long)(heads + 2 * kv_heads) * head_dim != qkv->rows)
+        return tsr__fail(TSR_EINVAL, "rope_qk_cols: qkv (%d, %d) in tiles (%d, %d) is not one "
+                                     "fp32 tile of %d + 2 x %d heads of %d", qkv->rows,
+                         qkv->cols, qkv->tile_rows, qkv->tile_cols, heads, kv_heads, head_dim);
+    if (tsr_handle_size(inv_freq) != (size_t)(head_dim / 2) * sizeof(double))
+        return tsr__fail(TSR_EINVAL, "rope_qk_cols: the frequency table is not %d doubles",
+                         head_dim / 2);
+    for (int j = 0; j < qkv->cols; j++) {
+        if (pos[j] < 0)
+            return tsr__fail(TSR_EINVAL, "rope_qk_cols: position %d of column %d", pos[j], j);
+        rope_args_t a = {head_dim, heads + kv_heads, 1, 0, 1, pos[j], 0, qkv->rows, j};
+        int rc = SUBMIT(cl_rope_fwd, a, ACC(qkv->tiles[0], TSR_RW), ACC(inv_freq, TSR_R));
+        if (rc)
+            return rc;
+    }
+    return TSR_OK;
 }
 
 int tsr__rope_table(tsr_handle_t *out, int head_dim, const double *inv_freq)

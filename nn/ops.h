@@ -135,6 +135,11 @@ int tsr__op_rope_qk_fwd(tsr_tensor_t *qkv, int heads, int kv_heads, int head_dim
                         int pos0, tsr_handle_t inv_freq);
 int tsr__op_rope_qk_bwd(tsr_tensor_t *dqkv, int heads, int kv_heads, int head_dim, int seq_len,
                         int pos0, tsr_handle_t inv_freq);
+/* tsr__op_rope_qk_fwd for columns at arbitrary positions (generation: each
+ * column its slot's next position): qkv (C + 2 Ckv, n) in one tile, column
+ * j at position pos[j] (a host array of n), one task per column. */
+int tsr__op_rope_qk_cols(tsr_tensor_t *qkv, int heads, int kv_heads, int head_dim,
+                         const int32_t *pos, tsr_handle_t inv_freq);
 /* The frequency table as a runtime handle: a copy of inv_freq (head_dim/2
  * doubles from tsr_rope_inv_freq, kernels/rope.h); the caller unregisters
  * it (tsr_handle_unregister) after the last task that reads it. */
@@ -354,6 +359,7 @@ typedef struct tsr__rms_args {
 typedef struct tsr__rope_args {
     int d, nh, T, s0, seq_len, pos0, inverse;
     int ld; /* a token's stride in the tile: nh d, or the fused qkv's rows */
+    int c0; /* the first column of the tile rotated (T columns from it) */
 } tsr__rope_args_t;
 /* cross-entropy on a vocabulary tile [v0, v0 + nv) of T tokens */
 typedef struct tsr__xent_args {
