@@ -12,6 +12,10 @@
  * parameters: see compare), and the two replicas each other's. Exit status 0 on every rank
  * when all holds; the first difference is printed with its rank.
  *
+ * `dp_train --llama` runs the same checks on a small Llama (grouped-query
+ * attention, RoPE, SwiGLU, untied head): both families train through one
+ * trainer (nn/trainer.c), so data parallelism and ZeRO must hold for both.
+ *
  * `dp_train --memory ZERO` instead trains a larger model two steps with
  * zero = ZERO and prints each rank's host memory peak (docs/data-parallel.md
  * has the figures). */
@@ -21,6 +25,7 @@
 #include <string.h>
 
 #include <tessera/gpt2.h>
+#include <tessera/llama.h>
 #include <tessera/mpi.h>
 
 enum { V = 300, CTX = 32, B = 2, T = 16, STEPS = 4 };
@@ -50,6 +55,69 @@ static tsr_gpt2_config_t tiny(int dp, int zero)
     return c;
 }
 
+/* The model under test: GPT-2, or with --llama a Llama of like size; the
+ * calls below are the two APIs' common ones. */
+static int llama_;
+
+typedef struct model {
+    tsr_gpt2_t *g;
+    tsr_llama_t *l;
+} model_t;
+
+static model_t make(int dp, int zero, int batch, int bf16)
+{
+    model_t m = {NULL, NULL};
+    if (!llama_) {
+        tsr_gpt2_config_t c = tiny(dp, zero);
+        c.precision = bf16 ? TSR_GPT2_BF16 : TSR_GPT2_FP32;
+        CHECK(tsr_gpt2_create(&m.g, &c, batch, T));
+        CHECK(tsr_gpt2_init_weights(m.g, 42));
+        return m;
+    }
+    tsr_llama_config_t c;
+    tsr_llama_config_default(&c);
+    c.vocab_size = V;
+    c.hidden = 32;
+    c.intermediate = 48;
+    c.layers = 2;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.max_positions = CTX;
+    c.tile_vocab = 128;
+    c.data_parallel = dp;
+    c.zero = zero;
+    c.precision = bf16 ? TSR_GPT2_BF16 : TSR_GPT2_FP32;
+    CHECK(tsr_llama_create(&m.l, &c, batch, T));
+    CHECK(tsr_llama_init_weights(m.l, 42));
+    return m;
+}
+
+static void train_step(model_t *m, const int32_t *tok, const int32_t *tgt,
+                       const tsr_adamw_config_t *opt, float *norm, float *loss)
+{
+    if (m->g) {
+        CHECK(tsr_gpt2_zero_grad(m->g));
+        CHECK(tsr_gpt2_forward(m->g, tok, tgt, NULL));
+        CHECK(tsr_gpt2_backward(m->g, 1.0f));
+        CHECK(tsr_gpt2_step(m->g, opt, LR, norm));
+        CHECK(tsr_gpt2_loss(m->g, loss));
+        return;
+    }
+    CHECK(tsr_llama_zero_grad(m->l));
+    CHECK(tsr_llama_forward(m->l, tok, tgt, NULL));
+    CHECK(tsr_llama_backward(m->l, 1.0f));
+    CHECK(tsr_llama_step(m->l, opt, LR, norm));
+    CHECK(tsr_llama_loss(m->l, loss));
+}
+
+static void release(model_t *m)
+{
+    if (m->g)
+        CHECK(tsr_gpt2_free(m->g));
+    else
+        CHECK(tsr_llama_free(m->l));
+}
+
 /* The combined batch of step s: n sequences; targets ignored at every
  * (3 + rank of the sequence's slice)-th position, so counts differ. */
 static void combined(int s, int n, int32_t *tok, int32_t *tgt)
@@ -68,15 +136,21 @@ static void combined(int s, int n, int32_t *tok, int32_t *tgt)
             tgt[i] = -1;
 }
 
-static float *params_of(tsr_gpt2_t *m, size_t *total)
+static float *params_of(const model_t *m, size_t *total)
 {
-    size_t n = tsr_gpt2_num_params(m), at = 0;
+    size_t n = m->g ? tsr_gpt2_num_params(m->g) : tsr_llama_num_params(m->l), at = 0;
     float *all = malloc(n * sizeof *all);
     if (!all)
         exit(1);
-    for (int i = 0; i < tsr_gpt2_param_count(m); i++) {
+    int count = m->g ? tsr_gpt2_param_count(m->g) : tsr_llama_param_count(m->l);
+    for (int i = 0; i < count; i++) {
         size_t k;
-        CHECK(tsr_gpt2_get(m, tsr_gpt2_param_name(m, i), TSR_GPT2_PARAM, all + at, &k));
+        if (m->g)
+            CHECK(tsr_gpt2_get(m->g, tsr_gpt2_param_name(m->g, i), TSR_GPT2_PARAM, all + at,
+                               &k));
+        else
+            CHECK(tsr_llama_get(m->l, tsr_llama_param_name(m->l, i), TSR_GPT2_PARAM,
+                                all + at, &k));
         at += k;
     }
     *total = n;
@@ -115,14 +189,7 @@ static int compare(const char *what, const float *x, const float *y, size_t n, f
 
 static int equality(int size)
 {
-    tsr_gpt2_t *ref, *dp0, *dp1;
-    tsr_gpt2_config_t c = tiny(0, 0), c0 = tiny(1, 0), c1 = tiny(1, 1);
-    CHECK(tsr_gpt2_create(&ref, &c, size * B, T));
-    CHECK(tsr_gpt2_create(&dp0, &c0, B, T));
-    CHECK(tsr_gpt2_create(&dp1, &c1, B, T));
-    tsr_gpt2_t *ms[3] = {ref, dp0, dp1};
-    for (int k = 0; k < 3; k++)
-        CHECK(tsr_gpt2_init_weights(ms[k], 42));
+    model_t ms[3] = {make(0, 0, size * B, 0), make(1, 0, B, 0), make(1, 1, B, 0)};
     tsr_adamw_config_t opt;
     tsr_adamw_config_default(&opt);
     opt.grad_clip = 0.5f; /* clips: the norms are about 1 to 3 */
@@ -134,11 +201,7 @@ static int equality(int size)
         float loss[3], norm[3];
         for (int k = 0; k < 3; k++) {
             size_t off = k ? (size_t)rank_ * B * T : 0; /* replicas: their slice */
-            CHECK(tsr_gpt2_zero_grad(ms[k]));
-            CHECK(tsr_gpt2_forward(ms[k], tok + off, tgt + off, NULL));
-            CHECK(tsr_gpt2_backward(ms[k], 1.0f));
-            CHECK(tsr_gpt2_step(ms[k], &opt, LR, &norm[k]));
-            CHECK(tsr_gpt2_loss(ms[k], &loss[k]));
+            train_step(&ms[k], tok + off, tgt + off, &opt, &norm[k], &loss[k]);
         }
         for (int k = 1; k < 3; k++)
             if (!close_enough(loss[k], loss[0]) || !close_enough(norm[k], norm[0])) {
@@ -152,7 +215,7 @@ static int equality(int size)
                    loss[1], loss[0], norm[1], norm[0]);
     }
     size_t n;
-    float *pr = params_of(ref, &n), *p0 = params_of(dp0, &n), *p1 = params_of(dp1, &n);
+    float *pr = params_of(&ms[0], &n), *p0 = params_of(&ms[1], &n), *p1 = params_of(&ms[2], &n);
     bad |= compare("zero 0 against the reference", p0, pr, n, LR);
     bad |= compare("zero 1 against the reference", p1, pr, n, LR);
     bad |= compare("zero 1 against zero 0", p1, p0, n, LR);
@@ -162,7 +225,7 @@ static int equality(int size)
     free(tok);
     free(tgt);
     for (int k = 0; k < 3; k++)
-        CHECK(tsr_gpt2_free(ms[k]));
+        release(&ms[k]);
     return bad;
 }
 
@@ -172,13 +235,7 @@ static int equality(int size)
  * weights). */
 static int bf16_zero(void)
 {
-    tsr_gpt2_t *ms[2];
-    for (int k = 0; k < 2; k++) {
-        tsr_gpt2_config_t c = tiny(1, k);
-        c.precision = TSR_GPT2_BF16;
-        CHECK(tsr_gpt2_create(&ms[k], &c, B, T));
-        CHECK(tsr_gpt2_init_weights(ms[k], 42));
-    }
+    model_t ms[2] = {make(1, 0, B, 1), make(1, 1, B, 1)};
     int size = tsr_mpi_size(), bad = 0;
     /* no clipping: the norms of zero 0 and 1 are sums in other orders, and
      * a last-bit difference of the clip scale flips bf16 roundings */
@@ -192,11 +249,8 @@ static int bf16_zero(void)
         float loss[2], norm[2];
         for (int k = 0; k < 2; k++) {
             size_t off = (size_t)rank_ * B * T;
-            CHECK(tsr_gpt2_forward(ms[k], tok + off, tgt + off, NULL));
-            CHECK(tsr_gpt2_backward(ms[k], 1.0f));
-            CHECK(tsr_gpt2_step(ms[k], &opt, LR, NULL));
+            train_step(&ms[k], tok + off, tgt + off, &opt, NULL, &loss[k]);
             norm[k] = 0.0f;
-            CHECK(tsr_gpt2_loss(ms[k], &loss[k]));
         }
         if (!close_enough(loss[1], loss[0]) || !close_enough(norm[1], norm[0])) {
             fprintf(stderr, "rank %d: bf16 step %d: zero 1 loss %.9g norm %.9g, zero 0 loss "
@@ -205,14 +259,14 @@ static int bf16_zero(void)
         }
     }
     size_t n;
-    float *p0 = params_of(ms[0], &n), *p1 = params_of(ms[1], &n);
+    float *p0 = params_of(&ms[0], &n), *p1 = params_of(&ms[1], &n);
     bad |= compare("bf16: zero 1 against zero 0", p1, p0, n, LR);
     free(p0);
     free(p1);
     free(tok);
     free(tgt);
     for (int k = 0; k < 2; k++)
-        CHECK(tsr_gpt2_free(ms[k]));
+        release(&ms[k]);
     return bad;
 }
 
@@ -256,11 +310,13 @@ int main(int argc, char **argv)
     cfg.ncpu = 1;
     cfg.bind = 0;
     CHECK(tsr_init(&cfg));
+    llama_ = argc == 2 && !strcmp(argv[1], "--llama");
     int bad = argc == 3 && !strcmp(argv[1], "--memory") ? memory(size, atoi(argv[2]))
                                                          : equality(size) | bf16_zero();
     tsr_shutdown();
     CHECK(tsr_mpi_finalize());
     if (!bad && rank_ == 0)
-        printf("%d ranks: data-parallel training equals the combined batch's\n", size);
+        printf("%d ranks: data-parallel %s training equals the combined batch's\n", size,
+               llama_ ? "Llama" : "GPT-2");
     return bad;
 }
