@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include <tessera/llama.h>
@@ -514,4 +515,98 @@ Test(llama, misuse_is_refused)
     OK(tsr_llama_free(m));
     cr_expect_eq(tsr_llama_free(m), TSR_EINVAL);
     cr_expect_eq(tsr_llama_forward(m, tok, NULL, NULL), TSR_EINVAL);
+}
+
+/* ---- the disk tier ---------------------------------------------------------- */
+
+/* Three steps of the GQA model with the host capped at a quarter of its
+ * training state and a disk tier behind it: more than the whole state goes
+ * to disk and back, and the losses and parameters are bitwise those of the
+ * same training in memory. Bitwise, because the default tiles put the batch
+ * in one token tile and the vocabulary in one tile (every gradient tile gets
+ * one product: no order to vary) and the step asks for no norm (grad_clip
+ * 0). */
+static void disk_run(size_t host_mem, const char *dir, float *loss, float **params, size_t *n,
+                     uint64_t *to_disk, uint64_t *from_disk)
+{
+    tsr_config_t rc;
+    tsr_config_init(&rc);
+    rc.ncpu = 2;
+    rc.bind = 0;
+    rc.ncuda = 0;
+    if (host_mem) {
+        rc.host_mem = host_mem;
+        rc.disk_dir = dir;
+        rc.disk_mem = (size_t)16 << 20;
+    }
+    OK(tsr_init(&rc));
+    fixture_t f;
+    fixture_open(&f, "gqa");
+    tsr_llama_config_t cfg;
+    OK(tsr_llama_read_config(f.init, &cfg));
+    tsr_llama_t *m;
+    OK(tsr_llama_create(&m, &cfg, f.B, f.T));
+    OK(tsr_llama_load(m, f.init));
+    tsr_adamw_config_t opt;
+    tsr_adamw_config_default(&opt);
+    opt.grad_clip = 0.0f;
+    for (int s = 0; s < 3; s++) {
+        OK(tsr_llama_zero_grad(m));
+        OK(tsr_llama_forward(m, f.tok, f.tgt, &loss[s]));
+        OK(tsr_llama_backward(m, 1.0f));
+        OK(tsr_llama_step(m, &opt, 1e-3f, NULL));
+    }
+    *n = tsr_llama_num_params(m);
+    *params = malloc(*n * sizeof **params);
+    size_t at = 0;
+    for (int i = 0; i < tsr_llama_param_count(m); i++) {
+        size_t k;
+        OK(tsr_llama_get(m, tsr_llama_param_name(m, i), TSR_GPT2_PARAM, *params + at, &k));
+        at += k;
+    }
+    *to_disk = *from_disk = 0;
+    for (int i = 0; i < tsr_memory_node_count(); i++) {
+        tsr_node_stats_t st;
+        OK(tsr_memory_node_stats(i, &st));
+        if (st.kind == TSR_NODE_DISK) {
+            *to_disk = tsr_memory_link_bytes(0, i);
+            *from_disk = tsr_memory_link_bytes(i, 0);
+        }
+    }
+    OK(tsr_llama_free(m));
+    fixture_close(&f);
+    OK(tsr_shutdown());
+}
+
+Test(llama_disk, training_through_the_disk_equals_in_memory)
+{
+    float l0[3], l1[3];
+    float *p0, *p1;
+    size_t n0, n1;
+    uint64_t td, fd;
+    disk_run(0, NULL, l0, &p0, &n0, &td, &fd);
+    /* parameters, gradients and two moments, plus generous activations */
+    size_t state = 4 * n0 * sizeof(float) + (size_t)2 * 40 * (2 * 96 + 2 * 192 + 3 * 200) * 4;
+    char dir[] = "/tmp/tessera-llama-disk-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    disk_run(state / 4, dir, l1, &p1, &n1, &td, &fd);
+    cr_log_info("llama through the disk: state %zu bytes, host capped at %zu; to disk %llu, "
+                "back %llu bytes", state, state / 4, (unsigned long long)td,
+                (unsigned long long)fd);
+    cr_expect_gt(td, state, "more than the training state went to disk");
+    cr_expect_gt(fd, state, "and came back");
+    cr_expect_eq(memcmp(l0, l1, sizeof l0), 0, "losses differ: %.9g %.9g %.9g vs %.9g %.9g %.9g",
+                 l0[0], l0[1], l0[2], l1[0], l1[1], l1[2]);
+    cr_assert_eq(n0, n1);
+    cr_expect_eq(memcmp(p0, p1, n0 * sizeof *p0), 0, "parameters differ");
+    DIR *d = opendir(dir);
+    int left = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        left += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d)
+        closedir(d);
+    cr_expect_eq(left, 0, "the disk tier's files are gone after shutdown");
+    rmdir(dir);
+    free(p0);
+    free(p1);
 }
