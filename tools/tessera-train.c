@@ -151,6 +151,7 @@ typedef struct run {
     model_config_t cfg;     /* the model's shape */
     const char *from;       /* the checkpoint the shape comes from, or NULL */
     ckpt_t resumed;         /* with --resume: the checkpoint continued */
+    char init_path[4096];   /* a Llama's --init, resolved (ckpt.h) */
     char extra[16384];      /* with --resume: its text (data paths point here) */
     int start_step, last;   /* steps (start_step, last] are run */
     size_t position, ntrain, nval;
@@ -279,6 +280,13 @@ static int prepare(run_t *r)
         int rc = resolve_model(r, r->resumed.arch);
         if (rc >= 0)
             return rc;
+    }
+    /* a Llama's --init: an HF folder, or a run or step folder of this
+     * program (its model/) */
+    if (s->init != NULL && r->cfg.arch == MODEL_LLAMA) {
+        if (ckpt_model_path_arch(MODEL_LLAMA, s->init, r->init_path, sizeof r->init_path) != 0)
+            return 1;
+        s->init = r->init_path;
     }
     /* the model's shape: from the checkpoint to start from, else the flags */
     r->from = s->resume ? r->resumed.model : s->init;
