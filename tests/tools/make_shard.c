@@ -1,7 +1,7 @@
 /* tests/tools/make_shard.c OUT.bin N VOCAB [SEED] — a token shard of N ids
  * below VOCAB (tsr_shard_write: uint16, or uint32 past 65535) with a
- * learnable pattern (each id follows from the two before it, now and then
- * a random one), for the programs' tests of models with small vocabularies
+ * pattern a model learns in a few steps (a cycle of 24 ids, one id in 16 a
+ * random one instead), for the programs' tests of models with small vocabularies
  * (the Llama fixture's 97 ids), which the byte-level tokenizer's 257 ids
  * would not fit. */
 #include <stdio.h>
@@ -24,11 +24,11 @@ int main(int argc, char **argv)
     int32_t *t = malloc((size_t)n * sizeof *t);
     if (t == NULL)
         return 1;
-    t[0] = 1, t[1] = 2;
+    t[0] = 5, t[1] = 42;
     for (long i = 2; i < n; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         t[i] = (s >> 60) == 0 ? (int32_t)((s >> 33) % (unsigned long long)vocab)
-                              : (int32_t)((t[i - 1] * 3 + t[i - 2] + 1) % vocab);
+                              : (int32_t)(((i % 24) * 37 + 5) % vocab);
     }
     int rc = tsr_shard_write(argv[1], t, (size_t)n);
     free(t);
