@@ -5,7 +5,8 @@
 # training from the fixture's weights lowers the loss, from a config.json
 # or shape flags (with recompute, bf16) it runs; a run stopped half-way and
 # resumed gives the same model as one never interrupted (the same
-# evaluation); tessera-eval's loss is the training run's final validation
+# evaluation), also when killed at any action of its saves; a changed
+# model is refused on resume; tessera-eval's loss is the training run's final validation
 # loss on the same windows; tessera-sim llama runs a tiny shape on every
 # platform file (the GPU ones where the build has CUDA sources) and the
 # Llama 3 8B preset; bad flags are usage errors (exit 2) naming the flag.
@@ -72,6 +73,52 @@ same_eval() {
     [ -n "$a" ] && [ "$a" = "$b" ]
 }
 check resume_reproduces_the_run same_eval
+
+# kill -9 at every action of every save (TESSERA_FAULT_AT=kill:N, fault.h;
+# as tests/tools/test_checkpoint_faults.sh for GPT-2): `latest` names a
+# complete checkpoint (or none before the first save), and --resume
+# continues from it to the model of a run never interrupted, leaving
+# nothing but `latest` and its checkpoint
+KILL=("${RUN[@]}" --init "$FIX" --data "$TMP/train.bin" --steps 3 --checkpoint-every 1)
+check kill_reference "$BIN/tessera-train" "${KILL[@]}" --out "$TMP/kref"
+KREF=$(evaluate "$TMP/kref")
+kill_case() {
+    local n=$1 out=$TMP/kill$1 rc got
+    TESSERA_FAULT_AT=kill:$n "$BIN/tessera-train" "${KILL[@]}" --out "$out" >"$TMP/run.log" 2>&1
+    rc=$?
+    echo "$rc" >"$TMP/kill.rc"
+    [ "$rc" = 0 ] && return 0 # past the last action
+    [ "$rc" = 137 ] || { echo "exit $rc, expected 137"; cat "$TMP/run.log"; return 1; }
+    if [ ! -f "$out/latest" ]; then
+        ! grep -q 'checkpoint saved' "$TMP/run.log" || { echo "a save, but no latest"; return 1; }
+        echo none >>"$TMP/kill.seen"
+        return 0
+    fi
+    "$BIN/tessera-train" --out "$out" --resume --threads 1 >"$TMP/resume.log" 2>&1 ||
+        { cat "$TMP/resume.log"; return 1; }
+    got=$(evaluate "$out") || return 1
+    [ "$got" = "$KREF" ] || { echo "resumed: $got, uninterrupted: $KREF"; return 1; }
+    [ -z "$(cd "$out" && ls -A | grep -v -x -e latest -e "$(cat latest)")" ] ||
+        { echo "left over: $(ls -A "$out")"; return 1; }
+    echo resumed >>"$TMP/kill.seen"
+}
+: >"$TMP/kill.seen"
+n=1
+while [ $n -le 100 ]; do
+    check "kill_at_save_action_$n" kill_case $n
+    [ "$(cat "$TMP/kill.rc")" = 0 ] && break
+    n=$((n + 1))
+done
+check every_save_action_was_killed test "$(cat "$TMP/kill.rc")" = 0 -a $n -gt 10
+check kills_resumed grep -q resumed "$TMP/kill.seen"
+# a changed byte in the model folder: the state's checksum refuses the pair
+changed_model() {
+    cp -r "$TMP/kref" "$TMP/changed" || return 1
+    local f="$TMP/changed/$(cat "$TMP/changed/latest")/model/model.safetensors"
+    printf '\x01' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") - 1)) conv=notrunc 2>/dev/null
+    says "does not match" "$BIN/tessera-train" --out "$TMP/changed" --resume --threads 1
+}
+check resume_refuses_a_changed_model changed_model
 
 # tessera-eval on the windows of training's validation (its micro-batch of
 # 2 x 16, the first --eval-batches of them): the same loss
