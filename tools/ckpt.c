@@ -22,8 +22,15 @@
 
 #define LATEST "latest"
 #define MODEL_FILE "model.safetensors"
+#define MODEL_DIR "model" /* a Llama's HF folder */
 #define STATE_FILE "train.state"
 #define SUM_KEY "model-fnv64 "
+
+/* The name of the weights in a checkpoint folder. */
+static const char *model_name(model_arch_t arch)
+{
+    return arch == MODEL_LLAMA ? MODEL_DIR : MODEL_FILE;
+}
 
 /* ---- files and folders --------------------------------------------------- */
 
@@ -158,14 +165,14 @@ static int shard_tmp_path(char *path, size_t size, const char *out, int step, in
     return cli_path(path, size, out, name);
 }
 
-int ckpt_save_shard(const char *out, int step, int rank, uint64_t run, tsr_gpt2_t *m)
+int ckpt_save_shard(const char *out, int step, int rank, uint64_t run, model_t *m)
 {
     char path[4096], text[128];
     if (shard_tmp_path(path, sizeof path, out, step, rank) != 0)
         return 1;
     snprintf(text, sizeof text, "shard %d\ncheckpoint-step %d\nrun %016" PRIx64 "\n", rank, step,
              run);
-    int rc = tsr_gpt2_save_state(m, path, text);
+    int rc = model_save_state(m, path, text);
     return rc != TSR_OK ? cli_lib_fail(rc, "cannot save '%s'", path) : 0;
 }
 
@@ -196,22 +203,23 @@ static int move_shards(const char *out, const char *tmp, int step, int nshards)
     return 0;
 }
 
-static int write_pair(const char *tmp, int step, uint64_t run, tsr_gpt2_t *m,
+static int write_pair(const char *tmp, int step, uint64_t run, model_t *m,
                       const char *extra, ckpt_t *c)
 {
-    if (cli_path(c->model, sizeof c->model, tmp, MODEL_FILE) != 0 ||
+    c->arch = m->arch;
+    if (cli_path(c->model, sizeof c->model, tmp, model_name(m->arch)) != 0 ||
         cli_path(c->state, sizeof c->state, tmp, STATE_FILE) != 0)
         return 1;
     if (fault_write() != 0)
         return cli_fail("cannot save '%s': %s (injected by TESSERA_FAULT_AT)", c->model,
                         strerror(ENOSPC));
-    int rc = tsr_gpt2_save(m, c->model);
+    int rc = model_save(m, c->model);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "cannot save '%s'", c->model);
     fault_after();
-    /* the checksum of the file as it is on disk, read back */
+    /* the checksum of the file (or folder) as it is on disk, read back */
     uint64_t sum;
-    if (cli_fnv64_file(c->model, &sum) != 0)
+    if (ckpt_model_sum(c->model, &sum) != 0)
         return 1;
     size_t len = strlen(extra);
     char *text = malloc(len + 128);
@@ -224,7 +232,7 @@ static int write_pair(const char *tmp, int step, uint64_t run, tsr_gpt2_t *m,
         return cli_fail("cannot save '%s': %s (injected by TESSERA_FAULT_AT)", c->state,
                         strerror(ENOSPC));
     }
-    rc = tsr_gpt2_save_state(m, c->state, text);
+    rc = model_save_state(m, c->state, text);
     free(text);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "cannot save '%s'", c->state);
@@ -235,13 +243,13 @@ static int write_pair(const char *tmp, int step, uint64_t run, tsr_gpt2_t *m,
     return 0;
 }
 
-int ckpt_save(const char *out, int step, uint64_t run, tsr_gpt2_t *m, const char *extra,
+int ckpt_save(const char *out, int step, uint64_t run, model_t *m, const char *extra,
               ckpt_t *saved)
 {
     return ckpt_save_sharded(out, step, 1, run, m, extra, saved);
 }
 
-int ckpt_save_sharded(const char *out, int step, int nshards, uint64_t run, tsr_gpt2_t *m,
+int ckpt_save_sharded(const char *out, int step, int nshards, uint64_t run, model_t *m,
                       const char *extra, ckpt_t *saved)
 {
     char prev[64] = "", name[64], tmp[4096], final[4096];
@@ -296,8 +304,9 @@ int ckpt_save_sharded(const char *out, int step, int nshards, uint64_t run, tsr_
         fault_after();
     }
     saved->step = step;
+    saved->arch = m->arch;
     snprintf(saved->dir, sizeof saved->dir, "%s", final);
-    return cli_path(saved->model, sizeof saved->model, final, MODEL_FILE) != 0 ||
+    return cli_path(saved->model, sizeof saved->model, final, model_name(m->arch)) != 0 ||
            cli_path(saved->state, sizeof saved->state, final, STATE_FILE) != 0;
 }
 
@@ -320,14 +329,18 @@ int ckpt_latest(const char *out, ckpt_t *c)
     }
     c->step = step_of_name(name);
     if (cli_path(c->dir, sizeof c->dir, out, name) != 0 ||
-        cli_path(c->model, sizeof c->model, c->dir, MODEL_FILE) != 0 ||
+        cli_path(c->model, sizeof c->model, c->dir, MODEL_DIR) != 0 ||
         cli_path(c->state, sizeof c->state, c->dir, STATE_FILE) != 0)
         return 1;
     struct stat st;
     if (stat(c->dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return cli_fail("'%s/%s' names '%s', which is missing: the run folder was changed by "
                         "hand?", out, LATEST, c->dir);
-    if (cli_regular_file("checkpoint file", c->model) != 0 ||
+    /* a Llama's checkpoint holds its HF folder; a GPT-2's its file */
+    c->arch = stat(c->model, &st) == 0 && S_ISDIR(st.st_mode) ? MODEL_LLAMA : MODEL_GPT2;
+    if (c->arch == MODEL_GPT2 && cli_path(c->model, sizeof c->model, c->dir, MODEL_FILE) != 0)
+        return 1;
+    if ((c->arch == MODEL_GPT2 && cli_regular_file("checkpoint file", c->model) != 0) ||
         cli_regular_file("checkpoint file", c->state) != 0)
         return 1;
     return 0;
@@ -370,7 +383,7 @@ int ckpt_verify(const ckpt_t *c, const char *extra)
     uint64_t want = strtoull(h, &end, 16), got;
     if (end != h + 16 || *end != '\n')
         return cli_fail("'%s' holds a malformed checksum", c->state);
-    if (cli_fnv64_file(c->model, &got) != 0)
+    if (ckpt_model_sum(c->model, &got) != 0)
         return 1;
     if (got != want)
         return cli_fail("'%s' does not match '%s' (model checksum %016" PRIx64 " recorded, "
@@ -405,4 +418,71 @@ int ckpt_model_path(const char *arg, char *buf, size_t size)
     if ((size_t)snprintf(buf, size, "%s", arg) >= size)
         return cli_fail("path too long: '%s'", arg);
     return 0;
+}
+
+int ckpt_model_path_arch(model_arch_t arch, const char *arg, char *buf, size_t size)
+{
+    if (arch == MODEL_GPT2)
+        return ckpt_model_path(arg, buf, size);
+    struct stat st;
+    if (stat(arg, &st) != 0)
+        return cli_fail("checkpoint '%s' does not exist", arg);
+    char path[4096];
+    const char *found = arg;
+    if (S_ISDIR(st.st_mode)) {
+        ckpt_t c;
+        if (cli_path(path, sizeof path, arg, LATEST) != 0)
+            return 1;
+        if (stat(path, &st) == 0) { /* a run folder */
+            if (ckpt_latest(arg, &c) != 0)
+                return 1;
+            if (c.arch != MODEL_LLAMA)
+                return cli_fail("'%s' is a run of a GPT-2, not of a Llama (--arch gpt2)", arg);
+            snprintf(path, sizeof path, "%s", c.model);
+            found = path;
+        } else if (cli_path(path, sizeof path, arg, MODEL_DIR) == 0 && stat(path, &st) == 0 &&
+                   S_ISDIR(st.st_mode)) { /* a checkpoint folder of a run */
+            found = path;
+        }
+    }
+    if ((size_t)snprintf(buf, size, "%s", found) >= size)
+        return cli_fail("path too long: '%s'", found);
+    return 0;
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+int ckpt_model_sum(const char *path, uint64_t *sum)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return cli_fnv64_file(path, sum);
+    struct dirent **names;
+    int n = scandir(path, &names, NULL, by_name);
+    if (n < 0)
+        return cli_fail("cannot list '%s': %s", path, strerror(errno));
+    uint64_t h = 0xcbf29ce484222325ull;
+    int status = 0;
+    for (int i = 0; i < n; i++) {
+        char file[4096];
+        uint64_t part;
+        if (status == 0 && cli_path(file, sizeof file, path, names[i]->d_name) != 0)
+            status = 1;
+        if (status == 0 && stat(file, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (cli_fnv64_file(file, &part) != 0)
+                status = 1;
+            /* the name, then the file's own sum, into the folder's */
+            for (const char *p = names[i]->d_name; status == 0 && *p; p++)
+                h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+            for (int b = 0; status == 0 && b < 8; b++)
+                h = (h ^ ((part >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+        }
+        free(names[i]);
+    }
+    free(names);
+    *sum = h;
+    return status;
 }

@@ -3,9 +3,13 @@
  *
  * Layout of a run folder OUT:
  *   OUT/step-00000050/model.safetensors   the weights (an HF GPT-2 file)
+ *   OUT/step-00000050/model/              instead, a Llama's weights: an HF
+ *                                         checkpoint folder (config.json,
+ *                                         model.safetensors; model.h)
  *   OUT/step-00000050/train.state         AdamW moments, the step, and the
  *                                         tool's text, which names the step
  *                                         and the FNV-1a 64 of model.safetensors
+ *                                         (of a Llama's folder: of its files, by name)
  *   OUT/step-00000050/train.state.R       with ZeRO over N ranks: rank R's share
  *                                         of the moments (R = 1 .. N-1; rank 0's
  *                                         is train.state)
@@ -36,11 +40,15 @@
 
 #include <tessera/gpt2.h>
 
+#include "model.h"
+
 /* A complete checkpoint of a run folder. */
 typedef struct ckpt {
     int step;
+    model_arch_t arch; /* whose model: GPT-2's file or Llama's folder */
     char dir[4096];   /* OUT/step-… */
-    char model[4096]; /* OUT/step-…/model.safetensors */
+    char model[4096]; /* OUT/step-…/model.safetensors (GPT-2), or the HF
+                         folder OUT/step-…/model/ (Llama) */
     char state[4096]; /* OUT/step-…/train.state */
 } ckpt_t;
 
@@ -52,7 +60,7 @@ int ckpt_clean(const char *out);
  * `extra` (the tool's text) followed by the model's checksum line and the
  * shard's identity (shard 0 of `run`) in the state. *saved receives the checkpoint. On failure (reported; status 1)
  * the previous checkpoint is still the one `latest` names. */
-int ckpt_save(const char *out, int step, uint64_t run, tsr_gpt2_t *m, const char *extra,
+int ckpt_save(const char *out, int step, uint64_t run, model_t *m, const char *extra,
               ckpt_t *saved);
 
 /* Data parallel with ZeRO (docs/data-parallel.md): every rank's share of
@@ -62,8 +70,8 @@ int ckpt_save(const char *out, int step, uint64_t run, tsr_gpt2_t *m, const char
  * shards 1 .. nshards-1 into the checkpoint's temporary folder as
  * train.state.R before the folder's one rename, so that the checkpoint
  * appears with every shard or not at all. Returns 0, or 1 after reporting. */
-int ckpt_save_shard(const char *out, int step, int rank, uint64_t run, tsr_gpt2_t *m);
-int ckpt_save_sharded(const char *out, int step, int nshards, uint64_t run, tsr_gpt2_t *m,
+int ckpt_save_shard(const char *out, int step, int rank, uint64_t run, model_t *m);
+int ckpt_save_sharded(const char *out, int step, int nshards, uint64_t run, model_t *m,
                       const char *extra, ckpt_t *saved);
 /* The state file of rank `rank` in checkpoint c (c->state for rank 0). */
 int ckpt_shard_path(const ckpt_t *c, int rank, char *path, size_t size);
@@ -92,5 +100,13 @@ int ckpt_verify(const ckpt_t *c, const char *extra);
  * checkpoint folder (OUT/step-…), or a run folder (its latest checkpoint).
  * Returns 0, or 1 after reporting. */
 int ckpt_model_path(const char *arg, char *buf, size_t size);
+/* The same for either family: for a Llama, what --checkpoint names is an
+ * HF checkpoint folder (config.json), a checkpoint folder of a run
+ * (OUT/step-…, its model/) or a run folder; buf receives the HF folder. */
+int ckpt_model_path_arch(model_arch_t arch, const char *arg, char *buf, size_t size);
+
+/* FNV-1a 64 of a model file, or of a model folder: every regular file's
+ * name and bytes, in name order. Returns 0, or 1 after reporting. */
+int ckpt_model_sum(const char *path, uint64_t *sum);
 
 #endif

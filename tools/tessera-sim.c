@@ -1,9 +1,10 @@
-/* tools/tessera-sim.c — GPT-2 training steps on a simulated node: the real
+/* tools/tessera-sim.c — GPT-2 or Llama training steps on a simulated node: the real
  * runtime, policy (built-in or plug-in) and model code, in virtual time with
  * phantom data (docs/simulation.md).
  *
  *   tessera-sim --platform dgx-a100.json [--sched NAME|plugin.so] gpt2 \
  *               --layers 8 --channels 16384 [flags]
+ *   tessera-sim --platform dgx-h100.json llama --preset llama3-8b [flags]
  *   tessera-sim replay FILE --platform P [--sched S]   (sim_replay.c)
  *
  * Prints what one simulated training step costs: its virtual time, the model
@@ -21,13 +22,14 @@
 #include <sys/resource.h>
 
 #include "cli.h"
+#include "model.h"
 #include "sim_replay.h"
 
 static const char usage[] =
-    "usage: tessera-sim --platform FILE [runtime flags] gpt2 [model flags]\n"
+    "usage: tessera-sim --platform FILE [runtime flags] gpt2|llama [model flags]\n"
     "       tessera-sim replay FILE (--platform FILE | --real) [flags] (see replay --help)\n"
     "       tessera-sim convert FILE --to rec|tessera [--out FILE]\n"
-    "Simulate GPT-2 training steps on the node a platform file describes, or\n"
+    "Simulate GPT-2 or Llama training steps on the node a platform file describes, or\n"
     "replay a task graph from a file (docs/lab.md).\n"
     "runtime flags:\n"
     "  --platform FILE      platform description (platforms/*.json; required)\n"
@@ -44,6 +46,18 @@ static const char usage[] =
     "                       tile sizes (default: derived, docs/gpt2.md)\n"
     "  --recompute          recompute the activations in backward (docs/gpt2.md)\n"
     "  --precision P        fp32 (default) or bf16: the GEMMs on bf16 inputs (docs/gpt2.md)\n"
+    "llama flags (docs/llama.md; also --layers --heads --vocab and the tile flags):\n"
+    "  --preset NAME        a published shape: llama3-8b (hidden 4096, 32 layers, 32\n"
+    "                       heads, 8 K/V, intermediate 14336, vocab 128256, context\n"
+    "                       8192, rope_theta 500000) or llama2-70b (hidden 8192, 80\n"
+    "                       layers, 64 heads, 8 K/V, intermediate 28672, vocab 32000,\n"
+    "                       context 4096); the flags given override it\n"
+    "  --config FILE        the shape of an HF config.json (or its folder)\n"
+    "  --hidden N --intermediate N --kv-heads N --head-dim N --max-positions N\n"
+    "  --rope-theta X --rms-norm-eps X --tie-embeddings\n"
+    "                       the shape (default: 6 layers, hidden 512, 8 heads, 2\n"
+    "                       K/V heads, intermediate 1408, vocab 128256, context 2048)\n"
+    "either model:\n"
     "  --batch B            sequences per micro-batch (default 8)\n"
     "  --seq T              tokens per sequence (default: the context)\n"
     "  --micro K            micro-batches simulated per step (default 2)\n"
@@ -57,10 +71,36 @@ static const char usage[] =
 
 /* Model FLOPs of one step: 6 per parameter per token (forward 2, backward 4)
  * plus attention's two (T, T) products per layer (forward 4·T·C per token,
- * backward twice that), counted in full (no causal halving) as is usual. */
-static double model_flops(const tsr_gpt2_config_t *c, size_t params, double tokens, int seq)
+ * backward twice that), counted in full (no causal halving) as is usual.
+ * A Llama's attention width is heads x head_dim (not hidden), and its
+ * parameters count the untied head. */
+static double model_flops(const model_config_t *c, size_t params, double tokens, int seq)
 {
-    return 6.0 * (double)params * tokens + 12.0 * c->layers * (double)seq * c->channels * tokens;
+    double width = c->gpt2.channels, layers = c->gpt2.layers;
+    if (c->arch == MODEL_LLAMA) {
+        const tsr_llama_config_t *l = &c->llama;
+        width = (double)l->heads * (l->head_dim ? l->head_dim : l->hidden / l->heads);
+        layers = l->layers;
+    }
+    return 6.0 * (double)params * tokens + 12.0 * layers * (double)seq * width * tokens;
+}
+
+/* The published shapes of --preset; 0, or 2 after a usage error. */
+static int llama_preset(const char *name, tsr_llama_config_t *c)
+{
+    tsr_llama_config_default(c);
+    if (strcmp(name, "llama3-8b") == 0) {
+        c->vocab_size = 128256, c->hidden = 4096, c->intermediate = 14336, c->layers = 32;
+        c->heads = 32, c->kv_heads = 8, c->head_dim = 128, c->max_positions = 8192;
+        c->rope_theta = 500000.0;
+    } else if (strcmp(name, "llama2-70b") == 0) {
+        c->vocab_size = 32000, c->hidden = 8192, c->intermediate = 28672, c->layers = 80;
+        c->heads = 64, c->kv_heads = 8, c->head_dim = 128, c->max_positions = 4096;
+        c->rope_theta = 10000.0;
+    } else {
+        return cli_usage_error("--preset: llama3-8b or llama2-70b, not '%s'", name);
+    }
+    return 0;
 }
 
 typedef struct run_totals {
@@ -106,16 +146,16 @@ static double host_link_bytes(void)
 /* One training step: zero the gradients, K micro-batches of forward and
  * backward, AdamW; each phase waited for, so that its time is its own (the
  * next phase's tasks are not submitted before it ends). */
-static int train_step(tsr_gpt2_t *m, const int32_t *tok, const int32_t *tgt, int micro,
+static int train_step(model_t *m, const int32_t *tok, const int32_t *tgt, int micro,
                       step_times_t *st)
 {
     double t0 = tsr_time(), t = t0, b = host_link_bytes();
-    int rc = tsr_gpt2_zero_grad(m);
+    int rc = model_zero_grad(m);
     st->mb = st->mb_bytes = 0.0;
     for (int k = 0; rc == TSR_OK && k < micro; k++) {
-        rc = tsr_gpt2_forward(m, tok, tgt, NULL);
+        rc = model_forward(m, tok, tgt, NULL);
         if (rc == TSR_OK)
-            rc = tsr_gpt2_backward(m, 1.0f / (float)micro);
+            rc = model_backward(m, 1.0f / (float)micro);
         if (rc == TSR_OK)
             rc = tsr_wait_all();
         double now = tsr_time(), bnow = host_link_bytes();
@@ -132,7 +172,7 @@ static int train_step(tsr_gpt2_t *m, const int32_t *tok, const int32_t *tgt, int
     tsr_adamw_config_t opt;
     tsr_adamw_config_default(&opt);
     if (rc == TSR_OK)
-        rc = tsr_gpt2_step(m, &opt, 1e-4f, NULL);
+        rc = model_step(m, &opt, 1e-4f, NULL);
     if (rc == TSR_OK)
         rc = tsr_wait_all();
     st->adamw = tsr_time() - t;
@@ -148,6 +188,9 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "convert"))
         return sim_convert(argc - 1, argv + 1);
     const char *platform = NULL, *sched = NULL, *trace = NULL, *tag = "", *precision = NULL;
+    const char *preset = NULL, *config = NULL;
+    tsr_llama_config_t lflags;
+    tsr_llama_config_default(&lflags);
     int threads = 0, exec = 0, stats = 0;
     tsr_gpt2_config_t cfg;
     tsr_gpt2_config_default(&cfg);
@@ -155,7 +198,7 @@ int main(int argc, char **argv)
     cfg.channels = 1024;
     cfg.heads = 0;
     int batch = 8, seq = 0, micro = 2, steps = 2, accumulate = 0;
-    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 7] = {
+    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 7 + MODEL_LLAMA_NOPTS + 2] = {
         {"platform", 0, CLI_STR, &platform, 0, 0, 0},
         {"sched", 0, CLI_STR, &sched, 0, 0, 0},
         {"threads", 0, CLI_INT, &threads, 0, 4096, 0},
@@ -174,6 +217,11 @@ int main(int argc, char **argv)
     opts[nopts++] = (cli_opt_t){"json-tag", 0, CLI_STR, &tag, 0, 0, 0};
     opts[nopts++] = (cli_opt_t){"recompute", 0, CLI_BOOL, &cfg.recompute, 0, 0, 0};
     opts[nopts++] = (cli_opt_t){"precision", 0, CLI_STR, &precision, 0, 0, 0};
+    cli_opt_t *gopts = opts + 8, *lopts = opts + nopts;
+    model_llama_opts(lopts, &lflags);
+    nopts += MODEL_LLAMA_NOPTS;
+    opts[nopts++] = (cli_opt_t){"preset", 0, CLI_STR, &preset, 0, 0, 0};
+    opts[nopts++] = (cli_opt_t){"config", 0, CLI_STR, &config, 0, 0, 0};
     const char *pos[1];
     int npos = 0;
     int rc = cli_parse("tessera-sim", usage, opts, nopts, argc, argv, pos, 1, &npos);
@@ -184,12 +232,27 @@ int main(int argc, char **argv)
     if (precision && strcmp(precision, "fp32") && strcmp(precision, "bf16"))
         return cli_usage_error("--precision: fp32 or bf16, not '%s'", precision);
     cfg.precision = precision && !strcmp(precision, "bf16") ? TSR_GPT2_BF16 : TSR_GPT2_FP32;
-    if (npos != 1 || strcmp(pos[0], "gpt2") != 0)
-        return cli_usage_error("say what to simulate: gpt2");
-    if (cfg.heads == 0)
+    model_arch_t arch;
+    if (npos != 1 || (strcmp(pos[0], "gpt2") != 0 && strcmp(pos[0], "llama") != 0))
+        return cli_usage_error("say what to simulate: gpt2 or llama");
+    arch = strcmp(pos[0], "llama") == 0 ? MODEL_LLAMA : MODEL_GPT2;
+    if (arch == MODEL_GPT2 && (preset || config))
+        return cli_usage_error("--%s is for llama", preset ? "preset" : "config");
+    if (preset && config)
+        return cli_usage_error("--preset and --config exclude each other");
+    model_config_t base, mcfg;
+    if (preset && (rc = llama_preset(preset, &base.llama)) != 0)
+        return rc;
+    if (config && model_read_config(MODEL_LLAMA, config, &base) != 0)
+        return 1;
+    if (arch == MODEL_GPT2 && cfg.heads == 0)
         cfg.heads = cfg.channels % 128 == 0 ? cfg.channels / 128 : 1;
+    if ((rc = model_flags_resolve(arch, gopts, &cfg, lopts, &lflags,
+                                  preset || config ? &base.llama : NULL, cfg.recompute,
+                                  cfg.precision, &mcfg)) != 0)
+        return rc;
     if (seq == 0)
-        seq = cfg.context;
+        seq = model_config_context(&mcfg);
     if (accumulate == 0)
         accumulate = batch * micro;
     if (accumulate % batch != 0 || accumulate < batch * micro)
@@ -212,16 +275,18 @@ int main(int argc, char **argv)
         return cli_lib_fail(rc, "cannot start the simulated runtime");
 
     char shape[256];
-    tsr_gpt2_t *m = NULL;
+    model_t m = {.arch = arch};
     int32_t *tok = NULL;
     int status = 0;
-    rc = tsr_gpt2_create(&m, &cfg, batch, seq);
+    rc = model_create(&m, &mcfg, batch, seq);
     if (rc != TSR_OK) {
         status = cli_lib_fail(rc, "cannot create the model");
         goto out;
     }
-    cli_config_describe(tsr_gpt2_config(m), shape, sizeof shape);
-    size_t params = tsr_gpt2_num_params(m);
+    model_config_t resolved;
+    model_config_of(&m, &resolved);
+    model_config_describe(&resolved, shape, sizeof shape);
+    size_t params = model_num_params(&m);
     size_t ntok = (size_t)batch * (size_t)seq;
     tok = calloc(ntok, sizeof *tok); /* token 0 everywhere: data is phantom */
     if (!tok) {
@@ -233,7 +298,7 @@ int main(int argc, char **argv)
     uint64_t tasks_prev = 0;
     run_totals_t tot = {0};
     for (int s = 0; s < steps; s++) {
-        rc = train_step(m, tok, tok, micro, &st);
+        rc = train_step(&m, tok, tok, micro, &st);
         if (rc != TSR_OK)
             break;
         totals(&tot);
@@ -265,18 +330,17 @@ int main(int argc, char **argv)
     /* the simulator's own memory: phantom data must cost none */
     struct rusage ru;
     double rss_mib = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0.0;
-    const tsr_gpt2_config_t *c = tsr_gpt2_config(m);
     double tokens = (double)ntok * nmb;
-    double flops = model_flops(c, params, tokens, seq);
+    double flops = model_flops(&resolved, params, tokens, seq);
     /* Out of memory: a call refused for memory, or a task whose buffers its
      * memory node could not hold (the runtime's cause of the failure, not
      * the wording of its message). */
     int oom = rc == TSR_ENOMEM || (rc == TSR_ETASK && tsr_error_cause() == TSR_ENOMEM);
 
     printf("platform %s, policy %s\n", platform, sched ? sched : "eager");
-    printf("GPT-2 %s: %.2f B parameters; step = %d x %d sequences of %d tokens "
+    printf("%s%s: %.2f B parameters; step = %d x %d sequences of %d tokens "
            "(%d micro-batches simulated)\n",
-           shape, (double)params * 1e-9, nmb, batch, seq, micro);
+           arch == MODEL_LLAMA ? "" : "GPT-2 ", shape, (double)params * 1e-9, nmb, batch, seq, micro);
     if (rc != TSR_OK) {
         printf("step: %s: %s\n", oom ? "OUT OF MEMORY" : "FAILED", tsr_error_message());
         status = oom ? 3 : 1;
@@ -307,18 +371,32 @@ int main(int argc, char **argv)
         }
     }
     /* one JSON line: the figure and what it was measured on */
-    printf("{\"bench\":\"sim-gpt2\",\"tag\":");
+    printf("{\"bench\":\"sim-%s\",\"tag\":", model_arch_name(arch));
     cli_json_str(tag);
     printf(",\"platform\":");
     cli_json_str(platform);
     printf(",\"policy\":");
     cli_json_str(sched ? sched : "eager");
-    printf(",\"layers\":%d,\"channels\":%d,\"heads\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,"
-           "\"micro\":%d,\"accumulate\":%d,\"tile_tokens\":%d,\"tile_hidden\":%d,"
-           "\"tile_vocab\":%d,\"recompute\":%d,\"precision\":\"%s\",\"params\":%zu,",
-           c->layers, c->channels, c->heads, c->vocab_size, seq, batch, micro, accumulate,
-           c->tile_tokens, c->tile_hidden, c->tile_vocab, c->recompute,
-           c->precision == TSR_GPT2_BF16 ? "bf16" : "fp32", params);
+    if (arch == MODEL_LLAMA) {
+        const tsr_llama_config_t *c = &resolved.llama;
+        printf(",\"layers\":%d,\"hidden\":%d,\"intermediate\":%d,\"heads\":%d,"
+               "\"kv_heads\":%d,\"head_dim\":%d,\"vocab\":%d,\"seq\":%d,\"batch\":%d,"
+               "\"micro\":%d,\"accumulate\":%d,\"tile_tokens\":%d,\"tile_hidden\":%d,"
+               "\"tile_vocab\":%d,\"recompute\":%d,\"precision\":\"%s\",\"params\":%zu,",
+               c->layers, c->hidden, c->intermediate, c->heads, c->kv_heads,
+               c->head_dim ? c->head_dim : c->hidden / c->heads, c->vocab_size, seq, batch,
+               micro, accumulate, c->tile_tokens, c->tile_hidden, c->tile_vocab, c->recompute,
+               c->precision == TSR_GPT2_BF16 ? "bf16" : "fp32", params);
+    } else {
+        const tsr_gpt2_config_t *c = &resolved.gpt2;
+        printf(",\"layers\":%d,\"channels\":%d,\"heads\":%d,\"vocab\":%d,\"seq\":%d,"
+               "\"batch\":%d,\"micro\":%d,\"accumulate\":%d,\"tile_tokens\":%d,"
+               "\"tile_hidden\":%d,\"tile_vocab\":%d,\"recompute\":%d,\"precision\":\"%s\","
+               "\"params\":%zu,",
+               c->layers, c->channels, c->heads, c->vocab_size, seq, batch, micro, accumulate,
+               c->tile_tokens, c->tile_hidden, c->tile_vocab, c->recompute,
+               c->precision == TSR_GPT2_BF16 ? "bf16" : "fp32", params);
+    }
     if (rc == TSR_OK) {
         double peak_host = 0, peak_dev = 0;
         for (int n = 0; n < tsr_memory_node_count(); n++) {
@@ -347,8 +425,7 @@ int main(int argc, char **argv)
     }
 out:
     free(tok);
-    if (m)
-        tsr_gpt2_free(m);
+    model_free(&m);
     int src = tsr_shutdown();
     if (status == 0 && src != TSR_OK && src != TSR_ETASK)
         status = cli_lib_fail(src, "shutdown");

@@ -1,12 +1,13 @@
-/* tools/tessera-train.c — train a GPT-2 on a token shard with Tessera's tiled
- * tasks: from scratch, from an HF checkpoint (--init), or resuming a run of
+/* tools/tessera-train.c — train a GPT-2 or a Llama (--arch llama) on a token
+ * shard with Tessera's tiled tasks: from scratch, from an HF checkpoint (--init), or resuming a run of
  * this program (--resume), with AdamW, warmup + cosine learning rate,
  * gradient accumulation over micro-batches, validation and checkpoints.
  *
  *   tessera-train --data TRAIN.bin [--val VAL.bin] [--out DIR] [flags]
  *
  * A checkpoint is a folder DIR/step-N/ holding model.safetensors (an HF
- * GPT-2 file other tools and programs read) and train.state (AdamW moments,
+ * GPT-2 file other tools and programs read; for a Llama, the HF checkpoint
+ * folder model/) and train.state (AdamW moments,
  * the step counter, the data position and run settings as text, and the
  * model's checksum), made complete before DIR/latest names it (ckpt.h), so
  * that --resume continues exactly where the run stopped — the same batches,
@@ -19,6 +20,9 @@
  * mpirun every rank takes part in the agreement (agree.h) whatever its
  * earlier steps ended with, so that a rank that stopped, or that would
  * train another run, stops every rank within seconds.
+ *
+ * The loop is written once for both families: the model is a model_t
+ * (model.h), the checkpoints hold either's files (ckpt.h).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -33,11 +37,13 @@
 #include "agree.h"
 #include "ckpt.h"
 #include "cli.h"
+#include "model.h"
 
 static const char usage[] =
     "usage: tessera-train --data TRAIN.bin [--val VAL.bin] [--out DIR] [flags]\n"
     "       tessera-train --out DIR --resume [flags]\n"
-    "Train a GPT-2 on a token shard (from tessera-tokenize or llm.c).\n"
+    "Train a GPT-2 (or a Llama: --arch llama) on a token shard (from tessera-tokenize\n"
+    "or llm.c).\n"
     "data:\n"
     "  --data FILE          training tokens (required, but for --resume)\n"
     "  --val FILE           validation tokens: loss every --eval-every steps and at the end\n"
@@ -52,13 +58,28 @@ static const char usage[] =
     "  --tile-tokens N      tokens per activation tile (default 0: derived)\n"
     "  --tile-vocab N       vocabulary rows per tile (default 0: derived)\n"
     "  --tile-hidden N      MLP hidden rows per tile (default 0: derived)\n"
-    "  --init CKPT          start from this HF GPT-2 safetensors checkpoint\n"
+    "  --init CKPT          start from this HF GPT-2 safetensors checkpoint (a Llama:\n"
+    "                       an HF checkpoint folder, whose config.json sets the shape)\n"
     "  --seed S             initialisation seed (default 1337)\n"
     "  --recompute          keep only each block's input through the forward pass and\n"
     "                       recompute the block's activations in backward: less\n"
     "                       memory for about one more forward pass, the same model\n"
     "  --precision P        fp32 (default) or bf16: mixed precision, the GEMMs in bf16\n"
     "                       with fp32 sums, fp32 master weights and checkpoints\n"
+    "Llama (--arch llama; docs/llama.md): --vocab, --layers, --heads and the tile\n"
+    "flags above serve it too (not --context, --channels); the shape defaults to\n"
+    "tsr_llama_config_default's (6 layers, hidden 512, 8 heads, 2 K/V heads)\n"
+    "  --arch A             gpt2 (default) or llama (a resumed run: its checkpoint's)\n"
+    "  --config FILE        the shape of an HF config.json (or the folder holding\n"
+    "                       it); the shape flags given override it\n"
+    "  --hidden N           hidden_size\n"
+    "  --intermediate N     intermediate_size (the SwiGLU width)\n"
+    "  --kv-heads N         num_key_value_heads, dividing --heads\n"
+    "  --head-dim N         head_dim (default 0: hidden / heads)\n"
+    "  --max-positions N    max_position_embeddings: the longest sequence\n"
+    "  --rope-theta X       rope_theta\n"
+    "  --rms-norm-eps X     rms_norm_eps\n"
+    "  --tie-embeddings     the head is the token embedding\n"
     "optimization:\n"
     "  --steps N            optimizer steps (default 100)\n"
     "  --batch N            sequences per optimizer step (default 4)\n"
@@ -72,7 +93,8 @@ static const char usage[] =
     "  --grad-clip X        clip the gradients' global norm (default 1.0; 0: off)\n"
     "checkpoints and output:\n"
     "  --out DIR            write checkpoints to DIR: DIR/step-N/model.safetensors\n"
-    "                       and DIR/step-N/train.state, named by DIR/latest\n"
+    "                       (a Llama: the HF folder DIR/step-N/model/) and\n"
+    "                       DIR/step-N/train.state, named by DIR/latest\n"
     "  --checkpoint-every N also every N steps (default 0: only at the end)\n"
     "  --stop-at N          stop after step N with a checkpoint, keeping the\n"
     "                       learning-rate schedule of --steps (resume later)\n"
@@ -112,27 +134,29 @@ static const char *const saved_opts[] = {"steps",        "batch",     "micro-bat
 /* The command line: every flag's value (the option table points here). */
 typedef struct settings {
     tsr_gpt2_config_t flags; /* the model shape flags */
-    const char *data, *val, *init, *out, *sched, *precision;
+    tsr_llama_config_t lflags; /* the Llama shape flags */
+    const char *data, *val, *init, *out, *sched, *precision, *arch, *config;
     int threads, steps, batch, micro, seq, warmup;
     int ckpt_every, stop_at, resume, eval_every, eval_batches, log_every, zero;
     double lr, min_lr, wd, clip;
     uint64_t seed;
 } settings_t;
 
-enum { NOPTS = CLI_MODEL_NOPTS + 25 };
+enum { NRUN_OPTS = 27, NOPTS = CLI_MODEL_NOPTS + MODEL_LLAMA_NOPTS + NRUN_OPTS };
 
 typedef struct run {
     settings_t s;
     cli_opt_t opts[NOPTS];
     tsr_adamw_config_t adamw;
-    tsr_gpt2_config_t cfg;  /* the model's shape */
+    model_config_t cfg;     /* the model's shape */
     const char *from;       /* the checkpoint the shape comes from, or NULL */
     ckpt_t resumed;         /* with --resume: the checkpoint continued */
+    char init_path[4096];   /* a Llama's --init, resolved (ckpt.h) */
     char extra[16384];      /* with --resume: its text (data paths point here) */
     int start_step, last;   /* steps (start_step, last] are run */
     size_t position, ntrain, nval;
     int max_id;
-    tsr_gpt2_t *m;
+    model_t m;
     tsr_loader_t *train, *val;
     int accum, eval_batches, width;
     int32_t *inputs, *targets;
@@ -154,6 +178,20 @@ typedef struct run {
 
 /* ---- step 1: the command line ------------------------------------------- */
 
+/* The model of the flags (and of --config): -1 to go on, else the exit
+ * status (1: --config unreadable, 2: a usage error). */
+static int resolve_model(run_t *r, model_arch_t arch)
+{
+    settings_t *s = &r->s;
+    model_config_t base;
+    if (s->config != NULL && model_read_config(MODEL_LLAMA, s->config, &base) != 0)
+        return 1;
+    int rc = model_flags_resolve(arch, r->opts, &s->flags, r->opts + CLI_MODEL_NOPTS,
+                                 &s->lflags, s->config != NULL ? &base.llama : NULL,
+                                 s->flags.recompute, s->flags.precision, &r->cfg);
+    return rc != 0 ? rc : -1;
+}
+
 /* -1 to go on, else the exit status (after --help or a usage error). */
 static int parse_options(run_t *r, int argc, char **argv)
 {
@@ -163,8 +201,12 @@ static int parse_options(run_t *r, int argc, char **argv)
     s->steps = 100, s->batch = 4, s->warmup = -1, s->eval_batches = 10, s->log_every = 1;
     s->lr = 6e-4, s->min_lr = -1.0, s->wd = r->adamw.weight_decay, s->clip = r->adamw.grad_clip;
     s->seed = 1337;
+    tsr_llama_config_default(&s->lflags);
     cli_model_opts(r->opts, &s->flags);
-    const cli_opt_t run_opts[NOPTS - CLI_MODEL_NOPTS] = {
+    model_llama_opts(r->opts + CLI_MODEL_NOPTS, &s->lflags);
+    const cli_opt_t run_opts[NRUN_OPTS] = {
+        {"arch", 0, CLI_STR, &s->arch, 0, 0, 0},
+        {"config", 0, CLI_STR, &s->config, 0, 0, 0},
         {"data", 0, CLI_STR, &s->data, 0, 0, 0},
         {"val", 0, CLI_STR, &s->val, 0, 0, 0},
         {"init", 0, CLI_STR, &s->init, 0, 0, 0},
@@ -191,7 +233,7 @@ static int parse_options(run_t *r, int argc, char **argv)
         {"sched", 0, CLI_STR, &s->sched, 0, 0, 0},
         {"zero", 0, CLI_INT, &s->zero, 0, 1, 0},
     };
-    memcpy(r->opts + CLI_MODEL_NOPTS, run_opts, sizeof run_opts);
+    memcpy(r->opts + CLI_MODEL_NOPTS + MODEL_LLAMA_NOPTS, run_opts, sizeof run_opts);
     int npos = 0;
     int rc = cli_parse("tessera-train", usage, r->opts, NOPTS, argc, argv, NULL, 0, &npos);
     if (rc >= 0)
@@ -206,12 +248,21 @@ static int parse_options(run_t *r, int argc, char **argv)
         return cli_usage_error("--resume needs --out DIR (the run to continue)");
     if (s->resume && s->init != NULL)
         return cli_usage_error("--resume and --init exclude each other");
+    model_arch_t arch = MODEL_GPT2;
+    if (s->arch != NULL && (rc = model_arch_parse(s->arch, &arch)) != 0)
+        return rc;
+    if (s->config != NULL && arch != MODEL_LLAMA)
+        return cli_usage_error("--config is for a Llama (--arch llama); a GPT-2's shape comes "
+                               "from the flags or --init");
+    if (s->config != NULL && (s->init != NULL || s->resume))
+        return cli_usage_error("--config and --%s exclude each other (the checkpoint sets the "
+                               "shape)", s->resume ? "resume" : "init");
     /* before any file is opened or folder made: a simulated run would
      * save checkpoints of zeros over the real ones */
     if ((rc = cli_refuse_simulation("training would log losses of zeros and save checkpoints "
                                     "of zeros over the real ones")) != 0)
         return rc;
-    return -1;
+    return resolve_model(r, arch);
 }
 
 /* ---- step 2: the checkpoint to continue, the shape, the output folder ---- */
@@ -219,15 +270,31 @@ static int parse_options(run_t *r, int argc, char **argv)
 static int prepare(run_t *r)
 {
     settings_t *s = &r->s;
-    r->cfg = s->flags;
     if (s->resume && ckpt_latest(s->out, &r->resumed) != 0)
         return 1;
+    /* a resumed run is of its checkpoint's family */
+    if (s->resume && r->resumed.arch != r->cfg.arch) {
+        if (s->arch != NULL)
+            return cli_fail("--arch %s, but '%s' is the run of a %s", s->arch, s->out,
+                            model_arch_name(r->resumed.arch));
+        int rc = resolve_model(r, r->resumed.arch);
+        if (rc >= 0)
+            return rc;
+    }
+    /* a Llama's --init: an HF folder, or a run or step folder of this
+     * program (its model/) */
+    if (s->init != NULL && r->cfg.arch == MODEL_LLAMA) {
+        if (ckpt_model_path_arch(MODEL_LLAMA, s->init, r->init_path, sizeof r->init_path) != 0)
+            return 1;
+        s->init = r->init_path;
+    }
     /* the model's shape: from the checkpoint to start from, else the flags */
     r->from = s->resume ? r->resumed.model : s->init;
     if (r->from != NULL) {
-        tsr_gpt2_config_t ck;
-        if (cli_read_config(r->from, &ck) != 0 ||
-            cli_config_from_checkpoint(r->from, &ck, &s->flags, r->opts, &r->cfg) != 0)
+        model_config_t ck;
+        if (model_read_config(r->cfg.arch, r->from, &ck) != 0 ||
+            model_config_from_checkpoint(r->from, &ck, &r->cfg, r->opts,
+                                         r->opts + CLI_MODEL_NOPTS, &r->cfg) != 0)
             return 1;
     }
     /* a folder that cannot be written fails now, not after training; what
@@ -315,14 +382,16 @@ static int resume_settings(run_t *r)
      * the saved settings: read them through a throw-away model of one
      * sequence (activations are allocated only when used). */
     const ckpt_t *c = &r->resumed;
-    tsr_gpt2_t *probe = NULL;
-    tsr_gpt2_config_t pc = r->cfg;
-    pc.tile_tokens = 0;
-    int rc = tsr_gpt2_create(&probe, &pc, 1, r->cfg.context);
-    if (rc != TSR_OK)
+    model_t probe;
+    model_config_t pc = r->cfg;
+    pc.gpt2.tile_tokens = pc.llama.tile_tokens = 0;
+    int rc = model_create(&probe, &pc, 1, model_config_context(&r->cfg));
+    if (rc != TSR_OK) {
+        model_free(&probe);
         return cli_lib_fail(rc, "cannot create the model of '%s'", c->model);
-    rc = tsr_gpt2_load_state(probe, c->state, r->extra, sizeof r->extra);
-    tsr_gpt2_free(probe);
+    }
+    rc = model_load_state(&probe, c->state, r->extra, sizeof r->extra);
+    model_free(&probe);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "cannot read '%s'", c->state);
     r->extra[sizeof r->extra - 1] = '\0';
@@ -341,14 +410,14 @@ static int check_settings(run_t *r)
         return cli_usage_error("missing --data TRAIN.bin");
     if (s->micro == 0)
         s->micro = s->batch;
+    int context = model_config_context(&r->cfg);
     if (s->seq == 0)
-        s->seq = r->cfg.context < 1024 ? r->cfg.context : 1024;
+        s->seq = context < 1024 ? context : 1024;
     if (s->batch % s->micro != 0)
         return cli_usage_error("--batch %d is not a multiple of --micro-batch %d", s->batch,
                                s->micro);
-    if (s->seq > r->cfg.context)
-        return cli_usage_error("--seq %d exceeds the model's context of %d", s->seq,
-                               r->cfg.context);
+    if (s->seq > context)
+        return cli_usage_error("--seq %d exceeds the model's context of %d", s->seq, context);
     if (s->warmup < 0)
         s->warmup = s->steps / 10;
     if (s->min_lr < 0.0)
@@ -369,16 +438,16 @@ static int check_data(run_t *r)
 {
     const settings_t *s = &r->s;
     size_t need = (size_t)s->micro * (size_t)r->nranks * (size_t)s->seq + 1;
-    if (cli_check_shard("training data", s->data, r->cfg.vocab_size, need, &r->ntrain,
-                        &r->max_id) != 0 ||
-        (s->val != NULL && cli_check_shard("validation data", s->val, r->cfg.vocab_size, need,
-                                           &r->nval, NULL) != 0))
+    int vocab = model_config_vocab(&r->cfg);
+    if (cli_check_shard("training data", s->data, vocab, need, &r->ntrain, &r->max_id) != 0 ||
+        (s->val != NULL &&
+         cli_check_shard("validation data", s->val, vocab, need, &r->nval, NULL) != 0))
         return 1;
-    if (r->max_id <= 256 && r->cfg.vocab_size > 257 && r->from == NULL &&
+    if (r->max_id <= 256 && vocab > 257 && r->from == NULL &&
         !cli_seen(r->opts, NOPTS, "vocab"))
         fprintf(stderr, "%s: note: '%s' looks byte-level (ids up to %d): --vocab 257 makes a "
                         "much smaller model than the default %d\n",
-                cli_prog, s->data, r->max_id, r->cfg.vocab_size);
+                cli_prog, s->data, r->max_id, vocab);
     return 0;
 }
 
@@ -387,7 +456,7 @@ static int check_data(run_t *r)
 static int resume_model(run_t *r)
 {
     const ckpt_t *c = &r->resumed;
-    int rc = tsr_gpt2_load(r->m, c->model);
+    int rc = model_load(&r->m, c->model);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "cannot load '%s'", c->model);
     /* with ZeRO each rank its own share; else every rank the same state.
@@ -405,37 +474,37 @@ static int resume_model(run_t *r)
     char *text = malloc(sizeof r->extra);
     if (text == NULL)
         return cli_fail("out of memory");
-    rc = tsr_gpt2_load_state(r->m, state, text, sizeof r->extra);
+    rc = model_load_state(&r->m, state, text, sizeof r->extra);
     if (rc == TSR_OK)
         ckpt_shard_id(text, &r->shard); /* whose it is: checked in the agreement */
     free(text);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "cannot load '%s'", state);
-    if (tsr_gpt2_steps_done(r->m) != r->start_step)
+    if (model_steps_done(&r->m) != r->start_step)
         return cli_fail("'%s' says step %d but holds the optimizer of step %d (corrupt?)",
-                        state, r->start_step, tsr_gpt2_steps_done(r->m));
+                        state, r->start_step, model_steps_done(&r->m));
     return 0;
 }
 
 static int build_model(run_t *r)
 {
     const settings_t *s = &r->s;
-    r->cfg.data_parallel = r->nranks > 1 || s->zero;
-    r->cfg.zero = s->zero;
-    int rc = tsr_gpt2_create(&r->m, &r->cfg, s->micro, s->seq);
+    r->cfg.gpt2.data_parallel = r->cfg.llama.data_parallel = r->nranks > 1 || s->zero;
+    r->cfg.gpt2.zero = r->cfg.llama.zero = s->zero;
+    int rc = model_create(&r->m, &r->cfg, s->micro, s->seq);
     if (rc != TSR_OK) {
         char desc[256];
-        cli_config_describe(&r->cfg, desc, sizeof desc);
+        model_config_describe(&r->cfg, desc, sizeof desc);
         return cli_lib_fail(rc, "cannot create a model of %s for %d x %d tokens", desc,
                             s->micro, s->seq);
     }
     if (s->resume)
         return resume_model(r);
     if (s->init != NULL) {
-        rc = tsr_gpt2_load(r->m, s->init);
+        rc = model_load(&r->m, s->init);
         return rc != TSR_OK ? cli_lib_fail(rc, "cannot load '%s'", s->init) : 0;
     }
-    rc = tsr_gpt2_init_weights(r->m, s->seed);
+    rc = model_init_weights(&r->m, s->seed);
     return rc != TSR_OK ? cli_lib_fail(rc, "cannot initialise the weights") : 0;
 }
 
@@ -507,13 +576,22 @@ static int rank_agree(run_t *r, int value)
 static void print_header(const run_t *r)
 {
     const settings_t *s = &r->s;
-    const tsr_gpt2_config_t *mc = tsr_gpt2_config(r->m);
+    model_config_t resolved;
+    model_config_of(&r->m, &resolved);
     char desc[256];
-    cli_config_describe(mc, desc, sizeof desc);
+    model_config_describe(&resolved, desc, sizeof desc);
+    int tt = resolved.gpt2.tile_tokens, tv = resolved.gpt2.tile_vocab,
+        th = resolved.gpt2.tile_hidden, rec = resolved.gpt2.recompute,
+        prec = resolved.gpt2.precision;
+    if (resolved.arch == MODEL_LLAMA) {
+        const tsr_llama_config_t *l = &resolved.llama;
+        tt = l->tile_tokens, tv = l->tile_vocab, th = l->tile_hidden;
+        rec = l->recompute, prec = l->precision;
+    }
     printf("model: %s, %.2fM parameters (tiles: %d tokens, %d vocab rows, %d hidden rows)%s%s\n",
-           desc, (double)tsr_gpt2_num_params(r->m) / 1e6, mc->tile_tokens, mc->tile_vocab,
-           mc->tile_hidden, mc->recompute ? ", activations recomputed in backward" : "",
-           mc->precision == TSR_GPT2_BF16 ? ", bf16 mixed precision" : "");
+           desc, (double)model_num_params(&r->m) / 1e6, tt, tv, th,
+           rec ? ", activations recomputed in backward" : "",
+           prec == TSR_GPT2_BF16 ? ", bf16 mixed precision" : "");
     printf("data: %s, %zu tokens (%zu micro-batches per pass)", s->data, r->ntrain,
            tsr_loader_batches(r->train));
     if (s->val != NULL)
@@ -564,11 +642,23 @@ static void fill_record(const run_t *r, int status, agree_rec_t *rec)
         return;
     }
     const settings_t *s = &r->s;
-    const tsr_gpt2_config_t *c = tsr_gpt2_config(r->m);
-    rec->vocab = c->vocab_size, rec->context = c->context, rec->layers = c->layers;
-    rec->heads = c->heads, rec->channels = c->channels, rec->tile_tokens = c->tile_tokens;
-    rec->tile_vocab = c->tile_vocab, rec->tile_hidden = c->tile_hidden;
-    rec->precision = c->precision, rec->recompute = c->recompute;
+    model_config_t mc;
+    model_config_of(&r->m, &mc);
+    if (mc.arch == MODEL_LLAMA) {
+        /* a Llama's width and length in GPT-2's fields (K/V heads and the
+         * SwiGLU width are not compared: the checkpoints' weights are) */
+        const tsr_llama_config_t *c = &mc.llama;
+        rec->vocab = c->vocab_size, rec->context = c->max_positions, rec->layers = c->layers;
+        rec->heads = c->heads, rec->channels = c->hidden, rec->tile_tokens = c->tile_tokens;
+        rec->tile_vocab = c->tile_vocab, rec->tile_hidden = c->tile_hidden;
+        rec->precision = c->precision, rec->recompute = c->recompute;
+    } else {
+        const tsr_gpt2_config_t *c = &mc.gpt2;
+        rec->vocab = c->vocab_size, rec->context = c->context, rec->layers = c->layers;
+        rec->heads = c->heads, rec->channels = c->channels, rec->tile_tokens = c->tile_tokens;
+        rec->tile_vocab = c->tile_vocab, rec->tile_hidden = c->tile_hidden;
+        rec->precision = c->precision, rec->recompute = c->recompute;
+    }
     rec->zero = s->zero, rec->steps = s->steps, rec->last = r->last, rec->batch = s->batch;
     rec->micro = s->micro, rec->seq = s->seq, rec->warmup = s->warmup;
     rec->eval_every = s->eval_every, rec->eval_batches = r->eval_batches;
@@ -622,7 +712,7 @@ static int validate(run_t *r, int step)
         rc = next_batch(r, r->val);
         if (rc != TSR_OK)
             return cli_lib_fail(rc, "cannot read the validation data");
-        rc = tsr_gpt2_forward(r->m, r->inputs, r->targets, &loss);
+        rc = model_forward(&r->m, r->inputs, r->targets, &loss);
         if (rc != TSR_OK)
             return cli_lib_fail(rc, "validation forward pass failed");
         sum += loss;
@@ -658,10 +748,10 @@ static int save_checkpoint(run_t *r, int step, ckpt_t *saved)
     int zero = r->s.zero && r->nranks > 1, status = len < cap ? 0 :
         cli_fail("the run's settings exceed %zu bytes", cap);
     if (status == 0 && zero && r->rank > 0)
-        status = ckpt_save_shard(r->s.out, step, r->rank, r->run_id, r->m);
+        status = ckpt_save_shard(r->s.out, step, r->rank, r->run_id, &r->m);
     status = rank_agree(r, status);
     if (status == 0 && r->rank == 0)
-        status = ckpt_save_sharded(r->s.out, step, zero ? r->nranks : 1, r->run_id, r->m, extra,
+        status = ckpt_save_sharded(r->s.out, step, zero ? r->nranks : 1, r->run_id, &r->m, extra,
                                    saved);
     status = rank_agree(r, status);
     free(extra);
@@ -677,7 +767,7 @@ static int save_checkpoint(run_t *r, int step, ckpt_t *saved)
  * backward, then AdamW. *loss is the mean loss, *norm the gradient norm. */
 static int train_step(run_t *r, int step, float lr_now, double *loss, float *norm)
 {
-    int rc = tsr_gpt2_zero_grad(r->m);
+    int rc = model_zero_grad(&r->m);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "zero_grad failed at step %d", step + 1);
     /* Each loss is read once its backward is submitted (and the last one
@@ -687,23 +777,23 @@ static int train_step(run_t *r, int step, float lr_now, double *loss, float *nor
         float l = 0.0f;
         if ((rc = next_batch(r, r->train)) != TSR_OK)
             return cli_lib_fail(rc, "cannot read the training data");
-        if ((rc = tsr_gpt2_forward(r->m, r->inputs, r->targets, NULL)) != TSR_OK)
+        if ((rc = model_forward(&r->m, r->inputs, r->targets, NULL)) != TSR_OK)
             return cli_lib_fail(rc, "forward pass failed at step %d", step + 1);
-        if ((rc = tsr_gpt2_backward(r->m, 1.0f / (float)r->accum)) != TSR_OK)
+        if ((rc = model_backward(&r->m, 1.0f / (float)r->accum)) != TSR_OK)
             return cli_lib_fail(rc, "backward pass failed at step %d", step + 1);
         if (k + 1 < r->accum) {
-            if ((rc = tsr_gpt2_loss(r->m, &l)) != TSR_OK)
+            if ((rc = model_loss(&r->m, &l)) != TSR_OK)
                 return cli_lib_fail(rc, "cannot read the loss at step %d", step + 1);
             loss_sum += l;
         }
     }
     float last_loss = 0.0f;
     *norm = 0.0f;
-    rc = tsr_gpt2_step(r->m, &r->adamw, lr_now, norm);
+    rc = model_step(&r->m, &r->adamw, lr_now, norm);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "optimizer step %d failed%s", step + 1,
                             isfinite(*norm) ? "" : " (diverged: try a lower --lr)");
-    if ((rc = tsr_gpt2_loss(r->m, &last_loss)) != TSR_OK)
+    if ((rc = model_loss(&r->m, &last_loss)) != TSR_OK)
         return cli_lib_fail(rc, "cannot read the loss at step %d", step + 1);
     *loss = (loss_sum + last_loss) / r->accum;
     if (!isfinite(*loss))
@@ -778,7 +868,7 @@ static int run_free(run_t *r, int status)
     free(r->targets);
     free(r->all_inputs);
     free(r->all_targets);
-    tsr_gpt2_free(r->m);
+    model_free(&r->m);
     if (r->agree && r->runtime_up)
         tsr_handle_unregister(r->agree);
     if (r->runtime_up) {
