@@ -10,13 +10,6 @@
 #include "runtime/error.h"
 #include "runtime/instance.h"
 
-#define TRY(op)                                                                         \
-    do {                                                                                \
-        int rc_ = (op);                                                                 \
-        if (rc_)                                                                        \
-            return rc_;                                                                 \
-    } while (0)
-
 /* ---- live states ----------------------------------------------------------- */
 
 static tsr__registry_t live = TSR__REGISTRY_INIT;
@@ -40,14 +33,7 @@ int tsr__gen_live(const tsr__gen_t *g)
 
 int tsr__gen_check(const tsr__gen_t *g, const char *fn)
 {
-    if (!g)
-        return tsr__fail(TSR_EINVAL, "%s: the generation state is NULL", fn);
-    if (!tsr__gen_live(g))
-        return tsr__fail(TSR_EINVAL, "%s: %p is not a live generation state (freed, or never "
-                                     "created)", fn, (const void *)g);
-    if (g->runtime != tsr__runtime_instance())
-        return tsr__fail(TSR_ESTATE, "%s: the state's runtime was shut down; free it and create "
-                                     "it again", fn);
+    TSR_TRY(tsr__registry_check(&live, g, g ? &g->runtime : NULL, "generation state", fn));
     return g->ops->check(g->model, fn);
 }
 
@@ -166,7 +152,7 @@ int tsr__gen_prefill(const char *prefix, tsr__gen_t *g, int slot, const int32_t 
 {
     char fn[64];
     snprintf(fn, sizeof fn, "%s_prefill", prefix);
-    TRY(tsr__gen_check(g, fn));
+    TSR_TRY(tsr__gen_check(g, fn));
     if (slot < 0 || slot >= g->B)
         return tsr__fail(TSR_EINVAL, "%s: slot %d outside [0, %d)", fn, slot, g->B);
     if (!tokens)
@@ -174,7 +160,7 @@ int tsr__gen_prefill(const char *prefix, tsr__gen_t *g, int slot, const int32_t 
     if (n < 1 || n > g->maxlen)
         return tsr__fail(TSR_EINVAL, "%s: a prompt of %d tokens; the state holds 1 to %d per "
                                      "slot", fn, n, g->maxlen);
-    TRY(check_ids(g, tokens, n, fn));
+    TSR_TRY(check_ids(g, tokens, n, fn));
     g->len[slot] = 0; /* the slot's old positions are gone, whatever follows */
     for (int j = 0; j < n; j++) {
         g->col_tok[j] = tokens[j];
@@ -182,7 +168,7 @@ int tsr__gen_prefill(const char *prefix, tsr__gen_t *g, int slot, const int32_t 
         g->col_slot[j] = slot;
     }
     void *s = NULL;
-    TRY(g->ops->make_set(g, n, 1, &s));
+    TSR_TRY(g->ops->make_set(g, n, 1, &s));
     int rc = g->ops->run(g, s);
     if (!rc && logits)
         rc = tsr__tensor_read(g->ops->logits(s), logits, (size_t)g->vocab);
@@ -196,7 +182,7 @@ int tsr__gen_step(const char *prefix, tsr__gen_t *g, const int32_t *tokens, floa
 {
     char fn[64];
     snprintf(fn, sizeof fn, "%s_step", prefix);
-    TRY(tsr__gen_check(g, fn));
+    TSR_TRY(tsr__gen_check(g, fn));
     if (!tokens)
         return tsr__fail(TSR_EINVAL, "%s: tokens is NULL", fn);
     int V = g->vocab, n = 0;
@@ -217,13 +203,13 @@ int tsr__gen_step(const char *prefix, tsr__gen_t *g, const int32_t *tokens, floa
     if (n == 0)
         return tsr__fail(TSR_EINVAL, "%s: no slot steps (every token is negative)", fn);
     if (!g->steps[n - 1])
-        TRY(g->ops->make_set(g, n, n, &g->steps[n - 1]));
+        TSR_TRY(g->ops->make_set(g, n, n, &g->steps[n - 1]));
     void *s = g->steps[n - 1];
-    TRY(g->ops->run(g, s));
+    TSR_TRY(g->ops->run(g, s));
     /* the logits' columns are the stepping slots in order: straight into
      * the caller's rows when every slot steps */
     float *dst = logits && n == g->B ? logits : g->scratch;
-    TRY(tsr__tensor_read(g->ops->logits(s), dst, (size_t)V));
+    TSR_TRY(tsr__tensor_read(g->ops->logits(s), dst, (size_t)V));
     if (logits && dst != logits)
         for (int j = 0; j < n; j++)
             memcpy(logits + (size_t)g->col_slot[j] * V, dst + (size_t)j * V,

@@ -37,13 +37,6 @@
 #include "runtime/instance.h"
 #include "runtime/splitmix.h"
 
-#define TRY(op)                                                                         \
-    do {                                                                                \
-        int rc_ = (op);                                                                 \
-        if (rc_)                                                                        \
-            return rc_;                                                                 \
-    } while (0)
-
 /* The activations of a call over n columns (k of them reach the logits). */
 typedef struct colset {
     int n, k;
@@ -148,7 +141,7 @@ int tsr_gpt2_gen_create(tsr_gpt2_gen_t **out, tsr_gpt2_t *model, int batch, int 
         *out = NULL;
     if (!out)
         return tsr__fail(TSR_EINVAL, "gpt2_gen_create: out is NULL");
-    TRY(tsr__gpt2_check(model, "gpt2_gen_create"));
+    TSR_TRY(tsr__gpt2_check(model, "gpt2_gen_create"));
     const tsr_gpt2_config_t *c = &model->cfg;
     tsr_gpt2_gen_t *g = calloc(1, sizeof *g);
     if (!g)
@@ -220,7 +213,7 @@ static const tsr_tensor_t *copied(const tsr_gpt2_t *m, int i)
 
 int tsr_gpt2_gen_precision(tsr_gpt2_gen_t *g, int precision)
 {
-    TRY(tsr__gen_check(g ? &g->g : NULL, "gpt2_gen_precision"));
+    TSR_TRY(tsr__gen_check(g ? &g->g : NULL, "gpt2_gen_precision"));
     if (precision != TSR_GPT2_FP32 && precision != TSR_GPT2_BF16)
         return tsr__fail(TSR_EINVAL, "gpt2_gen_precision: %d is neither TSR_GPT2_FP32 (%d) nor "
                                      "TSR_GPT2_BF16 (%d)", precision, TSR_GPT2_FP32,
@@ -255,7 +248,7 @@ int tsr_gpt2_gen_precision(tsr_gpt2_gen_t *g, int precision)
         }
     }
     for (int i = 0; i < n; i++) {
-        TRY(tsr__op_to_bf16(copied(m, i), &g->wb[i]));
+        TSR_TRY(tsr__op_to_bf16(copied(m, i), &g->wb[i]));
     }
     g->bf16 = 1;
     return TSR_OK;
@@ -271,31 +264,31 @@ static int run(tsr__gen_t *gen, void *set)
     const tsr_gpt2_config_t *c = &m->cfg;
     int n = s->n;
     double keys;
-    TRY(tsr__gen_write_cols(gen, n, &s->cols, &keys));
-    TRY(tsr__op_decode_embed(&m->wte->p, &m->wpe->p, gen->col_tok, gen->col_pos, &s->x));
+    TSR_TRY(tsr__gen_write_cols(gen, n, &s->cols, &keys));
+    TSR_TRY(tsr__op_decode_embed(&m->wte->p, &m->wpe->p, gen->col_tok, gen->col_pos, &s->x));
     for (int l = 0; l < c->layers; l++) {
         const layer_params_t *p = &m->lp[l];
-        TRY(tsr__op_layernorm_fwd(&s->x, &p->ln1_w->p, &p->ln1_b->p, &s->ln, &s->mean,
+        TSR_TRY(tsr__op_layernorm_fwd(&s->x, &p->ln1_w->p, &p->ln1_b->p, &s->ln, &s->mean,
                                   &s->rstd));
-        TRY(linear(g, s, l, 0, &p->attn_w->p, &p->attn_b->p, &s->ln, 0.0f, &s->qkv));
-        TRY(tsr__op_decode_attn(&s->qkv, &s->cols, c->heads, gen->maxlen, keys, &gen->kc[l],
+        TSR_TRY(linear(g, s, l, 0, &p->attn_w->p, &p->attn_b->p, &s->ln, 0.0f, &s->qkv));
+        TSR_TRY(tsr__op_decode_attn(&s->qkv, &s->cols, c->heads, gen->maxlen, keys, &gen->kc[l],
                                 &gen->vc[l], &s->yh));
-        TRY(tsr__op_regroup(&s->yh, &s->yb));
-        TRY(tsr__op_copy(&s->x, &s->res));                                   /* res = x */
-        TRY(linear(g, s, l, 1, &p->proj_w->p, &p->proj_b->p, &s->yb, 1.0f, &s->res));
-        TRY(tsr__op_layernorm_fwd(&s->res, &p->ln2_w->p, &p->ln2_b->p, &s->ln, &s->mean,
+        TSR_TRY(tsr__op_regroup(&s->yh, &s->yb));
+        TSR_TRY(tsr__op_copy(&s->x, &s->res));                                   /* res = x */
+        TSR_TRY(linear(g, s, l, 1, &p->proj_w->p, &p->proj_b->p, &s->yb, 1.0f, &s->res));
+        TSR_TRY(tsr__op_layernorm_fwd(&s->res, &p->ln2_w->p, &p->ln2_b->p, &s->ln, &s->mean,
                                   &s->rstd));
-        TRY(linear(g, s, l, 2, &p->fc_w->p, &p->fc_b->p, &s->ln, 0.0f, &s->fch));
-        TRY(tsr__op_gelu_fwd(&s->fch, &s->fcg));
-        TRY(tsr__op_copy(&s->res, &s->x));                                   /* x = res */
-        TRY(linear(g, s, l, 3, &p->fcproj_w->p, &p->fcproj_b->p, &s->fcg, 1.0f, &s->x));
+        TSR_TRY(linear(g, s, l, 2, &p->fc_w->p, &p->fc_b->p, &s->ln, 0.0f, &s->fch));
+        TSR_TRY(tsr__op_gelu_fwd(&s->fch, &s->fcg));
+        TSR_TRY(tsr__op_copy(&s->res, &s->x));                                   /* x = res */
+        TSR_TRY(linear(g, s, l, 3, &p->fcproj_w->p, &p->fcproj_b->p, &s->fcg, 1.0f, &s->x));
     }
     const tsr_tensor_t *xl = &s->x;
     if (s->k != n) {
-        TRY(tsr__op_take_column(&s->x, n - 1, &s->last));
+        TSR_TRY(tsr__op_take_column(&s->x, n - 1, &s->last));
         xl = &s->last;
     }
-    TRY(tsr__op_layernorm_fwd(xl, &m->lnf_w->p, &m->lnf_b->p, &s->lnf, &s->lnf_mean,
+    TSR_TRY(tsr__op_layernorm_fwd(xl, &m->lnf_w->p, &m->lnf_b->p, &s->lnf, &s->lnf_mean,
                               &s->lnf_rstd));
     /* the head is tied to the token embedding: logits = wte^T lnf */
     if (g->bf16)

@@ -38,16 +38,6 @@
 #include "runtime/error.h"
 #include "runtime/instance.h"
 
-/* Propagate the first error. The passes and the constructors below only
- * submit tasks or fill a model that is freed as a whole on failure, so there
- * is nothing to unwind step by step. */
-#define TRY(op)                                                                         \
-    do {                                                                                \
-        int rc_ = (op);                                                                 \
-        if (rc_)                                                                        \
-            return rc_;                                                                 \
-    } while (0)
-
 void tsr_gpt2_config_default(tsr_gpt2_config_t *cfg)
 {
     if (!cfg)
@@ -87,7 +77,7 @@ float tsr_lr_schedule(int step, int warmup, int total, float max_lr, float min_l
 static int resolve_tiles(tsr_gpt2_config_t *c, int batch, int seq_len)
 {
     tsr__tiling_t t = {c->tile_tokens, c->tile_vocab, c->tile_hidden};
-    TRY(tsr__tiling_resolve(&t, "gpt2", c->channels, 4 * c->channels, c->vocab_size, batch,
+    TSR_TRY(tsr__tiling_resolve(&t, "gpt2", c->channels, 4 * c->channels, c->vocab_size, batch,
                             seq_len));
     c->tile_tokens = t.tokens;
     c->tile_vocab = t.vocab;
@@ -153,20 +143,10 @@ static int live_find(const tsr_gpt2_t *m, int remove)
     return tsr__registry_find(&live, m, remove);
 }
 
-/* A model argument of a call that uses its tiles: NULL or not a live model
- * is TSR_EINVAL; a model whose runtime was shut down (its tiles are gone,
- * even if tsr_init ran again) is TSR_ESTATE. */
+/* A model argument of a call that uses its tiles (nn/registry.h). */
 static int model_check(const tsr_gpt2_t *m, const char *fn)
 {
-    if (!m)
-        return tsr__fail(TSR_EINVAL, "%s: the model is NULL", fn);
-    if (!live_find(m, 0))
-        return tsr__fail(TSR_EINVAL, "%s: %p is not a live model (freed, or never created)", fn,
-                         (const void *)m);
-    if (m->runtime != tsr__runtime_instance())
-        return tsr__fail(TSR_ESTATE, "%s: the model's runtime was shut down; free the model "
-                                     "and create it again under the running one", fn);
-    return TSR_OK;
+    return tsr__registry_check(&live, m, m ? &m->runtime : NULL, "model", fn);
 }
 
 int tsr__gpt2_check(const tsr_gpt2_t *m, const char *fn)
@@ -229,20 +209,20 @@ static int make_params(tsr_gpt2_t *m)
     const tsr_gpt2_config_t *c = &m->cfg;
     long long C = c->channels, tf = c->tile_hidden;
     if (!m->build.dry) {
-        TRY(tsr__params_reserve(&m->params, 4 + 12 * c->layers));
+        TSR_TRY(tsr__params_reserve(&m->params, 4 + 12 * c->layers));
         m->lp = calloc((size_t)c->layers, sizeof *m->lp);
         if (!m->lp)
             return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the parameter table");
     }
-    TRY(add_param(m, &m->wte, "wte.weight", "vocab_size, channels, tile_vocab", C,
+    TSR_TRY(add_param(m, &m->wte, "wte.weight", "vocab_size, channels, tile_vocab", C,
                   c->vocab_size, C, c->tile_vocab, 1, 1));
-    TRY(add_param(m, &m->wpe, "wpe.weight", "context, channels, tile_tokens", C, c->context, C,
+    TSR_TRY(add_param(m, &m->wpe, "wpe.weight", "context, channels, tile_tokens", C, c->context, C,
                   c->tile_tokens < m->T ? c->tile_tokens : m->T, 1, 0));
     const char *f = "layers, channels, tile_hidden";
     char n[64];
 #define P(member, suffix, rows, cols, tr, tc, decay)                                    \
     snprintf(n, sizeof n, "h.%d.%s", l, suffix);                                        \
-    TRY(add_param(m, &lp->member, n, f, rows, cols, tr, tc, decay, decay));
+    TSR_TRY(add_param(m, &lp->member, n, f, rows, cols, tr, tc, decay, decay));
     for (int l = 0; l < c->layers; l++) {
         layer_params_t dry_lp, *lp = m->build.dry ? &dry_lp : &m->lp[l];
         P(ln1_w, "ln_1.weight", C, 1, C, 1, 0)
@@ -259,7 +239,7 @@ static int make_params(tsr_gpt2_t *m)
         P(fcproj_b, "mlp.c_proj.bias", C, 1, C, 1, 0)
     }
 #undef P
-    TRY(add_param(m, &m->lnf_w, "ln_f.weight", f, C, 1, C, 1, 0, 0));
+    TSR_TRY(add_param(m, &m->lnf_w, "ln_f.weight", f, C, 1, C, 1, 0, 0));
     return add_param(m, &m->lnf_b, "ln_f.bias", f, C, 1, C, 1, 0, 0);
 }
 
@@ -274,9 +254,9 @@ static int make_acts(tsr_gpt2_t *m)
     }
     /* every activation has N token columns in tiles of tt */
     const char *f = "layers, channels, batch x seq_len, tile_tokens";
-#define A(t, rows, trows) TRY(tensor(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
-#define G(t, rows, trows) TRY(gemm_input(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
-#define B16(t, rows, trows) TRY(tensor_of(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens, 1));
+#define A(t, rows, trows) TSR_TRY(tensor(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
+#define G(t, rows, trows) TSR_TRY(gemm_input(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
+#define B16(t, rows, trows) TSR_TRY(tensor_of(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens, 1));
     for (int l = 0; l < c->layers; l++) {
         layer_acts_t dry_la, *a = m->build.dry ? &dry_la : &m->la[l];
         A(a->x, C, C)
@@ -369,16 +349,16 @@ int tsr_gpt2_free(tsr_gpt2_t *m)
 /* Resolve the tiles, check every tensor (dry run), then make them. */
 static int build(tsr_gpt2_t *m)
 {
-    TRY(resolve_tiles(&m->cfg, m->B, m->T));
+    TSR_TRY(resolve_tiles(&m->cfg, m->B, m->T));
     m->build = (tsr__build_t){.model = "gpt2", .dry = 1};
-    TRY(make_params(m));
-    TRY(make_acts(m));
+    TSR_TRY(make_params(m));
+    TSR_TRY(make_acts(m));
     m->build = (tsr__build_t){.model = "gpt2", .dry = 0};
-    TRY(make_params(m));
-    TRY(make_acts(m));
+    TSR_TRY(make_params(m));
+    TSR_TRY(make_acts(m));
     m->params.grads_zero = 1; /* fresh tiles read as zeros */
     m->params.bf16_stale = bf16(m);
-    TRY(tsr__trainer_init(&m->train, &m->params, "gpt2", m->cfg.data_parallel, m->cfg.zero));
+    TSR_TRY(tsr__trainer_init(&m->train, &m->params, "gpt2", m->cfg.data_parallel, m->cfg.zero));
     return live_add(m);
 }
 
@@ -388,7 +368,7 @@ int tsr_gpt2_create(tsr_gpt2_t **out, const tsr_gpt2_config_t *cfg, int batch, i
         *out = NULL;
     if (!out || !cfg)
         return tsr__fail(TSR_EINVAL, "gpt2_create: NULL argument");
-    TRY(check_config(cfg, batch, seq_len));
+    TSR_TRY(check_config(cfg, batch, seq_len));
     if (!tsr__runtime_instance())
         return tsr__fail(TSR_ESTATE, "gpt2_create: the runtime is not initialized (tsr_init)");
     tsr_gpt2_t *m = calloc(1, sizeof *m);
@@ -454,7 +434,7 @@ static int param_access(tsr_gpt2_t *m, const char *name, int which, float *ptr, 
                         size_t given, int write)
 {
     const char *fn = write ? "gpt2_set" : "gpt2_get";
-    TRY(model_check(m, fn));
+    TSR_TRY(model_check(m, fn));
     return tsr__params_access(&m->params, fn, name, which, ptr, numel, given, write);
 }
 
@@ -472,7 +452,7 @@ int tsr_gpt2_set(tsr_gpt2_t *m, const char *name, int which, const float *ptr, s
 
 int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed)
 {
-    TRY(model_check(m, "gpt2_init_weights"));
+    TSR_TRY(model_check(m, "gpt2_init_weights"));
     float resid_std = 0.02f / sqrtf(2.0f * (float)m->cfg.layers);
     m->params.bf16_stale = bf16(m);
     for (int i = 0; i < m->params.n; i++) {
@@ -500,19 +480,6 @@ int tsr_gpt2_init_weights(tsr_gpt2_t *m, uint64_t seed)
     return TSR_OK;
 }
 
-/* Invalidate tensors whose contents no task submitted later will read. */
-static int drop(const tsr_tensor_t *const *ts, int n)
-{
-    for (int i = 0; i < n; i++) {
-        int rc = tsr__tensor_invalidate(ts[i]);
-        if (rc)
-            return rc;
-    }
-    return TSR_OK;
-}
-#define DROP(...)                                                                       \
-    drop((const tsr_tensor_t *const[]){__VA_ARGS__},                                    \
-         (int)(sizeof((const tsr_tensor_t *const[]){__VA_ARGS__}) / sizeof(void *)))
 
 /* What a GEMM reads of weight p: its bf16 copy in bf16 precision. */
 static const tsr_tensor_t *wmat(const param_t *p)
@@ -568,8 +535,6 @@ static tsr_tensor_t *att_out(tsr_gpt2_t *m, layer_acts_t *a)
     return bf16(m) ? &a->atty : &a->yb;
 }
 
-/* Drop the tensors when cond holds (a forward that keeps only its input). */
-#define DROP_IF(cond, ...) ((cond) ? DROP(__VA_ARGS__) : TSR_OK)
 
 /* One transformer block, llm.c's order; N tokens, d the head width:
  *   res1  = x_in + c_proj(attention(c_attn(ln_1(x_in))))
@@ -587,86 +552,77 @@ static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_ten
     layer_acts_t *a = block_acts(m, l);
     int H = m->cfg.heads, T = m->T, discard = !keep;
     /* attention */
-    TRY(ln_fwd(m, x_in, p->ln1_w, p->ln1_b, &a->ln1, &a->ln1_mean, &a->ln1_rstd)); /* (C, N) */
-    TRY(DROP_IF(discard, &a->ln1_mean, &a->ln1_rstd));               /* backward's only */
-    TRY(tsr__op_linear_fwd(wmat(p->attn_w), &p->attn_b->p, &a->ln1, 0.0f, &a->qkv));
+    TSR_TRY(ln_fwd(m, x_in, p->ln1_w, p->ln1_b, &a->ln1, &a->ln1_mean, &a->ln1_rstd)); /* (C, N) */
+    TSR_TRY(TSR_DROP_IF(discard, &a->ln1_mean, &a->ln1_rstd));               /* backward's only */
+    TSR_TRY(tsr__op_linear_fwd(wmat(p->attn_w), &p->attn_b->p, &a->ln1, 0.0f, &a->qkv));
                                                                  /* (3C, N) tiles (C, tt) */
-    TRY(DROP_IF(discard, &a->ln1));
-    TRY(tsr__op_attention_fwd(&a->qkv, H, T, bf16(m), &m->att_ms, &m->att_acc, att_out(m, a),
+    TSR_TRY(TSR_DROP_IF(discard, &a->ln1));
+    TSR_TRY(tsr__op_attention_fwd(&a->qkv, H, T, bf16(m), &m->att_ms, &m->att_acc, att_out(m, a),
                               &a->att_lse));              /* (C, N) tiles (C, tt); lse (H, N) */
-    TRY(DROP_IF(discard, &a->qkv, &a->att_lse));
+    TSR_TRY(TSR_DROP_IF(discard, &a->qkv, &a->att_lse));
     if (bf16(m)) {
-        TRY(tsr__op_convert(&a->atty, &a->yb));                  /* bf16 (C, N) for c_proj */
-        TRY(DROP_IF(discard, &a->atty));
+        TSR_TRY(tsr__op_convert(&a->atty, &a->yb));                  /* bf16 (C, N) for c_proj */
+        TSR_TRY(TSR_DROP_IF(discard, &a->atty));
     }
-    TRY(tsr__op_copy(x_in, &a->res1));                            /* (C, N) */
-    TRY(tsr__op_linear_fwd(wmat(p->proj_w), &p->proj_b->p, &a->yb, 1.0f, &a->res1));
+    TSR_TRY(tsr__op_copy(x_in, &a->res1));                            /* (C, N) */
+    TSR_TRY(tsr__op_linear_fwd(wmat(p->proj_w), &p->proj_b->p, &a->yb, 1.0f, &a->res1));
                                                                   /* += W_p y + b_p */
-    TRY(DROP_IF(discard, &a->yb));
+    TSR_TRY(TSR_DROP_IF(discard, &a->yb));
     /* MLP */
-    TRY(ln_fwd(m, &a->res1, p->ln2_w, p->ln2_b, &a->ln2, &a->ln2_mean, &a->ln2_rstd));
+    TSR_TRY(ln_fwd(m, &a->res1, p->ln2_w, p->ln2_b, &a->ln2, &a->ln2_mean, &a->ln2_rstd));
                                                                   /* (C, N) */
-    TRY(DROP_IF(discard, &a->ln2_mean, &a->ln2_rstd));
+    TSR_TRY(TSR_DROP_IF(discard, &a->ln2_mean, &a->ln2_rstd));
     if (bf16(m)) { /* fch fp32, fcg bf16 */
-        TRY(tsr__op_linear_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, 0.0f, &a->fch)); /* (4C, N) */
-        TRY(DROP_IF(discard, &a->ln2));
-        TRY(tsr__op_gelu_fwd_bf16(&a->fch, &a->fcg, m->scratch));                   /* (4C, N) */
+        TSR_TRY(tsr__op_linear_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, 0.0f, &a->fch)); /* (4C, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->ln2));
+        TSR_TRY(tsr__op_gelu_fwd_bf16(&a->fch, &a->fcg, m->scratch));                   /* (4C, N) */
     } else { /* fch = W_fc ln2 + b_fc and fcg = gelu(fch), one task per tile */
-        TRY(tsr__op_linear_gelu_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, &a->fch, &a->fcg));
-        TRY(DROP_IF(discard, &a->ln2));                                               /* (4C, N) */
+        TSR_TRY(tsr__op_linear_gelu_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, &a->fch, &a->fcg));
+        TSR_TRY(TSR_DROP_IF(discard, &a->ln2));                                               /* (4C, N) */
     }
-    TRY(DROP_IF(discard, &a->fch));
+    TSR_TRY(TSR_DROP_IF(discard, &a->fch));
     if (!x_out)
         return TSR_OK; /* recomputed: backward needs fcg, not x_out */
-    TRY(tsr__op_copy(&a->res1, x_out));                           /* (C, N) */
-    TRY(DROP_IF(discard, &a->res1));
-    TRY(tsr__op_linear_fwd(wmat(p->fcproj_w), &p->fcproj_b->p, &a->fcg, 1.0f, x_out));
+    TSR_TRY(tsr__op_copy(&a->res1, x_out));                           /* (C, N) */
+    TSR_TRY(TSR_DROP_IF(discard, &a->res1));
+    TSR_TRY(tsr__op_linear_fwd(wmat(p->fcproj_w), &p->fcproj_b->p, &a->fcg, 1.0f, x_out));
                                                                   /* += W_fp h + b_fp */
-    return DROP_IF(discard, &a->fcg);
+    return TSR_DROP_IF(discard, &a->fcg);
 }
 
 int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *targets, float *loss)
 {
-    TRY(model_check(m, "gpt2_forward"));
-    if (!tokens)
-        return tsr__fail(TSR_EINVAL, "gpt2_forward: tokens is NULL");
-    int V = m->cfg.vocab_size, L = m->cfg.layers, ntargets = 0;
-    for (int i = 0; i < m->N; i++) {
-        if (tokens[i] < 0 || tokens[i] >= V)
-            return tsr__fail(TSR_EINVAL, "gpt2_forward: token %d at %d is outside [0, %d)",
-                             tokens[i], i, V);
-        if (targets && targets[i] >= V)
-            return tsr__fail(TSR_EINVAL, "gpt2_forward: target %d at %d is outside [0, %d)",
-                             targets[i], i, V);
-        ntargets += targets && targets[i] >= 0;
-    }
+    TSR_TRY(model_check(m, "gpt2_forward"));
+    int L = m->cfg.layers, ntargets;
+    TSR_TRY(tsr__trainer_check_batch("gpt2_forward", tokens, targets, m->N, m->cfg.vocab_size,
+                                     &ntargets));
     m->have_logits = m->have_targets = m->have_loss = 0;
-    TRY(tsr__params_refresh_stale(&m->params));
-    TRY(tsr__tensor_write(&m->tokens, tokens, 1));                           /* (1, N) */
-    TRY(tsr__op_embed_fwd(&m->tokens, &m->wte->p, &m->wpe->p, m->T, &m->la[0].x)); /* (C, N) */
+    TSR_TRY(tsr__params_refresh_stale(&m->params));
+    TSR_TRY(tsr__tensor_write(&m->tokens, tokens, 1));                           /* (1, N) */
+    TSR_TRY(tsr__op_embed_fwd(&m->tokens, &m->wte->p, &m->wpe->p, m->T, &m->la[0].x)); /* (C, N) */
     /* (C, N) per block; with recomputation only each block's input stays */
     for (int l = 0; l < L; l++)
-        TRY(block_forward(m, l, &m->la[l].x, l + 1 < L ? &m->la[l + 1].x : &m->xL,
+        TSR_TRY(block_forward(m, l, &m->la[l].x, l + 1 < L ? &m->la[l + 1].x : &m->xL,
                           !m->cfg.recompute));
-    TRY(ln_fwd(m, &m->xL, m->lnf_w, m->lnf_b, &m->lnf, &m->lnf_mean, &m->lnf_rstd)); /* (C, N) */
+    TSR_TRY(ln_fwd(m, &m->xL, m->lnf_w, m->lnf_b, &m->lnf, &m->lnf_mean, &m->lnf_rstd)); /* (C, N) */
     /* the head is tied to the token embedding: logits = wte^T lnf (fp32) */
-    TRY(tsr__op_gemm(OP_T, OP_N, 1.0f, wmat(m->wte), &m->lnf, 0.0f, &m->logits, TSR_RW));
+    TSR_TRY(tsr__op_gemm(OP_T, OP_N, 1.0f, wmat(m->wte), &m->lnf, 0.0f, &m->logits, TSR_RW));
                                                                              /* (V, N) */
     m->have_logits = 1;
     if (!targets)
         return TSR_OK;
-    TRY(tsr__tensor_write(&m->targets, targets, 1));                         /* (1, N) */
-    TRY(tsr__op_xent_fwd(&m->logits, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss));
+    TSR_TRY(tsr__tensor_write(&m->targets, targets, 1));                         /* (1, N) */
+    TSR_TRY(tsr__op_xent_fwd(&m->logits, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss));
                                                                              /* (1, N) */
     m->have_targets = 1;
     m->have_loss = 1;
-    TRY(tsr__trainer_targets(&m->train, ntargets));
+    TSR_TRY(tsr__trainer_targets(&m->train, ntargets));
     return loss ? tsr_gpt2_loss(m, loss) : TSR_OK;
 }
 
 int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss)
 {
-    TRY(model_check(m, "gpt2_loss"));
+    TSR_TRY(model_check(m, "gpt2_loss"));
     if (!loss)
         return tsr__fail(TSR_EINVAL, "gpt2_loss: loss is NULL");
     if (!m->have_loss)
@@ -676,7 +632,7 @@ int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss)
 
 int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out)
 {
-    TRY(model_check(m, "gpt2_logits"));
+    TSR_TRY(model_check(m, "gpt2_logits"));
     if (!out || b < 0 || b >= m->B || t < 0 || t >= m->T)
         return tsr__fail(TSR_EINVAL, "gpt2_logits: position (%d, %d) outside (%d, %d), or out "
                                      "is NULL", b, t, m->B, m->T);
@@ -699,83 +655,83 @@ static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
     tsr_tensor_t *d = &m->d;
     int H = m->cfg.heads, T = m->T;
     if (m->cfg.recompute)
-        TRY(block_forward(m, l, x_in, NULL, 1));   /* ln1 … fcg of block l, (C..4C, N) */
+        TSR_TRY(block_forward(m, l, x_in, NULL, 1));   /* ln1 … fcg of block l, (C..4C, N) */
     /* MLP: x_out = res1 + W_fp gelu(W_fc ln2(res1) + b_fc) + b_fp */
     /* (bf16: d16 = bf16(d), written by the LayerNorm backward that made d) */
     if (bf16(m)) {
-        TRY(linear_bwd(m, p->fcproj_w, p->fcproj_b, &a->fcg, d, &m->d16, &m->dfc));
-        TRY(DROP(&a->fcg, &m->d16));                                         /* dfc (4C, N) */
-        TRY(tsr__op_gelu_bwd_bf16(&a->fch, &m->dfc, &m->dfc16));             /* (4C, N) */
+        TSR_TRY(linear_bwd(m, p->fcproj_w, p->fcproj_b, &a->fcg, d, &m->d16, &m->dfc));
+        TSR_TRY(TSR_DROP(&a->fcg, &m->d16));                                         /* dfc (4C, N) */
+        TSR_TRY(tsr__op_gelu_bwd_bf16(&a->fch, &m->dfc, &m->dfc16));             /* (4C, N) */
     } else { /* dfc = gelu'(fch) W_fp^T d and the fc bias gradient, one task per tile */
-        TRY(tsr__op_linear_gelu_bwd(&p->fcproj_w->p, &a->fcg, d, &a->fch, &m->dfc,
+        TSR_TRY(tsr__op_linear_gelu_bwd(&p->fcproj_w->p, &a->fcg, d, &a->fch, &m->dfc,
                                     &p->fcproj_w->g, &p->fcproj_b->g, &p->fc_b->g));
-        TRY(DROP(&a->fcg));                                                  /* dfc (4C, N) */
+        TSR_TRY(TSR_DROP(&a->fcg));                                                  /* dfc (4C, N) */
     }
-    TRY(DROP(&a->fch));
-    TRY(linear_bwd(m, p->fc_w, bf16(m) ? p->fc_b : NULL, &a->ln2, &m->dfc, &m->dfc16,
+    TSR_TRY(TSR_DROP(&a->fch));
+    TSR_TRY(linear_bwd(m, p->fc_w, bf16(m) ? p->fc_b : NULL, &a->ln2, &m->dfc, &m->dfc16,
                    &m->dln));                                               /* dln (C, N) */
-    TRY(DROP(&a->ln2, &m->dfc));
+    TSR_TRY(TSR_DROP(&a->ln2, &m->dfc));
     if (bf16(m))
-        TRY(DROP(&m->dfc16));
-    TRY(ln_bwd(m, &a->res1, p->ln2_w, p->ln2_b, &a->ln2_mean, &a->ln2_rstd, 1)); /* d += */
-    TRY(DROP(&a->res1, &a->ln2_mean, &a->ln2_rstd));
+        TSR_TRY(TSR_DROP(&m->dfc16));
+    TSR_TRY(ln_bwd(m, &a->res1, p->ln2_w, p->ln2_b, &a->ln2_mean, &a->ln2_rstd, 1)); /* d += */
+    TSR_TRY(TSR_DROP(&a->res1, &a->ln2_mean, &a->ln2_rstd));
     /* attention: res1 = x + W_p attn(W_attn ln1(x) + b_attn) + b_p */
-    TRY(linear_bwd(m, p->proj_w, p->proj_b, &a->yb, d, &m->d16, &m->dyb));
+    TSR_TRY(linear_bwd(m, p->proj_w, p->proj_b, &a->yb, d, &m->d16, &m->dyb));
                                                                /* dyb (C, N) tiles (C, tt) */
     if (bf16(m)) /* in fp32, yb is the attention output the backward reads */
-        TRY(DROP(&a->yb, &m->d16));
-    TRY(tsr__op_attention_bwd(&a->qkv, H, T, bf16(m), att_out(m, a), &m->dyb, &a->att_lse, &m->att_D,
+        TSR_TRY(TSR_DROP(&a->yb, &m->d16));
+    TSR_TRY(tsr__op_attention_bwd(&a->qkv, H, T, bf16(m), att_out(m, a), &m->dyb, &a->att_lse, &m->att_D,
                               &m->dqkvb));                     /* (3C, N) tiles (C, tt) */
-    TRY(DROP(att_out(m, a), &a->att_lse, &a->qkv, &m->dyb, &m->att_D));
+    TSR_TRY(TSR_DROP(att_out(m, a), &a->att_lse, &a->qkv, &m->dyb, &m->att_D));
     if (bf16(m)) /* the bias gradient reads dqkvb, the products its bf16 copy */
-        TRY(tsr__op_convert(&m->dqkvb, &m->dqkvb16));
-    TRY(linear_bwd(m, p->attn_w, p->attn_b, &a->ln1, &m->dqkvb, &m->dqkvb16, &m->dln));
+        TSR_TRY(tsr__op_convert(&m->dqkvb, &m->dqkvb16));
+    TSR_TRY(linear_bwd(m, p->attn_w, p->attn_b, &a->ln1, &m->dqkvb, &m->dqkvb16, &m->dln));
                                                                /* dln (C, N) */
-    TRY(DROP(&a->ln1, &m->dqkvb));
+    TSR_TRY(TSR_DROP(&a->ln1, &m->dqkvb));
     if (bf16(m))
-        TRY(DROP(&m->dqkvb16));
+        TSR_TRY(TSR_DROP(&m->dqkvb16));
     /* d16 for block l-1's first Linear backward; block 0's d goes to the
      * embeddings only */
-    TRY(ln_bwd(m, x_in, p->ln1_w, p->ln1_b, &a->ln1_mean, &a->ln1_rstd, l > 0)); /* d += */
-    return DROP(x_in, &a->ln1_mean, &a->ln1_rstd, &m->dln);
+    TSR_TRY(ln_bwd(m, x_in, p->ln1_w, p->ln1_b, &a->ln1_mean, &a->ln1_rstd, l > 0)); /* d += */
+    return TSR_DROP(x_in, &a->ln1_mean, &a->ln1_rstd, &m->dln);
 }
 
 int tsr_gpt2_backward(tsr_gpt2_t *m, float scale)
 {
-    TRY(model_check(m, "gpt2_backward"));
+    TSR_TRY(model_check(m, "gpt2_backward"));
     if (!m->have_targets)
         return tsr__fail(TSR_ESTATE, "gpt2_backward: the last forward had no targets");
     m->have_targets = 0;
     m->params.grads_zero = 0;
     m->have_logits = 0; /* the logits tiles become their gradient in place */
     float dscale;
-    TRY(tsr__trainer_grad_scale(&m->train, scale, &dscale));
+    TSR_TRY(tsr__trainer_grad_scale(&m->train, scale, &dscale));
     /* loss → logits → ln_f */
     /* fp32: the logits become their gradient in place; bf16: it goes to
      * dlogits16 and the logits are dropped */
     tsr_tensor_t *dlogits = bf16(m) ? &m->dlogits16 : &m->logits;
-    TRY(bf16(m) ? tsr__op_xent_bwd_bf16(&m->logits, &m->targets, &m->ce_lse, dscale,
+    TSR_TRY(bf16(m) ? tsr__op_xent_bwd_bf16(&m->logits, &m->targets, &m->ce_lse, dscale,
                                         &m->dlogits16, m->scratch)
                 : tsr__op_xent_bwd(&m->logits, &m->targets, &m->ce_lse, dscale)); /* (V, N) */
     if (bf16(m))
-        TRY(DROP(&m->logits));
-    TRY(tsr__op_gemm(OP_N, OP_N, 1.0f, wmat(m->wte), dlogits, 0.0f, &m->dln, TSR_RW));
+        TSR_TRY(TSR_DROP(&m->logits));
+    TSR_TRY(tsr__op_gemm(OP_N, OP_N, 1.0f, wmat(m->wte), dlogits, 0.0f, &m->dln, TSR_RW));
                                                                     /* dln = wte dlogits (C, N) */
-    TRY(tsr__op_gemm(OP_N, OP_T, 1.0f, &m->lnf, dlogits, 1.0f, &m->wte->g, TSR_COMMUTE));
+    TSR_TRY(tsr__op_gemm(OP_N, OP_T, 1.0f, &m->lnf, dlogits, 1.0f, &m->wte->g, TSR_COMMUTE));
                                                                /* dwte += lnf dlogits^T (C, V) */
-    TRY(DROP(dlogits, &m->lnf, &m->ce_ms, &m->ce_lse));
-    TRY(tsr__op_fill(&m->d, 0.0f));                                         /* (C, N) */
-    TRY(ln_bwd(m, &m->xL, m->lnf_w, m->lnf_b, &m->lnf_mean, &m->lnf_rstd, 1)); /* d (C, N) += */
-    TRY(DROP(&m->xL, &m->lnf_mean, &m->lnf_rstd));
+    TSR_TRY(TSR_DROP(dlogits, &m->lnf, &m->ce_ms, &m->ce_lse));
+    TSR_TRY(tsr__op_fill(&m->d, 0.0f));                                         /* (C, N) */
+    TSR_TRY(ln_bwd(m, &m->xL, m->lnf_w, m->lnf_b, &m->lnf_mean, &m->lnf_rstd, 1)); /* d (C, N) += */
+    TSR_TRY(TSR_DROP(&m->xL, &m->lnf_mean, &m->lnf_rstd));
     for (int l = m->cfg.layers - 1; l >= 0; l--)
-        TRY(block_backward(m, l, &m->la[l].x));
-    TRY(tsr__op_embed_bwd(&m->tokens, &m->d, m->T, &m->wte->g, &m->wpe->g)); /* (C, V), (C, ctx) */
-    return DROP(&m->d, &m->targets);
+        TSR_TRY(block_backward(m, l, &m->la[l].x));
+    TSR_TRY(tsr__op_embed_bwd(&m->tokens, &m->d, m->T, &m->wte->g, &m->wpe->g)); /* (C, V), (C, ctx) */
+    return TSR_DROP(&m->d, &m->targets);
 }
 
 int tsr_gpt2_zero_grad(tsr_gpt2_t *m)
 {
-    TRY(model_check(m, "gpt2_zero_grad"));
+    TSR_TRY(model_check(m, "gpt2_zero_grad"));
     return tsr__params_zero_grad(&m->params);
 }
 
@@ -783,6 +739,6 @@ int tsr_gpt2_zero_grad(tsr_gpt2_t *m)
 
 int tsr_gpt2_step(tsr_gpt2_t *m, const tsr_adamw_config_t *opt, float lr, float *grad_norm)
 {
-    TRY(model_check(m, "gpt2_step"));
+    TSR_TRY(model_check(m, "gpt2_step"));
     return tsr__trainer_step(&m->train, "gpt2_step", opt, lr, grad_norm);
 }

@@ -43,13 +43,6 @@
 #include "runtime/error.h"
 #include "runtime/instance.h"
 
-#define TRY(op)                                                                         \
-    do {                                                                                \
-        int rc_ = (op);                                                                 \
-        if (rc_)                                                                        \
-            return rc_;                                                                 \
-    } while (0)
-
 /* ---- configuration -------------------------------------------------------- */
 
 void tsr_llama_config_default(tsr_llama_config_t *c)
@@ -103,7 +96,7 @@ int tsr_llama_read_config(const char *path, tsr_llama_config_t *cfg)
         (int)sizeof file)
         return tsr__fail(TSR_EINVAL, "llama_read_config: path too long");
     tsr__llama_config_t h;
-    TRY(tsr__llama_config_read(file, &h));
+    TSR_TRY(tsr__llama_config_read(file, &h));
     tsr_llama_config_default(cfg);
     cfg->vocab_size = h.vocab_size;
     cfg->hidden = h.hidden_size;
@@ -139,7 +132,7 @@ static int check_config(const tsr_llama_config_t *c, int batch, int seq_len)
                                      "head_dim)", c->hidden, c->heads);
     tsr__llama_config_t h;
     to_hf(c, &h);
-    TRY(tsr__llama_config_validate(&h, "llama"));
+    TSR_TRY(tsr__llama_config_validate(&h, "llama"));
     if (h.head_dim > 256)
         return tsr__fail(TSR_EINVAL, "llama: head_dim %d exceeds 256", h.head_dim);
     if (seq_len > c->max_positions)
@@ -168,15 +161,7 @@ static tsr__registry_t live = TSR__REGISTRY_INIT;
 
 static int model_check(const tsr_llama_t *m, const char *fn)
 {
-    if (!m)
-        return tsr__fail(TSR_EINVAL, "%s: the model is NULL", fn);
-    if (!tsr__registry_find(&live, m, 0))
-        return tsr__fail(TSR_EINVAL, "%s: %p is not a live model (freed, or never created)", fn,
-                         (const void *)m);
-    if (m->runtime != tsr__runtime_instance())
-        return tsr__fail(TSR_ESTATE, "%s: the model's runtime was shut down; free the model "
-                                     "and create it again under the running one", fn);
-    return TSR_OK;
+    return tsr__registry_check(&live, m, m ? &m->runtime : NULL, "model", fn);
 }
 
 int tsr__llama_check(const tsr_llama_t *m, const char *fn)
@@ -227,7 +212,7 @@ static int add_param(tsr_llama_t *m, param_t **out, const char *name, const char
                      long long in, long long outn, long long tin, long long tout, int matrix)
 {
     int index = m->params.n;
-    TRY(tsr__params_add(&m->params, &m->build, out, name, field, in, outn ? outn : 1, tin,
+    TSR_TRY(tsr__params_add(&m->params, &m->build, out, name, field, in, outn ? outn : 1, tin,
                         outn ? tout : 1, matrix, matrix));
     if (outn)
         return add_name(m, name, index, 0, (int)outn, (int)in);
@@ -240,44 +225,44 @@ static int make_params(tsr_llama_t *m)
     long long C = m->C, V = c->vocab_size, tv = c->tile_vocab, tf = c->tile_hidden;
     int L = c->layers;
     if (!m->build.dry) {
-        TRY(tsr__params_reserve(&m->params, 3 + 7 * L));
+        TSR_TRY(tsr__params_reserve(&m->params, 3 + 7 * L));
         m->lp = calloc((size_t)L, sizeof *m->lp);
         m->names = calloc(3 + 9 * (size_t)L, sizeof *m->names);
         if (!m->lp || !m->names)
             return tsr__fail(TSR_ENOMEM, "llama: no memory for the parameter table");
     }
-    TRY(add_param(m, &m->embed, "model.embed_tokens.weight", "vocab_size, hidden, tile_vocab", C,
+    TSR_TRY(add_param(m, &m->embed, "model.embed_tokens.weight", "vocab_size, hidden, tile_vocab", C,
                   V, C, tv, 1));
     const char *f = "layers, hidden, heads, intermediate, tile_hidden";
     char n[96];
     for (int l = 0; l < L; l++) {
         llama_layer_params_t dry_lp, *lp = m->build.dry ? &dry_lp : &m->lp[l];
         snprintf(n, sizeof n, "model.layers.%d.input_layernorm.weight", l);
-        TRY(add_param(m, &lp->ln1, n, f, C, 0, C, 0, 0));
+        TSR_TRY(add_param(m, &lp->ln1, n, f, C, 0, C, 0, 0));
         /* q, k, v: one parameter, three names over its columns */
         int index = m->params.n;
         snprintf(n, sizeof n, "model.layers.%d.self_attn.qkv_proj.weight", l);
-        TRY(tsr__params_add(&m->params, &m->build, &lp->qkv, n, f, C, m->Q, C, m->Q, 1, 1));
+        TSR_TRY(tsr__params_add(&m->params, &m->build, &lp->qkv, n, f, C, m->Q, C, m->Q, 1, 1));
         const char *part[3] = {"q_proj", "k_proj", "v_proj"};
         int rows[3] = {m->Hq, m->Hkv, m->Hkv};
         size_t off = 0;
         for (int k = 0; k < 3; k++) {
             snprintf(n, sizeof n, "model.layers.%d.self_attn.%s.weight", l, part[k]);
-            TRY(add_name(m, n, index, off, rows[k], m->C));
+            TSR_TRY(add_name(m, n, index, off, rows[k], m->C));
             off += (size_t)rows[k] * (size_t)m->C;
         }
         snprintf(n, sizeof n, "model.layers.%d.self_attn.o_proj.weight", l);
-        TRY(add_param(m, &lp->o, n, f, m->Hq, C, m->Hq, C, 1));
+        TSR_TRY(add_param(m, &lp->o, n, f, m->Hq, C, m->Hq, C, 1));
         snprintf(n, sizeof n, "model.layers.%d.post_attention_layernorm.weight", l);
-        TRY(add_param(m, &lp->ln2, n, f, C, 0, C, 0, 0));
+        TSR_TRY(add_param(m, &lp->ln2, n, f, C, 0, C, 0, 0));
         snprintf(n, sizeof n, "model.layers.%d.mlp.gate_proj.weight", l);
-        TRY(add_param(m, &lp->gate, n, f, C, m->F, C, tf, 1));
+        TSR_TRY(add_param(m, &lp->gate, n, f, C, m->F, C, tf, 1));
         snprintf(n, sizeof n, "model.layers.%d.mlp.up_proj.weight", l);
-        TRY(add_param(m, &lp->up, n, f, C, m->F, C, tf, 1));
+        TSR_TRY(add_param(m, &lp->up, n, f, C, m->F, C, tf, 1));
         snprintf(n, sizeof n, "model.layers.%d.mlp.down_proj.weight", l);
-        TRY(add_param(m, &lp->down, n, f, m->F, C, tf, C, 1));
+        TSR_TRY(add_param(m, &lp->down, n, f, m->F, C, tf, C, 1));
     }
-    TRY(add_param(m, &m->norm, "model.norm.weight", f, C, 0, C, 0, 0));
+    TSR_TRY(add_param(m, &m->norm, "model.norm.weight", f, C, 0, C, 0, 0));
     if (c->tie_embeddings) {
         m->head = m->embed;
         return TSR_OK;
@@ -297,9 +282,9 @@ static int make_acts(tsr_llama_t *m)
             return tsr__fail(TSR_ENOMEM, "llama: no memory for the activation table");
     }
     const char *f = "layers, hidden, heads, intermediate, batch x seq_len, tile_tokens";
-#define A(t, rows, trows) TRY(tensor_of(m, &(t), #t, f, rows, N, trows, tt, 0));
-#define G(t, rows, trows) TRY(tensor_of(m, &(t), #t, f, rows, N, trows, tt, bf16(m)));
-#define B16(t, rows, trows) TRY(tensor_of(m, &(t), #t, f, rows, N, trows, tt, 1));
+#define A(t, rows, trows) TSR_TRY(tensor_of(m, &(t), #t, f, rows, N, trows, tt, 0));
+#define G(t, rows, trows) TSR_TRY(tensor_of(m, &(t), #t, f, rows, N, trows, tt, bf16(m)));
+#define B16(t, rows, trows) TSR_TRY(tensor_of(m, &(t), #t, f, rows, N, trows, tt, 1));
     for (int l = 0; l < c->layers; l++) {
         llama_layer_acts_t dry_la, *a = m->build.dry ? &dry_la : &m->la[l];
         A(a->x, C, C)
@@ -409,7 +394,7 @@ static int resolve_tiles(tsr_llama_t *m)
 {
     tsr_llama_config_t *c = &m->cfg;
     tsr__tiling_t t = {c->tile_tokens, c->tile_vocab, c->tile_hidden};
-    TRY(tsr__tiling_resolve(&t, "llama", m->C, m->F, c->vocab_size, m->B, m->T));
+    TSR_TRY(tsr__tiling_resolve(&t, "llama", m->C, m->F, c->vocab_size, m->B, m->T));
     c->tile_tokens = t.tokens;
     c->tile_vocab = t.vocab;
     c->tile_hidden = t.hidden;
@@ -418,17 +403,17 @@ static int resolve_tiles(tsr_llama_t *m)
 
 static int build(tsr_llama_t *m)
 {
-    TRY(resolve_tiles(m));
+    TSR_TRY(resolve_tiles(m));
     m->build = (tsr__build_t){.model = "llama", .dry = 1};
-    TRY(make_params(m));
-    TRY(make_acts(m));
+    TSR_TRY(make_params(m));
+    TSR_TRY(make_acts(m));
     m->build = (tsr__build_t){.model = "llama", .dry = 0};
-    TRY(make_params(m));
-    TRY(make_acts(m));
-    TRY(make_rope(m));
+    TSR_TRY(make_params(m));
+    TSR_TRY(make_acts(m));
+    TSR_TRY(make_rope(m));
     m->params.grads_zero = 1;
     m->params.bf16_stale = bf16(m);
-    TRY(tsr__trainer_init(&m->train, &m->params, "llama", m->cfg.data_parallel, m->cfg.zero));
+    TSR_TRY(tsr__trainer_init(&m->train, &m->params, "llama", m->cfg.data_parallel, m->cfg.zero));
     return tsr__registry_add(&live, m)
                ? tsr__fail(TSR_ENOMEM, "llama_create: no memory for the model registry")
                : TSR_OK;
@@ -440,7 +425,7 @@ int tsr_llama_create(tsr_llama_t **out, const tsr_llama_config_t *cfg, int batch
         *out = NULL;
     if (!out || !cfg)
         return tsr__fail(TSR_EINVAL, "llama_create: NULL argument");
-    TRY(check_config(cfg, batch, seq_len));
+    TSR_TRY(check_config(cfg, batch, seq_len));
     if (!tsr__runtime_instance())
         return tsr__fail(TSR_ESTATE, "llama_create: the runtime is not initialized (tsr_init)");
     tsr_llama_t *m = calloc(1, sizeof *m);
@@ -513,7 +498,7 @@ static int param_access(tsr_llama_t *m, const char *name, int which, float *ptr,
                         size_t given, int write)
 {
     const char *fn = write ? "llama_set" : "llama_get";
-    TRY(model_check(m, fn));
+    TSR_TRY(model_check(m, fn));
     const llama_name_t *n = find_name(m, name);
     if (!n)
         return tsr__fail(TSR_ENOTFOUND, "llama: no parameter named '%s'",
@@ -558,7 +543,7 @@ int tsr_llama_set(tsr_llama_t *m, const char *name, int which, const float *ptr,
 /* transformers' initialisation: matrices ~ N(0, 0.02^2), norm weights 1 */
 int tsr_llama_init_weights(tsr_llama_t *m, uint64_t seed)
 {
-    TRY(model_check(m, "llama_init_weights"));
+    TSR_TRY(model_check(m, "llama_init_weights"));
     m->params.bf16_stale = bf16(m);
     for (int i = 0; i < m->params.n; i++) {
         param_t *p = &m->params.p[i];
@@ -579,16 +564,6 @@ int tsr_llama_init_weights(tsr_llama_t *m, uint64_t seed)
 
 /* ---- the passes ----------------------------------------------------------- */
 
-static int drop(const tsr_tensor_t *const *ts, int n)
-{
-    for (int i = 0; i < n; i++)
-        TRY(tsr__tensor_invalidate(ts[i]));
-    return TSR_OK;
-}
-#define DROP(...)                                                                       \
-    drop((const tsr_tensor_t *const[]){__VA_ARGS__},                                    \
-         (int)(sizeof((const tsr_tensor_t *const[]){__VA_ARGS__}) / sizeof(void *)))
-#define DROP_IF(cond, ...) ((cond) ? DROP(__VA_ARGS__) : TSR_OK)
 
 static llama_layer_acts_t *block_acts(tsr_llama_t *m, int l)
 {
@@ -606,7 +581,7 @@ static int proj_fwd(const param_t *w, const tsr_tensor_t *x, float beta, tsr_ten
 static int proj_bwd(param_t *w, const tsr_tensor_t *x, const tsr_tensor_t *dy, float beta,
                     tsr_tensor_t *dx)
 {
-    TRY(tsr__op_gemm(OP_N, OP_N, 1.0f, tsr__params_wmat(w), dy, beta, dx, TSR_RW));
+    TSR_TRY(tsr__op_gemm(OP_N, OP_N, 1.0f, tsr__params_wmat(w), dy, beta, dx, TSR_RW));
     return tsr__op_gemm(OP_N, OP_T, 1.0f, x, dy, 1.0f, &w->g, TSR_COMMUTE);
 }
 
@@ -648,85 +623,67 @@ static int block_forward(tsr_llama_t *m, int l, const tsr_tensor_t *x_in, tsr_te
     llama_layer_acts_t *a = block_acts(m, l);
     int H = m->cfg.heads, KV = m->cfg.kv_heads, T = m->T, discard = !keep;
     /* attention */
-    TRY(norm_fwd(m, x_in, p->ln1, &a->ln1, &a->rstd1));                        /* (C, N) */
-    TRY(DROP_IF(discard, &a->rstd1));
-    TRY(proj_fwd(p->qkv, &a->ln1, 0.0f, &a->qkv));                             /* (Q, N) */
-    TRY(DROP_IF(discard, &a->ln1));
-    TRY(tsr__op_rope_qk_fwd(&a->qkv, H, KV, m->D, T, 0, m->rope));             /* q, k rotated */
-    TRY(tsr__op_attention_gqa_fwd(&a->qkv, H, KV, T, bf16(m), &m->att_ms, &m->att_acc,
+    TSR_TRY(norm_fwd(m, x_in, p->ln1, &a->ln1, &a->rstd1));                        /* (C, N) */
+    TSR_TRY(TSR_DROP_IF(discard, &a->rstd1));
+    TSR_TRY(proj_fwd(p->qkv, &a->ln1, 0.0f, &a->qkv));                             /* (Q, N) */
+    TSR_TRY(TSR_DROP_IF(discard, &a->ln1));
+    TSR_TRY(tsr__op_rope_qk_fwd(&a->qkv, H, KV, m->D, T, 0, m->rope));             /* q, k rotated */
+    TSR_TRY(tsr__op_attention_gqa_fwd(&a->qkv, H, KV, T, bf16(m), &m->att_ms, &m->att_acc,
                                   att_out(m, a), &a->att_lse));        /* (Hq, N); (H, N) */
-    TRY(DROP_IF(discard, &a->qkv, &a->att_lse));
+    TSR_TRY(TSR_DROP_IF(discard, &a->qkv, &a->att_lse));
     if (bf16(m)) {
-        TRY(tsr__op_convert(&a->atty, &a->yb));
-        TRY(DROP_IF(discard, &a->atty));
+        TSR_TRY(tsr__op_convert(&a->atty, &a->yb));
+        TSR_TRY(TSR_DROP_IF(discard, &a->atty));
     }
-    TRY(tsr__op_copy(x_in, &a->res1));                                         /* (C, N) */
-    TRY(proj_fwd(p->o, &a->yb, 1.0f, &a->res1));                               /* += Wo^T y */
-    TRY(DROP_IF(discard, &a->yb));
+    TSR_TRY(tsr__op_copy(x_in, &a->res1));                                         /* (C, N) */
+    TSR_TRY(proj_fwd(p->o, &a->yb, 1.0f, &a->res1));                               /* += Wo^T y */
+    TSR_TRY(TSR_DROP_IF(discard, &a->yb));
     /* MLP */
-    TRY(norm_fwd(m, &a->res1, p->ln2, &a->ln2, &a->rstd2));                    /* (C, N) */
-    TRY(DROP_IF(discard, &a->rstd2));
-    TRY(proj_fwd(p->gate, &a->ln2, 0.0f, &a->gate));                           /* (F, N) */
-    TRY(proj_fwd(p->up, &a->ln2, 0.0f, &a->up));                               /* (F, N) */
-    TRY(DROP_IF(discard, &a->ln2));
-    TRY(bf16(m) ? tsr__op_swiglu_fwd_bf16(&a->gate, &a->up, &a->h, m->scratch)
+    TSR_TRY(norm_fwd(m, &a->res1, p->ln2, &a->ln2, &a->rstd2));                    /* (C, N) */
+    TSR_TRY(TSR_DROP_IF(discard, &a->rstd2));
+    TSR_TRY(proj_fwd(p->gate, &a->ln2, 0.0f, &a->gate));                           /* (F, N) */
+    TSR_TRY(proj_fwd(p->up, &a->ln2, 0.0f, &a->up));                               /* (F, N) */
+    TSR_TRY(TSR_DROP_IF(discard, &a->ln2));
+    TSR_TRY(bf16(m) ? tsr__op_swiglu_fwd_bf16(&a->gate, &a->up, &a->h, m->scratch)
                 : tsr__op_swiglu_fwd(&a->gate, &a->up, &a->h));                /* (F, N) */
-    TRY(DROP_IF(discard, &a->gate, &a->up));
+    TSR_TRY(TSR_DROP_IF(discard, &a->gate, &a->up));
     if (!x_out)
         return TSR_OK;
-    TRY(tsr__op_copy(&a->res1, x_out));                                        /* (C, N) */
-    TRY(DROP_IF(discard, &a->res1));
-    TRY(proj_fwd(p->down, &a->h, 1.0f, x_out));                                /* += Wd^T h */
-    return DROP_IF(discard, &a->h);
-}
-
-static int check_batch(tsr_llama_t *m, const int32_t *tokens, const int32_t *targets,
-                       int *ntargets)
-{
-    int V = m->cfg.vocab_size;
-    *ntargets = 0;
-    if (!tokens)
-        return tsr__fail(TSR_EINVAL, "llama_forward: tokens is NULL");
-    for (int i = 0; i < m->N; i++) {
-        if (tokens[i] < 0 || tokens[i] >= V)
-            return tsr__fail(TSR_EINVAL, "llama_forward: token %d at %d is outside [0, %d)",
-                             tokens[i], i, V);
-        if (targets && targets[i] >= V)
-            return tsr__fail(TSR_EINVAL, "llama_forward: target %d at %d is outside [0, %d)",
-                             targets[i], i, V);
-        *ntargets += targets && targets[i] >= 0;
-    }
-    return TSR_OK;
+    TSR_TRY(tsr__op_copy(&a->res1, x_out));                                        /* (C, N) */
+    TSR_TRY(TSR_DROP_IF(discard, &a->res1));
+    TSR_TRY(proj_fwd(p->down, &a->h, 1.0f, x_out));                                /* += Wd^T h */
+    return TSR_DROP_IF(discard, &a->h);
 }
 
 int tsr_llama_forward(tsr_llama_t *m, const int32_t *tokens, const int32_t *targets,
                       float *loss)
 {
-    TRY(model_check(m, "llama_forward"));
+    TSR_TRY(model_check(m, "llama_forward"));
     int ntargets, L = m->cfg.layers;
-    TRY(check_batch(m, tokens, targets, &ntargets));
+    TSR_TRY(tsr__trainer_check_batch("llama_forward", tokens, targets, m->N,
+                                     m->cfg.vocab_size, &ntargets));
     m->have_logits = m->have_targets = m->have_loss = 0;
-    TRY(tsr__params_refresh_stale(&m->params));
-    TRY(tsr__tensor_write(&m->tokens, tokens, 1));                             /* (1, N) */
-    TRY(tsr__op_embed_fwd(&m->tokens, &m->embed->p, NULL, m->T, &m->la[0].x)); /* (C, N) */
+    TSR_TRY(tsr__params_refresh_stale(&m->params));
+    TSR_TRY(tsr__tensor_write(&m->tokens, tokens, 1));                             /* (1, N) */
+    TSR_TRY(tsr__op_embed_fwd(&m->tokens, &m->embed->p, NULL, m->T, &m->la[0].x)); /* (C, N) */
     for (int l = 0; l < L; l++)
-        TRY(block_forward(m, l, &m->la[l].x, l + 1 < L ? &m->la[l + 1].x : &m->xL,
+        TSR_TRY(block_forward(m, l, &m->la[l].x, l + 1 < L ? &m->la[l + 1].x : &m->xL,
                           !m->cfg.recompute));
-    TRY(norm_fwd(m, &m->xL, m->norm, &m->lnf, &m->rstdf));                     /* (C, N) */
-    TRY(proj_fwd(m->head, &m->lnf, 0.0f, &m->logits));                         /* (V, N) */
+    TSR_TRY(norm_fwd(m, &m->xL, m->norm, &m->lnf, &m->rstdf));                     /* (C, N) */
+    TSR_TRY(proj_fwd(m->head, &m->lnf, 0.0f, &m->logits));                         /* (V, N) */
     m->have_logits = 1;
     if (!targets)
         return TSR_OK;
-    TRY(tsr__tensor_write(&m->targets, targets, 1));
-    TRY(tsr__op_xent_fwd(&m->logits, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss));
+    TSR_TRY(tsr__tensor_write(&m->targets, targets, 1));
+    TSR_TRY(tsr__op_xent_fwd(&m->logits, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss));
     m->have_targets = m->have_loss = 1;
-    TRY(tsr__trainer_targets(&m->train, ntargets));
+    TSR_TRY(tsr__trainer_targets(&m->train, ntargets));
     return loss ? tsr_llama_loss(m, loss) : TSR_OK;
 }
 
 int tsr_llama_loss(tsr_llama_t *m, float *loss)
 {
-    TRY(model_check(m, "llama_loss"));
+    TSR_TRY(model_check(m, "llama_loss"));
     if (!loss)
         return tsr__fail(TSR_EINVAL, "llama_loss: loss is NULL");
     if (!m->have_loss)
@@ -736,7 +693,7 @@ int tsr_llama_loss(tsr_llama_t *m, float *loss)
 
 int tsr_llama_logits(tsr_llama_t *m, int b, int t, float *out)
 {
-    TRY(model_check(m, "llama_logits"));
+    TSR_TRY(model_check(m, "llama_logits"));
     if (!out || b < 0 || b >= m->B || t < 0 || t >= m->T)
         return tsr__fail(TSR_EINVAL, "llama_logits: position (%d, %d) outside (%d, %d), or "
                                      "out is NULL", b, t, m->B, m->T);
@@ -755,76 +712,76 @@ static int block_backward(tsr_llama_t *m, int l, const tsr_tensor_t *x_in)
     int H = m->cfg.heads, KV = m->cfg.kv_heads, T = m->T, b16 = bf16(m);
     const tsr_tensor_t *d = b16 ? &m->d16 : &m->d;
     if (m->cfg.recompute)
-        TRY(block_forward(m, l, x_in, NULL, 1));
+        TSR_TRY(block_forward(m, l, x_in, NULL, 1));
     /* MLP: x_out = res1 + Wd^T h, h = silu(Wg^T ln2) * (Wu^T ln2) */
-    TRY(proj_bwd(p->down, &a->h, d, 0.0f, &m->dh));                            /* (F, N) */
-    TRY(DROP(&a->h));
-    TRY(b16 ? tsr__op_swiglu_bwd_bf16(&a->gate, &a->up, &m->dh, &m->dgate16, &m->dup16,
+    TSR_TRY(proj_bwd(p->down, &a->h, d, 0.0f, &m->dh));                            /* (F, N) */
+    TSR_TRY(TSR_DROP(&a->h));
+    TSR_TRY(b16 ? tsr__op_swiglu_bwd_bf16(&a->gate, &a->up, &m->dh, &m->dgate16, &m->dup16,
                                       m->scratch)
             : tsr__op_swiglu_bwd(&a->gate, &a->up, &m->dh, &m->dgate, &m->dup)); /* (F, N) */
-    TRY(DROP(&a->gate, &a->up, &m->dh));
+    TSR_TRY(TSR_DROP(&a->gate, &a->up, &m->dh));
     const tsr_tensor_t *dg = b16 ? &m->dgate16 : &m->dgate, *du = b16 ? &m->dup16 : &m->dup;
-    TRY(proj_bwd(p->gate, &a->ln2, dg, 0.0f, &m->dln));                        /* (C, N) */
-    TRY(proj_bwd(p->up, &a->ln2, du, 1.0f, &m->dln));                          /* += */
-    TRY(DROP(&a->ln2, dg, du));
-    TRY(norm_bwd(m, &a->res1, p->ln2, &a->rstd2, 1));                          /* d += */
-    TRY(DROP(&a->res1, &a->rstd2, &m->dln));
+    TSR_TRY(proj_bwd(p->gate, &a->ln2, dg, 0.0f, &m->dln));                        /* (C, N) */
+    TSR_TRY(proj_bwd(p->up, &a->ln2, du, 1.0f, &m->dln));                          /* += */
+    TSR_TRY(TSR_DROP(&a->ln2, dg, du));
+    TSR_TRY(norm_bwd(m, &a->res1, p->ln2, &a->rstd2, 1));                          /* d += */
+    TSR_TRY(TSR_DROP(&a->res1, &a->rstd2, &m->dln));
     /* attention: res1 = x + Wo^T attention(rope(Wqkv^T ln1)) */
-    TRY(proj_bwd(p->o, &a->yb, d, 0.0f, &m->dyb));                             /* (Hq, N) */
+    TSR_TRY(proj_bwd(p->o, &a->yb, d, 0.0f, &m->dyb));                             /* (Hq, N) */
     if (b16) /* in fp32, yb is the attention output its backward reads */
-        TRY(DROP(&a->yb, &m->d16));
-    TRY(tsr__op_attention_gqa_bwd(&a->qkv, H, KV, T, b16, att_out(m, a), &m->dyb, &a->att_lse,
+        TSR_TRY(TSR_DROP(&a->yb, &m->d16));
+    TSR_TRY(tsr__op_attention_gqa_bwd(&a->qkv, H, KV, T, b16, att_out(m, a), &m->dyb, &a->att_lse,
                                   &m->att_D, &m->dqkv));                       /* (Q, N) */
-    TRY(DROP(att_out(m, a), &a->att_lse, &a->qkv, &m->dyb, &m->att_D));
-    TRY(tsr__op_rope_qk_bwd(&m->dqkv, H, KV, m->D, T, 0, m->rope)); /* to q, k before RoPE */
+    TSR_TRY(TSR_DROP(att_out(m, a), &a->att_lse, &a->qkv, &m->dyb, &m->att_D));
+    TSR_TRY(tsr__op_rope_qk_bwd(&m->dqkv, H, KV, m->D, T, 0, m->rope)); /* to q, k before RoPE */
     if (b16) {
-        TRY(tsr__op_convert(&m->dqkv, &m->dqkv16));
-        TRY(DROP(&m->dqkv));
+        TSR_TRY(tsr__op_convert(&m->dqkv, &m->dqkv16));
+        TSR_TRY(TSR_DROP(&m->dqkv));
     }
     const tsr_tensor_t *dq = b16 ? &m->dqkv16 : &m->dqkv;
-    TRY(proj_bwd(p->qkv, &a->ln1, dq, 0.0f, &m->dln));                         /* (C, N) */
-    TRY(DROP(&a->ln1, dq));
-    TRY(norm_bwd(m, x_in, p->ln1, &a->rstd1, l > 0));                          /* d += */
-    return DROP(x_in, &a->rstd1, &m->dln);
+    TSR_TRY(proj_bwd(p->qkv, &a->ln1, dq, 0.0f, &m->dln));                         /* (C, N) */
+    TSR_TRY(TSR_DROP(&a->ln1, dq));
+    TSR_TRY(norm_bwd(m, x_in, p->ln1, &a->rstd1, l > 0));                          /* d += */
+    return TSR_DROP(x_in, &a->rstd1, &m->dln);
 }
 
 int tsr_llama_backward(tsr_llama_t *m, float scale)
 {
-    TRY(model_check(m, "llama_backward"));
+    TSR_TRY(model_check(m, "llama_backward"));
     if (!m->have_targets)
         return tsr__fail(TSR_ESTATE, "llama_backward: the last forward had no targets");
     m->have_targets = 0;
     m->params.grads_zero = 0;
     m->have_logits = 0; /* the logits become their gradient */
     float dscale;
-    TRY(tsr__trainer_grad_scale(&m->train, scale, &dscale));
+    TSR_TRY(tsr__trainer_grad_scale(&m->train, scale, &dscale));
     int b16 = bf16(m);
     tsr_tensor_t *dlogits = b16 ? &m->dlogits16 : &m->logits;
-    TRY(b16 ? tsr__op_xent_bwd_bf16(&m->logits, &m->targets, &m->ce_lse, dscale,
+    TSR_TRY(b16 ? tsr__op_xent_bwd_bf16(&m->logits, &m->targets, &m->ce_lse, dscale,
                                     &m->dlogits16, m->scratch)
             : tsr__op_xent_bwd(&m->logits, &m->targets, &m->ce_lse, dscale));   /* (V, N) */
     if (b16)
-        TRY(DROP(&m->logits));
-    TRY(proj_bwd(m->head, &m->lnf, dlogits, 0.0f, &m->dln));                   /* (C, N) */
-    TRY(DROP(dlogits, &m->lnf, &m->ce_ms, &m->ce_lse));
-    TRY(tsr__op_fill(&m->d, 0.0f));
-    TRY(norm_bwd(m, &m->xL, m->norm, &m->rstdf, 1));                           /* d (C, N) */
-    TRY(DROP(&m->xL, &m->rstdf, &m->dln));
+        TSR_TRY(TSR_DROP(&m->logits));
+    TSR_TRY(proj_bwd(m->head, &m->lnf, dlogits, 0.0f, &m->dln));                   /* (C, N) */
+    TSR_TRY(TSR_DROP(dlogits, &m->lnf, &m->ce_ms, &m->ce_lse));
+    TSR_TRY(tsr__op_fill(&m->d, 0.0f));
+    TSR_TRY(norm_bwd(m, &m->xL, m->norm, &m->rstdf, 1));                           /* d (C, N) */
+    TSR_TRY(TSR_DROP(&m->xL, &m->rstdf, &m->dln));
     for (int l = m->cfg.layers - 1; l >= 0; l--)
-        TRY(block_backward(m, l, &m->la[l].x));
-    TRY(tsr__op_embed_bwd(&m->tokens, &m->d, m->T, &m->embed->g, NULL));       /* (C, V) */
-    return DROP(&m->d, &m->targets);
+        TSR_TRY(block_backward(m, l, &m->la[l].x));
+    TSR_TRY(tsr__op_embed_bwd(&m->tokens, &m->d, m->T, &m->embed->g, NULL));       /* (C, V) */
+    return TSR_DROP(&m->d, &m->targets);
 }
 
 int tsr_llama_zero_grad(tsr_llama_t *m)
 {
-    TRY(model_check(m, "llama_zero_grad"));
+    TSR_TRY(model_check(m, "llama_zero_grad"));
     return tsr__params_zero_grad(&m->params);
 }
 
 int tsr_llama_step(tsr_llama_t *m, const tsr_adamw_config_t *opt, float lr, float *grad_norm)
 {
-    TRY(model_check(m, "llama_step"));
+    TSR_TRY(model_check(m, "llama_step"));
     return tsr__trainer_step(&m->train, "llama_step", opt, lr, grad_norm);
 }
 
@@ -841,14 +798,14 @@ static int same_shape(const tsr__llama_config_t *a, const tsr__llama_config_t *b
 
 int tsr_llama_load(tsr_llama_t *m, const char *dir)
 {
-    TRY(model_check(m, "llama_load"));
+    TSR_TRY(model_check(m, "llama_load"));
     if (!dir)
         return tsr__fail(TSR_EINVAL, "llama_load: NULL path");
     char file[4096];
     if (snprintf(file, sizeof file, "%s/config.json", dir) >= (int)sizeof file)
         return tsr__fail(TSR_EINVAL, "llama_load: path too long");
     tsr__llama_config_t h;
-    TRY(tsr__llama_config_read(file, &h));
+    TSR_TRY(tsr__llama_config_read(file, &h));
     if (!same_shape(&h, &m->hf))
         return tsr__fail(TSR_EINVAL, "llama_load: %s describes another shape (hidden %d, "
                                      "layers %d, heads %d/%d, head_dim %d, vocab %d, tied %d) "
@@ -859,7 +816,7 @@ int tsr_llama_load(tsr_llama_t *m, const char *dir)
                          m->hf.num_attention_heads, m->hf.num_key_value_heads, m->hf.head_dim,
                          m->hf.vocab_size, m->hf.tie_word_embeddings);
     tsr__stset_t *s;
-    TRY(tsr__stset_open(&s, dir));
+    TSR_TRY(tsr__stset_open(&s, dir));
     int rc = tsr__llama_check_set(&m->hf, s);
     /* every tensor is read before any is written: a read that fails leaves
      * the model as it was */
@@ -892,14 +849,14 @@ int tsr_llama_load(tsr_llama_t *m, const char *dir)
 
 int tsr_llama_save(tsr_llama_t *m, const char *dir, int dtype, size_t shard_bytes)
 {
-    TRY(model_check(m, "llama_save"));
+    TSR_TRY(model_check(m, "llama_save"));
     if (!dir)
         return tsr__fail(TSR_EINVAL, "llama_save: NULL path");
     if (dtype != TSR_GPT2_FP32 && dtype != TSR_GPT2_BF16)
         return tsr__fail(TSR_EINVAL, "llama_save: dtype must be TSR_GPT2_FP32 or "
                                      "TSR_GPT2_BF16, not %d", dtype);
     tsr__stset_writer_t *w;
-    TRY(tsr__stset_writer_create(&w));
+    TSR_TRY(tsr__stset_writer_create(&w));
     float **data = calloc((size_t)m->nnames, sizeof *data);
     int rc = data ? TSR_OK : tsr__fail(TSR_ENOMEM, "llama_save: out of memory");
     for (int i = 0; !rc && i < m->nnames; i++) {

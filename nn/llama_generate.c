@@ -26,13 +26,6 @@
 #include "runtime/error.h"
 #include "runtime/instance.h"
 
-#define TRY(op)                                                                         \
-    do {                                                                                \
-        int rc_ = (op);                                                                 \
-        if (rc_)                                                                        \
-            return rc_;                                                                 \
-    } while (0)
-
 struct tsr_llama_gen {
     tsr__gen_t g; /* first: the engine's state is the model's */
 };
@@ -120,33 +113,33 @@ static int run(tsr__gen_t *gen, void *set)
     int n = s->n, H = c->heads, KV = c->kv_heads;
     float eps = (float)c->rms_norm_eps;
     double keys;
-    TRY(tsr__gen_write_cols(gen, n, &s->cols, &keys));
-    TRY(tsr__op_decode_embed(&m->embed->p, NULL, gen->col_tok, gen->col_pos, &s->x));
+    TSR_TRY(tsr__gen_write_cols(gen, n, &s->cols, &keys));
+    TSR_TRY(tsr__op_decode_embed(&m->embed->p, NULL, gen->col_tok, gen->col_pos, &s->x));
     int prefill = consecutive(gen, n);
     for (int l = 0; l < c->layers; l++) {
         const llama_layer_params_t *p = &m->lp[l];
-        TRY(tsr__op_rmsnorm_fwd(&s->x, &p->ln1->p, eps, &s->ln, &s->rstd));      /* (C, n) */
-        TRY(proj(p->qkv, &s->ln, 0.0f, &s->qkv));                                 /* (Q, n) */
-        TRY(prefill ? tsr__op_rope_qk_fwd(&s->qkv, H, KV, m->D, n, 0, m->rope)
+        TSR_TRY(tsr__op_rmsnorm_fwd(&s->x, &p->ln1->p, eps, &s->ln, &s->rstd));      /* (C, n) */
+        TSR_TRY(proj(p->qkv, &s->ln, 0.0f, &s->qkv));                                 /* (Q, n) */
+        TSR_TRY(prefill ? tsr__op_rope_qk_fwd(&s->qkv, H, KV, m->D, n, 0, m->rope)
                     : tsr__op_rope_qk_cols(&s->qkv, H, KV, m->D, gen->col_pos, m->rope));
-        TRY(tsr__op_decode_attn_gqa(&s->qkv, &s->cols, H, KV, gen->maxlen, keys, &gen->kc[l],
+        TSR_TRY(tsr__op_decode_attn_gqa(&s->qkv, &s->cols, H, KV, gen->maxlen, keys, &gen->kc[l],
                                     &gen->vc[l], &s->yh));                       /* (Hq, n) */
-        TRY(tsr__op_regroup(&s->yh, &s->yb));
-        TRY(tsr__op_copy(&s->x, &s->res));                                        /* res = x */
-        TRY(proj(p->o, &s->yb, 1.0f, &s->res));                                   /* += */
-        TRY(tsr__op_rmsnorm_fwd(&s->res, &p->ln2->p, eps, &s->ln, &s->rstd));
-        TRY(proj(p->gate, &s->ln, 0.0f, &s->gate));                               /* (F, n) */
-        TRY(proj(p->up, &s->ln, 0.0f, &s->up));
-        TRY(tsr__op_swiglu_fwd(&s->gate, &s->up, &s->h));
-        TRY(tsr__op_copy(&s->res, &s->x));                                        /* x = res */
-        TRY(proj(p->down, &s->h, 1.0f, &s->x));                                   /* += */
+        TSR_TRY(tsr__op_regroup(&s->yh, &s->yb));
+        TSR_TRY(tsr__op_copy(&s->x, &s->res));                                        /* res = x */
+        TSR_TRY(proj(p->o, &s->yb, 1.0f, &s->res));                                   /* += */
+        TSR_TRY(tsr__op_rmsnorm_fwd(&s->res, &p->ln2->p, eps, &s->ln, &s->rstd));
+        TSR_TRY(proj(p->gate, &s->ln, 0.0f, &s->gate));                               /* (F, n) */
+        TSR_TRY(proj(p->up, &s->ln, 0.0f, &s->up));
+        TSR_TRY(tsr__op_swiglu_fwd(&s->gate, &s->up, &s->h));
+        TSR_TRY(tsr__op_copy(&s->res, &s->x));                                        /* x = res */
+        TSR_TRY(proj(p->down, &s->h, 1.0f, &s->x));                                   /* += */
     }
     const tsr_tensor_t *xl = &s->x;
     if (s->k != n) {
-        TRY(tsr__op_take_column(&s->x, n - 1, &s->last));
+        TSR_TRY(tsr__op_take_column(&s->x, n - 1, &s->last));
         xl = &s->last;
     }
-    TRY(tsr__op_rmsnorm_fwd(xl, &m->norm->p, eps, &s->lnf, &s->rstdf));
+    TSR_TRY(tsr__op_rmsnorm_fwd(xl, &m->norm->p, eps, &s->lnf, &s->rstdf));
     return proj(m->head, &s->lnf, 0.0f, &s->logits);                              /* (V, k) */
 }
 
@@ -165,7 +158,7 @@ int tsr_llama_gen_create(tsr_llama_gen_t **out, tsr_llama_t *model, int batch, i
         *out = NULL;
     if (!out)
         return tsr__fail(TSR_EINVAL, "llama_gen_create: out is NULL");
-    TRY(tsr__llama_check(model, "llama_gen_create"));
+    TSR_TRY(tsr__llama_check(model, "llama_gen_create"));
     tsr_llama_gen_t *g = calloc(1, sizeof *g);
     if (!g)
         return tsr__fail(TSR_ENOMEM, "llama_gen_create: out of memory");

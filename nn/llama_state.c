@@ -14,13 +14,6 @@
 #include "nn/llama_model.h"
 #include "runtime/error.h"
 
-#define TRY(op)                                                                         \
-    do {                                                                                \
-        int rc_ = (op);                                                                 \
-        if (rc_)                                                                        \
-            return rc_;                                                                 \
-    } while (0)
-
 static const char *const prefix[2] = {"m.", "v."};
 static const int part[2] = {TSR_GPT2_ADAM_M, TSR_GPT2_ADAM_V};
 
@@ -41,11 +34,11 @@ static int fill(void *ctx, size_t i, void *buf, size_t bytes)
 
 int tsr_llama_save_state(tsr_llama_t *m, const char *path, const char *extra)
 {
-    TRY(tsr__llama_check(m, "llama_save_state"));
+    TSR_TRY(tsr__llama_check(m, "llama_save_state"));
     if (!path)
         return tsr__fail(TSR_EINVAL, "llama_save_state: NULL path");
     tsr__st_writer_t *w;
-    TRY(tsr__st_writer_create(&w));
+    TSR_TRY(tsr__st_writer_create(&w));
     fill_ctx_t ctx = {m};
     int rc = TSR_OK;
     for (int k = 0; k < 2 && !rc; k++)
@@ -95,11 +88,11 @@ static int check_file(tsr_llama_t *m, tsr__st_reader_t *r, const char *path, int
 
 int tsr_llama_load_state(tsr_llama_t *m, const char *path, char *extra, size_t extra_size)
 {
-    TRY(tsr__llama_check(m, "llama_load_state"));
+    TSR_TRY(tsr__llama_check(m, "llama_load_state"));
     if (!path)
         return tsr__fail(TSR_EINVAL, "llama_load_state: NULL path");
     tsr__st_reader_t *r;
-    TRY(tsr__st_open(&r, path));
+    TSR_TRY(tsr__st_open(&r, path));
     int step = 0, rc = check_file(m, r, path, &step);
     const char *x = tsr__st_metadata(r, "extra");
     if (!rc && extra && strlen(x ? x : "") + 1 > extra_size)

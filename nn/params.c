@@ -15,13 +15,6 @@
 #include "runtime/error.h"
 #include "runtime/splitmix.h"
 
-#define TRY(op)                                                                         \
-    do {                                                                                \
-        int rc_ = (op);                                                                 \
-        if (rc_)                                                                        \
-            return rc_;                                                                 \
-    } while (0)
-
 /* ---- construction --------------------------------------------------------- */
 
 int tsr__build_tensor(tsr__build_t *b, tsr_tensor_t *t, const char *name, const char *field,
@@ -70,11 +63,11 @@ int tsr__params_add(tsr__params_t *ps, tsr__build_t *b, param_t **out, const cha
     snprintf(p->name, sizeof p->name, "%s", name);
     p->decay = decay;
     *out = b->dry ? NULL : p;
-    TRY(tsr__build_tensor(b, &p->p, name, field, rows, cols, trows, tcols, 0));
-    TRY(tsr__build_tensor(b, &p->g, name, field, rows, cols, trows, tcols, 0));
-    TRY(tsr__build_tensor(b, &p->m, name, field, rows, cols, trows, tcols, 0));
+    TSR_TRY(tsr__build_tensor(b, &p->p, name, field, rows, cols, trows, tcols, 0));
+    TSR_TRY(tsr__build_tensor(b, &p->g, name, field, rows, cols, trows, tcols, 0));
+    TSR_TRY(tsr__build_tensor(b, &p->m, name, field, rows, cols, trows, tcols, 0));
     if (gemm && ps->bf16)
-        TRY(tsr__build_tensor(b, &p->pb, name, field, rows, cols, trows, tcols, 1));
+        TSR_TRY(tsr__build_tensor(b, &p->pb, name, field, rows, cols, trows, tcols, 1));
     return tsr__build_tensor(b, &p->v, name, field, rows, cols, trows, tcols, 0);
 }
 
@@ -146,7 +139,7 @@ static int zero_share_access(tsr__params_t *ps, param_t *p, tsr_tensor_t *t, flo
         size_t a = i % (size_t)t->grid_rows, b = i / (size_t)t->grid_rows;
         float *at = ptr + a * (size_t)t->tile_rows + b * (size_t)t->tile_cols * ld;
         if (tsr__params_owns(ps, p, i))
-            TRY(write ? tsr__tensor_write(&v, at, ld) : tsr__tensor_read(&v, at, ld));
+            TSR_TRY(write ? tsr__tensor_write(&v, at, ld) : tsr__tensor_read(&v, at, ld));
         else if (!write)
             for (int c = 0; c < v.cols; c++)
                 memset(at + (size_t)c * ld, 0, (size_t)v.rows * sizeof *at);
@@ -193,7 +186,7 @@ int tsr__params_refresh_stale(tsr__params_t *ps)
         return TSR_OK;
     for (int i = 0; i < ps->n; i++)
         if (ps->p[i].pb.tiles)
-            TRY(tsr__op_convert(&ps->p[i].p, &ps->p[i].pb));
+            TSR_TRY(tsr__op_convert(&ps->p[i].p, &ps->p[i].pb));
     ps->bf16_stale = 0;
     return TSR_OK;
 }
@@ -208,7 +201,7 @@ int tsr__params_zero_grad(tsr__params_t *ps)
     if (ps->grads_zero)
         return TSR_OK;
     for (int i = 0; i < ps->n; i++)
-        TRY(tsr__op_fill(&ps->p[i].g, 0.0f));
+        TSR_TRY(tsr__op_fill(&ps->p[i].g, 0.0f));
     ps->grads_zero = 1;
     return TSR_OK;
 }

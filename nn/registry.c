@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 
+#include "runtime/error.h"
+#include "runtime/instance.h"
+
 int tsr__registry_add(tsr__registry_t *r, const void *p)
 {
     int rc = 0;
@@ -40,4 +43,18 @@ int tsr__registry_find(tsr__registry_t *r, const void *p, int remove)
     }
     pthread_mutex_unlock(&r->m);
     return found;
+}
+
+int tsr__registry_check(tsr__registry_t *r, const void *p, const uint64_t *runtime,
+                        const char *what, const char *fn)
+{
+    if (!p)
+        return tsr__fail(TSR_EINVAL, "%s: the %s is NULL", fn, what);
+    if (!tsr__registry_find(r, p, 0))
+        return tsr__fail(TSR_EINVAL, "%s: %p is not a live %s (freed, or never created)", fn, p,
+                         what);
+    if (*runtime != tsr__runtime_instance())
+        return tsr__fail(TSR_ESTATE, "%s: the %s's runtime was shut down; free it and create it "
+                                     "again under the running one", fn, what);
+    return TSR_OK;
 }

@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct tsr__registry {
     pthread_mutex_t m;
@@ -25,5 +26,13 @@ typedef struct tsr__registry {
 int tsr__registry_add(tsr__registry_t *r, const void *p);
 /* Whether p is in r; `remove` also takes it out. */
 int tsr__registry_find(tsr__registry_t *r, const void *p, int remove);
+
+/* An object argument of a call that uses its tiles: NULL or not in r is
+ * TSR_EINVAL; an object made under a runtime since shut down (*runtime, its
+ * instance, read only once p is known live, is not the running one) is
+ * TSR_ESTATE. `what` names the kind ("model", "generation state"), fn the
+ * caller, in the message. */
+int tsr__registry_check(tsr__registry_t *r, const void *p, const uint64_t *runtime,
+                        const char *what, const char *fn);
 
 #endif

@@ -144,3 +144,13 @@ int tsr__tensor_read_column(const tsr_tensor_t *t, int col, float *out)
     }
     return TSR_OK;
 }
+
+int tsr__tensor_drop(const tsr_tensor_t *const *ts, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = tsr__tensor_invalidate(ts[i]);
+        if (rc)
+            return rc;
+    }
+    return TSR_OK;
+}

@@ -92,5 +92,14 @@ int tsr__tensor_read_column(const tsr_tensor_t *t, int col, float *out);
 /* Drop every tile's contents (tsr_handle_invalidate): the memory can be
  * reused, the next reader sees zeros. */
 int tsr__tensor_invalidate(const tsr_tensor_t *t);
+/* The same for n tensors whose contents no task submitted later will read;
+ * TSR_DROP(&a, &b, …) lists them, TSR_DROP_IF(cond, …) when cond holds (a
+ * forward that keeps only its input). */
+int tsr__tensor_drop(const tsr_tensor_t *const *ts, int n);
+#define TSR_DROP(...)                                                                   \
+    tsr__tensor_drop((const tsr_tensor_t *const[]){__VA_ARGS__},                        \
+                     (int)(sizeof((const tsr_tensor_t *const[]){__VA_ARGS__}) /         \
+                           sizeof(void *)))
+#define TSR_DROP_IF(cond, ...) ((cond) ? TSR_DROP(__VA_ARGS__) : TSR_OK)
 
 #endif

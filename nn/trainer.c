@@ -10,18 +10,11 @@
 #include "nn/ops.h"
 #include "runtime/error.h"
 
-#define TRY(op)                                                                         \
-    do {                                                                                \
-        int rc_ = (op);                                                                 \
-        if (rc_)                                                                        \
-            return rc_;                                                                 \
-    } while (0)
-
 /* Write a double into a small handle (from the host). */
 static int handle_put(tsr_handle_t h, double value)
 {
     double *x;
-    TRY(tsr_handle_acquire(h, TSR_W, (void **)&x));
+    TSR_TRY(tsr_handle_acquire(h, TSR_W, (void **)&x));
     *x = value;
     return tsr_handle_release(h);
 }
@@ -30,7 +23,7 @@ static int handle_put(tsr_handle_t h, double value)
 static int handle_get(tsr_handle_t h, double *value)
 {
     double *x;
-    TRY(tsr_handle_acquire(h, TSR_R, (void **)&x));
+    TSR_TRY(tsr_handle_acquire(h, TSR_R, (void **)&x));
     *value = *x;
     return tsr_handle_release(h);
 }
@@ -72,14 +65,14 @@ int tsr__trainer_init(tsr__trainer_t *tr, tsr__params_t *ps, const char *model,
 {
     tr->model = model;
     tr->params = ps;
-    TRY(tsr_handle_alloc(&tr->norm, sizeof(float)));
+    TSR_TRY(tsr_handle_alloc(&tr->norm, sizeof(float)));
     tr->dp_size = data_parallel ? tsr_mpi_size() : 1;
     tr->dp_rank = data_parallel ? tsr_mpi_rank() : 0;
     ps->rank = tr->dp_rank;
     if (!tsr__trainer_dp(tr))
         return TSR_OK;
-    TRY(tsr_handle_alloc(&tr->dp_count, sizeof(double)));
-    TRY(tsr_handle_alloc(&tr->dp_loss, sizeof(double)));
+    TSR_TRY(tsr_handle_alloc(&tr->dp_count, sizeof(double)));
+    TSR_TRY(tsr_handle_alloc(&tr->dp_loss, sizeof(double)));
     tr->zero = zero;
     return zero ? zero_owners(tr) : TSR_OK;
 }
@@ -96,13 +89,31 @@ void tsr__trainer_free(tsr__trainer_t *tr, int same_runtime)
 
 /* ---- losses and targets over the replicas --------------------------------- */
 
+int tsr__trainer_check_batch(const char *fn, const int32_t *tokens, const int32_t *targets,
+                             int n, int vocab, int *ntargets)
+{
+    *ntargets = 0;
+    if (!tokens)
+        return tsr__fail(TSR_EINVAL, "%s: tokens is NULL", fn);
+    for (int i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= vocab)
+            return tsr__fail(TSR_EINVAL, "%s: token %d at %d is outside [0, %d)", fn, tokens[i],
+                             i, vocab);
+        if (targets && targets[i] >= vocab)
+            return tsr__fail(TSR_EINVAL, "%s: target %d at %d is outside [0, %d)", fn,
+                             targets[i], i, vocab);
+        *ntargets += targets && targets[i] >= 0;
+    }
+    return TSR_OK;
+}
+
 int tsr__trainer_targets(tsr__trainer_t *tr, int ntargets)
 {
     tr->ntargets = ntargets;
     if (!tsr__trainer_dp(tr))
         return TSR_OK;
     /* backward scales by the combined batch's count */
-    TRY(handle_put(tr->dp_count, ntargets));
+    TSR_TRY(handle_put(tr->dp_count, ntargets));
     return tsr_mpi_allreduce(tr->dp_count, TSR_MPI_DOUBLE, TSR_MPI_SUM);
 }
 
@@ -121,11 +132,11 @@ int tsr__trainer_mean_loss(tsr__trainer_t *tr, double sum, float *loss)
 {
     double count = 0.0;
     if (tsr__trainer_dp(tr)) { /* the mean over the combined batch: a collective */
-        TRY(handle_put(tr->dp_loss, sum));
-        TRY(tsr_mpi_allreduce(tr->dp_loss, TSR_MPI_DOUBLE, TSR_MPI_SUM));
-        TRY(handle_get(tr->dp_loss, &sum));
+        TSR_TRY(handle_put(tr->dp_loss, sum));
+        TSR_TRY(tsr_mpi_allreduce(tr->dp_loss, TSR_MPI_DOUBLE, TSR_MPI_SUM));
+        TSR_TRY(handle_get(tr->dp_loss, &sum));
     }
-    TRY(global_targets(tr, &count));
+    TSR_TRY(global_targets(tr, &count));
     *loss = count > 0.0 ? (float)(sum / count) : 0.0f;
     return TSR_OK;
 }
@@ -149,7 +160,7 @@ int tsr__trainer_loss(tsr__trainer_t *tr, const tsr_tensor_t *ce_loss, float *lo
 int tsr__trainer_grad_scale(tsr__trainer_t *tr, float scale, float *dscale)
 {
     double count;
-    TRY(global_targets(tr, &count));
+    TSR_TRY(global_targets(tr, &count));
     *dscale = count > 0.0 ? scale / (float)count : 0.0f;
     return TSR_OK;
 }
@@ -191,7 +202,7 @@ static int allreduce_grads(tsr__trainer_t *tr)
         tsr_tensor_t *g = &tr->params->p[k].g;
         size_t n = (size_t)g->grid_rows * g->grid_cols;
         for (size_t i = 0; i < n; i++)
-            TRY(tsr_mpi_allreduce(g->tiles[i], TSR_MPI_FLOAT, TSR_MPI_SUM));
+            TSR_TRY(tsr_mpi_allreduce(g->tiles[i], TSR_MPI_FLOAT, TSR_MPI_SUM));
     }
     return TSR_OK;
 }
@@ -207,21 +218,21 @@ static int clip_scale(tsr__trainer_t *tr, const char *fn, const tsr_adamw_config
     if (!(opt->grad_clip > 0.0f) && !grad_norm)
         return TSR_OK;
     int dp = tsr__trainer_dp(tr);
-    TRY(tsr__op_fill_handle(tr->norm, 0.0f));
+    TSR_TRY(tsr__op_fill_handle(tr->norm, 0.0f));
     /* replicas without ZeRO take rank 0's sum (below): theirs would go
      * unused, so they add nothing */
     if (!dp || tr->zero || tr->dp_rank == 0)
-        TRY(sum_squares(tr, fn));
+        TSR_TRY(sum_squares(tr, fn));
     /* every replica must clip alike: with ZeRO the shares add up; else
      * every replica holds the same gradients but adds their squares in its
      * own order, so rank 0's sum is everybody's */
     if (dp)
-        TRY(tr->zero ? tsr_mpi_allreduce(tr->norm, TSR_MPI_FLOAT, TSR_MPI_SUM)
+        TSR_TRY(tr->zero ? tsr_mpi_allreduce(tr->norm, TSR_MPI_FLOAT, TSR_MPI_SUM)
                      : tsr_mpi_bcast(tr->norm, 0));
     float *sumsq;
-    TRY(tsr_handle_acquire(tr->norm, TSR_R, (void **)&sumsq));
+    TSR_TRY(tsr_handle_acquire(tr->norm, TSR_R, (void **)&sumsq));
     double norm = sqrt((double)*sumsq);
-    TRY(tsr_handle_release(tr->norm));
+    TSR_TRY(tsr_handle_release(tr->norm));
     if (grad_norm)
         *grad_norm = (float)norm;
     if (!isfinite(norm))
@@ -246,13 +257,13 @@ static int zero_update(tsr__trainer_t *tr, param_t *p, const tsr_adamw_args_t *a
         if (tsr__params_owns(tr->params, p, t)) {
             tsr_tensor_t mm = tsr__tensor_tile_view(&p->m, t);
             tsr_tensor_t vv = tsr__tensor_tile_view(&p->v, t);
-            TRY(tsr__op_adamw(a, &g, &w, &mm, &vv, p->pb.tiles ? &pb : NULL));
-            TRY(tsr_mpi_bcast(p->p.tiles[t], tr->dp_rank));
+            TSR_TRY(tsr__op_adamw(a, &g, &w, &mm, &vv, p->pb.tiles ? &pb : NULL));
+            TSR_TRY(tsr_mpi_bcast(p->p.tiles[t], tr->dp_rank));
         } else {
-            TRY(tsr__op_fill(&g, 0.0f)); /* consumed, as the update would */
-            TRY(tsr_mpi_bcast(p->p.tiles[t], p->owner[t]));
+            TSR_TRY(tsr__op_fill(&g, 0.0f)); /* consumed, as the update would */
+            TSR_TRY(tsr_mpi_bcast(p->p.tiles[t], p->owner[t]));
             if (p->pb.tiles)
-                TRY(tsr__op_convert(&w, &pb));
+                TSR_TRY(tsr__op_convert(&w, &pb));
         }
     }
     return TSR_OK;
@@ -271,9 +282,9 @@ int tsr__trainer_step(tsr__trainer_t *tr, const char *fn, const tsr_adamw_config
         !(opt->beta2 >= 0.0f && opt->beta2 < 1.0f))
         return tsr__fail(TSR_EINVAL, "%s: bad optimizer settings", fn);
     if (tsr__trainer_dp(tr))
-        TRY(allreduce_grads(tr));
+        TSR_TRY(allreduce_grads(tr));
     float scale;
-    TRY(clip_scale(tr, fn, opt, grad_norm, &scale));
+    TSR_TRY(clip_scale(tr, fn, opt, grad_norm, &scale));
     tr->steps++;
     ps->bf16_stale = ps->bf16; /* until every copy below is refreshed */
     ps->grads_zero = 0;        /* until every update below has consumed its gradient */
@@ -283,9 +294,9 @@ int tsr__trainer_step(tsr__trainer_t *tr, const char *fn, const tsr_adamw_config
                               p->decay ? opt->weight_decay : 0.0f, scale, 1};
         /* the bf16 copy, where there is one, comes out of the same task */
         if (p->owner)
-            TRY(zero_update(tr, p, &a));
+            TSR_TRY(zero_update(tr, p, &a));
         else
-            TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v, p->pb.tiles ? &p->pb : NULL));
+            TSR_TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v, p->pb.tiles ? &p->pb : NULL));
     }
     ps->bf16_stale = 0; /* every copy was refreshed from its updated master */
     ps->grads_zero = 1;

@@ -45,6 +45,11 @@ static inline int tsr__trainer_dp(const tsr__trainer_t *tr)
     return tr->dp_size > 1;
 }
 
+/* A batch's ids: n tokens in [0, vocab), targets (may be NULL) below vocab
+ * (negative: ignored); *ntargets the non-ignored ones. `fn` names the
+ * caller (its forward) in the message. */
+int tsr__trainer_check_batch(const char *fn, const int32_t *tokens, const int32_t *targets,
+                             int n, int vocab, int *ntargets);
 /* After a forward with targets: this replica's count, summed over every
  * replica (a collective) for backward's scale and the loss's mean. */
 int tsr__trainer_targets(tsr__trainer_t *tr, int ntargets);

@@ -19,6 +19,16 @@ int tsr__fail(int status, const char *fmt, ...)
 int tsr__fail_cause(int status, int cause, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Return the first error of `op`: the unwinding idiom of code that only
+ * submits tasks, or fills an object that is freed as a whole on failure, so
+ * that nothing is left to undo step by step. */
+#define TSR_TRY(op)                                                                     \
+    do {                                                                                \
+        int rc_ = (op);                                                                 \
+        if (rc_)                                                                        \
+            return rc_;                                                                 \
+    } while (0)
+
 #ifdef __cplusplus
 }
 #endif
