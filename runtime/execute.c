@@ -275,7 +275,13 @@ void tsr__worker_finish(tsr_worker_t *w, tsr_task_t t, int rc, uint64_t start)
     if (rc == 0 && tsr__rt.sampling && !t->dev_behind)
         tsr__perfmodel_sample(t->cl, w->device_kind, t->sizes, t->nbuffers, t->args,
                               (double)(end - start) * 1e-9);
-    w->busy_ns += end - start;
+    /* a GPU worker's tasks launched behind others on its stream overlap
+     * them from launch to end: count the union of the intervals, not their
+     * sum (which made a GPU more than 100 % busy) */
+    uint64_t from = start > w->busy_end_ns ? start : w->busy_end_ns;
+    w->busy_ns += end > from ? end - from : 0;
+    if (end > w->busy_end_ns)
+        w->busy_end_ns = end;
     w->ntasks++;
     if (tsr__rt.tracing)
         tsr__trace_record(w, t->name, start, end);

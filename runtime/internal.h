@@ -392,6 +392,7 @@ typedef struct tsr_worker {
     atomic_int ndevq;
     /* counters (written by the worker, read after wait_all) */
     uint64_t ntasks, busy_ns, wait_ns;
+    uint64_t busy_end_ns; /* the latest task end counted into busy_ns */
     /* an accelerator's worker: tasks launched, and launched while none of
      * its earlier ones was still running (tsr_worker_stats_t.drains) */
     uint64_t launches, drains;

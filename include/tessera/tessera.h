@@ -360,7 +360,8 @@ typedef struct tsr_worker_stats {
     int device_kind;           /* TSR_DEVICE_… of its implementations */
     int memory_node;
     uint64_t tasks;            /* tasks run */
-    double busy_s;             /* time in implementations */
+    double busy_s;             /* time in implementations (tasks in flight
+                                  together on a GPU's stream counted once) */
     double wait_data_s;        /* time with nothing runnable, waiting for data */
     uint64_t drains;           /* a GPU's worker: launches after the first
                                   made while none of its launched tasks was

@@ -847,6 +847,14 @@ static double lanes_makespan(int lanes, int n)
     }
     cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
     double t = tsr_time();
+    /* busy: the union of the tasks' intervals, so at most the makespan
+     * however many are in flight on the stream, and at least the kernels'
+     * 250 us each, which run one after another */
+    tsr_worker_stats_t st;
+    cr_assert_eq(tsr_worker_stats(0, &st), TSR_OK);
+    cr_assert(st.busy_s <= t + 1e-9, "%d lanes: busy %.9f s in a makespan of %.9f s", lanes,
+              st.busy_s, t);
+    cr_assert(st.busy_s >= n * 250e-6 - 1e-9, "%d lanes: busy %.9f s", lanes, st.busy_s);
     for (int i = 0; i < n; i++)
         cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
     stop_runtime();
