@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <tessera/llama.h>
@@ -515,6 +516,77 @@ Test(llama, misuse_is_refused)
     OK(tsr_llama_free(m));
     cr_expect_eq(tsr_llama_free(m), TSR_EINVAL);
     cr_expect_eq(tsr_llama_forward(m, tok, NULL, NULL), TSR_EINVAL);
+}
+
+/* ---- threads ------------------------------------------------------------------- */
+
+/* Models are independent: two threads each training their own model (and a
+ * generation state on it) at once on one runtime get, each, the losses of
+ * the same training run alone. */
+typedef struct racer {
+    const fixture_t *f;
+    tsr_llama_config_t cfg;
+    float loss[4];
+    int32_t gen_id;
+    int rc;
+} racer_t;
+
+static void *race(void *arg)
+{
+    racer_t *r = arg;
+    tsr_llama_t *m = NULL;
+    tsr_llama_gen_t *g = NULL;
+    float z[128];
+    r->rc = tsr_llama_create(&m, &r->cfg, r->f->B, r->f->T);
+    if (!r->rc)
+        r->rc = tsr_llama_load(m, r->f->init);
+    for (int s = 0; s < 4 && !r->rc; s++) {
+        r->rc = tsr_llama_zero_grad(m);
+        if (!r->rc)
+            r->rc = tsr_llama_forward(m, r->f->tok, r->f->tgt, &r->loss[s]);
+        if (!r->rc)
+            r->rc = tsr_llama_backward(m, 1.0f);
+        if (!r->rc)
+            r->rc = tsr_llama_step(m, NULL, 1e-3f, NULL);
+    }
+    if (!r->rc)
+        r->rc = tsr_llama_gen_create(&g, m, 1, 8);
+    if (!r->rc)
+        r->rc = tsr_llama_gen_prefill(g, 0, r->f->tok, 5, z);
+    r->gen_id = 0;
+    for (int v = 1; !r->rc && v < r->cfg.vocab_size; v++)
+        if (z[v] > z[r->gen_id])
+            r->gen_id = v;
+    tsr_llama_gen_free(g);
+    tsr_llama_free(m);
+    return NULL;
+}
+
+Test(llama, two_threads_two_models)
+{
+    fixture_t f;
+    fixture_open(&f, "gqa");
+    racer_t alone = {.f = &f}, r[2] = {{.f = &f}, {.f = &f}};
+    OK(tsr_llama_read_config(f.init, &alone.cfg));
+    cr_assert_leq(alone.cfg.vocab_size, 128);
+    r[0].cfg = r[1].cfg = alone.cfg;
+    r[1].cfg.recompute = 1; /* another task graph beside the first */
+    race(&alone);
+    OK(alone.rc);
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++)
+        cr_assert_eq(pthread_create(&t[k], NULL, race, &r[k]), 0);
+    for (int k = 0; k < 2; k++)
+        pthread_join(t[k], NULL);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(r[k].rc, TSR_OK, "thread %d: %s", k, tsr_error_message());
+        for (int s = 0; s < 4; s++)
+            cr_expect(fabsf(r[k].loss[s] - alone.loss[s]) <= 1e-5f * alone.loss[s],
+                      "thread %d step %d: %.7f, alone %.7f", k, s, r[k].loss[s], alone.loss[s]);
+        cr_expect_eq(r[k].gen_id, alone.gen_id, "thread %d generates %d, alone %d", k,
+                     r[k].gen_id, alone.gen_id);
+    }
+    fixture_close(&f);
 }
 
 /* ---- the disk tier ---------------------------------------------------------- */
