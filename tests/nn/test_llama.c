@@ -41,8 +41,6 @@ static void rt_stop(void)
     tsr_shutdown();
 }
 
-TestSuite(llama, .init = rt_start, .fini = rt_stop, .timeout = 600);
-
 static const char *env_or(const char *name, const char *dflt)
 {
     const char *v = getenv(name);
@@ -233,28 +231,38 @@ static void check_variant(const char *variant, int tiles, int recompute, int ste
 
 Test(llama, gqa_matches_the_reference)
 {
+    rt_start();
     check_variant("gqa", 0, 0, 20);
+    rt_stop();
 }
 
 Test(llama, mqa_matches_the_reference)
 {
+    rt_start();
     check_variant("mqa", 0, 0, 8);
+    rt_stop();
 }
 
 Test(llama, mha_matches_the_reference)
 {
+    rt_start();
     check_variant("mha", 0, 0, 8);
+    rt_stop();
 }
 
 Test(llama, odd_tiles_match_the_reference)
 {
+    rt_start();
     check_variant("gqa", 1, 0, 5);
     check_variant("mqa", 1, 0, 2);
+    rt_stop();
 }
 
 Test(llama, recompute_matches_the_reference)
 {
+    rt_start();
     check_variant("gqa", 1, 1, 5);
+    rt_stop();
 }
 
 /* |a - b| / |b| over whole arrays */
@@ -339,8 +347,10 @@ static void check_bf16(const char *variant, int recompute)
 
 Test(llama, bf16_within_bf16_tolerance)
 {
+    rt_start();
     check_bf16("gqa", 0);
     check_bf16("mqa", 1);
+    rt_stop();
 }
 
 /* bf16 rounding to nearest even, written here from the definition */
@@ -355,6 +365,7 @@ static float round_bf16(float x)
 
 Test(llama, checkpoints_round_trip_and_load_in_the_reference)
 {
+    rt_start();
     fixture_t f;
     fixture_open(&f, "gqa");
     const char *tmp = env_or("TESSERA_BUILD_DIR", "/tmp");
@@ -428,12 +439,14 @@ Test(llama, checkpoints_round_trip_and_load_in_the_reference)
     snprintf(cmd, sizeof cmd, "rm -rf '%s/llama_saved_f32.%d' '%s/llama_saved_bf16.%d'", tmp,
              (int)getpid(), tmp, (int)getpid());
     cr_expect_eq(system(cmd), 0, "%s", cmd);
+    rt_stop();
 }
 
 /* Resuming: a checkpoint and its optimizer state, loaded into a new model,
  * continue the training the first model continues (the same losses) */
 Test(llama, resume_from_saved_state)
 {
+    rt_start();
     fixture_t f;
     fixture_open(&f, "mqa");
     const char *tmp = env_or("TESSERA_BUILD_DIR", "/tmp");
@@ -480,10 +493,12 @@ Test(llama, resume_from_saved_state)
     fixture_close(&f);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0, "%s", cmd);
+    rt_stop();
 }
 
 Test(llama, misuse_is_refused)
 {
+    rt_start();
     tsr_llama_config_t cfg;
     tsr_llama_config_default(&cfg);
     cfg.vocab_size = 64;
@@ -516,6 +531,7 @@ Test(llama, misuse_is_refused)
     OK(tsr_llama_free(m));
     cr_expect_eq(tsr_llama_free(m), TSR_EINVAL);
     cr_expect_eq(tsr_llama_forward(m, tok, NULL, NULL), TSR_EINVAL);
+    rt_stop();
 }
 
 /* ---- threads ------------------------------------------------------------------- */
@@ -564,6 +580,7 @@ static void *race(void *arg)
 
 Test(llama, two_threads_two_models)
 {
+    rt_start();
     fixture_t f;
     fixture_open(&f, "gqa");
     racer_t alone = {.f = &f}, r[2] = {{.f = &f}, {.f = &f}};
@@ -587,6 +604,7 @@ Test(llama, two_threads_two_models)
                      r[k].gen_id, alone.gen_id);
     }
     fixture_close(&f);
+    rt_stop();
 }
 
 /* ---- the disk tier ---------------------------------------------------------- */

@@ -31,8 +31,6 @@ static void rt_stop(void)
     tsr_shutdown();
 }
 
-TestSuite(llama_generate, .init = rt_start, .fini = rt_stop, .timeout = 300);
-
 static const char *src(void)
 {
     const char *v = getenv("TESSERA_SOURCE_ROOT");
@@ -57,6 +55,7 @@ static void full_forward(tsr_llama_t *m, const int32_t *ids, int n, float *out)
 
 Test(llama_generate, greedy_ids_equal_the_reference_and_full_forwards)
 {
+    rt_start();
     char init[1024], path[1024];
     snprintf(init, sizeof init, "%s/tests/nn/fixtures/llama_tiny_gqa_init", src());
     snprintf(path, sizeof path, "%s/tests/nn/fixtures/llama_tiny_gqa_generate.safetensors",
@@ -133,4 +132,5 @@ Test(llama_generate, greedy_ids_equal_the_reference_and_full_forwards)
     cr_expect_eq(tsr_llama_gen_step(g, next, z), TSR_EINVAL);
     OK(tsr_llama_free(m));
     free(prompts), free(want), free(margins), free(z), free(full), free(seq);
+    rt_stop();
 }

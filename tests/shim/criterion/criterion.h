@@ -49,6 +49,12 @@ void shim_log(const char *level, const char *fmt, ...);
 #define cr_expect_eq cr_assert_eq
 #define cr_expect_geq cr_assert_geq
 #define cr_expect_leq cr_assert_leq
+#define cr_expect_neq cr_assert_neq
+#define cr_expect_lt cr_assert_lt
+#define cr_expect_gt cr_assert_gt
+#define cr_expect_null cr_assert_null
+#define cr_expect_not_null cr_assert_not_null
+#define cr_expect_str_eq cr_assert_str_eq
 #define cr_skip_test(...) shim_skip("" __VA_ARGS__)
 #define cr_log_info(...) shim_log("INFO", __VA_ARGS__)
 #define cr_log_warn(...) shim_log("WARN", __VA_ARGS__)
