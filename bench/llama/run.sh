@@ -48,9 +48,9 @@
 # 64-token prompt, then 256 (125M) or 32 (1B) greedy tokens, batch 1 and 8,
 # fp32 and bf16, against torch_llama.py --generate in float32.
 #
-# --quick (under 3 minutes on 2 cores): the check, the ceilings, the 125M
-# shape only, one run of 1 + 2 steps per precision, generation of 32
-# tokens.
+# --quick (under 3 minutes on 2 cores): the check, the ceilings at 2048^3,
+# the 125M shape only, one run of 1 + 2 steps per precision, generation of
+# 32 tokens.
 #
 # The PyTorch peer needs /usr/bin/python3 with torch (Debian's python3-torch):
 # installed with apt-get when run as root, otherwise only Tessera runs and the
@@ -84,6 +84,7 @@ THREADS=${LLAMA_BENCH_THREADS:-$(nproc)}
 WANT=${LLAMA_BENCH_CONFIGS:-"125M 1B"}
 PRECISIONS=${LLAMA_BENCH_PRECISIONS:-"fp32 bf16"}
 TIMEOUT=900
+CEIL_ARGS=()
 CPU=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
 CPU=${CPU:-unknown}
 CPU=${CPU//\"/}
@@ -96,6 +97,7 @@ CONFIGS="
 "
 if [ $quick -eq 1 ]; then
     WANT=${LLAMA_BENCH_CONFIGS:-125M}
+    CEIL_ARGS=(--n 2048)
     CONFIGS="
 125M 12 12 4 768 2048 32000 2048 0 10000 none 4 64 1 2 1 32
 1B 16 32 8 2048 8192 128256 131072 1 500000 32,1,4,8192 1 32 1 1 1 8
@@ -192,7 +194,7 @@ run_one() {
 # the highest fp32 ceiling (and, for bf16, of the bf16 one too).
 ceil_fp32=null ceil_bf16=null ceil_blas=null
 if [ -x "$CEIL" ]; then
-    cout=$("$CEIL" --threads "$THREADS" 2>&1) || cout=
+    cout=$("$CEIL" --threads "$THREADS" "${CEIL_ARGS[@]+"${CEIL_ARGS[@]}"}" 2>&1) || cout=
     printf '%s\n' "$cout" | grep -v '^{' | sed 's/^/  /'
     pick() { printf '%s\n' "$cout" | grep "\"case\":\"$1\"" | sed -n 's/.*"value":\([^,}]*\).*/\1/p'; }
     ceil_blas=$(pick openblas_fp32); ceil_fp32=$(pick tile_fp32); ceil_bf16=$(pick tile_bf16)
