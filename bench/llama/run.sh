@@ -49,8 +49,8 @@
 # fp32 and bf16, against torch_llama.py --generate in float32.
 #
 # --quick (under 3 minutes on 2 cores): the check, the ceilings at 2048^3,
-# the 125M shape only, one run of 1 + 2 steps per precision, generation of
-# 32 tokens.
+# the 125M shape only, one run of 1 + 2 steps per precision (not repeated
+# when noisy), generation of 16 tokens.
 #
 # The PyTorch peer needs /usr/bin/python3 with torch (Debian's python3-torch):
 # installed with apt-get when run as root, otherwise only Tessera runs and the
@@ -85,6 +85,7 @@ WANT=${LLAMA_BENCH_CONFIGS:-"125M 1B"}
 PRECISIONS=${LLAMA_BENCH_PRECISIONS:-"fp32 bf16"}
 TIMEOUT=900
 CEIL_ARGS=()
+NOISY=0.10
 CPU=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
 CPU=${CPU:-unknown}
 CPU=${CPU//\"/}
@@ -98,8 +99,9 @@ CONFIGS="
 if [ $quick -eq 1 ]; then
     WANT=${LLAMA_BENCH_CONFIGS:-125M}
     CEIL_ARGS=(--n 2048)
+    NOISY=2 # no second runs: the time limit first
     CONFIGS="
-125M 12 12 4 768 2048 32000 2048 0 10000 none 4 64 1 2 1 32
+125M 12 12 4 768 2048 32000 2048 0 10000 none 4 64 1 2 1 16
 1B 16 32 8 2048 8192 128256 131072 1 500000 32,1,4,8192 1 32 1 1 1 8
 "
 fi
@@ -160,7 +162,6 @@ median() {
 # run_one IMPL ARGS...: prints the run's JSON line (nothing on failure).
 # A run during which other processes took more than NOISY of the machine's
 # CPU time is run once more; the second one counts whatever its noise.
-NOISY=0.10
 run_one() {
     local impl=$1 out rc line others try
     shift
