@@ -252,7 +252,7 @@ def build(torch):
             """transformers' _init_weights: N(0, 0.02^2) matrices, norms 1."""
             torch.manual_seed(seed)
             with torch.no_grad():
-                for name, p in self.named_parameters():  # a tied head once
+                for _, p in self.named_parameters():  # a tied head once
                     if p.dim() >= 2:
                         p.normal_(0.0, 0.02)
                     else:
