@@ -22,7 +22,7 @@ ASAN_CUDA ?= $(if $(HAVE_GPU),disabled,emu)
 PLOT_PACKAGES = python3-matplotlib
 
 .PHONY: all deps vocab vocab-llama build build-native gpu-bundle test demo fixture fixture-llama sanitize asan tsan bench-runtime bench-kernels \
-        bench-offload bench-sched bench-lab bench-sim bench-gpt2 bench-beyond-ram bench-mpi bench-taskbench install clean
+        bench-offload bench-sched bench-lab bench-sim bench-gpt2 bench-llama bench-beyond-ram bench-mpi bench-taskbench install clean
 
 all: build
 
@@ -174,6 +174,15 @@ bench-sim: build
 # GPT-2 training steps: Tessera against PyTorch with the same thread count.
 bench-gpt2: build
 	bash bench/gpt2/run.sh $(BUILD)
+
+# Tessera's Llama training step (125M and Llama-3.2-1B shapes, fp32 and
+# bf16) and KV-cache generation against the same in PyTorch, after checking
+# the PyTorch model against tools/llama_reference.py (bench/llama/run.sh,
+# docs/benchmarks.md). BENCH_LLAMA_FLAGS=--quick: the 125M shape only, in
+# under 3 minutes.
+BENCH_LLAMA_FLAGS ?=
+bench-llama: build
+	bash bench/llama/run.sh $(BENCH_LLAMA_FLAGS) $(BUILD)
 
 # A GPT-2 whose training state is twice the RAM, trained 3 steps with the
 # host capped and the disk tier below it, then the same shape simulated on
