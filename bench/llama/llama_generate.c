@@ -23,7 +23,9 @@
  * peer initialises the same shape itself: decoding speed does not depend
  * on the values (only the greedy ids differ), and a 1B model is then not
  * written to disk. Per precision, a model created with
- * tsr_llama_config_t.precision = fp32 or bf16; per batch size B: B prompts
+ * tsr_llama_config_t.precision = fp32 or bf16 (Llama's decoding reads the
+ * fp32 master weights in both: docs/llama.md; run.sh runs fp32 only); per
+ * batch size B: B prompts
  * of --prompt LCG tokens (seed 1234) prefilled, one slot at a time, then
  * --new greedy steps of all B slots (tsr_llama_gen_step, the argmax of
  * each slot's logits); the figure is decode tokens/s = B x new / the steps'

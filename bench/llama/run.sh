@@ -46,7 +46,8 @@
 # Then generation (BUILD_DIR/bench/llama/bench-llama-generate, its own
 # table and JSON lines {"bench":"llama-generate",...}): each shape, a
 # 64-token prompt, then 256 (125M) or 32 (1B) greedy tokens, batch 1 and 8,
-# fp32 and bf16, against torch_llama.py --generate in float32.
+# in fp32 (Llama's decoding reads the fp32 weights whatever the model's
+# precision), against torch_llama.py --generate in float32.
 #
 # --quick (under 3 minutes on 2 cores): the check, the ceilings at 2048^3,
 # the 125M shape only, one run of 1 + 2 steps per precision (not repeated
@@ -328,7 +329,7 @@ if [ "${LLAMA_BENCH_GENERATE:-1}" != 0 ] && [ $have_tessera -eq 1 ]; then
         timeout 1800 "$GEN" --threads "$THREADS" --json-tag "$name" --layers "$L" --heads "$H" \
             --kv-heads "$KV" --hidden "$C" --intermediate "$I" --vocab "$V" --ctx "$P" \
             --tie "$TIE" --rope-theta "$TH" --llama3-scaling "$SC" --prompt "$T" --new "$NEW" \
-            --batch 1,8 "${peer[@]+"${peer[@]}"}" || status=1
+            --batch 1,8 --precision fp32 "${peer[@]+"${peer[@]}"}" || status=1
     done <<< "$CONFIGS"
 fi
 exit $status
