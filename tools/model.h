@@ -10,8 +10,12 @@
  * conventions instead: 0, 1 (failure) or 2 (usage error), after reporting.
  *
  * Files: a GPT-2 is saved as one HF safetensors file; a Llama as an HF
- * checkpoint folder (config.json beside model.safetensors, F32), which
- * transformers loads as it is. model_save writes that file or folder.
+ * checkpoint folder (config.json beside model.safetensors, F32 unless
+ * save_dtype says BF16, or shards with their index), which transformers
+ * loads as it is. model_save writes that file or folder.
+ *
+ * Generation: a model_gen_t is a KV cache over a model of either family
+ * (model_gen_create, _prefill, _step, …), for tessera-generate's one loop.
  */
 #ifndef TESSERA_TOOLS_MODEL_H
 #define TESSERA_TOOLS_MODEL_H
