@@ -7,7 +7,12 @@
 # resumed gives the same model as one never interrupted (the same
 # evaluation), also when killed at any action of its saves; a changed
 # model is refused on resume; tessera-eval's loss is the training run's final validation
-# loss on the same windows; tessera-sim llama runs a tiny shape on every
+# loss on the same windows; tessera-generate --arch llama decodes the
+# reference's greedy ids from the fixture's prompts (tests/nn/fixtures/
+# llama_tiny_gqa_generate.safetensors), samples reproducibly, stops at
+# config.json's eos ids; tessera-train --save-dtype bf16 saves the rounding
+# of the trained weights and resumes, --shard-bytes writes shards and an
+# index; tessera-sim llama runs a tiny shape on every
 # platform file (the GPU ones where the build has CUDA sources) and the
 # Llama 3 8B preset; bad flags are usage errors (exit 2) naming the flag.
 # Prints a Criterion-style synthesis line for tests/run-suite.sh.
