@@ -42,6 +42,8 @@ typedef struct agree_rec {
     uint64_t hash;    /* FNV-1a 64 of the fields below, to `run` */
     /* the model's shape (tiles as resolved: they cut the all-reduces) */
     int32_t vocab, context, layers, heads, channels, tile_tokens, tile_vocab, tile_hidden;
+    /* a Llama's K/V heads, head width and SwiGLU width (0 for a GPT-2) */
+    int32_t kv_heads, head_dim, intermediate;
     int32_t precision, recompute;
     /* the training flags */
     int32_t zero, steps, last, batch, micro, seq, warmup, eval_every, eval_batches, ckpt_every;

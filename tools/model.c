@@ -1,6 +1,9 @@
 /* tools/model.c — GPT-2 or Llama behind one set of calls (see model.h). */
 #include "model.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -296,8 +299,10 @@ int model_load(model_t *m, const char *path)
 
 int model_save(model_t *m, const char *path)
 {
+    if (m->arch == MODEL_GPT2 && (m->save_dtype != TSR_GPT2_FP32 || m->shard_bytes != 0))
+        return TSR_EINVAL; /* one fp32 file (the tools refuse the flags first) */
     return DISPATCH(m, tsr_gpt2_save(m->u.gpt2, path),
-                    tsr_llama_save(m->u.llama, path, TSR_GPT2_FP32, 0));
+                    tsr_llama_save(m->u.llama, path, m->save_dtype, m->shard_bytes));
 }
 
 int model_save_state(model_t *m, const char *path, const char *extra)
@@ -310,4 +315,202 @@ int model_load_state(model_t *m, const char *path, char *extra, size_t extra_siz
 {
     return DISPATCH(m, tsr_gpt2_load_state(m->u.gpt2, path, extra, extra_size),
                     tsr_llama_load_state(m->u.llama, path, extra, extra_size));
+}
+
+/* ---- generation with a KV cache ----------------------------------------- */
+
+int model_gen_create(model_gen_t *g, model_t *m, int batch, int max_len)
+{
+    memset(g, 0, sizeof *g);
+    g->arch = m->arch;
+    return DISPATCH(m, tsr_gpt2_gen_create(&g->u.gpt2, m->u.gpt2, batch, max_len),
+                    tsr_llama_gen_create(&g->u.llama, m->u.llama, batch, max_len));
+}
+
+void model_gen_free(model_gen_t *g)
+{
+    if (g->arch == MODEL_LLAMA && g->u.llama)
+        tsr_llama_gen_free(g->u.llama);
+    else if (g->arch == MODEL_GPT2 && g->u.gpt2)
+        tsr_gpt2_gen_free(g->u.gpt2);
+    memset(&g->u, 0, sizeof g->u);
+}
+
+int model_gen_precision(model_gen_t *g, int precision)
+{
+    return DISPATCH(g, tsr_gpt2_gen_precision(g->u.gpt2, precision),
+                    precision == TSR_GPT2_FP32 ? TSR_OK : TSR_EINVAL);
+}
+
+int model_gen_prefill(model_gen_t *g, int slot, const int32_t *tokens, int n, float *logits)
+{
+    return DISPATCH(g, tsr_gpt2_gen_prefill(g->u.gpt2, slot, tokens, n, logits),
+                    tsr_llama_gen_prefill(g->u.llama, slot, tokens, n, logits));
+}
+
+int model_gen_step(model_gen_t *g, const int32_t *tokens, float *logits)
+{
+    return DISPATCH(g, tsr_gpt2_gen_step(g->u.gpt2, tokens, logits),
+                    tsr_llama_gen_step(g->u.llama, tokens, logits));
+}
+
+int model_gen_length(const model_gen_t *g, int slot)
+{
+    return DISPATCH(g, tsr_gpt2_gen_length(g->u.gpt2, slot),
+                    tsr_llama_gen_length(g->u.llama, slot));
+}
+
+/* ---- the special ids of a config.json ------------------------------------ */
+
+/* A small scanner of the JSON text: enough to find a top-level key and read
+ * an integer, null, or a list of integers; anything else is skipped. */
+static const char *json_ws(const char *p)
+{
+    while (*p && isspace((unsigned char)*p))
+        p++;
+    return p;
+}
+
+/* past the string at p ('"'), or NULL */
+static const char *json_string_end(const char *p)
+{
+    for (p++; *p; p++) {
+        if (*p == '\\' && p[1])
+            p++;
+        else if (*p == '"')
+            return p + 1;
+    }
+    return NULL;
+}
+
+/* past the value at p, or NULL */
+static const char *json_skip(const char *p)
+{
+    p = json_ws(p);
+    if (*p == '"')
+        return json_string_end(p);
+    if (*p == '{' || *p == '[') {
+        int depth = 0;
+        while (*p) {
+            if (*p == '"') {
+                p = json_string_end(p);
+                if (!p)
+                    return NULL;
+                continue;
+            }
+            if (*p == '{' || *p == '[')
+                depth++;
+            else if (*p == '}' || *p == ']') {
+                if (--depth == 0)
+                    return p + 1;
+            }
+            p++;
+        }
+        return NULL;
+    }
+    while (*p && *p != ',' && *p != '}' && *p != ']')
+        p++;
+    return p;
+}
+
+/* The value of top-level `key` in the object `text`, or NULL. */
+static const char *json_top_value(const char *text, const char *key)
+{
+    const char *p = json_ws(text);
+    if (*p != '{')
+        return NULL;
+    p = json_ws(p + 1);
+    size_t klen = strlen(key);
+    while (*p == '"') {
+        const char *end = json_string_end(p);
+        if (!end)
+            return NULL;
+        int match = (size_t)(end - p) == klen + 2 && !strncmp(p + 1, key, klen);
+        p = json_ws(end);
+        if (*p != ':')
+            return NULL;
+        p = json_ws(p + 1);
+        if (match)
+            return p;
+        p = json_skip(p);
+        if (!p)
+            return NULL;
+        p = json_ws(p);
+        if (*p != ',')
+            return NULL;
+        p = json_ws(p + 1);
+    }
+    return NULL;
+}
+
+/* A token id at *p (advanced past it); 0, or -1 when it is not one. */
+static int json_id(const char **p, int32_t *id)
+{
+    const char *s = json_ws(*p);
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || v > INT32_MAX || *end == '.' || *end == 'e' || *end == 'E')
+        return -1;
+    *id = (int32_t)v;
+    *p = end;
+    return 0;
+}
+
+int model_llama_special_ids(const char *path, int32_t *bos, int32_t *eos, int *neos,
+                            int max_eos)
+{
+    char file[4096];
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (cli_path(file, sizeof file, path, "config.json") != 0)
+            return 1;
+    } else if ((size_t)snprintf(file, sizeof file, "%s", path) >= sizeof file) {
+        return cli_fail("path too long: '%s'", path);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (cli_read_file(file, &text, &len) != 0)
+        return 1;
+    int status = 0;
+    *bos = 1;
+    *neos = 1;
+    eos[0] = 2;
+    const char *v = json_top_value(text, "bos_token_id");
+    if (v && !strncmp(v, "null", 4))
+        *bos = -1;
+    else if (v && json_id(&v, bos) != 0)
+        status = cli_fail("'%s': \"bos_token_id\" is not a token id", file);
+    v = json_top_value(text, "eos_token_id");
+    if (status == 0 && v) {
+        if (!strncmp(v, "null", 4)) {
+            *neos = 0;
+        } else if (*v == '[') {
+            *neos = 0;
+            v = json_ws(v + 1);
+            while (status == 0 && *v != ']') {
+                int32_t id;
+                if (json_id(&v, &id) != 0)
+                    status = cli_fail("'%s': \"eos_token_id\" lists something other than token "
+                                      "ids", file);
+                else if (*neos >= max_eos)
+                    status = cli_fail("'%s': \"eos_token_id\" lists more than %d ids", file,
+                                      max_eos);
+                else
+                    eos[(*neos)++] = id;
+                v = json_ws(v);
+                if (status == 0 && *v == ',')
+                    v = json_ws(v + 1);
+                else if (status == 0 && *v != ']')
+                    status = cli_fail("'%s': \"eos_token_id\" is not a list of ids", file);
+            }
+        } else if (json_id(&v, &eos[0]) != 0) {
+            status = cli_fail("'%s': \"eos_token_id\" is neither a token id nor a list of "
+                              "them", file);
+        }
+    }
+    free(text);
+    return status;
 }

@@ -10,8 +10,12 @@
  * conventions instead: 0, 1 (failure) or 2 (usage error), after reporting.
  *
  * Files: a GPT-2 is saved as one HF safetensors file; a Llama as an HF
- * checkpoint folder (config.json beside model.safetensors, F32), which
- * transformers loads as it is. model_save writes that file or folder.
+ * checkpoint folder (config.json beside model.safetensors, F32 unless
+ * save_dtype says BF16, or shards with their index), which transformers
+ * loads as it is. model_save writes that file or folder.
+ *
+ * Generation: a model_gen_t is a KV cache over a model of either family
+ * (model_gen_create, _prefill, _step, …), for tessera-generate's one loop.
  */
 #ifndef TESSERA_TOOLS_MODEL_H
 #define TESSERA_TOOLS_MODEL_H
@@ -94,6 +98,12 @@ typedef struct model {
         tsr_gpt2_t *gpt2;
         tsr_llama_t *llama;
     } u;
+    /* how model_save writes a Llama's folder (tsr_llama_save): the dtype
+     * (TSR_GPT2_FP32, model_create's default, or TSR_GPT2_BF16) and the
+     * data bytes per shard (0: one model.safetensors). A GPT-2's file is
+     * always fp32 and whole: model_save refuses other values for it. */
+    int save_dtype;
+    size_t shard_bytes;
 } model_t;
 
 /* A model of cfg for batches of batch x seq tokens into *m. TSR status. */
@@ -111,11 +121,42 @@ int model_backward(model_t *m, float scale);
 int model_zero_grad(model_t *m);
 int model_step(model_t *m, const tsr_adamw_config_t *opt, float lr, float *grad_norm);
 int model_steps_done(const model_t *m);
-/* The weights from / to a checkpoint: a GPT-2 file, a Llama folder. */
+/* The weights from / to a checkpoint: a GPT-2 file, a Llama folder (as
+ * m->save_dtype and m->shard_bytes say). */
 int model_load(model_t *m, const char *path);
 int model_save(model_t *m, const char *path);
 /* The optimizer state beside a checkpoint (one file, either family). */
 int model_save_state(model_t *m, const char *path, const char *extra);
 int model_load_state(model_t *m, const char *path, char *extra, size_t extra_size);
+
+/* ---- generation with a KV cache ----------------------------------------- */
+
+/* A KV cache of either family (tsr_gpt2_gen_* or tsr_llama_gen_*): `batch`
+ * slots of at most max_len positions each, over an open model. */
+typedef struct model_gen {
+    model_arch_t arch;
+    union {
+        tsr_gpt2_gen_t *gpt2;
+        tsr_llama_gen_t *llama;
+    } u;
+} model_gen_t;
+
+int model_gen_create(model_gen_t *g, model_t *m, int batch, int max_len);
+/* Frees the cache (none: nothing) and clears g. */
+void model_gen_free(model_gen_t *g);
+/* The weights decoded from: TSR_GPT2_FP32, or TSR_GPT2_BF16 (GPT-2 only,
+ * tsr_gpt2_gen_precision; a Llama decodes in fp32: TSR_EINVAL). */
+int model_gen_precision(model_gen_t *g, int precision);
+/* As tsr_gpt2_gen_prefill, _step and _length. */
+int model_gen_prefill(model_gen_t *g, int slot, const int32_t *tokens, int n, float *logits);
+int model_gen_step(model_gen_t *g, const int32_t *tokens, float *logits);
+int model_gen_length(const model_gen_t *g, int slot);
+
+/* The special ids of a Llama checkpoint's config.json (`path`: the file or
+ * the folder holding it), as transformers reads them: bos_token_id (absent:
+ * 1; null: -1) and eos_token_id, an id or a list of ids (absent: 2; null:
+ * none) into eos[*neos] (at most max_eos). Returns 0, or 1 after reporting. */
+int model_llama_special_ids(const char *path, int32_t *bos, int32_t *eos, int *neos,
+                            int max_eos);
 
 #endif

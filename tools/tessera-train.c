@@ -96,6 +96,13 @@ static const char usage[] =
     "                       (a Llama: the HF folder DIR/step-N/model/) and\n"
     "                       DIR/step-N/train.state, named by DIR/latest\n"
     "  --checkpoint-every N also every N steps (default 0: only at the end)\n"
+    "  --save-dtype D       a Llama's saved weights: fp32 (default) or bf16 (rounded\n"
+    "                       to nearest even: half the bytes; a run resumed from them\n"
+    "                       continues from the rounded weights). A resumed run keeps\n"
+    "                       its saved value unless given\n"
+    "  --shard-bytes N      a Llama's saved weights in shards of at most N data bytes\n"
+    "                       with model.safetensors.index.json (default 0: one\n"
+    "                       model.safetensors); kept on resume as --save-dtype\n"
     "  --stop-at N          stop after step N with a checkpoint, keeping the\n"
     "                       learning-rate schedule of --steps (resume later)\n"
     "  --resume             continue the run saved in --out DIR from its latest\n"
@@ -136,13 +143,15 @@ typedef struct settings {
     tsr_gpt2_config_t flags; /* the model shape flags */
     tsr_llama_config_t lflags; /* the Llama shape flags */
     const char *data, *val, *init, *out, *sched, *precision, *arch, *config;
+    const char *save_dtype; /* a Llama's checkpoints: "fp32" or "bf16" */
+    uint64_t shard_bytes;   /* and their shard size (0: one file) */
     int threads, steps, batch, micro, seq, warmup;
     int ckpt_every, stop_at, resume, eval_every, eval_batches, log_every, zero;
     double lr, min_lr, wd, clip;
     uint64_t seed;
 } settings_t;
 
-enum { NRUN_OPTS = 27, NOPTS = CLI_MODEL_NOPTS + MODEL_LLAMA_NOPTS + NRUN_OPTS };
+enum { NRUN_OPTS = 29, NOPTS = CLI_MODEL_NOPTS + MODEL_LLAMA_NOPTS + NRUN_OPTS };
 
 typedef struct run {
     settings_t s;
@@ -201,6 +210,7 @@ static int parse_options(run_t *r, int argc, char **argv)
     s->steps = 100, s->batch = 4, s->warmup = -1, s->eval_batches = 10, s->log_every = 1;
     s->lr = 6e-4, s->min_lr = -1.0, s->wd = r->adamw.weight_decay, s->clip = r->adamw.grad_clip;
     s->seed = 1337;
+    s->save_dtype = "fp32";
     tsr_llama_config_default(&s->lflags);
     cli_model_opts(r->opts, &s->flags);
     model_llama_opts(r->opts + CLI_MODEL_NOPTS, &s->lflags);
@@ -232,6 +242,8 @@ static int parse_options(run_t *r, int argc, char **argv)
         {"threads", 0, CLI_INT, &s->threads, 0, 4096, 0},
         {"sched", 0, CLI_STR, &s->sched, 0, 0, 0},
         {"zero", 0, CLI_INT, &s->zero, 0, 1, 0},
+        {"save-dtype", 0, CLI_STR, &s->save_dtype, 0, 0, 0},
+        {"shard-bytes", 0, CLI_U64, &s->shard_bytes, 0, 0, 0},
     };
     memcpy(r->opts + CLI_MODEL_NOPTS + MODEL_LLAMA_NOPTS, run_opts, sizeof run_opts);
     int npos = 0;
@@ -242,6 +254,8 @@ static int parse_options(run_t *r, int argc, char **argv)
         return cli_usage_error("missing --data TRAIN.bin");
     if (s->precision != NULL && strcmp(s->precision, "fp32") && strcmp(s->precision, "bf16"))
         return cli_usage_error("--precision: fp32 or bf16, not '%s'", s->precision);
+    if (strcmp(s->save_dtype, "fp32") && strcmp(s->save_dtype, "bf16"))
+        return cli_usage_error("--save-dtype: fp32 or bf16, not '%s'", s->save_dtype);
     if (s->precision != NULL)
         s->flags.precision = strcmp(s->precision, "bf16") ? TSR_GPT2_FP32 : TSR_GPT2_BF16;
     if (s->resume && s->out == NULL)
@@ -329,6 +343,13 @@ static int restore_extra(run_t *r, const char *state_path, char *extra)
             saved_ranks = ranks;
         } else if (strncmp(line, "run ", 4) == 0) {
             r->run_id = strtoull(line + 4, NULL, 16);
+        } else if (strncmp(line, "save-dtype ", 11) == 0) {
+            /* a Llama run's save format, kept unless given again */
+            if (!cli_seen(r->opts, NOPTS, "save-dtype"))
+                r->s.save_dtype = strcmp(line + 11, "bf16") ? "fp32" : "bf16";
+        } else if (strncmp(line, "shard-bytes ", 12) == 0) {
+            if (!cli_seen(r->opts, NOPTS, "shard-bytes"))
+                r->s.shard_bytes = strtoull(line + 12, NULL, 10);
         } else if (strncmp(line, "position ", 9) == 0) {
             char *end;
             unsigned long long p = strtoull(line + 9, &end, 10);
@@ -408,6 +429,10 @@ static int check_settings(run_t *r)
     settings_t *s = &r->s;
     if (s->data == NULL)
         return cli_usage_error("missing --data TRAIN.bin");
+    if (r->cfg.arch != MODEL_LLAMA && (strcmp(s->save_dtype, "fp32") || s->shard_bytes != 0))
+        return cli_usage_error("--%s is for a Llama's checkpoint folder (--arch llama): a "
+                               "GPT-2 is saved as one fp32 file",
+                               s->shard_bytes != 0 ? "shard-bytes" : "save-dtype");
     if (s->micro == 0)
         s->micro = s->batch;
     int context = model_config_context(&r->cfg);
@@ -492,6 +517,8 @@ static int build_model(run_t *r)
     r->cfg.gpt2.data_parallel = r->cfg.llama.data_parallel = r->nranks > 1 || s->zero;
     r->cfg.gpt2.zero = r->cfg.llama.zero = s->zero;
     int rc = model_create(&r->m, &r->cfg, s->micro, s->seq);
+    r->m.save_dtype = strcmp(s->save_dtype, "bf16") ? TSR_GPT2_FP32 : TSR_GPT2_BF16;
+    r->m.shard_bytes = (size_t)s->shard_bytes;
     if (rc != TSR_OK) {
         char desc[256];
         model_config_describe(&r->cfg, desc, sizeof desc);
@@ -645,11 +672,12 @@ static void fill_record(const run_t *r, int status, agree_rec_t *rec)
     model_config_t mc;
     model_config_of(&r->m, &mc);
     if (mc.arch == MODEL_LLAMA) {
-        /* a Llama's width and length in GPT-2's fields (K/V heads and the
-         * SwiGLU width are not compared: the checkpoints' weights are) */
+        /* a Llama's width and length in GPT-2's fields, and its own */
         const tsr_llama_config_t *c = &mc.llama;
         rec->vocab = c->vocab_size, rec->context = c->max_positions, rec->layers = c->layers;
         rec->heads = c->heads, rec->channels = c->hidden, rec->tile_tokens = c->tile_tokens;
+        rec->kv_heads = c->kv_heads, rec->intermediate = c->intermediate;
+        rec->head_dim = c->head_dim ? c->head_dim : (c->heads ? c->hidden / c->heads : 0);
         rec->tile_vocab = c->tile_vocab, rec->tile_hidden = c->tile_hidden;
         rec->precision = c->precision, rec->recompute = c->recompute;
     } else {
@@ -742,6 +770,9 @@ static int save_checkpoint(run_t *r, int step, ckpt_t *saved)
         cli_format(cli_find(r->opts, NOPTS, saved_opts[i]), v, sizeof v);
         len += (size_t)snprintf(extra + len, cap - len, "opt %s %s\n", saved_opts[i], v);
     }
+    if (r->cfg.arch == MODEL_LLAMA && len < cap)
+        len += (size_t)snprintf(extra + len, cap - len, "save-dtype %s\nshard-bytes %llu\n",
+                                r->s.save_dtype, (unsigned long long)r->s.shard_bytes);
     /* data parallel: with ZeRO every rank writes its share first; once all
      * have, rank 0 writes the model and its state and moves the shares into
      * the checkpoint (ckpt.h); then the ranks agree on the outcome */

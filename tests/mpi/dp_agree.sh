@@ -18,6 +18,8 @@
 #  flags          an MPMD launch whose ranks differ in --seed, --lr,
 #                 --channels or --layers (one launch each): both exit 1,
 #                 naming rank 1 and the flag with both values
+#  llama_flags    the same for a Llama (--arch llama) whose ranks differ in
+#                 --kv-heads, --head-dim or --intermediate
 #  resume_step    rank 0 resumes a run at step 2, rank 1 another at step 3:
 #                 both exit 1, naming the resume step
 #  usage          rank 1 given a bad flag: rank 1 exits 2 with its usage
@@ -155,6 +157,24 @@ flags)
         # shellcheck disable=SC2086
         launch -np 1 "$TMP/rank.sh" "$TRAIN" "${MODEL[@]}" $zero : \
                -np 1 "$TMP/rank.sh" "$TRAIN" "${MODEL[@]}" $one
+        [ "$JOB" = 1 ] || fail "$one: mpirun exited with $JOB, expected 1"
+        rank_status 0 1
+        rank_status 1 1
+        both_say "the ranks disagree: rank 1 has $want"
+        grep -q "^step " "$TMP/job.log" && fail "$one: a step was trained"
+    done
+    ;;
+llama_flags)
+    LLAMA=(--data "$TMP/c_train.bin" --arch llama --vocab 257 --layers 2 --heads 4 --hidden 32
+           --max-positions 32 --seq 32 --lr 3e-3 --warmup 2 --threads 1 --steps 4 --batch 2
+           --micro-batch 1)
+    for d in "--kv-heads 2|--kv-heads 1|--kv-heads 1, rank 0 has 2" \
+             "--head-dim 8|--head-dim 16|--head-dim 16, rank 0 has 8" \
+             "--intermediate 64|--intermediate 96|--intermediate 96, rank 0 has 64"; do
+        IFS='|' read -r zero one want <<<"$d"
+        # shellcheck disable=SC2086
+        launch -np 1 "$TMP/rank.sh" "$TRAIN" "${LLAMA[@]}" $zero : \
+               -np 1 "$TMP/rank.sh" "$TRAIN" "${LLAMA[@]}" $one
         [ "$JOB" = 1 ] || fail "$one: mpirun exited with $JOB, expected 1"
         rank_status 0 1
         rank_status 1 1

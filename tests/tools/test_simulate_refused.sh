@@ -75,6 +75,8 @@ for platform in h100 cpu-this-machine; do
         --data "$TMP/c_val.bin" --batch 2 --seq 32 --threads 1
     check "generate_refused_$platform" refused "$BIN/tessera-generate" --checkpoint "$TMP/run" \
         --prompt 'line ' --tokens 8 --threads 1
+    check "generate_llama_refused_$platform" refused "$BIN/tessera-generate" --arch llama \
+        --checkpoint "$TMP/run" --ids 1,2 --tokens 8 --threads 1
 done
 
 # TESSERA_SIMULATE= (empty) is the real machine, for these programs as for
