@@ -38,6 +38,7 @@
 #include <tessera/gpt2.h>
 
 #include "bench/bench_util.h"
+#include "bench/read_bandwidth.h"
 
 typedef struct options {
     const char *weights, *sched, *batches, *precisions;
@@ -73,56 +74,6 @@ static int failed(int rc, const char *what)
     return 1;
 }
 
-/* ---- read bandwidth ------------------------------------------------------- */
-
-typedef struct bw_part {
-    const uint64_t *x;
-    size_t n;
-    uint64_t sum;
-} bw_part_t;
-
-/* Integer sums: the compiler vectorizes them (floating-point sums it may
- * not reorder would be bound by the adds' latency, not by memory). */
-static void *bw_read(void *arg)
-{
-    bw_part_t *p = arg;
-    uint64_t s = 0;
-    for (size_t i = 0; i < p->n; i++)
-        s += p->x[i];
-    p->sum = s;
-    return NULL;
-}
-
-/* GB/s of `threads` threads each summing its part of a buffer much larger
- * than the caches (512 MiB), the best of 5 passes: what a decode step's
- * weight reads can get at most. */
-static double read_bandwidth(int threads)
-{
-    size_t n = (size_t)512 << 20 >> 3;
-    uint64_t *x = malloc(n * sizeof *x);
-    if (!x)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        x[i] = i & 7;
-    double best = 0;
-    bw_part_t parts[64];
-    pthread_t th[64];
-    if (threads > 64)
-        threads = 64;
-    for (int pass = 0; pass < 5; pass++) {
-        double t0 = bench_now();
-        for (int t = 0; t < threads; t++) {
-            parts[t] = (bw_part_t){x + n / threads * t, n / threads, 0};
-            pthread_create(&th[t], NULL, bw_read, &parts[t]);
-        }
-        for (int t = 0; t < threads; t++)
-            pthread_join(th[t], NULL); /* each thread stored its sum: the reads happen */
-        double gbs = (double)(n / threads * threads) * sizeof *x / (bench_now() - t0) / 1e9;
-        best = gbs > best ? gbs : best;
-    }
-    free(x);
-    return best;
-}
 
 /* ---- the peer --------------------------------------------------------------- */
 
@@ -357,7 +308,7 @@ int main(int argc, char **argv)
     snprintf(shape, sizeof shape, "%.0fM", (double)params / 1e6);
     /* the ceiling: the better of a measurement before and one after the
      * runs (other processes on the machine lower either) */
-    double bw0 = read_bandwidth(o.threads);
+    double bw0 = bench_read_bandwidth(o.threads);
     printf("tessera-bench-generate: %s (%zu parameters, %s), %d workers, prompt %d, %d new, "
            "greedy\n", shape, params, o.weights, o.threads, o.prompt, o.nnew);
     printf("read bandwidth (%d threads, 512 MiB): %.2f GB/s before the runs\n", o.threads, bw0);
@@ -387,7 +338,7 @@ int main(int argc, char **argv)
         peer[i] = o.peer ? peer_tps(&o, batches[i], "float32") : -1;
         peer_bf16[i] = o.peer && o.peer_bf16 ? peer_tps(&o, batches[i], "bfloat16") : -1;
     }
-    double bw1 = read_bandwidth(o.threads), bw = bw0 > bw1 ? bw0 : bw1;
+    double bw1 = bench_read_bandwidth(o.threads), bw = bw0 > bw1 ? bw0 : bw1;
     printf("read bandwidth: %.2f GB/s after the runs; the ceiling: %.2f GB/s\n", bw1, bw);
     /* bytes a decode step reads: every weight once (4 bytes, or 2 for the
      * bf16 copies of the matrices: all but wpe, biases and gains), plus the

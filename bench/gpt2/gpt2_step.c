@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
+#include "bench/train_steps.h"
 
 typedef struct options {
     int layers, heads, channels, vocab, ctx;
@@ -201,72 +202,31 @@ static void make_tokens(const options_t *o, int32_t *inputs, int32_t *targets)
     }
 }
 
-typedef struct result {
-    double total, min_step, others;
-    double cpu; /* the process's CPU seconds while timed (every worker's work) */
-    float first_loss, last_loss;
-    size_t host_peak;
-} result_t;
+typedef bench_steps_t result_t;
+
+/* One step for bench_train_steps (bench/train_steps.h). */
+static int one_step(void *model, const int32_t *inputs, const int32_t *targets, float lr,
+                    float *loss)
+{
+    tsr_gpt2_t *m = model;
+    tsr_adamw_config_t opt;
+    tsr_adamw_config_default(&opt);
+    float norm = 0;
+    if (failed(tsr_gpt2_zero_grad(m), "tsr_gpt2_zero_grad") ||
+        failed(tsr_gpt2_forward(m, inputs, targets, NULL), "tsr_gpt2_forward") ||
+        failed(tsr_gpt2_backward(m, 1.0f), "tsr_gpt2_backward") ||
+        failed(tsr_gpt2_step(m, &opt, lr, &norm), "tsr_gpt2_step") ||
+        failed(tsr_gpt2_loss(m, loss), "tsr_gpt2_loss"))
+        return TSR_EINVAL;
+    return TSR_OK;
+}
 
 /* --warmup untimed steps, then --steps timed ones. */
 static int run_steps(tsr_gpt2_t *m, const options_t *o, const int32_t *inputs,
                      const int32_t *targets, result_t *r)
 {
-    tsr_adamw_config_t opt;
-    tsr_adamw_config_default(&opt);
-    float loss = NAN;
-    double t0 = 0, t1 = 0;
-    unsigned long long busy0 = 0, own0 = 0, busy1 = 0, own1 = 0;
-    r->first_loss = NAN;
-    r->min_step = INFINITY;
-    for (int s = 0; s < o->warmup + o->steps; s++) {
-        if (s == o->warmup) {
-            if (failed(tsr_wait_all(), "tsr_wait_all"))
-                return -1;
-            bench_cpu_ticks(&busy0, &own0, 0);
-            t0 = t1 = tsr_time();
-        }
-        float norm = 0;
-        if (failed(tsr_gpt2_zero_grad(m), "tsr_gpt2_zero_grad") ||
-            failed(tsr_gpt2_forward(m, inputs, targets, NULL), "tsr_gpt2_forward") ||
-            failed(tsr_gpt2_backward(m, 1.0f), "tsr_gpt2_backward") ||
-            failed(tsr_gpt2_step(m, &opt, (float)o->lr, &norm), "tsr_gpt2_step") ||
-            failed(tsr_gpt2_loss(m, &loss), "tsr_gpt2_loss"))
-            return -1;
-        if (s == 0)
-            r->first_loss = loss;
-        if (s >= o->warmup) {
-            /* from the previous step's return: tasks of a step may still run
-             * when the next one is submitted, so this is approximate */
-            double t = tsr_time();
-            if (t - t1 < r->min_step)
-                r->min_step = t - t1;
-            t1 = t;
-        }
-    }
-    if (failed(tsr_wait_all(), "tsr_wait_all"))
-        return -1;
-    r->total = tsr_time() - t0;
-    bench_cpu_ticks(&busy1, &own1, 0);
-    r->last_loss = loss;
-    tsr_node_stats_t host;
-    if (failed(tsr_memory_node_stats(0, &host), "tsr_memory_node_stats"))
-        return -1;
-    r->host_peak = host.peak;
-
-    /* the share of the machine's CPU time that other processes took; clock
-     * ticks are too coarse for it under half a second */
-    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
-    long hz = sysconf(_SC_CLK_TCK);
-    r->others = -1;
-    r->cpu = hz > 0 ? (double)(own1 - own0) / (double)hz : -1;
-    if (busy1 > busy0 && ncores > 0 && hz > 0 && r->total >= 0.5) {
-        double foreign = (double)(busy1 - busy0) - (double)(own1 - own0);
-        r->others = (foreign > 0 ? foreign : 0) / ((double)hz * r->total * (double)ncores);
-        if (r->others > 1)
-            r->others = 1;
-    }
-    return 0;
+    return bench_train_steps("bench-gpt2-step", m, one_step, o->warmup, o->steps, (float)o->lr, inputs,
+                             targets, r);
 }
 
 static const char *precision_name(int precision)

@@ -49,6 +49,7 @@
 #include <tessera/llama.h>
 
 #include "bench/bench_util.h"
+#include "bench/read_bandwidth.h"
 
 typedef struct options {
     const char *weights, *sched, *batches, *precisions, *tag;
@@ -87,56 +88,6 @@ static int failed(int rc, const char *what)
     return 1;
 }
 
-/* ---- read bandwidth ------------------------------------------------------- */
-
-typedef struct bw_part {
-    const uint64_t *x;
-    size_t n;
-    uint64_t sum;
-} bw_part_t;
-
-/* Integer sums: the compiler vectorizes them (floating-point sums it may
- * not reorder would be bound by the adds' latency, not by memory). */
-static void *bw_read(void *arg)
-{
-    bw_part_t *p = arg;
-    uint64_t s = 0;
-    for (size_t i = 0; i < p->n; i++)
-        s += p->x[i];
-    p->sum = s;
-    return NULL;
-}
-
-/* GB/s of `threads` threads each summing its part of a buffer much larger
- * than the caches (512 MiB), the best of 5 passes: what a decode step's
- * weight reads can get at most (bench/gpt2/gpt2_generate.c's measure). */
-static double read_bandwidth(int threads)
-{
-    size_t n = (size_t)512 << 20 >> 3;
-    uint64_t *x = malloc(n * sizeof *x);
-    if (!x)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        x[i] = i & 7;
-    double best = 0;
-    bw_part_t parts[64];
-    pthread_t th[64];
-    if (threads > 64)
-        threads = 64;
-    for (int pass = 0; pass < 5; pass++) {
-        double t0 = bench_now();
-        for (int t = 0; t < threads; t++) {
-            parts[t] = (bw_part_t){x + n / threads * t, n / threads, 0};
-            pthread_create(&th[t], NULL, bw_read, &parts[t]);
-        }
-        for (int t = 0; t < threads; t++)
-            pthread_join(th[t], NULL); /* each thread stored its sum: the reads happen */
-        double gbs = (double)(n / threads * threads) * sizeof *x / (bench_now() - t0) / 1e9;
-        best = gbs > best ? gbs : best;
-    }
-    free(x);
-    return best;
-}
 
 /* The CPU's model name (/proc/cpuinfo, "model name"; lscpu's), for naming
  * it with every figure; "unknown" where unreadable. Quotes and backslashes
@@ -480,7 +431,7 @@ int main(int argc, char **argv)
     cpu_model(cpu, sizeof cpu);
     /* the ceiling: the better of a measurement before and one after the
      * runs (other processes on the machine lower either) */
-    double bw0 = read_bandwidth(o.threads);
+    double bw0 = bench_read_bandwidth(o.threads);
     /* per batch: [0] fp32, [1] bf16 */
     result_t res[16][2];
     for (int p = 0; p < 2; p++) {
@@ -520,7 +471,7 @@ int main(int argc, char **argv)
         peer_bf16[i] = o.peer && o.peer_bf16 ? peer_tps(&o, batches[i], "bfloat16", have_weights)
                                              : -1;
     }
-    double bw1 = read_bandwidth(o.threads), bw = bw0 > bw1 ? bw0 : bw1;
+    double bw1 = bench_read_bandwidth(o.threads), bw = bw0 > bw1 ? bw0 : bw1;
     printf("read bandwidth: %.2f GB/s after the runs; the ceiling: %.2f GB/s\n", bw1, bw);
     /* bytes a decode step reads: every weight once but the untied
      * embedding table (B rows of it only): 4 bytes each, or 2 for the bf16
