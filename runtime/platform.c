@@ -214,21 +214,23 @@ static int read_link(const ctx_t *c, const tsr__json_t *obj, const char *prefix,
     return 0;
 }
 
-/* A device object into d; tf32 is allowed on CUDA only. */
+/* A device object into d; tf32 and bf16 are allowed on CUDA only. */
 static int read_device(const ctx_t *c, const tsr__json_t *o, const char *prefix, bool cuda,
                        tsr_platform_device_t *d)
 {
-    static const char *const keys[] = {"fp32_tflops", "tf32_tflops", "memory_bandwidth_gbs",
+    static const char *const keys[] = {"fp32_tflops", "tf32_tflops", "bf16_tflops",
+                                       "memory_bandwidth_gbs",
                                        "launch_us", "flops_efficiency", "bytes_efficiency",
                                        "codelets", "source", "notes", NULL};
     char f[256];
     int rc;
-    double tf, tf32, bw, launch;
+    double tf, tf32, bf16, bw, launch;
     memset(d, 0, sizeof *d);
     if ((rc = only_keys(c, o, prefix, keys)) || (rc = check_text(c, o, prefix, "source")) ||
         (rc = check_text(c, o, prefix, "notes")) ||
         (rc = get_number(c, o, prefix, "fp32_tflops", true, 0, MIN_RATE, false, 1e6, &tf)) ||
         (rc = get_number(c, o, prefix, "tf32_tflops", false, 0, MIN_RATE, false, 1e6, &tf32)) ||
+        (rc = get_number(c, o, prefix, "bf16_tflops", false, 0, MIN_RATE, false, 1e6, &bf16)) ||
         (rc = get_number(c, o, prefix, "memory_bandwidth_gbs", true, 0, MIN_RATE, false, 1e6,
                          &bw)) ||
         (rc = get_number(c, o, prefix, "launch_us", true, 0, 0, false, MAX_US, &launch)) ||
@@ -239,8 +241,12 @@ static int read_device(const ctx_t *c, const tsr__json_t *o, const char *prefix,
         return rc;
     if (!cuda && tsr__json_get(o, "tf32_tflops"))
         return bad(c, join(f, sizeof f, prefix, "tf32_tflops"), "only a CUDA device has TF32");
+    if (!cuda && tsr__json_get(o, "bf16_tflops"))
+        return bad(c, join(f, sizeof f, prefix, "bf16_tflops"),
+                   "only a CUDA device has a bf16 tensor-core rate");
     d->peak_flops = tf * TERA;
     d->peak_flops_tf32 = tf32 * TERA;
+    d->peak_flops_bf16 = bf16 * TERA;
     d->mem_bandwidth = bw * GB;
     d->launch = launch * MICRO;
 
@@ -559,6 +565,10 @@ double tsr__platform_task_seconds(const tsr_platform_t *p, int kind, const tsr_c
         cl->name &&
         (strstr(cl->name, "gemm") || !strcmp(cl->name, "attn_fwd") || !strcmp(cl->name, "attn_bwd")))
         peak = d->peak_flops_tf32;
+    /* bf16 operands run on the bf16 tensor cores in either fp32 mode */
+    if (kind == TSR_DEVICE_CUDA && d->peak_flops_bf16 > 0 && cl->name &&
+        !strcmp(cl->name, "gemm_bf16"))
+        peak = d->peak_flops_bf16;
     double tc = flops > 0 && peak * fe > 0 ? flops / (peak * fe) : 0;
     double tm = bytes > 0 && d->mem_bandwidth * be > 0 ? bytes / (d->mem_bandwidth * be) : 0;
     return d->launch + (tc > tm ? tc : tm);

@@ -36,6 +36,8 @@ typedef struct tsr_platform_codelet {
 typedef struct tsr_platform_device {
     double peak_flops;           /* fp32 flop/s of one worker of this kind */
     double peak_flops_tf32;      /* flop/s of GEMMs with TF32 (CUDA); 0: = peak_flops */
+    double peak_flops_bf16;      /* flop/s of GEMMs on bf16 operands (CUDA, dense);
+                                    0: as the fp32 GEMMs (TF32 or FP32 peak) */
     double mem_bandwidth;        /* bytes/s one worker streams */
     double launch;               /* seconds added to every task */
     double flops_efficiency;     /* default fraction of the peak reached */
@@ -70,8 +72,10 @@ int tsr__platform_load(const char *path, tsr_platform_t *out);
 /* Seconds one task of `cl` takes on a device of `kind` by the rate model:
  * launch + max(flops / (peak × eff), bytes / (bandwidth × eff)), flops
  * from cl->flops (0 if none), bytes from cl->bytes (else the sum of the
- * buffer sizes); on CUDA with cuda_fp32 == TSR_CUDA_FP32_TF32 the GEMM
- * codelets ("gemm" in the name) use peak_flops_tf32. Never fails. */
+ * buffer sizes); on CUDA the bf16 GEMM codelet ("gemm_bf16") uses
+ * peak_flops_bf16 where the file gives it, and with cuda_fp32 ==
+ * TSR_CUDA_FP32_TF32 the other GEMM codelets ("gemm" in the name) and the
+ * attention's use peak_flops_tf32. Never fails. */
 double tsr__platform_task_seconds(const tsr_platform_t *p, int kind, const tsr_codelet_t *cl,
                                   const size_t *sizes, int nbuffers, const void *args,
                                   int cuda_fp32);

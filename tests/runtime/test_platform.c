@@ -47,7 +47,7 @@ static const char *write_file(const char *text)
 
 /* A valid platform with one placeholder, %s, inside the top-level object
  * (after "name") where a test adds or replaces members. Rates chosen for
- * hand arithmetic: CPU 1 TFLOPS / 100 GB/s, CUDA 10 TFLOPS (TF32 40) / 1000
+ * hand arithmetic: CPU 1 TFLOPS / 100 GB/s, CUDA 10 TFLOPS (TF32 40, BF16 80) / 1000
  * GB/s, launch 5 µs, efficiencies 0.5, "k" overrides the CUDA flops
  * efficiency to 0.25. */
 #define BASE_HEAD "{\"name\": \"t\", \"models\": \"rates\", \"task_overhead_us\": 2,\n"
@@ -56,7 +56,8 @@ static const char *write_file(const char *text)
 #define BASE_DEVICES                                                                    \
     "\"devices\": {\"cpu\": {\"fp32_tflops\": 1, \"memory_bandwidth_gbs\": 100,"        \
     " \"launch_us\": 0, \"flops_efficiency\": 0.5, \"bytes_efficiency\": 0.5},\n"       \
-    " \"cuda\": {\"fp32_tflops\": 10, \"tf32_tflops\": 40, \"memory_bandwidth_gbs\": 1000," \
+    " \"cuda\": {\"fp32_tflops\": 10, \"tf32_tflops\": 40, \"bf16_tflops\": 80,"      \
+    " \"memory_bandwidth_gbs\": 1000,"                                                 \
     " \"launch_us\": 5, \"flops_efficiency\": 0.5, \"bytes_efficiency\": 0.5,"          \
     " \"codelets\": {\"k\": {\"flops_efficiency\": 0.25}}}},\n"
 #define BASE_ACC                                                                        \
@@ -126,6 +127,7 @@ Test(platform, dgx_a100_holds_the_datasheet_numbers)
     const tsr_platform_device_t *g = &plat.device[TSR_DEVICE_CUDA];
     cr_expect_float_eq(g->peak_flops, 19.5e12, 1);
     cr_expect_float_eq(g->peak_flops_tf32, 156e12, 1);
+    cr_expect_float_eq(g->peak_flops_bf16, 312e12, 1);
     cr_expect_float_eq(g->mem_bandwidth, 2039e9, 1);
     cr_expect_float_eq(g->launch, 5e-6, 1e-12);
     cr_expect_eq(plat.mem.nacc, 8);
@@ -255,6 +257,12 @@ Test(platform, out_of_range_and_inconsistent, .init = make_tmpdir, .fini = remov
                 "\"devices\": {\"cpu\": {\"fp32_tflops\": 1, \"memory_bandwidth_gbs\": 100,"
                 " \"launch_us\": 0, \"flops_efficiency\": 1.5, \"bytes_efficiency\": 0.5}}}",
                 TSR_EINVAL, "devices.cpu.flops_efficiency: 1.5 is out of range");
+    /* tensor-core rates on a CPU */
+    expect_load(BASE_HEAD BASE_HOST
+                "\"devices\": {\"cpu\": {\"fp32_tflops\": 1, \"memory_bandwidth_gbs\": 100,"
+                " \"bf16_tflops\": 2, \"launch_us\": 0, \"flops_efficiency\": 1,"
+                " \"bytes_efficiency\": 0.5}}}",
+                TSR_EINVAL, "devices.cpu.bf16_tflops: only a CUDA device");
     /* a CUDA device without CUDA accelerators, and the reverse */
     expect_load(BASE_HEAD BASE_HOST BASE_DEVICES "\"accelerators\": []}", TSR_EINVAL,
                 "devices.cuda: no accelerator");
@@ -368,6 +376,18 @@ Test(platform, per_codelet_override_and_tf32, .init = make_tmpdir, .fini = remov
     t = tsr__platform_task_seconds(&plat, TSR_DEVICE_CUDA, &g, sizes, 1, NULL,
                                    TSR_CUDA_FP32_STRICT);
     cr_expect_float_eq(t, 5e-6 + 0.4, 1e-12);
+    /* the bf16 GEMM at the BF16 peak in either mode: 2e12 / (80e12 × 0.5) */
+    tsr_codelet_t gb = {.name = "gemm_bf16", .nbuffers = 1, .flops = fixed_flops,
+                        .bytes = fixed_bytes};
+    int modes[2] = {TSR_CUDA_FP32_TF32, TSR_CUDA_FP32_STRICT};
+    for (int i = 0; i < 2; i++) {
+        t = tsr__platform_task_seconds(&plat, TSR_DEVICE_CUDA, &gb, sizes, 1, NULL, modes[i]);
+        cr_expect_float_eq(t, 5e-6 + 0.05, 1e-12, "mode %d: %.9f s", modes[i], t);
+    }
+    /* …and on a CPU at its own peak, as any codelet: 4 s */
+    t = tsr__platform_task_seconds(&plat, TSR_DEVICE_CPU, &gb, sizes, 1, NULL,
+                                   TSR_CUDA_FP32_TF32);
+    cr_expect_float_eq(t, 4.0, 1e-9);
 }
 
 /* ---- the nn codelets' estimates ---------------------------------------------------- */
@@ -571,6 +591,8 @@ Test(platform, rates_below_their_floor, .init = make_tmpdir, .fini = remove_tmpd
          "devices.cpu.fp32_tflops: 1e-300 is out of range"},
         {"\"tf32_tflops\": 40,", "\"tf32_tflops\": 1e-7,",
          "devices.cuda.tf32_tflops: 1e-07 is out of range"},
+        {"\"bf16_tflops\": 80,", "\"bf16_tflops\": 1e-7,",
+         "devices.cuda.bf16_tflops: 1e-07 is out of range"},
         {"\"memory_bandwidth_gbs\": 100,", "\"memory_bandwidth_gbs\": 1e-300,",
          "devices.cpu.memory_bandwidth_gbs: 1e-300 is out of range"},
         {"\"bandwidth_gbs\": 25,", "\"bandwidth_gbs\": 1e-300,",
