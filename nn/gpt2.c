@@ -77,7 +77,7 @@ float tsr_lr_schedule(int step, int warmup, int total, float max_lr, float min_l
 static int resolve_tiles(tsr_gpt2_config_t *c, int batch, int seq_len)
 {
     tsr__tiling_t t = {c->tile_tokens, c->tile_vocab, c->tile_hidden};
-    TSR_TRY(tsr__tiling_resolve(&t, "gpt2", c->channels, 4 * c->channels, c->vocab_size, batch,
+    TSR_TRY(tsr__tiling_resolve(&t, "gpt2", c->channels, 4LL * c->channels, c->vocab_size, batch,
                             seq_len));
     c->tile_tokens = t.tokens;
     c->tile_vocab = t.vocab;

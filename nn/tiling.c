@@ -1,6 +1,7 @@
 /* nn/tiling.c — the default tile sizes of a decoder (nn/tiling.h). */
 #include "nn/tiling.h"
 
+#include <limits.h>
 #include <stdint.h>
 
 #include <tessera/tessera.h>
@@ -66,7 +67,7 @@ static void resolve_gpu_tiles(tsr__tiling_t *c, long long C, long long F, int vo
         c->tokens = largest_token_tile((int)(most > 0 ? most : 1), batch, seq_len);
     }
     long long tt = c->tokens;
-    if (c->hidden <= 0 && F * tt * 4 <= TILE_BYTES)
+    if (c->hidden <= 0 && F <= INT_MAX && F * tt * 4 <= TILE_BYTES)
         c->hidden = (int)F;
     if (c->vocab <= 0) {
         long long v = vocab < VOCAB_ROWS ? vocab : VOCAB_ROWS;
@@ -87,7 +88,7 @@ static void resolve_gpu_tiles(tsr__tiling_t *c, long long C, long long F, int vo
  * so the narrower tiles cost no GEMM speed; below 64 the per-task cost and
  * the short sums of the weight gradients would. Vocabulary tiles of 1024
  * rows; MLP tiles of C rows (GPT-2's 4C in 4 tiles). */
-int tsr__tiling_resolve(tsr__tiling_t *c, const char *model, int channels, int hidden_rows,
+int tsr__tiling_resolve(tsr__tiling_t *c, const char *model, int channels, long long hidden_rows,
                         int vocab, int batch, int seq_len)
 {
     enum { TOKENS = 256, MIN_TOKENS = 64 };

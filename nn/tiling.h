@@ -20,7 +20,7 @@ typedef struct tsr__tiling {
  * stream's rows), `hidden_rows` (4C for GPT-2, the intermediate size for
  * Llama) and `vocab`, over micro-batches of batch x seq_len tokens.
  * TSR_EINVAL (prefixed by `model`) when the token tile fits neither rule. */
-int tsr__tiling_resolve(tsr__tiling_t *t, const char *model, int channels, int hidden_rows,
+int tsr__tiling_resolve(tsr__tiling_t *t, const char *model, int channels, long long hidden_rows,
                         int vocab, int batch, int seq_len);
 
 #endif

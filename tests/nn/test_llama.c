@@ -531,6 +531,29 @@ Test(llama, misuse_is_refused)
     OK(tsr_llama_free(m));
     cr_expect_eq(tsr_llama_free(m), TSR_EINVAL);
     cr_expect_eq(tsr_llama_forward(m, tok, NULL, NULL), TSR_EINVAL);
+    /* sizes at the config's limits: refused or made, never an overflow
+     * (UBSan in the ASan build) or a crash */
+    struct {
+        int hidden, inter, layers, heads, kv, head_dim, vocab, seq;
+    } big[] = {{1 << 20, 1 << 20, 1, 1, 1, 0, 64, 8},
+               {4096, 1 << 20, 4096, 32, 8, 128, 1 << 24, 8},
+               {1 << 20, 64, 2, 4096, 4096, 256, 64, 8},
+               {64, 64, 1, 4, 2, 16, 64, 1 << 24}};
+    for (size_t i = 0; i < sizeof big / sizeof *big; i++) {
+        tsr_llama_config_t b = cfg;
+        b.hidden = big[i].hidden, b.intermediate = big[i].inter, b.layers = big[i].layers;
+        b.heads = big[i].heads, b.kv_heads = big[i].kv, b.head_dim = big[i].head_dim;
+        b.vocab_size = big[i].vocab;
+        b.max_positions = big[i].seq;
+        tsr_llama_t *x = NULL;
+        int rc = tsr_llama_create(&x, &b, 64, big[i].seq);
+        cr_expect(rc == TSR_OK || rc == TSR_EINVAL || rc == TSR_ENOMEM, "case %zu: %d (%s)", i,
+                  rc, tsr_error_message());
+        if (rc == TSR_OK)
+            OK(tsr_llama_free(x));
+        else
+            cr_expect_null(x);
+    }
     rt_stop();
 }
 
