@@ -19,6 +19,7 @@
 
 #include "nn/io/safetensors.h"
 #include "tests/kernels/kt_util.h"
+#include "tests/nn/reference.h"
 
 #define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
 
@@ -37,58 +38,6 @@ static void rt_stop(void)
 }
 
 TestSuite(gpt2_reference, .init = rt_start, .fini = rt_stop, .timeout = 600);
-
-static const char *env_or(const char *name, const char *dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : dflt;
-}
-
-/* Which reference to compare with. TESSERA_REFERENCE=committed: the
- * committed outputs; =torch: run PyTorch (the test fails without it);
- * unset or =auto: PyTorch where /usr/bin/python3 has it, else the committed
- * outputs (a new machine has no torch, and that is not a failure). */
-static int have_torch(void)
-{
-    const char *mode = getenv("TESSERA_REFERENCE");
-    if (mode && !strcmp(mode, "committed"))
-        return 0;
-    int found = system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
-    if (mode && !strcmp(mode, "torch"))
-        cr_assert(found, "TESSERA_REFERENCE=torch, but /usr/bin/python3 cannot import torch");
-    else if (mode && *mode && strcmp(mode, "auto"))
-        cr_assert(0, "TESSERA_REFERENCE=%s: expected committed, torch or auto", mode);
-    return found;
-}
-
-static float *read_f32(tsr__st_reader_t *r, const char *name, size_t *n)
-{
-    const tsr__st_tensor_t *t = tsr__st_find(r, name);
-    cr_assert_not_null(t, "reference file lacks %s", name);
-    *n = (size_t)t->numel;
-    float *x = malloc((*n ? *n : 1) * sizeof *x);
-    cr_assert_not_null(x);
-    OK(tsr__st_read_f32(r, t, x, *n));
-    return x;
-}
-
-static double meta_num(tsr__st_reader_t *r, const char *key)
-{
-    const char *v = tsr__st_metadata(r, key);
-    cr_assert_not_null(v, "reference metadata lacks %s", key);
-    return strtod(v, NULL);
-}
-
-/* Elements outside atol_frac * max(max|want|, floor_abs / atol_frac) + rtol |want|:
- * an absolute tolerance scaled to the tensor, with an absolute floor. */
-static size_t count_bad(const char *what, const float *got, const float *want, size_t n,
-                        double atol_frac, double rtol, double floor_abs)
-{
-    double mx = floor_abs / atol_frac;
-    for (size_t i = 0; i < n; i++)
-        mx = fmax(mx, fabs(want[i]));
-    return kt_count_bad_f(what, got, want, n, atol_frac * mx, rtol);
-}
 
 /* Our logits of the last forward as [B, T, V]. */
 static float *our_logits(tsr_gpt2_t *m, int B, int T, int V)

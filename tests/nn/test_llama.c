@@ -24,6 +24,7 @@
 
 #include "nn/io/safetensors.h"
 #include "tests/kernels/kt_util.h"
+#include "tests/nn/reference.h"
 
 #define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
 
@@ -39,51 +40,6 @@ static void rt_start(void)
 static void rt_stop(void)
 {
     tsr_shutdown();
-}
-
-static const char *env_or(const char *name, const char *dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : dflt;
-}
-
-static int have_torch(void)
-{
-    const char *mode = getenv("TESSERA_REFERENCE");
-    if (mode && !strcmp(mode, "committed"))
-        return 0;
-    int found = system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
-    if (mode && !strcmp(mode, "torch"))
-        cr_assert(found, "TESSERA_REFERENCE=torch, but /usr/bin/python3 cannot import torch");
-    return found;
-}
-
-static float *read_f32(tsr__st_reader_t *r, const char *name, size_t *n)
-{
-    const tsr__st_tensor_t *t = tsr__st_find(r, name);
-    cr_assert_not_null(t, "reference file lacks %s", name);
-    *n = (size_t)t->numel;
-    float *x = malloc((*n ? *n : 1) * sizeof *x);
-    cr_assert_not_null(x);
-    OK(tsr__st_read_f32(r, t, x, *n));
-    return x;
-}
-
-static double meta_num(tsr__st_reader_t *r, const char *key)
-{
-    const char *v = tsr__st_metadata(r, key);
-    cr_assert_not_null(v, "reference metadata lacks %s", key);
-    return strtod(v, NULL);
-}
-
-/* Elements outside atol_frac * max|want| + rtol |want| */
-static size_t count_bad(const char *what, const float *got, const float *want, size_t n,
-                        double atol_frac, double rtol)
-{
-    double mx = 1e-30;
-    for (size_t i = 0; i < n; i++)
-        mx = fmax(mx, fabs(want[i]));
-    return kt_count_bad_f(what, got, want, n, atol_frac * mx, rtol);
 }
 
 static float *our_logits(tsr_llama_t *m, int B, int T, int V)
@@ -177,7 +133,7 @@ static void check_variant(const char *variant, int tiles, int recompute, int ste
     float *z = our_logits(m, f.B, f.T, V);
     want = read_f32(f.ref, "logits", &n);
     cr_assert_eq(n, (size_t)f.B * f.T * V);
-    cr_expect_eq(count_bad("logits", z, want, n, 1e-5, 1e-5), 0, "%s: logits differ", variant);
+    cr_expect_eq(count_bad("logits", z, want, n, 1e-5, 1e-5, 0), 0, "%s: logits differ", variant);
     free(z);
     free(want);
     OK(tsr_llama_backward(m, 1.0f));
@@ -189,7 +145,7 @@ static void check_variant(const char *variant, int tiles, int recompute, int ste
         size_t nr;
         float *ours = part(m, name, TSR_GPT2_GRAD, &n), *g = read_f32(f.ref, key, &nr);
         cr_assert_eq(n, nr, "%s: %zu elements, reference %zu", key, n, nr);
-        bad += count_bad(key, ours, g, n, 1e-5, 1e-5);
+        bad += count_bad(key, ours, g, n, 1e-5, 1e-5, 0);
         free(ours);
         free(g);
     }
@@ -395,7 +351,7 @@ Test(llama, checkpoints_round_trip_and_load_in_the_reference)
         size_t n;
         float *want = read_f32(lr, "logits", &n);
         cr_assert_eq(n, nz);
-        cr_expect_eq(count_bad("logits of our checkpoint", z, want, n, 1e-5, 1e-5), 0,
+        cr_expect_eq(count_bad("logits of our checkpoint", z, want, n, 1e-5, 1e-5, 0), 0,
                      "the reference computes other logits from our checkpoint");
         free(want);
         tsr__st_close(lr);
