@@ -49,6 +49,7 @@
 #include <tessera/llama.h>
 
 #include "bench/bench_util.h"
+#include "bench/generate_util.h"
 #include "bench/read_bandwidth.h"
 
 typedef struct options {
@@ -144,47 +145,10 @@ static double peer_tps(const options_t *o, int b, const char *dtype, int have_we
              c->intermediate, c->vocab_size, c->max_positions, c->head_dim,
              c->tie_embeddings, c->rope_theta, scaling, c->rms_norm_eps,
              (unsigned long long)o->seed, b, o->prompt, o->nnew, o->threads, dtype, weights);
-    fflush(stdout);
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return -1;
-    char line[4096];
-    double tps = -1;
-    while (fgets(line, sizeof line, f)) {
-        const char *k = strstr(line, "\"tokens_per_s\": ");
-        if (k)
-            tps = strtod(k + 16, NULL);
-        else if (!strstr(line, "\"bench\""))
-            fputs(line, stdout);
-        fflush(stdout);
-    }
-    if (pclose(f) != 0)
-        return -1;
-    return tps;
+    return bench_peer_tokens_per_s(cmd);
 }
 
 /* ---- Tessera --------------------------------------------------------------------- */
-
-/* LCG ids as the reference's tokens(): B rows of `len` ids. */
-static void lcg_tokens(int B, int len, int vocab, uint64_t seed, int32_t *out)
-{
-    uint64_t x = seed;
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < len + 1; t++) {
-            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-            if (t < len)
-                out[(size_t)b * len + t] = (int32_t)((x >> 33) % (uint64_t)vocab);
-        }
-}
-
-static int argmax(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
 
 typedef struct result {
     double prefill_s, decode_s, tps;
@@ -200,7 +164,7 @@ static int run_batch(tsr_llama_t *m, const options_t *o, int B, result_t *r)
     int status = 1;
     if (!prompts || !tok || !logits)
         goto out;
-    lcg_tokens(B, o->prompt, V, 1234, prompts);
+    bench_lcg_tokens(B, o->prompt, V, 1234, prompts);
     if (failed(tsr_llama_gen_create(&g, m, B, o->prompt + o->nnew + 1), "gen_create"))
         goto out;
     /* warm-up: a short prefill and a step (first-touch of the tiles), then
@@ -219,14 +183,14 @@ static int run_batch(tsr_llama_t *m, const options_t *o, int B, result_t *r)
         if (failed(tsr_llama_gen_prefill(g, b, prompts + (size_t)b * o->prompt, o->prompt,
                                          logits + (size_t)b * V), "prefill"))
             goto out;
-        tok[b] = argmax(logits + (size_t)b * V, V);
+        tok[b] = bench_argmax(logits + (size_t)b * V, V);
     }
     double t1 = bench_now();
     for (int s = 0; s < o->nnew; s++) {
         if (failed(tsr_llama_gen_step(g, tok, logits), "step"))
             goto out;
         for (int b = 0; b < B; b++)
-            tok[b] = argmax(logits + (size_t)b * V, V);
+            tok[b] = bench_argmax(logits + (size_t)b * V, V);
     }
     double t2 = bench_now();
     r->prefill_s = t1 - t0;
