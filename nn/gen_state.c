@@ -148,7 +148,8 @@ static int check_ids(const tsr__gen_t *g, const int32_t *ids, int n, const char 
     return TSR_OK;
 }
 
-int tsr__gen_prefill(const char *prefix, tsr__gen_t *g, int slot, const int32_t *tokens, int n, float *logits)
+int tsr__gen_prefill(const char *prefix, tsr__gen_t *g, int slot, const int32_t *tokens, int n,
+                     float *logits)
 {
     char fn[64];
     snprintf(fn, sizeof fn, "%s_prefill", prefix);

@@ -256,7 +256,8 @@ static int make_acts(tsr_gpt2_t *m)
     const char *f = "layers, channels, batch x seq_len, tile_tokens";
 #define A(t, rows, trows) TSR_TRY(tensor(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
 #define G(t, rows, trows) TSR_TRY(gemm_input(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
-#define B16(t, rows, trows) TSR_TRY(tensor_of(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens, 1));
+#define B16(t, rows, trows)                                                             \
+    TSR_TRY(tensor_of(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens, 1));
     for (int l = 0; l < c->layers; l++) {
         layer_acts_t dry_la, *a = m->build.dry ? &dry_la : &m->la[l];
         A(a->x, C, C)
@@ -573,12 +574,13 @@ static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_ten
                                                                   /* (C, N) */
     TSR_TRY(TSR_DROP_IF(discard, &a->ln2_mean, &a->ln2_rstd));
     if (bf16(m)) { /* fch fp32, fcg bf16 */
-        TSR_TRY(tsr__op_linear_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, 0.0f, &a->fch)); /* (4C, N) */
+        TSR_TRY(tsr__op_linear_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, 0.0f, &a->fch));
+                                                                              /* (4C, N) */
         TSR_TRY(TSR_DROP_IF(discard, &a->ln2));
-        TSR_TRY(tsr__op_gelu_fwd_bf16(&a->fch, &a->fcg, m->scratch));                   /* (4C, N) */
+        TSR_TRY(tsr__op_gelu_fwd_bf16(&a->fch, &a->fcg, m->scratch));                  /* (4C, N) */
     } else { /* fch = W_fc ln2 + b_fc and fcg = gelu(fch), one task per tile */
         TSR_TRY(tsr__op_linear_gelu_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, &a->fch, &a->fcg));
-        TSR_TRY(TSR_DROP_IF(discard, &a->ln2));                                               /* (4C, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->ln2));                                        /* (4C, N) */
     }
     TSR_TRY(TSR_DROP_IF(discard, &a->fch));
     if (!x_out)
@@ -604,7 +606,8 @@ int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *target
     for (int l = 0; l < L; l++)
         TSR_TRY(block_forward(m, l, &m->la[l].x, l + 1 < L ? &m->la[l + 1].x : &m->xL,
                           !m->cfg.recompute));
-    TSR_TRY(ln_fwd(m, &m->xL, m->lnf_w, m->lnf_b, &m->lnf, &m->lnf_mean, &m->lnf_rstd)); /* (C, N) */
+    TSR_TRY(ln_fwd(m, &m->xL, m->lnf_w, m->lnf_b, &m->lnf, &m->lnf_mean, &m->lnf_rstd));
+                                                                             /* (C, N) */
     /* the head is tied to the token embedding: logits = wte^T lnf (fp32) */
     TSR_TRY(tsr__op_gemm(OP_T, OP_N, 1.0f, wmat(m->wte), &m->lnf, 0.0f, &m->logits, TSR_RW));
                                                                              /* (V, N) */
@@ -660,12 +663,12 @@ static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
     /* (bf16: d16 = bf16(d), written by the LayerNorm backward that made d) */
     if (bf16(m)) {
         TSR_TRY(linear_bwd(m, p->fcproj_w, p->fcproj_b, &a->fcg, d, &m->d16, &m->dfc));
-        TSR_TRY(TSR_DROP(&a->fcg, &m->d16));                                         /* dfc (4C, N) */
+        TSR_TRY(TSR_DROP(&a->fcg, &m->d16));                                       /* dfc (4C, N) */
         TSR_TRY(tsr__op_gelu_bwd_bf16(&a->fch, &m->dfc, &m->dfc16));             /* (4C, N) */
     } else { /* dfc = gelu'(fch) W_fp^T d and the fc bias gradient, one task per tile */
         TSR_TRY(tsr__op_linear_gelu_bwd(&p->fcproj_w->p, &a->fcg, d, &a->fch, &m->dfc,
                                     &p->fcproj_w->g, &p->fcproj_b->g, &p->fc_b->g));
-        TSR_TRY(TSR_DROP(&a->fcg));                                                  /* dfc (4C, N) */
+        TSR_TRY(TSR_DROP(&a->fcg));                                                /* dfc (4C, N) */
     }
     TSR_TRY(TSR_DROP(&a->fch));
     TSR_TRY(linear_bwd(m, p->fc_w, bf16(m) ? p->fc_b : NULL, &a->ln2, &m->dfc, &m->dfc16,
@@ -680,8 +683,8 @@ static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
                                                                /* dyb (C, N) tiles (C, tt) */
     if (bf16(m)) /* in fp32, yb is the attention output the backward reads */
         TSR_TRY(TSR_DROP(&a->yb, &m->d16));
-    TSR_TRY(tsr__op_attention_bwd(&a->qkv, H, T, bf16(m), att_out(m, a), &m->dyb, &a->att_lse, &m->att_D,
-                              &m->dqkvb));                     /* (3C, N) tiles (C, tt) */
+    TSR_TRY(tsr__op_attention_bwd(&a->qkv, H, T, bf16(m), att_out(m, a), &m->dyb, &a->att_lse,
+                                  &m->att_D, &m->dqkvb));      /* (3C, N) tiles (C, tt) */
     TSR_TRY(TSR_DROP(att_out(m, a), &a->att_lse, &a->qkv, &m->dyb, &m->att_D));
     if (bf16(m)) /* the bias gradient reads dqkvb, the products its bf16 copy */
         TSR_TRY(tsr__op_convert(&m->dqkvb, &m->dqkvb16));
@@ -725,7 +728,8 @@ int tsr_gpt2_backward(tsr_gpt2_t *m, float scale)
     TSR_TRY(TSR_DROP(&m->xL, &m->lnf_mean, &m->lnf_rstd));
     for (int l = m->cfg.layers - 1; l >= 0; l--)
         TSR_TRY(block_backward(m, l, &m->la[l].x));
-    TSR_TRY(tsr__op_embed_bwd(&m->tokens, &m->d, m->T, &m->wte->g, &m->wpe->g)); /* (C, V), (C, ctx) */
+    TSR_TRY(tsr__op_embed_bwd(&m->tokens, &m->d, m->T, &m->wte->g, &m->wpe->g));
+                                                                 /* (C, V), (C, ctx) */
     return TSR_DROP(&m->d, &m->targets);
 }
 

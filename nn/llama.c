@@ -231,8 +231,8 @@ static int make_params(tsr_llama_t *m)
         if (!m->lp || !m->names)
             return tsr__fail(TSR_ENOMEM, "llama: no memory for the parameter table");
     }
-    TSR_TRY(add_param(m, &m->embed, "model.embed_tokens.weight", "vocab_size, hidden, tile_vocab", C,
-                  V, C, tv, 1));
+    TSR_TRY(add_param(m, &m->embed, "model.embed_tokens.weight", "vocab_size, hidden, tile_vocab",
+                      C, V, C, tv, 1));
     const char *f = "layers, hidden, heads, intermediate, tile_hidden";
     char n[96];
     for (int l = 0; l < L; l++) {
@@ -627,7 +627,7 @@ static int block_forward(tsr_llama_t *m, int l, const tsr_tensor_t *x_in, tsr_te
     TSR_TRY(TSR_DROP_IF(discard, &a->rstd1));
     TSR_TRY(proj_fwd(p->qkv, &a->ln1, 0.0f, &a->qkv));                             /* (Q, N) */
     TSR_TRY(TSR_DROP_IF(discard, &a->ln1));
-    TSR_TRY(tsr__op_rope_qk_fwd(&a->qkv, H, KV, m->D, T, 0, m->rope));             /* q, k rotated */
+    TSR_TRY(tsr__op_rope_qk_fwd(&a->qkv, H, KV, m->D, T, 0, m->rope));            /* q, k rotated */
     TSR_TRY(tsr__op_attention_gqa_fwd(&a->qkv, H, KV, T, bf16(m), &m->att_ms, &m->att_acc,
                                   att_out(m, a), &a->att_lse));        /* (Hq, N); (H, N) */
     TSR_TRY(TSR_DROP_IF(discard, &a->qkv, &a->att_lse));

@@ -53,7 +53,7 @@ struct tsr_llama {
     tsr_llama_config_t cfg;     /* tiles resolved */
     tsr__llama_config_t hf;     /* the config.json a save writes */
     int B, T, N;
-    int C, D, Hq, Hkv, Q, F;    /* hidden, head_dim, heads D, kv_heads D, Hq + 2 Hkv, intermediate */
+    int C, D, Hq, Hkv, Q, F;   /* hidden, head_dim, heads D, kv_heads D, Hq + 2 Hkv, intermediate */
     tsr__params_t params;
     tsr__trainer_t train;
     llama_name_t *names;

@@ -225,8 +225,8 @@ static int one_step(void *model, const int32_t *inputs, const int32_t *targets, 
 static int run_steps(tsr_gpt2_t *m, const options_t *o, const int32_t *inputs,
                      const int32_t *targets, result_t *r)
 {
-    return bench_train_steps("bench-gpt2-step", m, one_step, o->warmup, o->steps, (float)o->lr, inputs,
-                             targets, r);
+    return bench_train_steps("bench-gpt2-step", m, one_step, o->warmup, o->steps, (float)o->lr,
+                             inputs, targets, r);
 }
 
 static const char *precision_name(int precision)
