@@ -41,9 +41,9 @@ fi
 # The programs packed: the tools, the GPU check's benchmarks, the GPU suites.
 TOOLS="tessera-info tessera-sim tessera-train tessera-eval tessera-generate"
 BENCH="bench/kernels/tessera-bench-kernels bench/offload/tessera-bench-offload
-       bench/gpt2/bench-gpt2-step bench/gpt2/bench-gemm-ceiling"
+       bench/gpt2/bench-gpt2-step bench/gpt2/bench-gemm-ceiling bench/llama/bench-llama-step"
 SUITES="kernels_cuda memory_cuda memory_cuda_runtime memory_cuda_devdeps nn_ops nn_gpt2 nn_gpt2_reference
-        nn_gpt2_bf16 nn_gpt2_generate runtime_stress"
+        nn_gpt2_bf16 nn_gpt2_generate nn_llama nn_llama_generate runtime_stress"
 SHARE="tests/nn/fixtures platforms tools/gpt2_reference.py tools/safetensors_py.py
        bench/gpt2/torch_step.py"
 

@@ -319,6 +319,21 @@ suite suite-nn_gpt2_ref-gpu nn_gpt2_reference $GPU_ONLY TESSERA_LIMIT_CUDA_MEM=1
 suite suite-nn_gpt2_bf16-gpu nn_gpt2_bf16 $GPU_ONLY TESSERA_LIMIT_CUDA_MEM=1
 suite suite-nn_gpt2-gpu+cpu nn_gpt2 TESSERA_NCUDA=1 TESSERA_LIMIT_CUDA_MEM=1 TESSERA_CUDA_FP32=strict
 suite suite-nn_gpt2_gen-gpu nn_gpt2_generate $GPU_ONLY
+# Llama against its reference on the GPU alone, its tiles evicted every step
+# (the llama/ cases: the disk-tier case assumes no accelerator)
+suite suite-nn_llama-gpu nn_llama $GPU_ONLY TESSERA_LIMIT_CUDA_MEM=1 'CRITERION_TEST_PATTERN=llama/*'
+suite suite-nn_llama_gen-gpu nn_llama_generate $GPU_ONLY
+# a Llama step (the 125M shape of bench-llama: 12 layers, hidden 768, 4 of 12
+# K/V heads, intermediate 2048, vocabulary 32000) at 8 x 1024 in bf16
+run step-llama-bf16 110 env TESSERA_NCPU=-1 TESSERA_NCUDA=1 "$BIN/bench-llama-step" \
+    --batch 8 --seq 1024 --ctx 1024 --warmup 1 --steps 2 --precision bf16 --json-tag 125M-8x1024
+if [ "$STATUS" = pass ]; then
+    ltps=$(field tok_per_s "$OUTDIR/step-llama-bf16.log")
+    record step-llama-bf16 pass "$SECS" "$(field s_per_step "$OUTDIR/step-llama-bf16.log") s/step, $ltps tok/s, MFU $(mfu "$ltps" "$PEAK_BF16" "$(field params "$OUTDIR/step-llama-bf16.log")") of $PEAK_BF16 TFLOP/s" \
+        "\"s_per_step\":$(field s_per_step "$OUTDIR/step-llama-bf16.log"),\"tok_per_s\":$ltps"
+else
+    record step-llama-bf16 "$(verdict)" "$SECS" "see step-llama-bf16.log"
+fi
 
 # ---- kernels and offload benchmarks ----------------------------------------
 count_json() { local n; n=$(grep -c '^{' "$OUTDIR/$1.log" 2>/dev/null); echo "${n:-0}"; }
