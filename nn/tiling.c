@@ -67,7 +67,9 @@ static void resolve_gpu_tiles(tsr__tiling_t *c, long long C, long long F, int vo
         c->tokens = largest_token_tile((int)(most > 0 ? most : 1), batch, seq_len);
     }
     long long tt = c->tokens;
-    if (c->hidden <= 0 && F <= INT_MAX && F * tt * 4 <= TILE_BYTES)
+    /* one hidden tile: its (F, tt) activations under TILE_BYTES, and the
+     * MLP weights' (F, C) tiles within int elements (a tile's limit) */
+    if (c->hidden <= 0 && F <= INT_MAX && F * tt * 4 <= TILE_BYTES && F * C <= INT_MAX)
         c->hidden = (int)F;
     if (c->vocab <= 0) {
         long long v = vocab < VOCAB_ROWS ? vocab : VOCAB_ROWS;
