@@ -14,18 +14,6 @@
 
 static tsr__registry_t live = TSR__REGISTRY_INIT;
 
-int tsr__gen_register(tsr__gen_t *g)
-{
-    return tsr__registry_add(&live, g)
-               ? tsr__fail(TSR_ENOMEM, "%s_create: no memory for the registry", g->ops->prefix)
-               : TSR_OK;
-}
-
-int tsr__gen_unregister(tsr__gen_t *g)
-{
-    return tsr__registry_find(&live, g, 1);
-}
-
 int tsr__gen_live(const tsr__gen_t *g)
 {
     return g && tsr__registry_find(&live, g, 0);
@@ -39,9 +27,12 @@ int tsr__gen_check(const tsr__gen_t *g, const char *fn)
 
 /* ---- create, free ------------------------------------------------------------ */
 
-void tsr__gen_destroy(tsr__gen_t *g)
+/* Free a state that is not (or no longer) in the registry. */
+static void destroy(tsr__gen_t *g)
 {
     int same = g->runtime == tsr__runtime_instance();
+    if (g->ops->release)
+        g->ops->release(g, same);
     void (*fn)(tsr_tensor_t *) = same ? tsr__tensor_free : tsr__tensor_forget;
     /* the model may be gone already: the layer count is the state's own */
     if (g->kc)
@@ -61,14 +52,14 @@ void tsr__gen_destroy(tsr__gen_t *g)
     free(g->col_pos);
     free(g->col_slot);
     free(g->col_tab);
+    free(g);
 }
 
-int tsr__gen_init(tsr__gen_t *g, const tsr__gen_model_t *ops, void *model, int batch,
-                  int max_len, int max_ctx, int layers, int vocab, int kv_rows, int d)
+int tsr__gen_create(const tsr__gen_model_t *ops, void *model, int batch, int max_len,
+                    int max_ctx, int layers, int vocab, int kv_rows, int d, tsr__gen_t **out)
 {
     const char *p = ops->prefix;
-    g->ops = ops;
-    g->model = model;
+    *out = NULL;
     if (batch < 1 || batch > 4096)
         return tsr__fail(TSR_EINVAL, "%s_create: batch %d outside [1, 4096]", p, batch);
     if (max_len < 1 || max_len > max_ctx)
@@ -78,6 +69,11 @@ int tsr__gen_init(tsr__gen_t *g, const tsr__gen_model_t *ops, void *model, int b
         (long long)d * batch * max_len > (1LL << 31) - 1)
         return tsr__fail(TSR_EINVAL, "%s_create: batch %d x max_len %d positions make a "
                                      "cache tile of more than 2^31 elements", p, batch, max_len);
+    tsr__gen_t *g = calloc(1, ops->size);
+    if (!g)
+        return tsr__fail(TSR_ENOMEM, "%s_create: out of memory", p);
+    g->ops = ops;
+    g->model = model;
     g->runtime = tsr__runtime_instance();
     g->B = batch;
     g->maxlen = max_len;
@@ -103,9 +99,25 @@ int tsr__gen_init(tsr__gen_t *g, const tsr__gen_model_t *ops, void *model, int b
         if (!rc)
             rc = tsr__tensor_init(&g->vc[l], kv_rows, cols, d, cols);
     }
-    if (rc)
-        tsr__gen_destroy(g);
-    return rc;
+    if (!rc && tsr__registry_add(&live, g))
+        rc = tsr__fail(TSR_ENOMEM, "%s_create: no memory for the registry", p);
+    if (rc) {
+        destroy(g);
+        return rc;
+    }
+    *out = g;
+    return TSR_OK;
+}
+
+int tsr__gen_free(const char *prefix, tsr__gen_t *g)
+{
+    if (!g)
+        return TSR_OK;
+    if (!tsr__registry_find(&live, g, 1))
+        return tsr__fail(TSR_EINVAL, "%s_free: %p is not a live generation state (freed "
+                                     "already, or never created)", prefix, (void *)g);
+    destroy(g);
+    return TSR_OK;
 }
 
 int tsr__gen_length(const tsr__gen_t *g, int slot)

@@ -20,6 +20,11 @@ typedef struct tsr__gen tsr__gen_t;
 /* What a model family gives. */
 typedef struct tsr__gen_model {
     const char *prefix; /* "gpt2_gen", "llama_gen": the messages' prefix */
+    size_t size;        /* the family's state: a struct whose first member is
+                           the tsr__gen_t */
+    /* frees what the family's state adds (NULL: nothing), before the
+     * engine frees its own */
+    void (*release)(tsr__gen_t *g, int same_runtime);
     /* the model argument is live under the running runtime */
     int (*check)(const void *model, const char *fn);
     /* the activations of a call over n columns, k of which reach the
@@ -45,16 +50,17 @@ struct tsr__gen {
     int32_t *col_tok, *col_pos, *col_slot, *col_tab;
 };
 
-/* The caches (kv_rows rows, heads of d) and host arrays of a state of
- * `batch` slots of max_len positions over `layers` layers; max_ctx the
- * model's longest sequence. On failure everything made is freed. */
-int tsr__gen_init(tsr__gen_t *g, const tsr__gen_model_t *ops, void *model, int batch,
-                  int max_len, int max_ctx, int layers, int vocab, int kv_rows, int d);
-/* Free what init made (the tiles only under the runtime that made them). */
-void tsr__gen_destroy(tsr__gen_t *g);
-/* Add to / take out of the live states; find: whether g is live. */
-int tsr__gen_register(tsr__gen_t *g);
-int tsr__gen_unregister(tsr__gen_t *g);
+/* A live state of ops->size bytes (zeroed beyond the engine's part) on
+ * `model` (checked by the caller): the caches (kv_rows rows, heads of d)
+ * and host arrays of `batch` slots of max_len positions over `layers`
+ * layers; max_ctx the model's longest sequence. On failure nothing is
+ * left. */
+int tsr__gen_create(const tsr__gen_model_t *ops, void *model, int batch, int max_len,
+                    int max_ctx, int layers, int vocab, int kv_rows, int d, tsr__gen_t **out);
+/* Wait for its tasks and free it (the tiles only under the runtime that
+ * made them); NULL is TSR_OK, anything else not live TSR_EINVAL. */
+int tsr__gen_free(const char *prefix, tsr__gen_t *g);
+/* Whether g is a live state. */
 int tsr__gen_live(const tsr__gen_t *g);
 /* A state argument of a call that submits tasks: live, its model live and
  * under the running runtime. */

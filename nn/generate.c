@@ -120,20 +120,20 @@ static int gpt2_check(const void *model, const char *fn)
 
 static int run(tsr__gen_t *gen, void *set);
 
-static const tsr__gen_model_t gpt2_gen = {"gpt2_gen", gpt2_check, colset_make, colset_free, run,
+/* The bf16 copies: what GPT-2's state adds to the engine's */
+static void release(tsr__gen_t *gen, int same_runtime)
+{
+    tsr_gpt2_gen_t *g = (tsr_gpt2_gen_t *)gen;
+    for (int i = 0; g->wb && i < 4 * gen->layers + 1; i++)
+        (same_runtime ? tsr__tensor_free : tsr__tensor_forget)(&g->wb[i]);
+    free(g->wb);
+}
+
+static const tsr__gen_model_t gpt2_gen = {"gpt2_gen",  sizeof(tsr_gpt2_gen_t), release,
+                                          gpt2_check,  colset_make, colset_free, run,
                                           colset_logits};
 
 /* ---- create, free ------------------------------------------------------------ */
-
-static void destroy(tsr_gpt2_gen_t *g)
-{
-    int same = g->g.runtime == tsr__runtime_instance();
-    for (int i = 0; g->wb && i < 4 * g->g.layers + 1; i++)
-        (same ? tsr__tensor_free : tsr__tensor_forget)(&g->wb[i]);
-    free(g->wb);
-    tsr__gen_destroy(&g->g);
-    free(g);
-}
 
 int tsr_gpt2_gen_create(tsr_gpt2_gen_t **out, tsr_gpt2_t *model, int batch, int max_len)
 {
@@ -143,32 +143,16 @@ int tsr_gpt2_gen_create(tsr_gpt2_gen_t **out, tsr_gpt2_t *model, int batch, int 
         return tsr__fail(TSR_EINVAL, "gpt2_gen_create: out is NULL");
     TSR_TRY(tsr__gpt2_check(model, "gpt2_gen_create"));
     const tsr_gpt2_config_t *c = &model->cfg;
-    tsr_gpt2_gen_t *g = calloc(1, sizeof *g);
-    if (!g)
-        return tsr__fail(TSR_ENOMEM, "gpt2_gen_create: out of memory");
-    int rc = tsr__gen_init(&g->g, &gpt2_gen, model, batch, max_len, c->context, c->layers,
-                           c->vocab_size, c->channels, model->hd);
-    if (rc) {
-        free(g);
-        return rc;
-    }
-    if ((rc = tsr__gen_register(&g->g))) {
-        destroy(g);
-        return rc;
-    }
-    *out = g;
+    tsr__gen_t *g;
+    TSR_TRY(tsr__gen_create(&gpt2_gen, model, batch, max_len, c->context, c->layers,
+                            c->vocab_size, c->channels, model->hd, &g));
+    *out = (tsr_gpt2_gen_t *)g; /* the engine's state is its first member */
     return TSR_OK;
 }
 
 int tsr_gpt2_gen_free(tsr_gpt2_gen_t *g)
 {
-    if (!g)
-        return TSR_OK;
-    if (!tsr__gen_unregister(&g->g))
-        return tsr__fail(TSR_EINVAL, "gpt2_gen_free: %p is not a live generation state (freed "
-                                     "already, or never created)", (void *)g);
-    destroy(g);
-    return TSR_OK;
+    return tsr__gen_free("gpt2_gen", g ? &g->g : NULL);
 }
 
 int tsr_gpt2_gen_length(const tsr_gpt2_gen_t *g, int slot)

@@ -143,14 +143,9 @@ static int run(tsr__gen_t *gen, void *set)
     return proj(m->head, &s->lnf, 0.0f, &s->logits);                              /* (V, k) */
 }
 
-static const tsr__gen_model_t llama_gen = {"llama_gen", llama_check, lcols_make, lcols_free,
-                                           run, lcols_logits};
-
-static void destroy(tsr_llama_gen_t *g)
-{
-    tsr__gen_destroy(&g->g);
-    free(g);
-}
+static const tsr__gen_model_t llama_gen = {"llama_gen", sizeof(tsr_llama_gen_t), NULL,
+                                           llama_check, lcols_make, lcols_free, run,
+                                           lcols_logits};
 
 int tsr_llama_gen_create(tsr_llama_gen_t **out, tsr_llama_t *model, int batch, int max_len)
 {
@@ -159,33 +154,17 @@ int tsr_llama_gen_create(tsr_llama_gen_t **out, tsr_llama_t *model, int batch, i
     if (!out)
         return tsr__fail(TSR_EINVAL, "llama_gen_create: out is NULL");
     TSR_TRY(tsr__llama_check(model, "llama_gen_create"));
-    tsr_llama_gen_t *g = calloc(1, sizeof *g);
-    if (!g)
-        return tsr__fail(TSR_ENOMEM, "llama_gen_create: out of memory");
     const tsr_llama_config_t *c = &model->cfg;
-    int rc = tsr__gen_init(&g->g, &llama_gen, model, batch, max_len, c->max_positions,
-                           c->layers, c->vocab_size, model->Hkv, model->D);
-    if (rc) {
-        free(g);
-        return rc;
-    }
-    if ((rc = tsr__gen_register(&g->g))) {
-        destroy(g);
-        return rc;
-    }
-    *out = g;
+    tsr__gen_t *g;
+    TSR_TRY(tsr__gen_create(&llama_gen, model, batch, max_len, c->max_positions, c->layers,
+                            c->vocab_size, model->Hkv, model->D, &g));
+    *out = (tsr_llama_gen_t *)g; /* the engine's state is its first member */
     return TSR_OK;
 }
 
 int tsr_llama_gen_free(tsr_llama_gen_t *g)
 {
-    if (!g)
-        return TSR_OK;
-    if (!tsr__gen_unregister(&g->g))
-        return tsr__fail(TSR_EINVAL, "llama_gen_free: %p is not a live generation state (freed "
-                                     "already, or never created)", (void *)g);
-    destroy(g);
-    return TSR_OK;
+    return tsr__gen_free("llama_gen", g ? &g->g : NULL);
 }
 
 int tsr_llama_gen_prefill(tsr_llama_gen_t *g, int slot, const int32_t *tokens, int n,
