@@ -626,23 +626,14 @@ int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *target
 int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss)
 {
     TSR_TRY(model_check(m, "gpt2_loss"));
-    if (!loss)
-        return tsr__fail(TSR_EINVAL, "gpt2_loss: loss is NULL");
-    if (!m->have_loss)
-        return tsr__fail(TSR_ESTATE, "gpt2_loss: no forward with targets yet");
-    return tsr__trainer_loss(&m->train, &m->ce_loss, loss);
+    return tsr__trainer_loss(&m->train, "gpt2_loss", m->have_loss, &m->ce_loss, loss);
 }
 
 int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out)
 {
     TSR_TRY(model_check(m, "gpt2_logits"));
-    if (!out || b < 0 || b >= m->B || t < 0 || t >= m->T)
-        return tsr__fail(TSR_EINVAL, "gpt2_logits: position (%d, %d) outside (%d, %d), or out "
-                                     "is NULL", b, t, m->B, m->T);
-    if (!m->have_logits)
-        return tsr__fail(TSR_ESTATE, "gpt2_logits: no forward has run since the model was "
-                                     "made or the last backward (which consumes the logits)");
-    return tsr__tensor_read_column(&m->logits, b * m->T + t, out);
+    return tsr__trainer_logits("gpt2_logits", &m->logits, m->have_logits, m->B, m->T, b, t,
+                               out);
 }
 
 /* ---- backward ------------------------------------------------------------- */

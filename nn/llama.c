@@ -684,23 +684,14 @@ int tsr_llama_forward(tsr_llama_t *m, const int32_t *tokens, const int32_t *targ
 int tsr_llama_loss(tsr_llama_t *m, float *loss)
 {
     TSR_TRY(model_check(m, "llama_loss"));
-    if (!loss)
-        return tsr__fail(TSR_EINVAL, "llama_loss: loss is NULL");
-    if (!m->have_loss)
-        return tsr__fail(TSR_ESTATE, "llama_loss: no forward with targets yet");
-    return tsr__trainer_loss(&m->train, &m->ce_loss, loss);
+    return tsr__trainer_loss(&m->train, "llama_loss", m->have_loss, &m->ce_loss, loss);
 }
 
 int tsr_llama_logits(tsr_llama_t *m, int b, int t, float *out)
 {
     TSR_TRY(model_check(m, "llama_logits"));
-    if (!out || b < 0 || b >= m->B || t < 0 || t >= m->T)
-        return tsr__fail(TSR_EINVAL, "llama_logits: position (%d, %d) outside (%d, %d), or "
-                                     "out is NULL", b, t, m->B, m->T);
-    if (!m->have_logits)
-        return tsr__fail(TSR_ESTATE, "llama_logits: no forward has run since the model was "
-                                     "made or the last backward (which consumes the logits)");
-    return tsr__tensor_read_column(&m->logits, b * m->T + t, out);
+    return tsr__trainer_logits("llama_logits", &m->logits, m->have_logits, m->B, m->T, b, t,
+                               out);
 }
 
 /* One layer backward; m->d holds dL/dx_out on entry (and d16 its bf16 copy

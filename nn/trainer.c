@@ -141,8 +141,25 @@ int tsr__trainer_mean_loss(tsr__trainer_t *tr, double sum, float *loss)
     return TSR_OK;
 }
 
-int tsr__trainer_loss(tsr__trainer_t *tr, const tsr_tensor_t *ce_loss, float *loss)
+int tsr__trainer_logits(const char *fn, const tsr_tensor_t *logits, int have_logits, int B,
+                        int T, int b, int t, float *out)
 {
+    if (!out || b < 0 || b >= B || t < 0 || t >= T)
+        return tsr__fail(TSR_EINVAL, "%s: position (%d, %d) outside (%d, %d), or out is NULL",
+                         fn, b, t, B, T);
+    if (!have_logits)
+        return tsr__fail(TSR_ESTATE, "%s: no forward has run since the model was made or the "
+                                     "last backward (which consumes the logits)", fn);
+    return tsr__tensor_read_column(logits, b * T + t, out);
+}
+
+int tsr__trainer_loss(tsr__trainer_t *tr, const char *fn, int have_loss,
+                      const tsr_tensor_t *ce_loss, float *loss)
+{
+    if (!loss)
+        return tsr__fail(TSR_EINVAL, "%s: loss is NULL", fn);
+    if (!have_loss)
+        return tsr__fail(TSR_ESTATE, "%s: no forward with targets yet", fn);
     size_t n = tsr__tensor_numel(ce_loss);
     float *buf = malloc(n * sizeof *buf);
     if (!buf)

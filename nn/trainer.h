@@ -57,8 +57,15 @@ int tsr__trainer_targets(tsr__trainer_t *tr, int ntargets);
  * (a collective with data parallelism). */
 int tsr__trainer_mean_loss(tsr__trainer_t *tr, double sum, float *loss);
 /* The mean loss of the last forward from its per-token losses ce_loss (1, N)
- * (read from the host: 0 in a simulated run, whose host reads are zeros). */
-int tsr__trainer_loss(tsr__trainer_t *tr, const tsr_tensor_t *ce_loss, float *loss);
+ * (read from the host: 0 in a simulated run, whose host reads are zeros);
+ * have_loss: that forward had targets. `fn` names the caller. */
+int tsr__trainer_loss(tsr__trainer_t *tr, const char *fn, int have_loss,
+                      const tsr_tensor_t *ce_loss, float *loss);
+/* The last forward's logits of position t of sequence b into out: column
+ * b T + t of logits (V, B T); have_logits: a forward made them and no
+ * backward consumed them since. */
+int tsr__trainer_logits(const char *fn, const tsr_tensor_t *logits, int have_logits, int B,
+                        int T, int b, int t, float *out);
 /* Backward's gradient scale: scale / the combined target count (0 without
  * targets). */
 int tsr__trainer_grad_scale(tsr__trainer_t *tr, float scale, float *dscale);
