@@ -60,11 +60,34 @@ static int zero_owners(tsr__trainer_t *tr)
     return TSR_OK;
 }
 
+/* Where the training state lives (docs/placement.md). Each parameter
+ * tile's gradient and bf16 copy share its home (the GEMMs that read the
+ * one write the other), and its two moments share one; with the
+ * optimizer on the host, the moments' home is the host, so the AdamW task
+ * (p, g, m, v: two tiles homed each side) runs on a CPU worker, where the
+ * moments never cross PCIe. */
+static int place_state(tsr__trainer_t *tr)
+{
+    tsr__params_t *ps = tr->params;
+    for (int k = 0; k < ps->n; k++) {
+        param_t *p = &ps->p[k];
+        size_t n = (size_t)p->p.grid_rows * p->p.grid_cols;
+        for (size_t i = 0; i < n; i++) {
+            TSR_TRY(tsr_handle_share_home(p->g.tiles[i], p->p.tiles[i]));
+            if (p->pb.tiles)
+                TSR_TRY(tsr_handle_share_home(p->pb.tiles[i], p->p.tiles[i]));
+            TSR_TRY(tsr_handle_share_home(p->v.tiles[i], p->m.tiles[i]));
+        }
+    }
+    return TSR_OK;
+}
+
 int tsr__trainer_init(tsr__trainer_t *tr, tsr__params_t *ps, const char *model,
                       int data_parallel, int zero)
 {
     tr->model = model;
     tr->params = ps;
+    TSR_TRY(place_state(tr));
     TSR_TRY(tsr_handle_alloc(&tr->norm, sizeof(float)));
     tr->dp_size = data_parallel ? tsr_mpi_size() : 1;
     tr->dp_rank = data_parallel ? tsr_mpi_rank() : 0;

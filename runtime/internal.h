@@ -154,6 +154,9 @@ struct tsr_task {
     /* launched behind running predecessors: its launch-to-end time is
      * theirs too, not a sample for the performance models */
     bool dev_behind;
+    /* where its buffers' homes say it runs: node + 1, or 0 anywhere
+     * (runtime/home.c, set at submission) */
+    int home1;
     /* the launches it follows on its device: the worker's mark and launch
      * number of each (a mark is reused once its task completed) */
     /* (relaxed atomics: a worker launching a predecessor may still write
@@ -194,6 +197,16 @@ struct tsr_task {
     uint32_t use_pos[TSR_MAX_BUFFERS];
     pthread_mutex_t lock;  /* kept across reuse from the pool */
 };
+
+/* Homes (runtime/home.c). init: after the memory nodes and workers. */
+int tsr__home_init(void);
+void tsr__home_fini(void);
+/* t's home node from its buffers' (assigning homes at first sight under
+ * owner placement); at submission, before t can be ready. */
+void tsr__home_task(tsr_task_t t);
+/* Whether worker `worker` may run t: an implementation for its device
+ * kind, and t's home (if any) is the worker's node. */
+bool tsr__task_can_run(tsr_task_t t, int worker);
 
 void tsr__task_ref(tsr_task_t t);
 void tsr__task_unref(tsr_task_t t);
@@ -286,6 +299,14 @@ struct tsr_handle {
     uint64_t use_head, use_tail, use_fed;
     uint32_t use_cap;
     struct tsr_use use_inline[4]; /* most handles: no allocation */
+    /* its home (runtime/home.c): node + 1 or 0, its home group (0: none),
+     * whether a task has used it, and the home its bytes are counted on
+     * (under tsr__rt.home_m) */
+    atomic_int home1;
+    atomic_uint home_group;
+    atomic_bool home_seen;
+    bool home_grouped;            /* counted in tsr__rt.grouped_bytes */
+    int home_counted1;
 };
 
 /* Add the dependencies of task t accessing h with mode (not SCRATCH) as
@@ -617,6 +638,15 @@ typedef struct tsr_runtime {
     /* task pool */
     pthread_mutex_t pool_m;
     tsr_task_t pool, pool_tail;
+
+    /* homes (runtime/home.c): the size threshold, the bytes of the handles
+     * in home groups and the amount beyond which auto placement homes them,
+     * bytes homed per node and each node's budget for them (under home_m) */
+    size_t home_min;
+    size_t grouped_bytes, home_auto_bytes;
+    atomic_bool homes_used;       /* some handle has a home */
+    pthread_mutex_t home_m;
+    size_t *home_bytes, *home_budget;
 } tsr_runtime_t;
 
 extern tsr_runtime_t tsr__rt;

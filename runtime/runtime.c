@@ -31,6 +31,8 @@ static pthread_mutex_t init_m = PTHREAD_MUTEX_INITIALIZER;
 static int saved_blas_threads;
 
 #define DEFAULT_MAX_PENDING 65536
+/* Owner placement homes handles of at least this many bytes (runtime/home.c). */
+#define DEFAULT_HOME_MIN ((size_t)256 << 20)
 #define DEFAULT_CUDA_STREAMS 4 /* compute lanes per GPU (tsr_config_t.cuda_streams) */
 
 void tsr_config_init(tsr_config_t *cfg)
@@ -113,6 +115,7 @@ static const struct env_var {
     {"TESSERA_CALIBRATE", offsetof(tsr_config_t, calibrate), ENV_INT, 0, 0, 2},
     {"TESSERA_SIMULATE_EXEC", offsetof(tsr_config_t, simulate_exec), ENV_FLAG, 0, 0, LONG_MAX},
     {"TESSERA_LIMIT_DISK_MEM", offsetof(tsr_config_t, disk_mem), ENV_MIB, 0, 1, MAX_MIB},
+    {"TESSERA_HOME_MIN", offsetof(tsr_config_t, home_min), ENV_MIB, 0, 1, MAX_MIB},
 };
 
 static int apply_env(tsr_config_t *cfg)
@@ -171,6 +174,18 @@ static int apply_env(tsr_config_t *cfg)
         else
             return tsr__fail(TSR_EINVAL, "init: TESSERA_EVICT=%s: expected window or lru", s);
     }
+    s = getenv("TESSERA_PLACEMENT");
+    if (s && *s) {
+        if (strcmp(s, "auto") == 0)
+            cfg->placement = TSR_PLACEMENT_AUTO;
+        else if (strcmp(s, "replicate") == 0)
+            cfg->placement = TSR_PLACEMENT_REPLICATE;
+        else if (strcmp(s, "owner") == 0)
+            cfg->placement = TSR_PLACEMENT_OWNER;
+        else
+            return tsr__fail(TSR_EINVAL,
+                             "init: TESSERA_PLACEMENT=%s: expected auto, replicate or owner", s);
+    }
     s = getenv("TESSERA_CUDA_FP32");
     if (s && *s) {
         if (strcmp(s, "tf32") == 0)
@@ -204,14 +219,16 @@ static int init_config(const tsr_config_t *user)
     if (cfg.ncpu > 4096 || cfg.nsim < 0 || cfg.nsim > 16 || cfg.pipeline < 0 ||
         cfg.pipeline > 8 || cfg.sim_bandwidth < 0 || cfg.sim_latency < 0 ||
         cfg.calibrate < 0 || cfg.calibrate > 2 || cfg.cuda_streams < 0 ||
-        cfg.cuda_streams > 8 ||
+        cfg.cuda_streams > 8 || cfg.placement < TSR_PLACEMENT_AUTO ||
+        cfg.placement > TSR_PLACEMENT_OWNER ||
         (cfg.evict != TSR_EVICT_WINDOW && cfg.evict != TSR_EVICT_LRU))
         return tsr__fail(TSR_EINVAL,
                          "init: ncpu=%d, nsim=%d (0-16), pipeline=%d (0-8), sim "
                          "bandwidth %g, sim latency %g, calibrate=%d (0-2), evict=%d "
-                         "(0-1), cuda_streams=%d (0-8): out of range",
+                         "(0-1), cuda_streams=%d (0-8), placement=%d (0-2): out of range",
                          cfg.ncpu, cfg.nsim, cfg.pipeline, cfg.sim_bandwidth,
-                         cfg.sim_latency, cfg.calibrate, cfg.evict, cfg.cuda_streams);
+                         cfg.sim_latency, cfg.calibrate, cfg.evict, cfg.cuda_streams,
+                         cfg.placement);
     if (cfg.disk_dir && !cfg.disk_dir[0])
         cfg.disk_dir = NULL;
     if (cfg.disk_dir && cfg.simulate)
@@ -403,6 +420,14 @@ static void fini_record(void)
         (void)tsr__record_close();
 }
 
+/* Homes (runtime/home.c): the placement the configuration asks for. */
+static int init_homes(void)
+{
+    tsr__rt.home_min = tsr__rt.cfg.home_min ? tsr__rt.cfg.home_min : DEFAULT_HOME_MIN;
+    atomic_store(&tsr__rt.homes_used, false);
+    return tsr__home_init();
+}
+
 static const struct init_step {
     int (*start)(void);
     void (*undo)(void);
@@ -410,6 +435,7 @@ static const struct init_step {
     {init_driver, fini_driver},
     {init_memory, tsr__mem_shutdown},
     {init_workers, fini_workers},
+    {init_homes, tsr__home_fini},
     {init_sched, fini_sched},
     {init_models, tsr__perfmodel_close},
     {init_record, fini_record},

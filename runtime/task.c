@@ -463,7 +463,7 @@ static int commute_take_locked(tsr_task_t t, int *node1, tsr_data_t **busy)
         if (dev < 0)
             dev = commute_dev_eligible(t);
         if (dev && o->cm_node1 > 0 && (g == 0 || g == o->cm_node1) &&
-            (want == 0 || want == o->cm_node1)) {
+            (want == 0 || want == o->cm_node1) && (!t->home1 || t->home1 == o->cm_node1)) {
             g = o->cm_node1;
             int k = 0;
             while (k < nown && owners[k] != o)
@@ -563,12 +563,12 @@ static int capable_target(tsr_task_t t)
     for (int k = 0; k < TSR_DEVICE_KINDS; k++)
         if (tsr__rt.nworkers_of_kind[k] > 0 && !t->cl->impl[k])
             all = false;
-    if (all)
+    if (all && !t->home1)
         return -1;
     int awake = -1;
     for (int i = 0; i < tsr__rt.nworkers; i++) {
         const tsr_worker_t *w = &tsr__rt.workers[i];
-        if (!t->cl->impl[w->device_kind])
+        if (!tsr__task_can_run(t, i))
             continue;
         if (atomic_load(&w->sleeping))
             return i;
@@ -585,7 +585,7 @@ static void push_to_policy(tsr_task_t t)
     if (tsr__tl_self_slot && (tsr__rt.sched.policy->flags & TSR_SCHED_RUN_SUCCESSOR) &&
         atomic_load_explicit(&tsr__rt.nqueued, memory_order_relaxed) == 0) {
         tsr_worker_t *w = &tsr__rt.workers[tsr__tl_worker];
-        if (!w->next && t->cl && t->cl->impl[w->device_kind]) {
+        if (!w->next && tsr__task_can_run(t, tsr__tl_worker)) {
             tsr__tl_self_slot = false;
             w->next = t; /* the completing worker takes it next */
             return;
@@ -594,8 +594,7 @@ static void push_to_policy(tsr_task_t t)
     /* The completing worker takes it itself only if it can run it (a CPU
      * worker completing the predecessor of a GPU-only task must wake the
      * GPU's worker, which may sleep); asked before the push. */
-    bool runnable_here = tsr__tl_self_slot && t->cl &&
-                         t->cl->impl[tsr__rt.workers[tsr__tl_worker].device_kind];
+    bool runnable_here = tsr__tl_self_slot && tsr__task_can_run(t, tsr__tl_worker);
     int capable = capable_target(t);
     atomic_fetch_add(&tsr__rt.nqueued, 1);
     /* Once pushed, t may run and complete at any moment: nothing here may
@@ -893,7 +892,7 @@ static bool dev_eligible(tsr_task_t s, int kind)
 bool tsr__task_dev_count(tsr_task_t p, tsr_task_t s)
 {
     int node1 = p->launch_node1;
-    if (!dev_eligible(s, TSR_DEVICE_CUDA))
+    if (!dev_eligible(s, TSR_DEVICE_CUDA) || (s->home1 && s->home1 != node1))
         return false;
     int cur = 0;
     if (!atomic_compare_exchange_strong(&s->dev_node, &cur, node1) && cur != node1) {
@@ -1227,6 +1226,10 @@ static int submit_common(tsr_task_t t, tsr_task_t const *preds, int npreds, tsr_
     if (t->ncommute > 1)
         qsort(t->commute, t->ncommute, sizeof t->commute[0], cmp_handle);
 
+    if (t->kind == TSR_KIND_USER)
+        tsr__home_task(t); /* before anything can make it ready */
+    else
+        t->home1 = 0;
     if (!t->internal)
         throttle(t->bytes);
     /* plain stores: the record is this thread's until a handle's lock or
@@ -1547,5 +1550,5 @@ int tsr_task_runs_on(tsr_task_t t, tsr_sched_t *s, int worker)
     (void)s;
     if (!t || worker < 0 || worker >= tsr__rt.nworkers)
         return 0;
-    return t->cl && t->cl->impl[tsr__rt.workers[worker].device_kind] != NULL;
+    return tsr__task_can_run(tsr__task_untag(t), worker);
 }

@@ -69,15 +69,23 @@ static tsr_task_t prio_pop(tsr_sched_t *s, int worker)
         return NULL;
     pthread_mutex_lock(&q->m);
     tsr_task_t t = q->root;
-    /* The most urgent task only; a worker of another device kind leaves it
-     * to the workers that can run it. */
+    /* The most urgent task only; a worker of another device kind (or of
+     * another node than the task's home) leaves it to the workers that can
+     * run it, and makes sure one of them looks: the task that woke this
+     * worker may have been another one, behind it. */
+    int other = -1;
     if (t && tsr_task_runs_on(t, s, worker)) {
         q->root = tsr_ph_pop(t, before);
         atomic_fetch_sub(&q->count, 1);
     } else {
+        for (int w = 0; t && w < tsr_sched_worker_count(s) && other < 0; w++)
+            if (tsr_task_runs_on(t, s, w))
+                other = w;
         t = NULL;
     }
     pthread_mutex_unlock(&q->m);
+    if (other >= 0)
+        tsr_sched_notify(s, other);
     return t;
 }
 

@@ -409,11 +409,13 @@ int main(int argc, char **argv)
             }
         }
         printf("\"fits\":true,\"mb_first_s\":%.6g,\"mb_s\":%.6g,\"adamw_s\":%.6g,"
+               "\"mb_first_bytes\":%.6g,\"mb_bytes\":%.6g,\"adamw_bytes\":%.6g,"
                "\"step_s\":%.6g,\"step_bytes\":%.6g,\"lower_bound_bytes\":%.6g,"
                "\"tflops\":%.4g,\"tasks\":%llu,\"wall_s\":%.4g,"
                "\"sim_tasks_per_s\":%.4g,\"rss_mib\":%.0f,\"peak_host_gib\":%.4g,"
                "\"peak_device_gib\":%.4g}\n",
-               st.first_mb, st.mb, st.adamw, step_s, step_bytes, lower_bytes,
+               st.first_mb, st.mb, st.adamw, (double)st.first_mb_bytes, (double)st.mb_bytes,
+               (double)st.adamw_bytes, step_s, step_bytes, lower_bytes,
                flops / step_s * 1e-12,
                (unsigned long long)(tot.tasks - tasks_prev),
                wall, (double)tot.tasks / wall, rss_mib, peak_host / 1073741824.0,

@@ -124,7 +124,19 @@ typedef struct tsr_config {
                                   without waiting for the host to see them
                                   end; 0: only once the host has seen every
                                   predecessor end (docs/memory.md) */
+    int placement;             /* where large tiles live and their tasks run
+                                  (docs/placement.md): TSR_PLACEMENT_AUTO
+                                  (0, default: the application or the model
+                                  chooses), _REPLICATE (copies go wherever
+                                  the policy runs the tasks) or _OWNER (each
+                                  large handle gets an accelerator home, its
+                                  tasks run there) */
+    size_t home_min;           /* owner placement homes handles of at least
+                                  this many bytes; 0: 256 MiB */
 } tsr_config_t;
+
+/* Placement (tsr_config_t.placement). */
+enum { TSR_PLACEMENT_AUTO = 0, TSR_PLACEMENT_REPLICATE = 1, TSR_PLACEMENT_OWNER = 2 };
 
 /* Victim selection (tsr_config_t.evict). */
 enum { TSR_EVICT_WINDOW = 0, TSR_EVICT_LRU = 1 };
@@ -225,6 +237,20 @@ TSR_API int tsr_handle_invalidate(tsr_handle_t h);
 /* A hint, ordered after the tasks submitted before: h will not be used
  * soon, so its copies on accelerators are the first to be evicted. */
 TSR_API int tsr_handle_wont_use(tsr_handle_t h);
+
+/* ---- homes (docs/placement.md) ----------------------------------------- */
+
+/* The memory node that owns h (0: the host; -1: none): a task runs on the
+ * workers of the node that homes most of its buffers' bytes, whatever the
+ * policy (tsr_task_runs_on). Applies to tasks submitted afterwards; the
+ * disk tier's node is refused. */
+TSR_API int tsr_handle_set_home(tsr_handle_t h, int node);
+/* h's home node, or -1 (none, or a NULL or stale handle). */
+TSR_API int tsr_handle_home(tsr_handle_t h);
+/* h follows the home of `with` (both in one group: setting either's home
+ * sets both; owner placement gives the group one home). Before any task
+ * used h (TSR_ESTATE after); TSR_EINVAL if h already shares another home. */
+TSR_API int tsr_handle_share_home(tsr_handle_t h, tsr_handle_t with);
 
 /* ---- codelets ---------------------------------------------------------- */
 

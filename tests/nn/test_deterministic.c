@@ -19,10 +19,14 @@ typedef struct {
     size_t nparams;
 } run_t;
 
-static void train(int ncpu, int nsim, size_t sim_mem, run_t *out)
+/* placement and home_min: tsr_config_t's (0, 0: the defaults). */
+static void train_placed(int ncpu, int nsim, size_t sim_mem, int placement, size_t home_min,
+                         run_t *out)
 {
     tsr_config_t cfg;
     tsr_config_init(&cfg);
+    cfg.placement = placement;
+    cfg.home_min = home_min;
     cfg.ncpu = ncpu;
     cfg.bind = 0;
     cfg.nsim = nsim;
@@ -54,6 +58,11 @@ static void train(int ncpu, int nsim, size_t sim_mem, run_t *out)
     OK(tsr_shutdown());
 }
 
+static void train(int ncpu, int nsim, size_t sim_mem, run_t *out)
+{
+    train_placed(ncpu, nsim, sim_mem, TSR_PLACEMENT_AUTO, 0, out);
+}
+
 Test(deterministic, the_same_bits_on_any_workers, .timeout = 240)
 {
     run_t one, two, again, sim;
@@ -70,4 +79,22 @@ Test(deterministic, the_same_bits_on_any_workers, .timeout = 240)
                              runs[r]->params, runs[r]->nparams, names[r]);
     cr_assert_lt(one.loss[STEPS - 1], one.loss[0], "it trains");
     free(one.params), free(two.params), free(again.params), free(sim.params);
+}
+
+/* Owner-computes placement (docs/placement.md) moves tasks, not results:
+ * with every tile of 4 KiB or more homed on one of two simulated
+ * accelerators (and the CPU workers taking the rest), forced and chosen by
+ * auto placement (the ~2 MB state is far beyond 3/4 of 256 KiB), the same
+ * bits as one CPU worker. */
+Test(deterministic, the_same_bits_under_owner_placement, .timeout = 240)
+{
+    run_t one, owner, autop;
+    train(1, 0, 0, &one);
+    train_placed(2, 2, 256 << 10, TSR_PLACEMENT_OWNER, 4 << 10, &owner);
+    train_placed(1, 2, 256 << 10, TSR_PLACEMENT_AUTO, 4 << 10, &autop);
+    assert_same_training(one.loss, one.params, one.nparams, owner.loss, owner.params,
+                         owner.nparams, "owner placement");
+    assert_same_training(one.loss, one.params, one.nparams, autop.loss, autop.params,
+                         autop.nparams, "auto placement");
+    free(one.params), free(owner.params), free(autop.params);
 }

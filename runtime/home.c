@@ -1,0 +1,335 @@
+/* runtime/home.c — homes: the memory node that owns a handle, and the node
+ * where a task that uses it runs (owner-computes placement).
+ *
+ * A handle may have a home: a memory node (an accelerator's, or the host).
+ * A task whose buffers have homes runs on the workers of the node that
+ * homes most of its bytes (ties: the lower node; the host is node 0), so a
+ * large tile is read where it lives instead of being copied to every GPU
+ * that a policy spreads its users over. Every policy sees homes through
+ * tsr_task_runs_on; the runtime's own shortcuts (a completing worker taking
+ * the next task, a release to a GPU behind launched predecessors) ask the
+ * same question (tsr__task_can_run).
+ *
+ * Homes come from three places:
+ *   - the application: tsr_handle_set_home (explicit, any node);
+ *   - groups: tsr_handle_share_home makes handles follow one home (a
+ *     parameter tile and its gradient);
+ *   - the runtime, under owner placement (tsr_config_t.placement, or chosen
+ *     by auto, see tsr__home_decide): at its first submission, a handle of
+ *     at least home_min bytes without a home gets the accelerator node that
+ *     owns the fewest bytes so far, while the accelerators' homed bytes stay
+ *     under their budget (half their capacity: the rest is for the tiles
+ *     that flow through them); beyond, it gets no home and the policy
+ *     places its tasks as without homes.
+ * Assignments happen in the submitting thread, in submission order, so a
+ * program that submits from one thread gets the same homes at every run.
+ *
+ * This unit must never move data, choose among the workers of one node, or
+ * take a lock on the path of a task whose handles all have their homes
+ * already (the first sight of a handle takes home_m, once).
+ */
+#include "runtime/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Home groups: group g's home + 1 (0: none) is slot g % GROUP_CHUNK of
+ * chunk g / GROUP_CHUNK. Chunks never move once made (readers take no
+ * lock); they are made and groups numbered under home_m. Group 0 is "no
+ * group". */
+#define GROUP_CHUNK 4096u
+#define GROUP_CHUNKS 1024u
+static _Atomic(atomic_uint *) group_chunk[GROUP_CHUNKS];
+static uint32_t ngroups;
+
+static atomic_uint *group_slot(uint32_t g)
+{
+    return &atomic_load_explicit(&group_chunk[g / GROUP_CHUNK],
+                                 memory_order_acquire)[g % GROUP_CHUNK];
+}
+
+/* A handle's home + 1, or 0. The group's when it has one. */
+static int home1_of(const tsr_data_t *h)
+{
+    uint32_t g = atomic_load_explicit(&h->home_group, memory_order_acquire);
+    if (g)
+        return (int)atomic_load_explicit(group_slot(g), memory_order_acquire);
+    return atomic_load_explicit(&h->home1, memory_order_acquire);
+}
+
+/* Set h's home (its group's when it has one); home_m held. */
+static void set_home1(tsr_data_t *h, int home1)
+{
+    uint32_t g = h->home_group;
+    if (g)
+        atomic_store_explicit(group_slot(g), (unsigned)home1, memory_order_release);
+    else
+        atomic_store_explicit(&h->home1, home1, memory_order_release);
+}
+
+/* A new group, its home `home1` (home_m held); 0 when out of memory or
+ * groups. */
+static uint32_t group_new(int home1)
+{
+    uint32_t g = ngroups;
+    if (g / GROUP_CHUNK >= GROUP_CHUNKS)
+        return 0;
+    if (!atomic_load(&group_chunk[g / GROUP_CHUNK])) {
+        atomic_uint *c = calloc(GROUP_CHUNK, sizeof *c);
+        if (!c)
+            return 0;
+        atomic_store_explicit(&group_chunk[g / GROUP_CHUNK], c, memory_order_release);
+    }
+    ngroups++;
+    atomic_store_explicit(group_slot(g), (unsigned)home1, memory_order_release);
+    return g;
+}
+
+/* The accelerator nodes homes may go to: those with a worker, not the host. */
+static bool home_candidate(int node)
+{
+    for (int i = 0; i < tsr__rt.nworkers; i++)
+        if (tsr__rt.workers[i].node == node)
+            return node != 0;
+    return false;
+}
+
+int tsr__home_init(void)
+{
+    pthread_mutex_init(&tsr__rt.home_m, NULL);
+    tsr__rt.home_bytes = calloc((size_t)tsr__rt.nnodes, sizeof *tsr__rt.home_bytes);
+    if (!tsr__rt.home_bytes)
+        return tsr__fail(TSR_ENOMEM, "init: out of memory (homes)");
+    tsr__rt.home_budget = calloc((size_t)tsr__rt.nnodes, sizeof *tsr__rt.home_budget);
+    if (!tsr__rt.home_budget)
+        return tsr__fail(TSR_ENOMEM, "init: out of memory (homes)");
+    tsr__rt.grouped_bytes = 0;
+    tsr__rt.home_auto_bytes = SIZE_MAX;
+    for (int n = 0; n < tsr__rt.nnodes; n++) {
+        size_t cap = tsr__mem_node(n)->capacity;
+        tsr__rt.home_budget[n] = home_candidate(n) ? (cap == SIZE_MAX ? cap : cap / 2) : 0;
+        if (home_candidate(n) && cap < tsr__rt.home_auto_bytes / 3 * 4)
+            tsr__rt.home_auto_bytes = cap / 4 * 3;
+    }
+    ngroups = 1;
+    return TSR_OK;
+}
+
+void tsr__home_fini(void)
+{
+    free(tsr__rt.home_bytes);
+    free(tsr__rt.home_budget);
+    tsr__rt.home_bytes = tsr__rt.home_budget = NULL;
+    for (uint32_t c = 0; c < GROUP_CHUNKS; c++) {
+        free(atomic_load(&group_chunk[c]));
+        atomic_store(&group_chunk[c], NULL);
+    }
+    ngroups = 0;
+    pthread_mutex_destroy(&tsr__rt.home_m);
+}
+
+/* Count h's bytes on its home's node, once (home_m held). */
+static void count_home(tsr_data_t *h, int home1)
+{
+    if (h->home_counted1 == home1)
+        return;
+    if (h->home_counted1)
+        tsr__rt.home_bytes[h->home_counted1 - 1] -= h->size;
+    if (home1)
+        tsr__rt.home_bytes[home1 - 1] += h->size;
+    h->home_counted1 = home1;
+}
+
+/* The accelerator node owning the fewest homed bytes that can take `bytes`
+ * more within its budget, + 1; 0 if none (home_m held). */
+static int least_owned1(size_t bytes)
+{
+    int best = 0;
+    for (int n = 1; n < tsr__rt.nnodes; n++) {
+        size_t b = tsr__rt.home_bytes[n], cap = tsr__rt.home_budget[n];
+        if (!cap || b > cap || bytes > cap - b)
+            continue;
+        if (!best || b < tsr__rt.home_bytes[best - 1])
+            best = n + 1;
+    }
+    return best;
+}
+
+/* Whether h, without a home at its first submission, gets one (home_m
+ * held): under owner placement, when it is large; under auto, when it is
+ * large and part of the state the application declared (a home group:
+ * parameters, gradients, moments), once that state is more than three
+ * quarters of the smallest accelerator's memory (replicas of it on every
+ * accelerator would crowd out the tiles that flow through; below that,
+ * replication measured faster: docs/placement.md). */
+static bool wants_home(const tsr_data_t *h)
+{
+    if (h->size < tsr__rt.home_min)
+        return false;
+    if (tsr__rt.cfg.placement == TSR_PLACEMENT_OWNER)
+        return true;
+    return tsr__rt.cfg.placement == TSR_PLACEMENT_AUTO && h->home_group &&
+           tsr__rt.grouped_bytes > tsr__rt.home_auto_bytes;
+}
+
+/* h at its first submission (home_m held): count it where its home is;
+ * a handle that wants a home (wants_home) gets one. */
+static void first_sight(tsr_data_t *h)
+{
+    int home1 = home1_of(h);
+    if (!home1 && wants_home(h)) {
+        /* its group's other members (a gradient's parameter) are counted
+         * where the group goes: they will be used there too */
+        home1 = least_owned1(h->size);
+        if (home1)
+            set_home1(h, home1);
+    }
+    count_home(h, home1);
+    atomic_store_explicit(&h->home_seen, true, memory_order_release);
+}
+
+void tsr__home_task(tsr_task_t t)
+{
+    t->home1 = 0;
+    if (!atomic_load_explicit(&tsr__rt.homes_used, memory_order_relaxed) &&
+        tsr__rt.cfg.placement == TSR_PLACEMENT_REPLICATE)
+        return;
+    size_t on[TSR_MAX_BUFFERS];
+    int node1[TSR_MAX_BUFFERS], n = 0;
+    for (int i = 0; i < t->nbuffers; i++) {
+        tsr_data_t *h = t->data[i];
+        if (!h || h->internal || t->acc[i].mode == TSR_SCRATCH)
+            continue;
+        if (!atomic_load_explicit(&h->home_seen, memory_order_acquire)) {
+            pthread_mutex_lock(&tsr__rt.home_m);
+            if (!h->home_seen)
+                first_sight(h);
+            pthread_mutex_unlock(&tsr__rt.home_m);
+        }
+        int h1 = home1_of(h);
+        if (!h1)
+            continue;
+        bool dup = false;
+        for (int k = 0; k < i; k++)
+            dup |= t->data[k] == h;
+        if (dup)
+            continue;
+        int k = 0;
+        while (k < n && node1[k] != h1)
+            k++;
+        if (k == n) {
+            node1[n] = h1;
+            on[n++] = 0;
+        }
+        on[k] += h->size;
+    }
+    int best = -1;
+    for (int k = 0; k < n; k++)
+        if (best < 0 || on[k] > on[best] || (on[k] == on[best] && node1[k] < node1[best]))
+            best = k;
+    if (best < 0)
+        return;
+    /* a home no worker there can run the task on is no place for it */
+    int node = node1[best] - 1;
+    for (int w = 0; w < tsr__rt.nworkers; w++)
+        if (tsr__rt.workers[w].node == node && t->cl &&
+            t->cl->impl[tsr__rt.workers[w].device_kind]) {
+            t->home1 = node1[best];
+            return;
+        }
+}
+
+bool tsr__task_can_run(tsr_task_t t, int worker)
+{
+    const tsr_worker_t *w = &tsr__rt.workers[worker];
+    if (!t->cl || !t->cl->impl[w->device_kind])
+        return false;
+    return !t->home1 || t->home1 == w->node + 1;
+}
+
+/* ---- the public calls ------------------------------------------------------ */
+
+static int check_node(int node, const char *what)
+{
+    if (node < -1 || node >= tsr__rt.nnodes)
+        return tsr__fail(TSR_EINVAL, "%s: node %d is not a memory node (0 to %d, or -1 for "
+                         "none)", what, node, tsr__rt.nnodes - 1);
+    if (node >= 0 && tsr__mem_node(node)->kind == TSR_NODE_KIND_DISK)
+        return tsr__fail(TSR_EINVAL, "%s: node %d is the disk tier: tasks do not run there",
+                         what, node);
+    return TSR_OK;
+}
+
+int tsr_handle_set_home(tsr_handle_t id, int node)
+{
+    tsr_data_t *h;
+    int rc = tsr__handle_pin(id, "handle_set_home", &h);
+    if (rc)
+        return rc;
+    rc = check_node(node, "handle_set_home");
+    if (rc == TSR_OK) {
+        pthread_mutex_lock(&tsr__rt.home_m);
+        set_home1(h, node + 1);
+        if (h->home_seen)
+            count_home(h, node + 1);
+        atomic_store(&tsr__rt.homes_used, true);
+        pthread_mutex_unlock(&tsr__rt.home_m);
+    }
+    tsr__handle_unpin(h);
+    return rc;
+}
+
+int tsr_handle_home(tsr_handle_t id)
+{
+    tsr_data_t *h;
+    if (tsr__handle_pin(id, "handle_home", &h))
+        return -1;
+    int home1 = home1_of(h);
+    tsr__handle_unpin(h);
+    return home1 - 1;
+}
+
+int tsr_handle_share_home(tsr_handle_t id, tsr_handle_t with)
+{
+    tsr_data_t *h, *w;
+    int rc = tsr__handle_pin(id, "handle_share_home", &h);
+    if (rc)
+        return rc;
+    rc = tsr__handle_pin(with, "handle_share_home", &w);
+    if (rc) {
+        tsr__handle_unpin(h);
+        return rc;
+    }
+    pthread_mutex_lock(&tsr__rt.home_m);
+    if (h->home_group && h->home_group != w->home_group) {
+        rc = tsr__fail(TSR_EINVAL, "handle_share_home: the handle already shares a home "
+                       "with others");
+    } else if (h->home_seen && h != w) {
+        rc = tsr__fail(TSR_ESTATE, "handle_share_home: the handle was already used by a "
+                       "task: its home is set");
+    } else if (!w->home_group) {
+        uint32_t g = group_new(atomic_load(&w->home1));
+        if (!g)
+            rc = tsr__fail(TSR_ENOMEM, "handle_share_home: out of memory or of groups (%u)",
+                           GROUP_CHUNK * GROUP_CHUNKS - 1);
+        else
+            atomic_store_explicit(&w->home_group, g, memory_order_release);
+    }
+    if (rc == TSR_OK && !w->home_grouped) {
+        w->home_grouped = true;
+        tsr__rt.grouped_bytes += w->size;
+    }
+    if (rc == TSR_OK && h != w) {
+        atomic_store_explicit(&h->home_group, w->home_group, memory_order_release);
+        if (!h->home_grouped) {
+            h->home_grouped = true;
+            tsr__rt.grouped_bytes += h->size;
+        }
+        if (home1_of(w))
+            atomic_store(&tsr__rt.homes_used, true);
+    }
+    pthread_mutex_unlock(&tsr__rt.home_m);
+    tsr__handle_unpin(w);
+    tsr__handle_unpin(h);
+    return rc;
+}
