@@ -128,6 +128,14 @@ void tsr__home_fini(void)
     pthread_mutex_destroy(&tsr__rt.home_m);
 }
 
+size_t tsr__home_bytes(int node)
+{
+    pthread_mutex_lock(&tsr__rt.home_m);
+    size_t b = tsr__rt.home_bytes[node];
+    pthread_mutex_unlock(&tsr__rt.home_m);
+    return b;
+}
+
 /* Count h's bytes on its home's node, once (home_m held). */
 static void count_home(tsr_data_t *h, int home1)
 {

@@ -201,6 +201,8 @@ struct tsr_task {
 /* Homes (runtime/home.c). init: after the memory nodes and workers. */
 int tsr__home_init(void);
 void tsr__home_fini(void);
+/* Bytes of the handles homed on `node`. */
+size_t tsr__home_bytes(int node);
 /* t's home node from its buffers' (assigning homes at first sight under
  * owner placement); at submission, before t can be ready. */
 void tsr__home_task(tsr_task_t t);

@@ -38,6 +38,7 @@ int tsr_memory_node_stats(int id, tsr_node_stats_t *out)
     out->evictions = atomic_load(&n->evictions);
     out->writebacks = atomic_load(&n->writebacks);
     out->waits = atomic_load(&n->waits);
+    out->homed = tsr__home_bytes(id);
     for (int j = 0; j < tsr__rt.nnodes; j++) {
         if (j == id)
             continue;

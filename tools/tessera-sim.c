@@ -398,10 +398,11 @@ int main(int argc, char **argv)
                c->precision == TSR_GPT2_BF16 ? "bf16" : "fp32", params);
     }
     if (rc == TSR_OK) {
-        double peak_host = 0, peak_dev = 0;
+        double peak_host = 0, peak_dev = 0, homed = 0;
         for (int n = 0; n < tsr_memory_node_count(); n++) {
             tsr_node_stats_t ns;
             if (tsr_memory_node_stats(n, &ns) == TSR_OK) {
+                homed += (double)ns.homed;
                 if (n == 0)
                     peak_host = (double)ns.peak;
                 else if ((double)ns.peak > peak_dev)
@@ -413,13 +414,14 @@ int main(int argc, char **argv)
                "\"step_s\":%.6g,\"step_bytes\":%.6g,\"lower_bound_bytes\":%.6g,"
                "\"tflops\":%.4g,\"tasks\":%llu,\"wall_s\":%.4g,"
                "\"sim_tasks_per_s\":%.4g,\"rss_mib\":%.0f,\"peak_host_gib\":%.4g,"
-               "\"peak_device_gib\":%.4g}\n",
+               "\"peak_device_gib\":%.4g,\"placement\":\"%s\",\"homed_gib\":%.4g}\n",
                st.first_mb, st.mb, st.adamw, (double)st.first_mb_bytes, (double)st.mb_bytes,
                (double)st.adamw_bytes, step_s, step_bytes, lower_bytes,
                flops / step_s * 1e-12,
                (unsigned long long)(tot.tasks - tasks_prev),
                wall, (double)tot.tasks / wall, rss_mib, peak_host / 1073741824.0,
-               peak_dev / 1073741824.0);
+               peak_dev / 1073741824.0, homed > 0 ? "owner" : "replicate",
+               homed / 1073741824.0);
     } else {
         printf("\"fits\":false,\"oom\":%s,\"error\":", oom ? "true" : "false");
         cli_json_str(tsr_error_message());

@@ -375,6 +375,8 @@ typedef struct tsr_node_stats {
     uint64_t writebacks;       /* of which written back to the host first */
     uint64_t waits;            /* requests that waited for memory */
     uint64_t bytes_in, bytes_out; /* moved into / out of this node */
+    size_t homed;              /* bytes of the handles whose home it is
+                                  (tsr_handle_set_home, placement) */
 } tsr_node_stats_t;
 
 TSR_API int tsr_memory_node_count(void);

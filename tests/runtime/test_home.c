@@ -211,19 +211,19 @@ Test(home, auto_placement_starts_when_the_declared_state_outgrows_an_accelerator
 {
     start(1, "eager", TSR_PLACEMENT_AUTO, 4 << 10);
     tsr_handle_t p0, g0, p1, g1, loose;
-    int n;
+    int n[3]; /* each task its own slot: they may run at once */
     OK(tsr_handle_alloc(&p0, 128 << 10));
     OK(tsr_handle_alloc(&g0, 128 << 10));
     OK(tsr_handle_share_home(g0, p0));
-    submit_step(p0, 1, &n);
+    submit_step(p0, 1, &n[0]);
     OK(tsr_wait_all());
     cr_assert_eq(tsr_handle_home(p0), -1, "256 KiB of state fits: replicated");
     OK(tsr_handle_alloc(&p1, 300 << 10));
     OK(tsr_handle_alloc(&g1, 300 << 10));
     OK(tsr_handle_alloc(&loose, 300 << 10));
     OK(tsr_handle_share_home(g1, p1));
-    submit_step(p1, 1, &n);
-    submit_step(loose, 1, &n);
+    submit_step(p1, 1, &n[1]);
+    submit_step(loose, 1, &n[2]);
     OK(tsr_wait_all());
     cr_assert_eq(tsr_handle_home(p1), 1, "856 KiB of state: p1 gets a home");
     cr_assert_eq(tsr_handle_home(g1), 1, "and its gradient with it");
@@ -247,7 +247,8 @@ static void *racer(void *arg)
     uint64_t *x = calloc(PER, sizeof(uint64_t) * 512);
     tsr_handle_t h[PER];
     int *nodes = calloc((size_t)PER * LEN, sizeof *nodes);
-    cr_assert(x && nodes);
+    int *rnodes = calloc((size_t)PER * LEN, sizeof *rnodes); /* the readers' */
+    cr_assert(x && nodes && rnodes);
     for (int i = 0; i < PER; i++) {
         x[i * 512] = 1;
         cr_assert_eq(tsr_handle_register(&h[i], &x[i * 512], 4096), TSR_OK);
@@ -259,8 +260,7 @@ static void *racer(void *arg)
     for (int k = 1; k <= LEN; k++)
         for (int i = 0; i < PER; i++) {
             submit_step(h[i], (uint64_t)k, &nodes[i * LEN + k - 1]);
-            int dummy;
-            submit_read2(shared_h[i], h[i], &dummy);
+            submit_read2(shared_h[i], h[i], &rnodes[i * LEN + k - 1]);
             (void)tsr_handle_home(shared_h[(i + id) % PER]);
         }
     cr_assert_eq(tsr_wait_all(), TSR_OK);
@@ -275,6 +275,7 @@ static void *racer(void *arg)
     }
     free(x);
     free(nodes);
+    free(rnodes);
     return NULL;
 }
 
