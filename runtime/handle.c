@@ -584,6 +584,7 @@ void tsr__handle_free(tsr_data_t *h)
     }
     id_free(h);
     pthread_mutex_unlock(&tsr__rt.reg_m);
+    tsr__home_forget(h);
     tasklist_free(&h->writers);
     tasklist_free(&h->readers);
     tasklist_free(&h->commute_pred);

@@ -18,9 +18,10 @@
  *     by auto, see tsr__home_decide): at its first submission, a handle of
  *     at least home_min bytes without a home gets the accelerator node that
  *     owns the fewest bytes so far, while the accelerators' homed bytes stay
- *     under their budget (half their capacity: the rest is for the tiles
- *     that flow through them); beyond, it gets no home and the policy
- *     places its tasks as without homes.
+ *     under their budget (70 % of their capacity: the rest is for the
+ *     tiles that flow through them; docs/placement.md says why); beyond,
+ *     it gets no home and the policy places its tasks as without homes. A
+ *     group is placed whole: all its members' bytes, used yet or not.
  * Assignments happen in the submitting thread, in submission order, so a
  * program that submits from one thread gets the same homes at every run.
  *
@@ -33,16 +34,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Home groups: group g's home + 1 (0: none) is slot g % GROUP_CHUNK of
- * chunk g / GROUP_CHUNK. Chunks never move once made (readers take no
- * lock); they are made and groups numbered under home_m. Group 0 is "no
- * group". */
+/* Home groups: group g is slot g % GROUP_CHUNK of chunk g / GROUP_CHUNK:
+ * its home + 1 (0: none; read without a lock), and under home_m the bytes
+ * of its members and the node they are counted on + 1. Chunks never move
+ * once made; they are made and groups numbered under home_m. Group 0 is
+ * "no group". */
 #define GROUP_CHUNK 4096u
 #define GROUP_CHUNKS 1024u
-static _Atomic(atomic_uint *) group_chunk[GROUP_CHUNKS];
+typedef struct group {
+    atomic_uint home1;
+    int counted1;
+    size_t bytes;
+} group_t;
+static _Atomic(group_t *) group_chunk[GROUP_CHUNKS];
 static uint32_t ngroups;
 
-static atomic_uint *group_slot(uint32_t g)
+static group_t *group_at(uint32_t g)
 {
     return &atomic_load_explicit(&group_chunk[g / GROUP_CHUNK],
                                  memory_order_acquire)[g % GROUP_CHUNK];
@@ -53,7 +60,7 @@ static int home1_of(const tsr_data_t *h)
 {
     uint32_t g = atomic_load_explicit(&h->home_group, memory_order_acquire);
     if (g)
-        return (int)atomic_load_explicit(group_slot(g), memory_order_acquire);
+        return (int)atomic_load_explicit(&group_at(g)->home1, memory_order_acquire);
     return atomic_load_explicit(&h->home1, memory_order_acquire);
 }
 
@@ -62,7 +69,7 @@ static void set_home1(tsr_data_t *h, int home1)
 {
     uint32_t g = h->home_group;
     if (g)
-        atomic_store_explicit(group_slot(g), (unsigned)home1, memory_order_release);
+        atomic_store_explicit(&group_at(g)->home1, (unsigned)home1, memory_order_release);
     else
         atomic_store_explicit(&h->home1, home1, memory_order_release);
 }
@@ -75,13 +82,16 @@ static uint32_t group_new(int home1)
     if (g / GROUP_CHUNK >= GROUP_CHUNKS)
         return 0;
     if (!atomic_load(&group_chunk[g / GROUP_CHUNK])) {
-        atomic_uint *c = calloc(GROUP_CHUNK, sizeof *c);
+        group_t *c = calloc(GROUP_CHUNK, sizeof *c);
         if (!c)
             return 0;
         atomic_store_explicit(&group_chunk[g / GROUP_CHUNK], c, memory_order_release);
     }
     ngroups++;
-    atomic_store_explicit(group_slot(g), (unsigned)home1, memory_order_release);
+    group_t *gr = group_at(g);
+    gr->bytes = 0;
+    gr->counted1 = 0;
+    atomic_store_explicit(&gr->home1, (unsigned)home1, memory_order_release);
     return g;
 }
 
@@ -107,7 +117,7 @@ int tsr__home_init(void)
     tsr__rt.home_auto_bytes = SIZE_MAX;
     for (int n = 0; n < tsr__rt.nnodes; n++) {
         size_t cap = tsr__mem_node(n)->capacity;
-        tsr__rt.home_budget[n] = home_candidate(n) ? (cap == SIZE_MAX ? cap : cap / 2) : 0;
+        tsr__rt.home_budget[n] = home_candidate(n) ? (cap == SIZE_MAX ? cap : cap / 10 * 7) : 0;
         if (home_candidate(n) && cap < tsr__rt.home_auto_bytes / 3 * 4)
             tsr__rt.home_auto_bytes = cap / 4 * 3;
     }
@@ -136,16 +146,53 @@ size_t tsr__home_bytes(int node)
     return b;
 }
 
-/* Count h's bytes on its home's node, once (home_m held). */
-static void count_home(tsr_data_t *h, int home1)
+/* Homed bytes are counted per unit: a group (all its members' bytes,
+ * reserved where the group goes, whether they were used yet or not), or a
+ * handle without one. Move `bytes` counted on *counted1 to home1 (home_m
+ * held). */
+static void recount(int *counted1, size_t bytes, int home1)
 {
-    if (h->home_counted1 == home1)
+    if (*counted1 == home1)
         return;
-    if (h->home_counted1)
-        tsr__rt.home_bytes[h->home_counted1 - 1] -= h->size;
+    if (*counted1)
+        tsr__rt.home_bytes[*counted1 - 1] -= bytes;
     if (home1)
-        tsr__rt.home_bytes[home1 - 1] += h->size;
-    h->home_counted1 = home1;
+        tsr__rt.home_bytes[home1 - 1] += bytes;
+    *counted1 = home1;
+}
+
+/* Count h's unit where its home is now (home_m held). */
+static void count_home(tsr_data_t *h)
+{
+    uint32_t g = h->home_group;
+    if (g)
+        recount(&group_at(g)->counted1, group_at(g)->bytes, home1_of(h));
+    else
+        recount(&h->home_counted1, h->size, home1_of(h));
+}
+
+void tsr__home_forget(tsr_data_t *h)
+{
+    if (!tsr__rt.home_bytes || (!h->home_grouped && !h->home_counted1))
+        return;
+    pthread_mutex_lock(&tsr__rt.home_m);
+    uint32_t g = h->home_group;
+    if (g && h->home_grouped) {
+        group_t *gr = group_at(g);
+        gr->bytes -= h->size;
+        if (gr->counted1)
+            tsr__rt.home_bytes[gr->counted1 - 1] -= h->size;
+        tsr__rt.grouped_bytes -= h->size;
+    } else {
+        recount(&h->home_counted1, h->size, 0);
+    }
+    pthread_mutex_unlock(&tsr__rt.home_m);
+}
+
+/* The bytes of h's unit (home_m held). */
+static size_t unit_bytes(const tsr_data_t *h)
+{
+    return h->home_group ? group_at(h->home_group)->bytes : h->size;
 }
 
 /* The accelerator node owning the fewest homed bytes that can take `bytes`
@@ -188,11 +235,11 @@ static void first_sight(tsr_data_t *h)
     if (!home1 && wants_home(h)) {
         /* its group's other members (a gradient's parameter) are counted
          * where the group goes: they will be used there too */
-        home1 = least_owned1(h->size);
+        home1 = least_owned1(unit_bytes(h));
         if (home1)
             set_home1(h, home1);
     }
-    count_home(h, home1);
+    count_home(h);
     atomic_store_explicit(&h->home_seen, true, memory_order_release);
 }
 
@@ -278,8 +325,7 @@ int tsr_handle_set_home(tsr_handle_t id, int node)
     if (rc == TSR_OK) {
         pthread_mutex_lock(&tsr__rt.home_m);
         set_home1(h, node + 1);
-        if (h->home_seen)
-            count_home(h, node + 1);
+        count_home(h);
         atomic_store(&tsr__rt.homes_used, true);
         pthread_mutex_unlock(&tsr__rt.home_m);
     }
@@ -326,12 +372,25 @@ int tsr_handle_share_home(tsr_handle_t id, tsr_handle_t with)
     if (rc == TSR_OK && !w->home_grouped) {
         w->home_grouped = true;
         tsr__rt.grouped_bytes += w->size;
+        /* its bytes move from the handle's count to the group's */
+        group_t *gr = group_at(w->home_group);
+        recount(&w->home_counted1, w->size, 0);
+        gr->bytes += w->size;
+        if (gr->counted1)
+            tsr__rt.home_bytes[gr->counted1 - 1] += w->size;
+        else
+            recount(&gr->counted1, gr->bytes, home1_of(w));
     }
     if (rc == TSR_OK && h != w) {
         atomic_store_explicit(&h->home_group, w->home_group, memory_order_release);
         if (!h->home_grouped) {
             h->home_grouped = true;
             tsr__rt.grouped_bytes += h->size;
+            group_t *gr = group_at(w->home_group);
+            recount(&h->home_counted1, h->size, 0);
+            gr->bytes += h->size;
+            if (gr->counted1)
+                tsr__rt.home_bytes[gr->counted1 - 1] += h->size;
         }
         if (home1_of(w))
             atomic_store(&tsr__rt.homes_used, true);

@@ -201,6 +201,8 @@ struct tsr_task {
 /* Homes (runtime/home.c). init: after the memory nodes and workers. */
 int tsr__home_init(void);
 void tsr__home_fini(void);
+/* h is freed: its bytes leave its home's count (and its group's). */
+void tsr__home_forget(tsr_data_t *h);
 /* Bytes of the handles homed on `node`. */
 size_t tsr__home_bytes(int node);
 /* t's home node from its buffers' (assigning homes at first sight under

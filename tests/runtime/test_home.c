@@ -170,20 +170,20 @@ Test(home, a_group_follows_one_home)
     cr_assert_neq(tsr_handle_set_home(p, 0), TSR_OK);
 }
 
-/* Owner placement: budget = half of 1 MiB per accelerator (512 KiB).
+/* Owner placement: budget = 70 % of 1 MiB per accelerator (716.8 KiB).
  * First uses, in order, and the homes by least bytes owned (ties: the
  * lower node):
  *   h0 300 KiB -> node 1 (1: 300, 2: 0)
  *   h1 200 KiB -> node 2 (1: 300, 2: 200)
  *   h2 100 KiB -> node 2 (1: 300, 2: 300)
  *   h3 150 KiB -> node 1, the tie (1: 450, 2: 300)
- *   h4 400 KiB -> none: 450 + 400 and 300 + 400 exceed 512
+ *   h4 450 KiB -> none: 450 + 450 and 300 + 450 exceed 716.8
  *   h5   2 KiB -> none: below home_min (4 KiB)
  *   h6 200 KiB -> node 2 (1: 450, 2: 500) */
 Test(home, owner_placement_balances_homes_by_bytes_within_a_budget)
 {
     start(1, "eager", TSR_PLACEMENT_OWNER, 4 << 10);
-    const size_t kib[] = {300, 200, 100, 150, 400, 2, 200};
+    const size_t kib[] = {300, 200, 100, 150, 450, 2, 200};
     const int want[] = {1, 2, 2, 1, -1, -1, 2};
     enum { H = sizeof kib / sizeof *kib };
     tsr_handle_t h[H];
@@ -197,35 +197,65 @@ Test(home, owner_placement_balances_homes_by_bytes_within_a_budget)
         if (want[i] > 0)
             cr_assert_eq(node[i], want[i], "h%d's task ran on node %d", i, node[i]);
     }
+    /* a group is placed whole: p (8 KiB) with its unused g (300 KiB)
+     * needs 308 KiB; node 1 has 450 + 308 > 716.8, node 2 500 + 308: none;
+     * a 4 KiB pair (8 KiB) fits node 1 (450 + 8) */
+    tsr_handle_t p, g, q, r;
+    OK(tsr_handle_alloc(&p, 8 << 10));
+    OK(tsr_handle_alloc(&g, 300 << 10));
+    OK(tsr_handle_share_home(g, p));
+    OK(tsr_handle_alloc(&q, 4 << 10));
+    OK(tsr_handle_alloc(&r, 4 << 10));
+    OK(tsr_handle_share_home(r, q));
+    int np, nq;
+    submit_step(p, 1, &np);
+    submit_step(q, 1, &nq);
+    OK(tsr_wait_all());
+    cr_assert_eq(tsr_handle_home(p), -1, "308 KiB of group fits no budget");
+    cr_assert_eq(tsr_handle_home(q), 1);
+    cr_assert_eq(tsr_handle_home(r), 1, "r follows q before its own first use");
+    tsr_node_stats_t st;
+    OK(tsr_memory_node_stats(1, &st));
+    cr_assert_eq(st.homed, (size_t)(450 + 8) << 10, "node 1 homes %zu bytes", st.homed);
+    OK(tsr_memory_node_stats(2, &st));
+    cr_assert_eq(st.homed, (size_t)500 << 10, "node 2 homes %zu bytes", st.homed);
+    tsr_handle_t more[] = {p, g, q, r};
+    for (size_t i = 0; i < 4; i++)
+        OK(tsr_handle_unregister(more[i]));
     for (int i = 0; i < H; i++)
         OK(tsr_handle_unregister(h[i]));
+    for (int n = 1; n <= 2; n++) { /* freed handles leave the counts */
+        OK(tsr_memory_node_stats(n, &st));
+        cr_assert_eq(st.homed, 0, "node %d still homes %zu bytes", n, st.homed);
+    }
     stop_runtime();
 }
 
 /* Auto placement homes only declared state (handles in home groups), and
  * only once it exceeds three quarters of the smallest accelerator (768 KiB
- * of 1 MiB): a 256 KiB pair stays unhomed; after a 600 KiB pair is
- * declared (1712 KiB grouped), large grouped handles used from then on get
- * homes; an ungrouped one of the same size never does. */
+ * of 1 MiB): a 300 KiB pair stays unhomed; after a 500 KiB pair is
+ * declared (800 KiB grouped), large grouped handles used from then on get
+ * homes (the pair's 500 KiB within node 1's budget of 716.8); an ungrouped
+ * one never does. */
 Test(home, auto_placement_starts_when_the_declared_state_outgrows_an_accelerator)
 {
     start(1, "eager", TSR_PLACEMENT_AUTO, 4 << 10);
     tsr_handle_t p0, g0, p1, g1, loose;
     int n[3]; /* each task its own slot: they may run at once */
-    OK(tsr_handle_alloc(&p0, 128 << 10));
-    OK(tsr_handle_alloc(&g0, 128 << 10));
+    OK(tsr_handle_alloc(&p0, 150 << 10));
+    OK(tsr_handle_alloc(&g0, 150 << 10));
     OK(tsr_handle_share_home(g0, p0));
     submit_step(p0, 1, &n[0]);
     OK(tsr_wait_all());
-    cr_assert_eq(tsr_handle_home(p0), -1, "256 KiB of state fits: replicated");
-    OK(tsr_handle_alloc(&p1, 300 << 10));
-    OK(tsr_handle_alloc(&g1, 300 << 10));
-    OK(tsr_handle_alloc(&loose, 300 << 10));
+    cr_assert_eq(tsr_handle_home(p0), -1, "300 KiB of state fits: replicated");
+    OK(tsr_handle_alloc(&p1, 250 << 10));
+    OK(tsr_handle_alloc(&g1, 250 << 10));
+    OK(tsr_handle_alloc(&loose, 250 << 10));
     OK(tsr_handle_share_home(g1, p1));
     submit_step(p1, 1, &n[1]);
     submit_step(loose, 1, &n[2]);
     OK(tsr_wait_all());
-    cr_assert_eq(tsr_handle_home(p1), 1, "856 KiB of state: p1 gets a home");
+    cr_assert_eq(tsr_handle_home(p1), 1, "800 KiB of state: p1 gets a home");
     cr_assert_eq(tsr_handle_home(g1), 1, "and its gradient with it");
     cr_assert_eq(tsr_handle_home(loose), -1, "not declared state: no home");
     cr_assert_eq(tsr_handle_home(p0), -1, "a home is given at first use only");
