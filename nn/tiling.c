@@ -47,8 +47,9 @@ static int largest_token_tile(int most, int batch, int seq_len)
  * tiles, 0.31 s with the whole micro-batch in one token tile and 0.29 s
  * with 8192 vocabulary rows too. Token tiles: the whole micro-batch shared
  * among the GPUs (one token tile each), but no tile of the (C, tokens)
- * activations over TILE_BYTES; one MLP hidden tile (all F rows: 4C in GPT-2) and vocabulary
- * tiles of 8192 rows while their activation tiles stay under TILE_BYTES too,
+ * activations over TILE_BYTES; the MLP's F hidden rows shared among the GPUs
+ * in tiles of at least C rows (all F on one GPU) and vocabulary tiles of
+ * 8192 rows while their activation tiles stay under TILE_BYTES too,
  * else the CPU rule's. TILE_BYTES is 256 MiB, or a 32nd of the smallest
  * GPU's memory where that is less: a task's buffers (up to a few tiles)
  * must fit beside the copies the next tasks' prefetches bring. */
@@ -67,10 +68,19 @@ static void resolve_gpu_tiles(tsr__tiling_t *c, long long C, long long F, int vo
         c->tokens = largest_token_tile((int)(most > 0 ? most : 1), batch, seq_len);
     }
     long long tt = c->tokens;
-    /* one hidden tile: its (F, tt) activations under TILE_BYTES, and the
-     * MLP weights' (F, C) tiles within int elements (a tile's limit) */
-    if (c->hidden <= 0 && F <= INT_MAX && F * tt * 4 <= TILE_BYTES && F * C <= INT_MAX)
-        c->hidden = (int)F;
+    /* the hidden rows shared among the GPUs, down to tiles of C rows: one
+     * hidden tile on one GPU (F: fewest tasks, measured best alone), 4C / G
+     * rows on G GPUs, C rows from four GPUs on (GPT-2's MLP in four (C, C)
+     * weight tiles: under owner placement each lives on its own GPU; one
+     * (4C, C) tile kept a 10.6 B model's MLP on one GPU of eight, 506
+     * against 708 TFLOPS simulated, docs/gpt2.md). Its (F_tile, tt)
+     * activations under TILE_BYTES, and the MLP weights' (F_tile, C) tiles
+     * within int elements (a tile's limit) */
+    long long fh = (F + gpus - 1) / gpus;
+    if (fh < C)
+        fh = C < F ? C : F;
+    if (c->hidden <= 0 && fh <= INT_MAX && fh * tt * 4 <= TILE_BYTES && fh * C <= INT_MAX)
+        c->hidden = (int)fh;
     if (c->vocab <= 0) {
         long long v = vocab < VOCAB_ROWS ? vocab : VOCAB_ROWS;
         if (v * tt * 4 <= TILE_BYTES)

@@ -60,12 +60,12 @@ static int zero_owners(tsr__trainer_t *tr)
     return TSR_OK;
 }
 
-/* Where the training state lives (docs/placement.md). Each parameter
- * tile's gradient and bf16 copy share its home (the GEMMs that read the
- * one write the other), and its two moments share one; with the
- * optimizer on the host, the moments' home is the host, so the AdamW task
- * (p, g, m, v: two tiles homed each side) runs on a CPU worker, where the
- * moments never cross PCIe. */
+/* Declare the training state to the runtime's placement
+ * (docs/placement.md): each parameter tile's gradient and bf16 copy share
+ * its home (the GEMMs that read the one write the other), and its two
+ * moments share one. Auto placement gives these groups homes once they
+ * outgrow an accelerator; the AdamW task (p, g, m, v) then runs where most
+ * of them live. */
 static int place_state(tsr__trainer_t *tr)
 {
     tsr__params_t *ps = tr->params;

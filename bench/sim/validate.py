@@ -271,6 +271,14 @@ NNTILE_ENV = {"TESSERA_PIPELINE": "1",  # no lookahead: one task held per worker
 STEP_ARGS = ["--batch", "8", "--micro", "3", "--accumulate", "1024", "--tile-tokens", "1024"]
 
 
+def nntile_args(c):
+    """The NNTile-like setup's flags at width c. Its MLP tiles are pinned to
+    the rule the platform was calibrated with (one (4C, C) hidden tile where
+    its (4C, 1024) activations fit 256 MiB, C rows beyond), so that a change
+    of Tessera's default tiles does not move the calibration."""
+    return STEP_ARGS + ["--tile-hidden", str(4 * c if 4 * c * 1024 * 4 <= 256 << 20 else c)]
+
+
 def part_nntile(build, out, quick):
     log("\n== 2. simulation against NNTile's curves (DGX A100, tf32) ==")
     base = os.path.join(PLATFORMS, "dgx-a100.json")
@@ -283,7 +291,7 @@ def part_nntile(build, out, quick):
     for it in range(6 if quick else 9):
         eff = 0.5 * (lo + hi)
         path = platform_with(base, out, "dgx-a100-cal.json", eff)
-        r = tessera_sim(build, path, L0, c0, "dmda", NNTILE_ENV, STEP_ARGS)
+        r = tessera_sim(build, path, L0, c0, "dmda", NNTILE_ENV, nntile_args(c0))
         if not r.get("fits"):
             log("calibration run failed: %s" % r.get("error"))
             return None
@@ -302,7 +310,8 @@ def part_nntile(build, out, quick):
     points = [(layers, b, nn) for layers in (4, 8) for b, nn in NNTILE[layers]
               if not quick or b in (1.5, 10.6, 50.0, 53.2, 2.8, 49.9, 54.5)]
     results = parallel(lambda p: tessera_sim(build, path, p[0], channels_for(p[0], p[1]), "dmda",
-                                             NNTILE_ENV, STEP_ARGS), points)
+                                             NNTILE_ENV, nntile_args(channels_for(p[0], p[1]))),
+                       points)
     for (layers, b, nn), r in zip(points, results):
         c = channels_for(layers, b)
         sim = r["tflops"] if r.get("fits") else None
