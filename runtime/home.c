@@ -343,6 +343,24 @@ int tsr_handle_home(tsr_handle_t id)
     return home1 - 1;
 }
 
+/* h joins group g (home_m held): it follows the group's home, and its bytes
+ * move from its own count to the group's, counted where the group's home
+ * is. */
+static void join_group(tsr_data_t *h, uint32_t g)
+{
+    atomic_store_explicit(&h->home_group, g, memory_order_release);
+    if (!h->home_grouped) {
+        h->home_grouped = true;
+        tsr__rt.grouped_bytes += h->size;
+        recount(&h->home_counted1, h->size, 0);
+        group_t *gr = group_at(g);
+        gr->bytes += h->size;
+        if (gr->counted1)
+            tsr__rt.home_bytes[gr->counted1 - 1] += h->size;
+    }
+    count_home(h);
+}
+
 int tsr_handle_share_home(tsr_handle_t id, tsr_handle_t with)
 {
     tsr_data_t *h, *w;
@@ -367,31 +385,10 @@ int tsr_handle_share_home(tsr_handle_t id, tsr_handle_t with)
             rc = tsr__fail(TSR_ENOMEM, "handle_share_home: out of memory or of groups (%u)",
                            GROUP_CHUNK * GROUP_CHUNKS - 1);
         else
-            atomic_store_explicit(&w->home_group, g, memory_order_release);
-    }
-    if (rc == TSR_OK && !w->home_grouped) {
-        w->home_grouped = true;
-        tsr__rt.grouped_bytes += w->size;
-        /* its bytes move from the handle's count to the group's */
-        group_t *gr = group_at(w->home_group);
-        recount(&w->home_counted1, w->size, 0);
-        gr->bytes += w->size;
-        if (gr->counted1)
-            tsr__rt.home_bytes[gr->counted1 - 1] += w->size;
-        else
-            recount(&gr->counted1, gr->bytes, home1_of(w));
+            join_group(w, g);
     }
     if (rc == TSR_OK && h != w) {
-        atomic_store_explicit(&h->home_group, w->home_group, memory_order_release);
-        if (!h->home_grouped) {
-            h->home_grouped = true;
-            tsr__rt.grouped_bytes += h->size;
-            group_t *gr = group_at(w->home_group);
-            recount(&h->home_counted1, h->size, 0);
-            gr->bytes += h->size;
-            if (gr->counted1)
-                tsr__rt.home_bytes[gr->counted1 - 1] += h->size;
-        }
+        join_group(h, w->home_group);
         if (home1_of(w))
             atomic_store(&tsr__rt.homes_used, true);
     }
