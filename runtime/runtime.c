@@ -165,36 +165,31 @@ static int apply_env(tsr_config_t *cfg)
     s = getenv("TESSERA_DISK_DIR");
     if (s && *s)
         cfg->disk_dir = s;
-    s = getenv("TESSERA_EVICT");
-    if (s && *s) {
-        if (strcmp(s, "window") == 0)
-            cfg->evict = TSR_EVICT_WINDOW;
-        else if (strcmp(s, "lru") == 0)
-            cfg->evict = TSR_EVICT_LRU;
-        else
-            return tsr__fail(TSR_EINVAL, "init: TESSERA_EVICT=%s: expected window or lru", s);
-    }
-    s = getenv("TESSERA_PLACEMENT");
-    if (s && *s) {
-        if (strcmp(s, "auto") == 0)
-            cfg->placement = TSR_PLACEMENT_AUTO;
-        else if (strcmp(s, "replicate") == 0)
-            cfg->placement = TSR_PLACEMENT_REPLICATE;
-        else if (strcmp(s, "owner") == 0)
-            cfg->placement = TSR_PLACEMENT_OWNER;
-        else
-            return tsr__fail(TSR_EINVAL,
-                             "init: TESSERA_PLACEMENT=%s: expected auto, replicate or owner", s);
-    }
-    s = getenv("TESSERA_CUDA_FP32");
-    if (s && *s) {
-        if (strcmp(s, "tf32") == 0)
-            cfg->cuda_fp32 = TSR_CUDA_FP32_TF32;
-        else if (strcmp(s, "strict") == 0)
-            cfg->cuda_fp32 = TSR_CUDA_FP32_STRICT;
-        else
-            return tsr__fail(TSR_EINVAL, "init: TESSERA_CUDA_FP32=%s: expected tf32 or strict",
-                             s);
+    /* the settings named by words: the word's index in `words` is its
+     * value (TSR_EVICT_…, TSR_PLACEMENT_…, TSR_CUDA_FP32_… count from 0) */
+    static const struct env_word {
+        const char *name;
+        size_t field;
+        const char *words[3];
+        const char *expected;
+    } words[] = {
+        {"TESSERA_EVICT", offsetof(tsr_config_t, evict), {"window", "lru"}, "window or lru"},
+        {"TESSERA_PLACEMENT", offsetof(tsr_config_t, placement),
+         {"auto", "replicate", "owner"}, "auto, replicate or owner"},
+        {"TESSERA_CUDA_FP32", offsetof(tsr_config_t, cuda_fp32), {"tf32", "strict"},
+         "tf32 or strict"},
+    };
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        const struct env_word *v = &words[i];
+        s = getenv(v->name);
+        if (!s || !*s)
+            continue;
+        int k = 0;
+        while (k < 3 && !(v->words[k] && strcmp(s, v->words[k]) == 0))
+            k++;
+        if (k == 3)
+            return tsr__fail(TSR_EINVAL, "init: %s=%s: expected %s", v->name, s, v->expected);
+        *(int *)((char *)cfg + v->field) = k;
     }
     return TSR_OK;
 }

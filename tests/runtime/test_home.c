@@ -323,3 +323,32 @@ Test(home, racing_threads_keep_homes_and_values, .timeout = 60)
         OK(tsr_handle_unregister(shared_h[i]));
     stop_runtime();
 }
+
+Test(home, a_placement_the_runtime_does_not_know_is_refused)
+{
+    setenv("TESSERA_PLACEMENT", "everywhere", 1);
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = 1;
+    cfg.bind = 0;
+    int rc = tsr_init(&cfg);
+    unsetenv("TESSERA_PLACEMENT");
+    cr_assert_eq(rc, TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "TESSERA_PLACEMENT=everywhere: expected auto, "
+                                          "replicate or owner"),
+              "%s", tsr_error_message());
+    cfg.placement = 7;
+    cr_assert_eq(tsr_init(&cfg), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "placement=7"), "%s", tsr_error_message());
+    cfg.placement = TSR_PLACEMENT_OWNER; /* a CPU-only node: nothing to home, it runs */
+    OK(tsr_init(&cfg));
+    int node;
+    tsr_handle_t h;
+    OK(tsr_handle_alloc(&h, 1 << 20));
+    submit_step(h, 1, &node);
+    OK(tsr_wait_all());
+    cr_assert_eq(tsr_handle_home(h), -1);
+    cr_assert_eq(node, 0);
+    OK(tsr_handle_unregister(h));
+    stop_runtime();
+}
