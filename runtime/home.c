@@ -115,11 +115,14 @@ int tsr__home_init(void)
         return tsr__fail(TSR_ENOMEM, "init: out of memory (homes)");
     tsr__rt.grouped_bytes = 0;
     tsr__rt.home_auto_bytes = SIZE_MAX;
+    tsr__rt.homes_auto = false;
     for (int n = 0; n < tsr__rt.nnodes; n++) {
         size_t cap = tsr__mem_node(n)->capacity;
         tsr__rt.home_budget[n] = home_candidate(n) ? (cap == SIZE_MAX ? cap : cap / 10 * 7) : 0;
         if (home_candidate(n) && cap < tsr__rt.home_auto_bytes / 3 * 4)
             tsr__rt.home_auto_bytes = cap / 4 * 3;
+        if (home_candidate(n))
+            tsr__rt.homes_auto = tsr__rt.cfg.placement != TSR_PLACEMENT_REPLICATE;
     }
     ngroups = 1;
     return TSR_OK;
@@ -246,9 +249,18 @@ static void first_sight(tsr_data_t *h)
 void tsr__home_task(tsr_task_t t)
 {
     t->home1 = 0;
-    if (!atomic_load_explicit(&tsr__rt.homes_used, memory_order_relaxed) &&
-        tsr__rt.cfg.placement == TSR_PLACEMENT_REPLICATE)
+    /* nothing to place while no handle has a home and placement cannot
+     * give one (replicate, or no accelerator to be a home): the buffers are
+     * only marked used (tsr_handle_share_home refuses them), without a
+     * lock; set_home counts what it homes itself */
+    if (!atomic_load_explicit(&tsr__rt.homes_used, memory_order_relaxed) && !tsr__rt.homes_auto) {
+        for (int i = 0; i < t->nbuffers; i++) {
+            tsr_data_t *h = t->data[i];
+            if (h && !atomic_load_explicit(&h->home_seen, memory_order_relaxed))
+                atomic_store_explicit(&h->home_seen, true, memory_order_relaxed);
+        }
         return;
+    }
     size_t on[TSR_MAX_BUFFERS];
     int node1[TSR_MAX_BUFFERS], n = 0;
     for (int i = 0; i < t->nbuffers; i++) {

@@ -649,6 +649,8 @@ typedef struct tsr_runtime {
     size_t home_min;
     size_t grouped_bytes, home_auto_bytes;
     atomic_bool homes_used;       /* some handle has a home */
+    bool homes_auto;              /* placement may give homes (an accelerator
+                                     to be one, placement not replicate) */
     pthread_mutex_t home_m;
     size_t *home_bytes, *home_budget;
 } tsr_runtime_t;
