@@ -11,7 +11,10 @@
  * TFLOPS that makes, the simulator's own speed, per-node peak memory, bytes
  * per link and per-worker busy time; a table, then one JSON line. A step
  * that does not fit (a memory node too small for what a task needs, the
- * host too small for the model) is reported as out of memory, exit 3.
+ * host, and the disk tier where the platform has one, too small for the
+ * model) is reported as out of memory, exit 3. --host-mem and --no-disk
+ * shrink the platform's node for a projection (tsr_config_t.host_mem,
+ * simulate_no_disk).
  *
  * Calls the public API only: the simulation is tsr_config_t.simulate.
  */
@@ -36,6 +39,10 @@ static const char usage[] =
     "  --sched NAME         scheduling policy or plug-in .so (default: eager)\n"
     "  --threads N          CPU workers (default: the platform's)\n"
     "  --exec               also run every kernel on real data (small models)\n"
+    "  --host-mem GIB       host memory for the runtime's copies, in place of the\n"
+    "                       platform's (the host's evicted copies go to the disk\n"
+    "                       tier where the platform describes one)\n"
+    "  --no-disk            leave out the platform's disk tier (NVMe)\n"
     "  --trace FILE         Chrome trace of the run, in virtual time\n"
     "  --stats              print the runtime's counters at the end\n"
     "gpt2 flags:\n"
@@ -132,14 +139,25 @@ typedef struct step_times {
     double total;
     /* bytes moved between the host and the accelerators in each */
     double first_mb_bytes, mb_bytes, adamw_bytes;
+    /* bytes moved between the host and the disk tier in each */
+    double first_mb_disk, mb_disk, adamw_disk;
 } step_times_t;
 
-/* Bytes copied between the host (node 0) and every other node so far. */
-static double host_link_bytes(void)
+/* Whether node n is the disk tier (no worker, below the host). */
+static int is_disk(int n)
+{
+    tsr_node_stats_t ns;
+    return tsr_memory_node_stats(n, &ns) == TSR_OK && ns.kind == TSR_NODE_DISK;
+}
+
+/* Bytes copied between the host (node 0) and the accelerators (disk 0), or
+ * the disk tier (disk 1), so far. */
+static double host_link_bytes(int disk)
 {
     double b = 0;
     for (int j = 1; j < tsr_memory_node_count(); j++)
-        b += (double)tsr_memory_link_bytes(0, j) + (double)tsr_memory_link_bytes(j, 0);
+        if (is_disk(j) == disk)
+            b += (double)tsr_memory_link_bytes(0, j) + (double)tsr_memory_link_bytes(j, 0);
     return b;
 }
 
@@ -149,25 +167,28 @@ static double host_link_bytes(void)
 static int train_step(model_t *m, const int32_t *tok, const int32_t *tgt, int micro,
                       step_times_t *st)
 {
-    double t0 = tsr_time(), t = t0, b = host_link_bytes();
+    double t0 = tsr_time(), t = t0, b = host_link_bytes(0), d = host_link_bytes(1);
     int rc = model_zero_grad(m);
-    st->mb = st->mb_bytes = 0.0;
+    st->mb = st->mb_bytes = st->mb_disk = 0.0;
     for (int k = 0; rc == TSR_OK && k < micro; k++) {
         rc = model_forward(m, tok, tgt, NULL);
         if (rc == TSR_OK)
             rc = model_backward(m, 1.0f / (float)micro);
         if (rc == TSR_OK)
             rc = tsr_wait_all();
-        double now = tsr_time(), bnow = host_link_bytes();
+        double now = tsr_time(), bnow = host_link_bytes(0), dnow = host_link_bytes(1);
         if (k == 0) {
             st->first_mb = now - t;
             st->first_mb_bytes = bnow - b;
+            st->first_mb_disk = dnow - d;
         } else {
             st->mb += (now - t) / (micro - 1);
             st->mb_bytes += (bnow - b) / (micro - 1);
+            st->mb_disk += (dnow - d) / (micro - 1);
         }
         t = now;
         b = bnow;
+        d = dnow;
     }
     tsr_adamw_config_t opt;
     tsr_adamw_config_default(&opt);
@@ -176,7 +197,8 @@ static int train_step(model_t *m, const int32_t *tok, const int32_t *tgt, int mi
     if (rc == TSR_OK)
         rc = tsr_wait_all();
     st->adamw = tsr_time() - t;
-    st->adamw_bytes = host_link_bytes() - b;
+    st->adamw_bytes = host_link_bytes(0) - b;
+    st->adamw_disk = host_link_bytes(1) - d;
     st->total = tsr_time() - t0;
     return rc;
 }
@@ -191,14 +213,15 @@ int main(int argc, char **argv)
     const char *preset = NULL, *config = NULL;
     tsr_llama_config_t lflags;
     tsr_llama_config_default(&lflags);
-    int threads = 0, exec = 0, stats = 0;
+    int threads = 0, exec = 0, stats = 0, no_disk = 0;
+    double host_gib = 0;
     tsr_gpt2_config_t cfg;
     tsr_gpt2_config_default(&cfg);
     cfg.layers = 4;
     cfg.channels = 1024;
     cfg.heads = 0;
     int batch = 8, seq = 0, micro = 2, steps = 2, accumulate = 0;
-    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 7 + MODEL_LLAMA_NOPTS + 2] = {
+    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 7 + MODEL_LLAMA_NOPTS + 4] = {
         {"platform", 0, CLI_STR, &platform, 0, 0, 0},
         {"sched", 0, CLI_STR, &sched, 0, 0, 0},
         {"threads", 0, CLI_INT, &threads, 0, 4096, 0},
@@ -222,6 +245,8 @@ int main(int argc, char **argv)
     nopts += MODEL_LLAMA_NOPTS;
     opts[nopts++] = (cli_opt_t){"preset", 0, CLI_STR, &preset, 0, 0, 0};
     opts[nopts++] = (cli_opt_t){"config", 0, CLI_STR, &config, 0, 0, 0};
+    opts[nopts++] = (cli_opt_t){"host-mem", 0, CLI_FLOAT, &host_gib, 1.0 / 1024, 1048576, 0};
+    opts[nopts++] = (cli_opt_t){"no-disk", 0, CLI_BOOL, &no_disk, 0, 0, 0};
     const char *pos[1];
     int npos = 0;
     int rc = cli_parse("tessera-sim", usage, opts, nopts, argc, argv, pos, 1, &npos);
@@ -262,6 +287,9 @@ int main(int argc, char **argv)
     tsr_config_init(&rcfg);
     rcfg.simulate = platform;
     rcfg.simulate_exec = exec;
+    if (host_gib > 0)
+        rcfg.host_mem = (size_t)(host_gib * 1073741824.0);
+    rcfg.simulate_no_disk = no_disk;
     if (threads > 0)
         rcfg.ncpu = threads;
     if (sched)
@@ -314,6 +342,13 @@ int main(int argc, char **argv)
     double step_bytes = st.first_mb_bytes +
                         (nmb - 1) * (micro > 1 ? st.mb_bytes : st.first_mb_bytes) +
                         st.adamw_bytes;
+    double disk_bytes = st.first_mb_disk +
+                        (nmb - 1) * (micro > 1 ? st.mb_disk : st.first_mb_disk) +
+                        st.adamw_disk;
+    int disk_node = -1;
+    for (int n = 1; n < tsr_memory_node_count(); n++)
+        if (is_disk(n))
+            disk_node = n;
     /* The least any schedule moves over the host links in a step: the model
      * state (parameters, gradients, two AdamW moments: 16 bytes per
      * parameter) that the accelerators cannot hold goes down and back up
@@ -321,7 +356,7 @@ int main(int argc, char **argv)
     double dev_mem = 0;
     for (int n = 1; n < tsr_memory_node_count(); n++) {
         tsr_node_stats_t ns;
-        if (tsr_memory_node_stats(n, &ns) == TSR_OK)
+        if (n != disk_node && tsr_memory_node_stats(n, &ns) == TSR_OK)
             dev_mem += (double)ns.capacity;
     }
     double spill = 16.0 * (double)params - dev_mem;
@@ -351,6 +386,8 @@ int main(int argc, char **argv)
         printf("%-28s %14.4f s\n", "AdamW", st.adamw);
         printf("%-28s %14.1f GB (lower bound %.1f GB)\n", "host <-> accelerators",
                step_bytes * 1e-9, lower_bytes * 1e-9);
+        if (disk_node >= 0)
+            printf("%-28s %14.1f GB\n", "host <-> disk", disk_bytes * 1e-9);
         printf("%-28s %14.1f\n", "model TFLOPS", flops / step_s * 1e-12);
         printf("%-28s %14llu\n", "tasks in the step",
                (unsigned long long)(tot.tasks - tasks_prev));
@@ -398,12 +435,14 @@ int main(int argc, char **argv)
                c->precision == TSR_GPT2_BF16 ? "bf16" : "fp32", params);
     }
     if (rc == TSR_OK) {
-        double peak_host = 0, peak_dev = 0;
+        double peak_host = 0, peak_dev = 0, peak_disk = 0;
         for (int n = 0; n < tsr_memory_node_count(); n++) {
             tsr_node_stats_t ns;
             if (tsr_memory_node_stats(n, &ns) == TSR_OK) {
                 if (n == 0)
                     peak_host = (double)ns.peak;
+                else if (n == disk_node)
+                    peak_disk = (double)ns.peak;
                 else if ((double)ns.peak > peak_dev)
                     peak_dev = (double)ns.peak;
             }
@@ -412,12 +451,14 @@ int main(int argc, char **argv)
                "\"step_s\":%.6g,\"step_bytes\":%.6g,\"lower_bound_bytes\":%.6g,"
                "\"tflops\":%.4g,\"tasks\":%llu,\"wall_s\":%.4g,"
                "\"sim_tasks_per_s\":%.4g,\"rss_mib\":%.0f,\"peak_host_gib\":%.4g,"
-               "\"peak_device_gib\":%.4g}\n",
+               "\"peak_device_gib\":%.4g,\"disk\":%s,\"disk_bytes\":%.6g,"
+               "\"peak_disk_gib\":%.4g}\n",
                st.first_mb, st.mb, st.adamw, step_s, step_bytes, lower_bytes,
                flops / step_s * 1e-12,
                (unsigned long long)(tot.tasks - tasks_prev),
                wall, (double)tot.tasks / wall, rss_mib, peak_host / 1073741824.0,
-               peak_dev / 1073741824.0);
+               peak_dev / 1073741824.0, disk_node >= 0 ? "true" : "false", disk_bytes,
+               peak_disk / 1073741824.0);
     } else {
         printf("\"fits\":false,\"oom\":%s,\"error\":", oom ? "true" : "false");
         cli_json_str(tsr_error_message());

@@ -124,6 +124,10 @@ typedef struct tsr_config {
                                   without waiting for the host to see them
                                   end; 0: only once the host has seen every
                                   predecessor end (docs/memory.md) */
+    int simulate_no_disk;      /* under simulation, 1: leave out the disk tier
+                                  the platform describes (host_mem and
+                                  disk_mem, when set, replace the platform's
+                                  host and disk capacities) */
 } tsr_config_t;
 
 /* Victim selection (tsr_config_t.evict). */
@@ -144,7 +148,8 @@ TSR_API void tsr_config_init(tsr_config_t *cfg);
  * TESSERA_STATS,
  * TESSERA_PERFMODEL_DIR,
  * TESSERA_CALIBRATE, TESSERA_CUDA_FP32 (tf32|strict), TESSERA_SIMULATE
- * (a platform file), TESSERA_SIMULATE_EXEC (0|1), TESSERA_DISK_DIR,
+ * (a platform file), TESSERA_SIMULATE_EXEC (0|1), TESSERA_SIMULATE_NO_DISK
+ * (0|1), TESSERA_DISK_DIR,
  * TESSERA_LIMIT_DISK_MEM (MiB), TESSERA_EVICT (window|lru) (see
  * docs/configuration.md). */
 TSR_API int tsr_init(const tsr_config_t *cfg);
