@@ -655,6 +655,12 @@ static int fetch_route(fetch_t *f, char *err)
         seterr(err, "no valid copy of a %zu-byte buffer to fetch from", e->size);
         return TSR_EINVAL;
     }
+    if (src >= 0 && f->dst != 0 && src == tsr__mem_disk_node() && e->rep[0].fetch) {
+        /* The disk reaches dst directly (GPUDirect Storage), but the host
+         * is already reading this copy from it: join that read rather
+         * than read the drives twice. */
+        src = -2;
+    }
     if (src >= 0) {
         /* Only a request may read a copy that a task is writing (and no
          * task order allows it): anything else would copy data in flux. */
