@@ -406,6 +406,12 @@ int main(int argc, char **argv)
             printf("%-10s %12.1f %12.2f %14.2f %14.2f\n", ns.name, ns.capacity / 1073741824.0,
                    ns.peak / 1073741824.0, ns.bytes_in * 1e-9, ns.bytes_out * 1e-9);
         }
+        tsr_node_stats_t hs;
+        if (disk_node >= 0 && tsr_memory_node_stats(0, &hs) == TSR_OK && hs.peak > hs.capacity)
+            printf("host peak %.1f GiB above its capacity: the disk tier's overdraft "
+                   "(accelerators' write-backs land before the host's own reach the disk; "
+                   "docs/memory.md#the-disk-tier)\n",
+                   (double)(hs.peak - hs.capacity) / 1073741824.0);
     }
     /* one JSON line: the figure and what it was measured on */
     printf("{\"bench\":\"sim-%s\",\"tag\":", model_arch_name(arch));
@@ -435,13 +441,14 @@ int main(int argc, char **argv)
                c->precision == TSR_GPT2_BF16 ? "bf16" : "fp32", params);
     }
     if (rc == TSR_OK) {
-        double peak_host = 0, peak_dev = 0, peak_disk = 0;
+        double peak_host = 0, peak_dev = 0, peak_disk = 0, host_cap = 0;
         for (int n = 0; n < tsr_memory_node_count(); n++) {
             tsr_node_stats_t ns;
             if (tsr_memory_node_stats(n, &ns) == TSR_OK) {
-                if (n == 0)
+                if (n == 0) {
                     peak_host = (double)ns.peak;
-                else if (n == disk_node)
+                    host_cap = (double)ns.capacity;
+                } else if (n == disk_node)
                     peak_disk = (double)ns.peak;
                 else if ((double)ns.peak > peak_dev)
                     peak_dev = (double)ns.peak;
@@ -452,13 +459,15 @@ int main(int argc, char **argv)
                "\"tflops\":%.4g,\"tasks\":%llu,\"wall_s\":%.4g,"
                "\"sim_tasks_per_s\":%.4g,\"rss_mib\":%.0f,\"peak_host_gib\":%.4g,"
                "\"peak_device_gib\":%.4g,\"disk\":%s,\"disk_bytes\":%.6g,"
-               "\"peak_disk_gib\":%.4g}\n",
+               "\"peak_disk_gib\":%.4g,\"host_overdraft_gib\":%.4g}\n",
                st.first_mb, st.mb, st.adamw, step_s, step_bytes, lower_bytes,
                flops / step_s * 1e-12,
                (unsigned long long)(tot.tasks - tasks_prev),
                wall, (double)tot.tasks / wall, rss_mib, peak_host / 1073741824.0,
                peak_dev / 1073741824.0, disk_node >= 0 ? "true" : "false", disk_bytes,
-               peak_disk / 1073741824.0);
+               peak_disk / 1073741824.0,
+               disk_node >= 0 && peak_host > host_cap ? (peak_host - host_cap) / 1073741824.0
+                                                      : 0.0);
     } else {
         printf("\"fits\":false,\"oom\":%s,\"error\":", oom ? "true" : "false");
         cli_json_str(tsr_error_message());
