@@ -19,6 +19,7 @@
  * Calls the public API only: the simulation is tsr_config_t.simulate.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,16 +132,18 @@ static void totals(run_totals_t *t)
     }
 }
 
+/* Links whose bytes the step reports: host <-> accelerators, host <->
+ * disk tier, disk tier <-> accelerators (GPUDirect Storage). */
+enum { LINK_ACC, LINK_DISK, LINK_DISK_ACC, NLINKS };
+
 /* Virtual times of one training step's phases. */
 typedef struct step_times {
     double first_mb;  /* the first micro-batch (forward + backward) */
     double mb;        /* the others, on average (0 with one) */
     double adamw;     /* the optimizer step after the last micro-batch */
     double total;
-    /* bytes moved between the host and the accelerators in each */
-    double first_mb_bytes, mb_bytes, adamw_bytes;
-    /* bytes moved between the host and the disk tier in each */
-    double first_mb_disk, mb_disk, adamw_disk;
+    /* bytes moved in each over the links of link_bytes(LINK_…) */
+    double first_mb_bytes[NLINKS], mb_bytes[NLINKS], adamw_bytes[NLINKS];
 } step_times_t;
 
 /* Whether node n is the disk tier (no worker, below the host). */
@@ -150,15 +153,29 @@ static int is_disk(int n)
     return tsr_memory_node_stats(n, &ns) == TSR_OK && ns.kind == TSR_NODE_DISK;
 }
 
-/* Bytes copied between the host (node 0) and the accelerators (disk 0), or
- * the disk tier (disk 1), so far. */
-static double host_link_bytes(int disk)
+/* Bytes copied so far over the links `which` (LINK_…), both ways (peer
+ * copies between accelerators are none of them). */
+static double link_bytes(int which)
 {
+    int n = tsr_memory_node_count(), disk = -1;
+    for (int j = 1; j < n; j++)
+        if (is_disk(j))
+            disk = j;
     double b = 0;
-    for (int j = 1; j < tsr_memory_node_count(); j++)
-        if (is_disk(j) == disk)
-            b += (double)tsr_memory_link_bytes(0, j) + (double)tsr_memory_link_bytes(j, 0);
+    for (int j = 1; j < n; j++)
+        for (int i = 0; i < j; i++) {
+            bool host = i == 0, dk = i == disk || j == disk;
+            int kind = host && dk ? LINK_DISK : host ? LINK_ACC : dk ? LINK_DISK_ACC : -1;
+            if (kind == which)
+                b += (double)tsr_memory_link_bytes(i, j) + (double)tsr_memory_link_bytes(j, i);
+        }
     return b;
+}
+
+static void links_now(double b[NLINKS])
+{
+    for (int k = 0; k < NLINKS; k++)
+        b[k] = link_bytes(k);
 }
 
 /* One training step: zero the gradients, K micro-batches of forward and
@@ -167,28 +184,32 @@ static double host_link_bytes(int disk)
 static int train_step(model_t *m, const int32_t *tok, const int32_t *tgt, int micro,
                       step_times_t *st)
 {
-    double t0 = tsr_time(), t = t0, b = host_link_bytes(0), d = host_link_bytes(1);
+    double t0 = tsr_time(), t = t0, b[NLINKS], bnow[NLINKS];
+    links_now(b);
     int rc = model_zero_grad(m);
-    st->mb = st->mb_bytes = st->mb_disk = 0.0;
+    st->mb = 0.0;
+    for (int l = 0; l < NLINKS; l++)
+        st->mb_bytes[l] = 0.0;
     for (int k = 0; rc == TSR_OK && k < micro; k++) {
         rc = model_forward(m, tok, tgt, NULL);
         if (rc == TSR_OK)
             rc = model_backward(m, 1.0f / (float)micro);
         if (rc == TSR_OK)
             rc = tsr_wait_all();
-        double now = tsr_time(), bnow = host_link_bytes(0), dnow = host_link_bytes(1);
-        if (k == 0) {
+        double now = tsr_time();
+        links_now(bnow);
+        if (k == 0)
             st->first_mb = now - t;
-            st->first_mb_bytes = bnow - b;
-            st->first_mb_disk = dnow - d;
-        } else {
+        else
             st->mb += (now - t) / (micro - 1);
-            st->mb_bytes += (bnow - b) / (micro - 1);
-            st->mb_disk += (dnow - d) / (micro - 1);
+        for (int l = 0; l < NLINKS; l++) {
+            if (k == 0)
+                st->first_mb_bytes[l] = bnow[l] - b[l];
+            else
+                st->mb_bytes[l] += (bnow[l] - b[l]) / (micro - 1);
+            b[l] = bnow[l];
         }
         t = now;
-        b = bnow;
-        d = dnow;
     }
     tsr_adamw_config_t opt;
     tsr_adamw_config_default(&opt);
@@ -197,8 +218,9 @@ static int train_step(model_t *m, const int32_t *tok, const int32_t *tgt, int mi
     if (rc == TSR_OK)
         rc = tsr_wait_all();
     st->adamw = tsr_time() - t;
-    st->adamw_bytes = host_link_bytes(0) - b;
-    st->adamw_disk = host_link_bytes(1) - d;
+    links_now(bnow);
+    for (int l = 0; l < NLINKS; l++)
+        st->adamw_bytes[l] = bnow[l] - b[l];
     st->total = tsr_time() - t0;
     return rc;
 }
@@ -339,12 +361,13 @@ int main(int argc, char **argv)
     double step_s = nmb == micro ? st.total
                                  : st.first_mb + (nmb - 1) * (micro > 1 ? st.mb : st.first_mb) +
                                        st.adamw;
-    double step_bytes = st.first_mb_bytes +
-                        (nmb - 1) * (micro > 1 ? st.mb_bytes : st.first_mb_bytes) +
-                        st.adamw_bytes;
-    double disk_bytes = st.first_mb_disk +
-                        (nmb - 1) * (micro > 1 ? st.mb_disk : st.first_mb_disk) +
-                        st.adamw_disk;
+    double link_step[NLINKS];
+    for (int l = 0; l < NLINKS; l++)
+        link_step[l] = st.first_mb_bytes[l] +
+                       (nmb - 1) * (micro > 1 ? st.mb_bytes[l] : st.first_mb_bytes[l]) +
+                       st.adamw_bytes[l];
+    double step_bytes = link_step[LINK_ACC], disk_bytes = link_step[LINK_DISK];
+    double disk_acc_bytes = link_step[LINK_DISK_ACC];
     int disk_node = -1;
     for (int n = 1; n < tsr_memory_node_count(); n++)
         if (is_disk(n))
@@ -388,6 +411,8 @@ int main(int argc, char **argv)
                step_bytes * 1e-9, lower_bytes * 1e-9);
         if (disk_node >= 0)
             printf("%-28s %14.1f GB\n", "host <-> disk", disk_bytes * 1e-9);
+        if (disk_acc_bytes > 0)
+            printf("%-28s %14.1f GB\n", "disk <-> accelerators", disk_acc_bytes * 1e-9);
         printf("%-28s %14.1f\n", "model TFLOPS", flops / step_s * 1e-12);
         printf("%-28s %14llu\n", "tasks in the step",
                (unsigned long long)(tot.tasks - tasks_prev));
@@ -459,12 +484,14 @@ int main(int argc, char **argv)
                "\"tflops\":%.4g,\"tasks\":%llu,\"wall_s\":%.4g,"
                "\"sim_tasks_per_s\":%.4g,\"rss_mib\":%.0f,\"peak_host_gib\":%.4g,"
                "\"peak_device_gib\":%.4g,\"disk\":%s,\"disk_bytes\":%.6g,"
+               "\"disk_accelerator_bytes\":%.6g,"
                "\"peak_disk_gib\":%.4g,\"host_overdraft_gib\":%.4g}\n",
                st.first_mb, st.mb, st.adamw, step_s, step_bytes, lower_bytes,
                flops / step_s * 1e-12,
                (unsigned long long)(tot.tasks - tasks_prev),
                wall, (double)tot.tasks / wall, rss_mib, peak_host / 1073741824.0,
                peak_dev / 1073741824.0, disk_node >= 0 ? "true" : "false", disk_bytes,
+               disk_acc_bytes,
                peak_disk / 1073741824.0,
                disk_node >= 0 && peak_host > host_cap ? (peak_host - host_cap) / 1073741824.0
                                                       : 0.0);
