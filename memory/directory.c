@@ -397,9 +397,10 @@ static int backing(int nd)
  * write-back or of a hop through the host. Nothing waits for room there:
  * it fits now or fails. With a disk tier the host may go over its
  * capacity for it (an overdraft: only accelerators' write-backs and hops
- * through the host do this, so it is bounded by their memory), and starts
- * writing its own least useful copies back to disk at once, so that it
- * returns under its capacity when they land. The disk first drops copies
+ * through the host do this), and starts writing its own least useful
+ * copies back to disk at once, so that it returns under its capacity when
+ * they land (the overdraft grows while the disk takes them more slowly
+ * than the accelerators write back: nothing here makes those wait). The disk first drops copies
  * that are also valid elsewhere. Entry lock held. */
 static int rep_alloc_unrequested(tsr_entry_t *e, int nd, char *err)
 {
