@@ -1,6 +1,7 @@
 /* Simulation mode (runtime/simulate.c): the runtime on a platform file, in
  * virtual time, with phantom data. References: makespans computed by hand
- * from the platform's rates; the same program run twice (traces), or run
+ * from the platform's rates (the disk tier's write-backs and read-backs
+ * among them); the same program run twice (traces), or run
  * by the threads driver (results); the process's resident memory. */
 #include "util.h"
 
