@@ -32,6 +32,8 @@ enum { ST_I = 0, ST_S = 1, ST_M = 2 };
 /* A fetch ended without making its replica valid: a write elsewhere made
  * what it copied stale. A waiter that needs the data fetches again. */
 #define FETCH_STALE 1
+/* fetch_route made the host replica valid itself (zeros: no engine). */
+#define FETCH_FILLED 2
 
 typedef struct waiter {
     void (*fn)(void *arg, int k, int status, const char *err);
@@ -49,6 +51,7 @@ typedef struct fetch {
     bool src_pinned;       /* the copy was queued: the source is pinned */
     bool deferred;         /* waits for copies still reading the target
                               (stale ones) before its own copy starts */
+    bool deferred_once;    /* was deferred (fetch_resume routes it) */
     bool demand;           /* a request waits for it (not a hint, a hop or
                               a write-back) */
     uint64_t version;      /* the entry's version when the fetch started */
@@ -394,9 +397,10 @@ static int backing(int nd)
  * write-back or of a hop through the host. Nothing waits for room there:
  * it fits now or fails. With a disk tier the host may go over its
  * capacity for it (an overdraft: only accelerators' write-backs and hops
- * through the host do this, so it is bounded by their memory), and starts
- * writing its own least useful copies back to disk at once, so that it
- * returns under its capacity when they land. The disk first drops copies
+ * through the host do this), and starts writing its own least useful
+ * copies back to disk at once, so that it returns under its capacity when
+ * they land (the overdraft grows while the disk takes them more slowly
+ * than the accelerators write back: nothing here makes those wait). The disk first drops copies
  * that are also valid elsewhere. Entry lock held. */
 static int rep_alloc_unrequested(tsr_entry_t *e, int nd, char *err)
 {
@@ -569,19 +573,25 @@ static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *e
 static int fetch_route(fetch_t *f, char *err);
 static void fetch_finish(fetch_t *f, int status, const char *err);
 
-/* A deferred fetch whose target no copy reads any more: route it now. */
+/* A deferred fetch whose target no copy reads any more: route it now.
+ * (Its data may have become zeros meanwhile: a host target is then filled
+ * here, FETCH_FILLED, and the fetch ends at once.) */
 static void fetch_resume(fetch_t *f)
 {
     tsr_entry_t *e = f->e;
     char err[TSR_MEM_ERR];
     pthread_mutex_lock(&e->lock);
     int rc = fetch_route(f, err);
+    if (rc == FETCH_FILLED)
+        e->rep[f->dst].state = ST_S;
     if (rc != TSR_OK) {
         e->rep[f->dst].fetch = NULL;
         nodes_changed(e);
     }
     pthread_mutex_unlock(&e->lock);
-    if (rc != TSR_OK) {
+    if (rc == FETCH_FILLED) {
+        fetch_finish(f, TSR_OK, "");
+    } else if (rc != TSR_OK) {
         snprintf(f->copy.err, sizeof f->copy.err, "%s", err);
         fetch_finish(f, rc, f->copy.err);
     }
@@ -641,19 +651,40 @@ static int queue_copy(fetch_t *f, char *err)
 }
 
 /* Choose where f copies from, as the data is now, and queue the copy (or
- * the hop into the host first). Entry lock held. */
+ * the hop into the host first). Zeros for the host need no engine (no
+ * copy engine performs a host-only copy): they are filled here and
+ * FETCH_FILLED returned, which only a deferred fetch can meet (a request
+ * or prefetch fills the host itself; a deferred fetch's data may have been
+ * invalidated, zero again, while it waited). Entry lock held. */
 static int fetch_route(fetch_t *f, char *err)
 {
     tsr_entry_t *e = f->e;
     f->version = e->version;
     if (e->zero) {
         f->src = -1;
+        if (f->dst == 0) {
+            tsr_node_t *h = node(0);
+            if (!f->deferred_once) {
+                seterr(err, "internal: a fetch of zeros into the host");
+                return TSR_EINVAL;
+            }
+            if (!h->ops->alloc_zeroed)
+                memset(e->rep[0].ptr, 0, e->size);
+            atomic_fetch_add(&h->zero_fills, 1);
+            return FETCH_FILLED;
+        }
         return queue_copy(f, err);
     }
     int src = pick_source(e, f->dst);
     if (src == -1) {
         seterr(err, "no valid copy of a %zu-byte buffer to fetch from", e->size);
         return TSR_EINVAL;
+    }
+    if (src >= 0 && f->dst != 0 && src == tsr__mem_disk_node() && e->rep[0].fetch) {
+        /* The disk reaches dst directly (GPUDirect Storage), but the host
+         * is already reading this copy from it: join that read rather
+         * than read the drives twice. */
+        src = -2;
     }
     if (src >= 0) {
         /* Only a request may read a copy that a task is writing (and no
@@ -713,7 +744,8 @@ static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *e
     add_waiter(f, w);
     /* A copy still reading the (invalid) target is stale, but it must end
      * before anything lands there. */
-    int rc = R->readers > 0 ? (f->deferred = true, TSR_OK) : fetch_route(f, err);
+    int rc = R->readers > 0 ? (f->deferred = f->deferred_once = true, TSR_OK)
+                            : fetch_route(f, err);
     if (rc != TSR_OK) {
         if (f->w != f->winline)
             free(f->w);

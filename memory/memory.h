@@ -204,7 +204,8 @@ typedef struct tsr_mem_config {
     int evict;              /* TSR_MEM_EVICT_… */
     bool tracing;           /* keep copy events */
     /* A simulated platform (memory/phantom.h): when set, the nodes are a
-     * phantom host and one phantom node per accelerator described, and
+     * phantom host, one phantom node per accelerator described and the
+     * phantom disk where it describes one (disk_dir is then refused), and
      * nsim, ncuda and the capacities above are not used. Copied at init. */
     const struct tsr_phantom_config *phantom;
 } tsr_mem_config_t;

@@ -247,13 +247,22 @@ static void node_close(tsr_node_t *n)
 }
 
 /* A simulated platform: the phantom host (node 0), then one phantom node
- * per accelerator described, in its order. */
+ * per accelerator described, in its order, then the disk tier: the
+ * platform's phantom disk where it describes one (the same role as
+ * memory/disk.c's node, in virtual time), else a real one at disk_dir. */
 static int init_phantom(const tsr_mem_config_t *cfg, char *err, size_t errlen)
 {
     const tsr_phantom_config_t *P = cfg->phantom;
-    if (P->nacc < 0 || 1 + P->nacc > TSR_MAX_NODES) {
+    bool pdisk = P->disk.capacity > 0;
+    if (pdisk && cfg->disk_dir) {
+        snprintf(err, errlen, "a disk tier at '%s' and the platform's disk: one disk tier "
+                 "at most", cfg->disk_dir);
+        return TSR_EINVAL;
+    }
+    int ndisk = pdisk || cfg->disk_dir;
+    if (P->nacc < 0 || 1 + P->nacc + ndisk > TSR_MAX_NODES) {
         snprintf(err, errlen, "%d simulated accelerators (at most %d)", P->nacc,
-                 TSR_MAX_NODES - 1);
+                 TSR_MAX_NODES - 1 - ndisk);
         return TSR_EINVAL;
     }
     int rc = TSR_OK;
@@ -265,7 +274,11 @@ static int init_phantom(const tsr_mem_config_t *cfg, char *err, size_t errlen)
         if (rc == TSR_OK)
             mem.n++;
     }
-    if (rc == TSR_OK && cfg->disk_dir) {
+    if (rc == TSR_OK && pdisk) {
+        rc = tsr__phantom_node_open(node_new(cfg->tracing), P, TSR_PHANTOM_DISK, err, errlen);
+        if (rc == TSR_OK)
+            mem.disk = mem.n++;
+    } else if (rc == TSR_OK && cfg->disk_dir) {
         rc = tsr__disk_node_open(node_new(cfg->tracing), cfg->disk_dir, cfg->disk_capacity,
                                  err, errlen);
         if (rc == TSR_OK)

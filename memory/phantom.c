@@ -1,5 +1,5 @@
-/* memory/phantom.c — phantom memory nodes (memory/phantom.h): the host and
- * accelerators of a simulated platform. Their memory is reserved address
+/* memory/phantom.c — phantom memory nodes (memory/phantom.h): the host,
+ * accelerators and disk of a simulated platform. Their memory is reserved address
  * space that nothing touches; their copies are transfers in virtual time
  * (memory/vclock.h) that share the platform's links max-min fairly.
  *
@@ -48,15 +48,27 @@
 #define PH_RESERVE_FACTOR 4
 #define PH_MIN_RESERVE (64ull << 20)
 
+/* The disk node reserves a quarter more address space than its capacity
+ * (room for freed pieces of other sizes); its capacity is at most
+ * TSR_PHANTOM_MAX_DISK, so that this fits the address space. */
+#define PH_DISK_SLACK 4
+
 /* Link table: host memory, then each switch's two directions, then each
- * accelerator's own link (two directions) and fabric port (out, in). */
-#define PH_NLINKS (1 + 2 * TSR_PHANTOM_MAX_ACC + 4 * TSR_PHANTOM_MAX_ACC)
+ * accelerator's own link (two directions) and fabric port (out, in), then
+ * the drives' read and write links. */
+#define PH_NLINKS (1 + 2 * TSR_PHANTOM_MAX_ACC + 4 * TSR_PHANTOM_MAX_ACC + 2)
 #define PH_MAX_ROUTE 3
 enum { L_DOWN = 0, L_UP = 1, L_NV_OUT = 2, L_NV_IN = 3 };
+enum { D_READ = 0, D_WRITE = 1 };
 
 static int link_hostmem(void) { return 0; }
 static int link_switch(int s, int up) { return 1 + 2 * s + up; }
 static int link_acc(int i, int which) { return 1 + 2 * TSR_PHANTOM_MAX_ACC + 4 * i + which; }
+static int link_disk(int which) { return 1 + 6 * TSR_PHANTOM_MAX_ACC + which; }
+
+/* What a node id is to the platform (ph.acc_of): an accelerator's index
+ * (>= 0), or one of these. */
+enum { PH_HOST = -1, PH_DISK = TSR_PHANTOM_DISK, PH_NONE = -3 };
 
 typedef struct ph_lane ph_lane_t;
 
@@ -89,12 +101,13 @@ typedef struct ph_class {
 } ph_class_t;
 
 typedef struct ph_node {
-    int acc;              /* -1: the host */
+    int acc;              /* an accelerator, PH_HOST or PH_DISK */
     char *base;
     size_t reserve, bump;
     ph_class_t *cls;
     int ncls, capcls, last_cls;
-    ph_lane_t lane[2];    /* CUDA: [0] into the node, [1] out of it; SIM: [0] */
+    ph_lane_t lane[2];    /* CUDA, disk: [0] into the node, [1] out of it;
+                             SIM: [0] */
     int nlanes;
     char why[160];        /* the last failed alloc */
 } ph_node_t;
@@ -103,7 +116,8 @@ typedef struct ph_node {
 static struct {
     tsr_phantom_config_t cfg;   /* a copy of the caller's */
     int nopen;
-    int acc_of[TSR_MAX_NODES];  /* node id → accelerator, -1 host, -2 not phantom */
+    int acc_of[TSR_MAX_NODES];  /* node id → accelerator, PH_HOST, PH_DISK,
+                                   PH_NONE (not phantom) */
     double bw[PH_NLINKS], lat[PH_NLINKS];
     ph_xfer_t *act[2 * TSR_MAX_NODES]; /* in the order they started */
     int nact;
@@ -275,8 +289,8 @@ static void *ph_alloc(tsr_node_t *n, size_t size)
 }
 
 /* Give the pages back (the piece reads as zeros again) and keep the range
- * for the next allocation of its size. An accelerator's piece outside exec
- * mode was never touched (no kernel runs, no copy copies, and only host
+ * for the next allocation of its size. An accelerator's (or the disk's) piece
+ * outside exec mode was never touched (no kernel runs, no copy copies, and only host
  * replicas are ever mapped for the application): it has no page to give
  * back, and the madvise call per freed replica was a tenth of a simulated
  * GPT-2 step. */
@@ -286,7 +300,7 @@ static void ph_free(tsr_node_t *n, void *ptr, size_t size)
     if (!ptr)
         return;
     size_t sz = round_page(size ? size : 1);
-    if (ph.cfg.exec || p->acc < 0)
+    if (ph.cfg.exec || p->acc == PH_HOST)
         (void)madvise(ptr, sz, MADV_DONTNEED);
     file_piece(p, (size_t)((char *)ptr - p->base), sz);
 }
@@ -305,12 +319,34 @@ static int route(int src, int dst, int link[PH_MAX_ROUTE])
 {
     int a = ph.acc_of[src], b = ph.acc_of[dst];
     int nl = 0;
-    if (a == -1 && b >= 0) {
+    if (a == PH_DISK || b == PH_DISK) {
+        int other = a == PH_DISK ? b : a;
+        if (other == PH_DISK || other == PH_NONE)
+            return 0;
+        bool down = a == PH_DISK; /* out of the drives */
+        if (down)
+            link[nl++] = link_disk(D_READ);
+        if (other == PH_HOST) {
+            link[nl++] = link_hostmem();
+        } else if (down) {
+            if (ph.cfg.acc[other].pcie_switch >= 0)
+                link[nl++] = link_switch(ph.cfg.acc[other].pcie_switch, L_DOWN);
+            link[nl++] = link_acc(other, L_DOWN);
+        } else {
+            link[nl++] = link_acc(other, L_UP);
+            if (ph.cfg.acc[other].pcie_switch >= 0)
+                link[nl++] = link_switch(ph.cfg.acc[other].pcie_switch, L_UP);
+        }
+        if (!down)
+            link[nl++] = link_disk(D_WRITE);
+        return nl;
+    }
+    if (a == PH_HOST && b >= 0) {
         link[nl++] = link_hostmem();
         if (ph.cfg.acc[b].pcie_switch >= 0)
             link[nl++] = link_switch(ph.cfg.acc[b].pcie_switch, L_DOWN);
         link[nl++] = link_acc(b, L_DOWN);
-    } else if (a >= 0 && b == -1) {
+    } else if (a >= 0 && b == PH_HOST) {
         link[nl++] = link_acc(a, L_UP);
         if (ph.cfg.acc[a].pcie_switch >= 0)
             link[nl++] = link_switch(ph.cfg.acc[a].pcie_switch, L_UP);
@@ -318,22 +354,29 @@ static int route(int src, int dst, int link[PH_MAX_ROUTE])
     } else if (a >= 0 && b >= 0) {
         link[nl++] = link_acc(a, L_NV_OUT);
         link[nl++] = link_acc(b, L_NV_IN);
-    } else if (a == -1 && b == -1) {
+    } else if (a == PH_HOST && b == PH_HOST) {
         link[nl++] = link_hostmem();
     }
     return nl;
 }
 
+/* The rate of a zero fill on a node (`a` as in ph.acc_of). */
+static double fill_bandwidth(int a)
+{
+    return a >= 0 ? ph.cfg.acc[a].fill_bandwidth
+           : a == PH_DISK ? ph.cfg.disk.write.bandwidth
+                          : ph.cfg.host_mem.bandwidth;
+}
+
 bool tsr__phantom_link(int src, int dst, double *latency_s, double *bytes_per_s)
 {
     if (ph.nopen == 0 || src < 0 || dst < 0 || src >= TSR_MAX_NODES || dst >= TSR_MAX_NODES ||
-        ph.acc_of[src] < -1 || ph.acc_of[dst] < -1)
+        ph.acc_of[src] == PH_NONE || ph.acc_of[dst] == PH_NONE)
         return false;
     double lat = 0, bw = 0;
     if (src == dst) {
         /* a zero fill */
-        int a = ph.acc_of[src];
-        bw = a >= 0 ? ph.cfg.acc[a].fill_bandwidth : ph.cfg.host_mem.bandwidth;
+        bw = fill_bandwidth(ph.acc_of[src]);
     } else {
         int link[PH_MAX_ROUTE];
         int nl = route(src, dst, link);
@@ -491,8 +534,7 @@ static void lane_start(ph_lane_t *L)
     c->t_start = now;
     double lat = 0;
     if (!c->src) {
-        int a = ph.acc_of[c->dst_node];
-        x->fill_bw = a >= 0 ? ph.cfg.acc[a].fill_bandwidth : ph.cfg.host_mem.bandwidth;
+        x->fill_bw = fill_bandwidth(ph.acc_of[c->dst_node]);
     } else {
         x->nl = route(c->src_node, c->dst_node, x->link);
         for (int k = 0; k < x->nl; k++)
@@ -608,13 +650,15 @@ static int host_copy(tsr_node_t *n, tsr_copy_t *c)
 }
 
 /* The host reaches every node; a CUDA-kind node with a fabric port
- * reaches the other phantom nodes that have one; a SIM-kind node only the
- * host. */
+ * reaches the other phantom nodes that have one, and any CUDA-kind node
+ * the disk with GPUDirect Storage; a SIM-kind node only the host. */
 static bool ph_peer(tsr_node_t *n, const tsr_node_t *other)
 {
     if (other->kind == TSR_NODE_KIND_HOST)
         return true;
     ph_node_t *p = n->impl;
+    if (other->id >= 0 && other->id < TSR_MAX_NODES && ph.acc_of[other->id] == PH_DISK)
+        return n->kind == TSR_NODE_KIND_CUDA && p->acc >= 0 && ph.cfg.disk.gpudirect;
     if (n->kind != TSR_NODE_KIND_CUDA || p->acc < 0 || !ph.cfg.acc[p->acc].peer)
         return false;
     if (other->id < 0 || other->id >= TSR_MAX_NODES || other == n)
@@ -628,6 +672,17 @@ static bool host_peer(tsr_node_t *n, const tsr_node_t *other)
     (void)n;
     (void)other;
     return true;
+}
+
+/* The disk reaches the host (as memory/disk.c's), and CUDA-kind nodes
+ * with GPUDirect Storage. */
+static bool disk_peer(tsr_node_t *n, const tsr_node_t *other)
+{
+    (void)n;
+    if (other->kind == TSR_NODE_KIND_HOST)
+        return true;
+    return ph.cfg.disk.gpudirect && other->kind == TSR_NODE_KIND_CUDA && other->id >= 0 &&
+           other->id < TSR_MAX_NODES && ph.acc_of[other->id] >= 0;
 }
 
 static bool lanes_busy(ph_node_t *p)
@@ -666,7 +721,7 @@ static void ph_close(tsr_node_t *n)
     free(p->cls);
     free(p);
     n->impl = NULL;
-    ph.acc_of[n->id] = -2;
+    ph.acc_of[n->id] = PH_NONE;
     if (--ph.nopen == 0) {
         ph.nact = 0;
         ph.pending = false;
@@ -692,6 +747,16 @@ static const tsr_node_ops_t ph_acc_ops = {
     .peer = ph_peer,
     .close = ph_close,
     .alloc_zeroed = true,
+};
+
+/* The disk: memory/disk.c's node, in virtual time. */
+static const tsr_node_ops_t ph_disk_ops = {
+    .alloc = ph_alloc,
+    .free = ph_free,
+    .alloc_error = ph_alloc_error,
+    .copy = ph_copy,
+    .peer = disk_peer,
+    .close = ph_close,
 };
 
 /* ---- opening ------------------------------------------------------------- */
@@ -746,6 +811,22 @@ static int check_config(const tsr_phantom_config_t *cfg, char *err, size_t errle
             return TSR_EINVAL;
         }
     }
+    const tsr_phantom_disk_t *d = &cfg->disk;
+    if (d->capacity) {
+        const char *bad = NULL;
+        if (d->capacity > TSR_PHANTOM_MAX_DISK)
+            bad = "capacity above 32 TiB";
+        else if (cfg->nacc > TSR_PHANTOM_MAX_ACC - 1)
+            bad = "no node left for it (too many accelerators)";
+        else if (!link_ok(&d->read) || !(d->read.bandwidth > 0))
+            bad = "read link: negative, zero or non-finite latency or bandwidth";
+        else if (!link_ok(&d->write) || !(d->write.bandwidth > 0))
+            bad = "write link: negative, zero or non-finite latency or bandwidth";
+        if (bad) {
+            snprintf(err, errlen, "phantom platform: disk: %s", bad);
+            return TSR_EINVAL;
+        }
+    }
     return TSR_OK;
 }
 
@@ -756,7 +837,7 @@ static void platform_set(const tsr_phantom_config_t *cfg)
     memset(&ph, 0, sizeof ph);
     ph.cfg = *cfg;
     for (int i = 0; i < TSR_MAX_NODES; i++)
-        ph.acc_of[i] = -2;
+        ph.acc_of[i] = PH_NONE;
     ph.bw[link_hostmem()] = cfg->host_mem.bandwidth;
     ph.lat[link_hostmem()] = cfg->host_mem.latency;
     for (int s = 0; s < cfg->nswitches; s++)
@@ -771,6 +852,10 @@ static void platform_set(const tsr_phantom_config_t *cfg)
         ph.bw[link_acc(i, L_NV_OUT)] = ph.bw[link_acc(i, L_NV_IN)] = a->nvlink.bandwidth;
         ph.lat[link_acc(i, L_NV_OUT)] = ph.lat[link_acc(i, L_NV_IN)] = a->nvlink.latency;
     }
+    ph.bw[link_disk(D_READ)] = cfg->disk.read.bandwidth;
+    ph.lat[link_disk(D_READ)] = cfg->disk.read.latency;
+    ph.bw[link_disk(D_WRITE)] = cfg->disk.write.bandwidth;
+    ph.lat[link_disk(D_WRITE)] = cfg->disk.write.latency;
 }
 
 int tsr__phantom_node_open(tsr_node_t *n, const tsr_phantom_config_t *cfg, int acc,
@@ -779,14 +864,22 @@ int tsr__phantom_node_open(tsr_node_t *n, const tsr_phantom_config_t *cfg, int a
     int rc = check_config(cfg, err, errlen);
     if (rc != TSR_OK)
         return rc;
-    if (acc < -1 || acc >= cfg->nacc || n->id < 0 || n->id >= TSR_MAX_NODES) {
+    if (acc == PH_DISK && cfg->disk.capacity == 0) {
+        snprintf(err, errlen, "phantom platform: no disk described");
+        return TSR_EINVAL;
+    }
+    if (acc < PH_DISK || acc >= cfg->nacc || n->id < 0 || n->id >= TSR_MAX_NODES) {
         snprintf(err, errlen, "phantom platform: no accelerator %d (%d described)", acc,
                  cfg->nacc);
         return TSR_EINVAL;
     }
-    size_t capacity = acc < 0 ? cfg->host_capacity : cfg->acc[acc].capacity;
+    size_t capacity = acc == PH_HOST ? cfg->host_capacity
+                      : acc == PH_DISK ? cfg->disk.capacity
+                                       : cfg->acc[acc].capacity;
     size_t reserve = PH_UNLIMITED_RESERVE;
-    if (capacity && capacity < PH_UNLIMITED_RESERVE / PH_RESERVE_FACTOR)
+    if (acc == PH_DISK)
+        reserve = capacity + capacity / PH_DISK_SLACK;
+    else if (capacity && capacity < PH_UNLIMITED_RESERVE / PH_RESERVE_FACTOR)
         reserve = capacity * PH_RESERVE_FACTOR;
     if (reserve < PH_MIN_RESERVE)
         reserve = PH_MIN_RESERVE;
@@ -816,7 +909,17 @@ int tsr__phantom_node_open(tsr_node_t *n, const tsr_phantom_config_t *cfg, int a
     p->last_cls = -1;
     n->impl = p;
     n->capacity = capacity ? capacity : SIZE_MAX;
-    if (acc < 0) {
+    if (acc == PH_DISK) {
+        n->kind = TSR_NODE_KIND_DISK;
+        n->index = 0;
+        snprintf(n->name, sizeof n->name, "disk");
+        n->ops = &ph_disk_ops;
+        p->nlanes = 2;
+        for (int i = 0; i < p->nlanes; i++)
+            p->lane[i].n = n;
+        return TSR_OK;
+    }
+    if (acc == PH_HOST) {
         n->kind = TSR_NODE_KIND_HOST;
         n->index = 0;
         snprintf(n->name, sizeof n->name, "host");

@@ -1,7 +1,7 @@
-/* memory/phantom.h — phantom memory nodes: the host and the accelerators
- * of a simulated platform, with capacities for accounting and links whose
- * transfers take virtual time, but no bytes (unless the simulation also
- * executes kernels).
+/* memory/phantom.h — phantom memory nodes: the host, the accelerators and
+ * the disk tier (NVMe storage) of a simulated platform, with capacities for
+ * accounting and links whose transfers take virtual time, but no bytes
+ * (unless the simulation also executes kernels).
  *
  * A phantom node's memory is address space reserved without backing
  * (MAP_NORESERVE): an allocation is an address range that reads as zeros
@@ -24,10 +24,24 @@
  *   accelerator i → host:  the same links in the other direction
  *   accelerator i → j (peers, "nvlink" in the platform): i's NVLink out,
  *                          j's NVLink in
+ *   host → disk:           host memory, the drives' write link
+ *   disk → host:           the drives' read link, host memory
+ *   disk → accelerator i (GPUDirect Storage, CUDA only): the drives' read
+ *                          link, i's PCIe switch uplink (down), i's own
+ *                          link (down); i → disk the reverse, into the
+ *                          drives' write link
  * Each direction of a link is a separate link (full duplex). A CUDA-kind
  * node's engine has two lanes (into it, out of it), each one copy at a
  * time in FIFO order, as memory/cuda.cu's two DMA streams; a SIM-kind
- * node's engine has one lane, as memory/sim.c's engine thread.
+ * node's engine has one lane, as memory/sim.c's engine thread; the disk
+ * node's two lanes (writes into it, reads out of it), as the real disk
+ * tier's two engine threads (memory/disk.c).
+ *
+ * The disk node plays memory/disk.h's role under simulation: kind
+ * TSR_NODE_KIND_DISK, last in the node table, no worker; the directory
+ * writes the host's evicted copies back to it and reads them back on
+ * demand, as with the real tier. Its links are the drives' aggregate
+ * bandwidth (RAID-0 striping: one large copy uses every drive).
  *
  * Must never: touch the bytes of a replica when not executing; complete a
  * copy inside the call that queued it; depend on anything but the order
@@ -42,6 +56,10 @@
 #include "memory/memory.h"
 
 #define TSR_PHANTOM_MAX_ACC (TSR_MAX_NODES - 1)
+/* The `acc` of tsr__phantom_node_open that opens the disk node. */
+#define TSR_PHANTOM_DISK (-2)
+/* The largest disk (bytes): its address range must fit beside the others. */
+#define TSR_PHANTOM_MAX_DISK ((size_t)32 << 40)
 
 /* One link direction: seconds of latency per transfer, bytes per second. */
 typedef struct tsr_phantom_link {
@@ -61,6 +79,16 @@ typedef struct tsr_phantom_acc {
     double fill_bandwidth;       /* bytes/s of a zero fill on the node */
 } tsr_phantom_acc_t;
 
+/* NVMe storage below the host: every drive together. */
+typedef struct tsr_phantom_disk {
+    size_t capacity;             /* bytes; 0: no disk */
+    tsr_phantom_link_t read;     /* out of the drives (aggregate, > 0) */
+    tsr_phantom_link_t write;    /* into the drives (aggregate, > 0) */
+    bool gpudirect;              /* CUDA accelerators copy to and from it
+                                    directly (GPUDirect Storage); false:
+                                    through the host */
+} tsr_phantom_disk_t;
+
 typedef struct tsr_phantom_config {
     size_t host_capacity;        /* bytes; 0: unlimited */
     tsr_phantom_link_t host_mem; /* host memory, shared by every transfer
@@ -69,12 +97,14 @@ typedef struct tsr_phantom_config {
     tsr_phantom_acc_t acc[TSR_PHANTOM_MAX_ACC];
     int nswitches;
     tsr_phantom_link_t switches[TSR_PHANTOM_MAX_ACC]; /* PCIe switch uplinks */
+    tsr_phantom_disk_t disk;     /* capacity 0: none */
     bool exec;                   /* real bytes: replicas are backed on touch,
                                     copies copy (at completion) */
 } tsr_phantom_config_t;
 
-/* Open node n as the phantom host (acc == -1) or phantom accelerator acc
- * of cfg (the first node opened copies cfg; the copy is forgotten when the
+/* Open node n as the phantom host (acc == -1), phantom accelerator acc,
+ * or the disk (acc == TSR_PHANTOM_DISK, with cfg->disk.capacity > 0) of
+ * cfg (the first node opened copies cfg; the copy is forgotten when the
  * last phantom node closes). Returns 0, or a TSR_E… code with a message in
  * err. Copies need the virtual clock on (else the copy op fails with
  * TSR_ESTATE). */

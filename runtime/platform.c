@@ -38,6 +38,7 @@
 #define MIN_GIB (4096 / GIB)         /* one page */
 #define MAX_US 1e6                   /* 1 s */
 #define MAX_CPU_WORKERS 4096
+#define MAX_DRIVES 64
 
 /* What a validation error names: the file and the field path. */
 typedef struct ctx {
@@ -358,6 +359,60 @@ static int read_group(const ctx_t *c, const tsr__json_t *g, int gi, tsr_platform
     return 0;
 }
 
+/* "disk": NVMe drives below the host, per drive in the file (decimal GB and
+ * GB/s, as drive datasheets give them), every drive together in out->mem.disk
+ * (RAID-0: capacities and bandwidths add up; the latency is one drive's). */
+static int read_disk(const ctx_t *c, const tsr__json_t *root, tsr_platform_t *out,
+                     bool has_cuda)
+{
+    static const char *const keys[] = {"count", "capacity_gb", "read_bandwidth_gbs",
+                                       "write_bandwidth_gbs", "latency_us", "gpudirect",
+                                       "source", "notes", NULL};
+    const tsr__json_t *d = tsr__json_get(root, "disk");
+    if (!d)
+        return 0;
+    int count, rc;
+    double gb, rd, wr, lat;
+    if (d->type != TSR__JSON_OBJECT)
+        return bad(c, "disk", "must be an object, not a %s", tsr__json_type_name(d->type));
+    if ((rc = only_keys(c, d, "disk", keys)) || (rc = check_text(c, d, "disk", "source")) ||
+        (rc = check_text(c, d, "disk", "notes")) ||
+        (rc = get_int(c, d, "disk", "count", 1, MAX_DRIVES, &count)) ||
+        (rc = get_number(c, d, "disk", "capacity_gb", true, 0, 4096 / GB, false, MAX_GIB * GIB / GB,
+                         &gb)) ||
+        (rc = get_number(c, d, "disk", "read_bandwidth_gbs", true, 0, MIN_RATE, false, 1e6,
+                         &rd)) ||
+        (rc = get_number(c, d, "disk", "write_bandwidth_gbs", true, 0, MIN_RATE, false, 1e6,
+                         &wr)) ||
+        (rc = get_number(c, d, "disk", "latency_us", true, 0, 0, false, MAX_US, &lat)))
+        return rc;
+    double total = gb * GB * count;
+    if (total > (double)TSR_PHANTOM_MAX_DISK)
+        return bad(c, "disk.capacity_gb", "%d drives of %g GB: %g GB in all, more than %g GB "
+                   "(32 TiB, the simulation's limit)", count, gb, total / GB,
+                   (double)TSR_PHANTOM_MAX_DISK / GB);
+    bool gpudirect = false;
+    const tsr__json_t *g = tsr__json_get(d, "gpudirect");
+    if (g) {
+        if (g->type != TSR__JSON_TRUE && g->type != TSR__JSON_FALSE)
+            return bad(c, "disk.gpudirect", "must be true or false, not a %s",
+                       tsr__json_type_name(g->type));
+        gpudirect = g->type == TSR__JSON_TRUE;
+        if (gpudirect && !has_cuda)
+            return bad(c, "disk.gpudirect", "no accelerator has kind \"cuda\"");
+    }
+    if (out->mem.nacc > TSR_PHANTOM_MAX_ACC - 1)
+        return bad(c, "disk", "no memory node left for it beside %d accelerators (at most %d "
+                   "with a disk)", out->mem.nacc, TSR_PHANTOM_MAX_ACC - 1);
+    tsr_phantom_disk_t *k = &out->mem.disk;
+    k->capacity = (size_t)total;
+    k->read.bandwidth = rd * GB * count;
+    k->write.bandwidth = wr * GB * count;
+    k->read.latency = k->write.latency = lat * MICRO;
+    k->gpudirect = gpudirect;
+    return 0;
+}
+
 /* ---- the file ------------------------------------------------------------------ */
 
 /* The whole file into a malloc'd buffer. */
@@ -403,8 +458,8 @@ static int read_file(const char *path, char **buf, size_t *len)
 static int read_platform(const ctx_t *c, const tsr__json_t *root, tsr_platform_t *out)
 {
     static const char *const keys[] = {"name", "models", "models_key", "task_overhead_us",
-                                       "host", "devices", "accelerators", "source", "notes",
-                                       NULL};
+                                       "host", "devices", "accelerators", "disk", "source",
+                                       "notes", NULL};
     static const char *const host_keys[] = {"memory_gib", "memory_bandwidth_gbs",
                                             "memory_latency_us", "cpu_workers", "source",
                                             "notes", NULL};
@@ -486,6 +541,8 @@ static int read_platform(const ctx_t *c, const tsr__json_t *root, tsr_platform_t
     } else if (tsr__json_get(devs, "cuda")) {
         return bad(c, "devices.cuda", "no accelerator has kind \"cuda\"");
     }
+    if ((rc = read_disk(c, root, out, has_cuda)))
+        return rc;
 
     /* a zero fill runs at the node's memory bandwidth unless given */
     for (int i = 0; i < out->mem.nacc; i++) {

@@ -2,8 +2,8 @@
  * processing units, memories and links, read from a JSON file
  * (docs/simulation.md documents the format; platforms/ ships examples).
  *
- * The description gives (1) the phantom memory nodes (memory/phantom.h)
- * and (2) for each device kind a rate model that estimates how long a task
+ * The description gives (1) the phantom memory nodes (memory/phantom.h),
+ * the NVMe drives of a disk tier among them, and (2) for each device kind a rate model that estimates how long a task
  * takes on a device never measured: launch latency plus the larger of
  * compute time (the codelet's flops at the device's peak times the
  * codelet's efficiency) and memory time (the codelet's bytes at the

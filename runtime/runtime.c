@@ -114,6 +114,8 @@ static const struct env_var {
     {"TESSERA_DETERMINISTIC", offsetof(tsr_config_t, deterministic), ENV_FLAG, 0, 0, LONG_MAX},
     {"TESSERA_CALIBRATE", offsetof(tsr_config_t, calibrate), ENV_INT, 0, 0, 2},
     {"TESSERA_SIMULATE_EXEC", offsetof(tsr_config_t, simulate_exec), ENV_FLAG, 0, 0, LONG_MAX},
+    {"TESSERA_SIMULATE_NO_DISK", offsetof(tsr_config_t, simulate_no_disk), ENV_FLAG, 0, 0,
+     LONG_MAX},
     {"TESSERA_LIMIT_DISK_MEM", offsetof(tsr_config_t, disk_mem), ENV_MIB, 0, 1, MAX_MIB},
     {"TESSERA_HOME_MIN", offsetof(tsr_config_t, home_min), ENV_MIB, 0, 1, MAX_MIB},
 };

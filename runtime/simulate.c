@@ -370,7 +370,9 @@ static void sim_close(void)
 }
 
 /* Before the memory nodes: the platform, the virtual clock (time 0), the
- * phantom nodes to open, the models' key and prior. */
+ * phantom nodes to open (with the configuration's host_mem, disk_mem and
+ * simulate_no_disk in place of the platform's), the models' key and
+ * prior. */
 static int sim_open(tsr_mem_config_t *mc)
 {
     int rc = tsr__platform_load(tsr__rt.cfg.simulate, &sim.plat);
@@ -384,6 +386,16 @@ static int sim_open(tsr_mem_config_t *mc)
     /* Time starts at 0 for everything the runtime reports. */
     tsr__rt.t0_ns = tsr__mem_now_ns();
     sim.plat.mem.exec = tsr__rt.cfg.simulate_exec != 0;
+    /* The configuration's memory limits replace the platform's (a projection
+     * with less host memory, or without the disk tier). */
+    const tsr_config_t *cfg = &tsr__rt.cfg;
+    if (cfg->host_mem)
+        sim.plat.mem.host_capacity = cfg->host_mem;
+    if (cfg->simulate_no_disk)
+        sim.plat.mem.disk.capacity = 0;
+    else if (cfg->disk_mem && sim.plat.mem.disk.capacity)
+        sim.plat.mem.disk.capacity = cfg->disk_mem < TSR_PHANTOM_MAX_DISK ? cfg->disk_mem
+                                                                         : TSR_PHANTOM_MAX_DISK;
     mc->phantom = &sim.plat.mem;
     /* The platform's devices, not this machine's. */
     mc->nsim = 0;

@@ -11,11 +11,15 @@
  * TFLOPS that makes, the simulator's own speed, per-node peak memory, bytes
  * per link and per-worker busy time; a table, then one JSON line. A step
  * that does not fit (a memory node too small for what a task needs, the
- * host too small for the model) is reported as out of memory, exit 3.
+ * host, and the disk tier where the platform has one, too small for the
+ * model) is reported as out of memory, exit 3. --host-mem and --no-disk
+ * shrink the platform's node for a projection (tsr_config_t.host_mem,
+ * simulate_no_disk).
  *
  * Calls the public API only: the simulation is tsr_config_t.simulate.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +40,10 @@ static const char usage[] =
     "  --sched NAME         scheduling policy or plug-in .so (default: eager)\n"
     "  --threads N          CPU workers (default: the platform's)\n"
     "  --exec               also run every kernel on real data (small models)\n"
+    "  --host-mem GIB       host memory for the runtime's copies, in place of the\n"
+    "                       platform's (the host's evicted copies go to the disk\n"
+    "                       tier where the platform describes one)\n"
+    "  --no-disk            leave out the platform's disk tier (NVMe)\n"
     "  --trace FILE         Chrome trace of the run, in virtual time\n"
     "  --stats              print the runtime's counters at the end\n"
     "gpt2 flags:\n"
@@ -124,23 +132,50 @@ static void totals(run_totals_t *t)
     }
 }
 
+/* Links whose bytes the step reports: host <-> accelerators, host <->
+ * disk tier, disk tier <-> accelerators (GPUDirect Storage). */
+enum { LINK_ACC, LINK_DISK, LINK_DISK_ACC, NLINKS };
+
 /* Virtual times of one training step's phases. */
 typedef struct step_times {
     double first_mb;  /* the first micro-batch (forward + backward) */
     double mb;        /* the others, on average (0 with one) */
     double adamw;     /* the optimizer step after the last micro-batch */
     double total;
-    /* bytes moved between the host and the accelerators in each */
-    double first_mb_bytes, mb_bytes, adamw_bytes;
+    /* bytes moved in each over the links of link_bytes(LINK_…) */
+    double first_mb_bytes[NLINKS], mb_bytes[NLINKS], adamw_bytes[NLINKS];
 } step_times_t;
 
-/* Bytes copied between the host (node 0) and every other node so far. */
-static double host_link_bytes(void)
+/* Whether node n is the disk tier (no worker, below the host). */
+static int is_disk(int n)
 {
+    tsr_node_stats_t ns;
+    return tsr_memory_node_stats(n, &ns) == TSR_OK && ns.kind == TSR_NODE_DISK;
+}
+
+/* Bytes copied so far over the links `which` (LINK_…), both ways (peer
+ * copies between accelerators are none of them). */
+static double link_bytes(int which)
+{
+    int n = tsr_memory_node_count(), disk = -1;
+    for (int j = 1; j < n; j++)
+        if (is_disk(j))
+            disk = j;
     double b = 0;
-    for (int j = 1; j < tsr_memory_node_count(); j++)
-        b += (double)tsr_memory_link_bytes(0, j) + (double)tsr_memory_link_bytes(j, 0);
+    for (int j = 1; j < n; j++)
+        for (int i = 0; i < j; i++) {
+            bool host = i == 0, dk = i == disk || j == disk;
+            int kind = host && dk ? LINK_DISK : host ? LINK_ACC : dk ? LINK_DISK_ACC : -1;
+            if (kind == which)
+                b += (double)tsr_memory_link_bytes(i, j) + (double)tsr_memory_link_bytes(j, i);
+        }
     return b;
+}
+
+static void links_now(double b[NLINKS])
+{
+    for (int k = 0; k < NLINKS; k++)
+        b[k] = link_bytes(k);
 }
 
 /* One training step: zero the gradients, K micro-batches of forward and
@@ -149,25 +184,32 @@ static double host_link_bytes(void)
 static int train_step(model_t *m, const int32_t *tok, const int32_t *tgt, int micro,
                       step_times_t *st)
 {
-    double t0 = tsr_time(), t = t0, b = host_link_bytes();
+    double t0 = tsr_time(), t = t0, b[NLINKS], bnow[NLINKS];
+    links_now(b);
     int rc = model_zero_grad(m);
-    st->mb = st->mb_bytes = 0.0;
+    st->mb = 0.0;
+    for (int l = 0; l < NLINKS; l++)
+        st->mb_bytes[l] = 0.0;
     for (int k = 0; rc == TSR_OK && k < micro; k++) {
         rc = model_forward(m, tok, tgt, NULL);
         if (rc == TSR_OK)
             rc = model_backward(m, 1.0f / (float)micro);
         if (rc == TSR_OK)
             rc = tsr_wait_all();
-        double now = tsr_time(), bnow = host_link_bytes();
-        if (k == 0) {
+        double now = tsr_time();
+        links_now(bnow);
+        if (k == 0)
             st->first_mb = now - t;
-            st->first_mb_bytes = bnow - b;
-        } else {
+        else
             st->mb += (now - t) / (micro - 1);
-            st->mb_bytes += (bnow - b) / (micro - 1);
+        for (int l = 0; l < NLINKS; l++) {
+            if (k == 0)
+                st->first_mb_bytes[l] = bnow[l] - b[l];
+            else
+                st->mb_bytes[l] += (bnow[l] - b[l]) / (micro - 1);
+            b[l] = bnow[l];
         }
         t = now;
-        b = bnow;
     }
     tsr_adamw_config_t opt;
     tsr_adamw_config_default(&opt);
@@ -176,7 +218,9 @@ static int train_step(model_t *m, const int32_t *tok, const int32_t *tgt, int mi
     if (rc == TSR_OK)
         rc = tsr_wait_all();
     st->adamw = tsr_time() - t;
-    st->adamw_bytes = host_link_bytes() - b;
+    links_now(bnow);
+    for (int l = 0; l < NLINKS; l++)
+        st->adamw_bytes[l] = bnow[l] - b[l];
     st->total = tsr_time() - t0;
     return rc;
 }
@@ -191,14 +235,15 @@ int main(int argc, char **argv)
     const char *preset = NULL, *config = NULL;
     tsr_llama_config_t lflags;
     tsr_llama_config_default(&lflags);
-    int threads = 0, exec = 0, stats = 0;
+    int threads = 0, exec = 0, stats = 0, no_disk = 0;
+    double host_gib = 0;
     tsr_gpt2_config_t cfg;
     tsr_gpt2_config_default(&cfg);
     cfg.layers = 4;
     cfg.channels = 1024;
     cfg.heads = 0;
     int batch = 8, seq = 0, micro = 2, steps = 2, accumulate = 0;
-    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 7 + MODEL_LLAMA_NOPTS + 2] = {
+    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 7 + MODEL_LLAMA_NOPTS + 4] = {
         {"platform", 0, CLI_STR, &platform, 0, 0, 0},
         {"sched", 0, CLI_STR, &sched, 0, 0, 0},
         {"threads", 0, CLI_INT, &threads, 0, 4096, 0},
@@ -222,6 +267,8 @@ int main(int argc, char **argv)
     nopts += MODEL_LLAMA_NOPTS;
     opts[nopts++] = (cli_opt_t){"preset", 0, CLI_STR, &preset, 0, 0, 0};
     opts[nopts++] = (cli_opt_t){"config", 0, CLI_STR, &config, 0, 0, 0};
+    opts[nopts++] = (cli_opt_t){"host-mem", 0, CLI_FLOAT, &host_gib, 1.0 / 1024, 1048576, 0};
+    opts[nopts++] = (cli_opt_t){"no-disk", 0, CLI_BOOL, &no_disk, 0, 0, 0};
     const char *pos[1];
     int npos = 0;
     int rc = cli_parse("tessera-sim", usage, opts, nopts, argc, argv, pos, 1, &npos);
@@ -262,6 +309,9 @@ int main(int argc, char **argv)
     tsr_config_init(&rcfg);
     rcfg.simulate = platform;
     rcfg.simulate_exec = exec;
+    if (host_gib > 0)
+        rcfg.host_mem = (size_t)(host_gib * 1073741824.0);
+    rcfg.simulate_no_disk = no_disk;
     if (threads > 0)
         rcfg.ncpu = threads;
     if (sched)
@@ -311,9 +361,17 @@ int main(int argc, char **argv)
     double step_s = nmb == micro ? st.total
                                  : st.first_mb + (nmb - 1) * (micro > 1 ? st.mb : st.first_mb) +
                                        st.adamw;
-    double step_bytes = st.first_mb_bytes +
-                        (nmb - 1) * (micro > 1 ? st.mb_bytes : st.first_mb_bytes) +
-                        st.adamw_bytes;
+    double link_step[NLINKS];
+    for (int l = 0; l < NLINKS; l++)
+        link_step[l] = st.first_mb_bytes[l] +
+                       (nmb - 1) * (micro > 1 ? st.mb_bytes[l] : st.first_mb_bytes[l]) +
+                       st.adamw_bytes[l];
+    double step_bytes = link_step[LINK_ACC], disk_bytes = link_step[LINK_DISK];
+    double disk_acc_bytes = link_step[LINK_DISK_ACC];
+    int disk_node = -1;
+    for (int n = 1; n < tsr_memory_node_count(); n++)
+        if (is_disk(n))
+            disk_node = n;
     /* The least any schedule moves over the host links in a step: the model
      * state (parameters, gradients, two AdamW moments: 16 bytes per
      * parameter) that the accelerators cannot hold goes down and back up
@@ -321,7 +379,7 @@ int main(int argc, char **argv)
     double dev_mem = 0;
     for (int n = 1; n < tsr_memory_node_count(); n++) {
         tsr_node_stats_t ns;
-        if (tsr_memory_node_stats(n, &ns) == TSR_OK)
+        if (n != disk_node && tsr_memory_node_stats(n, &ns) == TSR_OK)
             dev_mem += (double)ns.capacity;
     }
     double spill = 16.0 * (double)params - dev_mem;
@@ -351,6 +409,10 @@ int main(int argc, char **argv)
         printf("%-28s %14.4f s\n", "AdamW", st.adamw);
         printf("%-28s %14.1f GB (lower bound %.1f GB)\n", "host <-> accelerators",
                step_bytes * 1e-9, lower_bytes * 1e-9);
+        if (disk_node >= 0)
+            printf("%-28s %14.1f GB\n", "host <-> disk", disk_bytes * 1e-9);
+        if (disk_acc_bytes > 0)
+            printf("%-28s %14.1f GB\n", "disk <-> accelerators", disk_acc_bytes * 1e-9);
         printf("%-28s %14.1f\n", "model TFLOPS", flops / step_s * 1e-12);
         printf("%-28s %14llu\n", "tasks in the step",
                (unsigned long long)(tot.tasks - tasks_prev));
@@ -369,6 +431,12 @@ int main(int argc, char **argv)
             printf("%-10s %12.1f %12.2f %14.2f %14.2f\n", ns.name, ns.capacity / 1073741824.0,
                    ns.peak / 1073741824.0, ns.bytes_in * 1e-9, ns.bytes_out * 1e-9);
         }
+        tsr_node_stats_t hs;
+        if (disk_node >= 0 && tsr_memory_node_stats(0, &hs) == TSR_OK && hs.peak > hs.capacity)
+            printf("host peak %.1f GiB above its capacity: the disk tier's overdraft "
+                   "(accelerators' write-backs land before the host's own reach the disk; "
+                   "docs/memory.md#the-disk-tier)\n",
+                   (double)(hs.peak - hs.capacity) / 1073741824.0);
     }
     /* one JSON line: the figure and what it was measured on */
     printf("{\"bench\":\"sim-%s\",\"tag\":", model_arch_name(arch));
@@ -398,13 +466,16 @@ int main(int argc, char **argv)
                c->precision == TSR_GPT2_BF16 ? "bf16" : "fp32", params);
     }
     if (rc == TSR_OK) {
-        double peak_host = 0, peak_dev = 0, homed = 0;
+        double peak_host = 0, peak_dev = 0, peak_disk = 0, host_cap = 0, homed = 0;
         for (int n = 0; n < tsr_memory_node_count(); n++) {
             tsr_node_stats_t ns;
             if (tsr_memory_node_stats(n, &ns) == TSR_OK) {
                 homed += (double)ns.homed;
-                if (n == 0)
+                if (n == 0) {
                     peak_host = (double)ns.peak;
+                    host_cap = (double)ns.capacity;
+                } else if (n == disk_node)
+                    peak_disk = (double)ns.peak;
                 else if ((double)ns.peak > peak_dev)
                     peak_dev = (double)ns.peak;
             }
@@ -414,14 +485,19 @@ int main(int argc, char **argv)
                "\"step_s\":%.6g,\"step_bytes\":%.6g,\"lower_bound_bytes\":%.6g,"
                "\"tflops\":%.4g,\"tasks\":%llu,\"wall_s\":%.4g,"
                "\"sim_tasks_per_s\":%.4g,\"rss_mib\":%.0f,\"peak_host_gib\":%.4g,"
-               "\"peak_device_gib\":%.4g,\"placement\":\"%s\",\"homed_gib\":%.4g}\n",
-               st.first_mb, st.mb, st.adamw, (double)st.first_mb_bytes, (double)st.mb_bytes,
-               (double)st.adamw_bytes, step_s, step_bytes, lower_bytes,
-               flops / step_s * 1e-12,
+               "\"peak_device_gib\":%.4g,\"placement\":\"%s\",\"homed_gib\":%.4g,"
+               "\"disk\":%s,\"disk_bytes\":%.6g,\"disk_accelerator_bytes\":%.6g,"
+               "\"peak_disk_gib\":%.4g,\"host_overdraft_gib\":%.4g}\n",
+               st.first_mb, st.mb, st.adamw, st.first_mb_bytes[LINK_ACC],
+               st.mb_bytes[LINK_ACC], st.adamw_bytes[LINK_ACC], step_s, step_bytes,
+               lower_bytes, flops / step_s * 1e-12,
                (unsigned long long)(tot.tasks - tasks_prev),
                wall, (double)tot.tasks / wall, rss_mib, peak_host / 1073741824.0,
                peak_dev / 1073741824.0, homed > 0 ? "owner" : "replicate",
-               homed / 1073741824.0);
+               homed / 1073741824.0, disk_node >= 0 ? "true" : "false", disk_bytes,
+               disk_acc_bytes, peak_disk / 1073741824.0,
+               disk_node >= 0 && peak_host > host_cap ? (peak_host - host_cap) / 1073741824.0
+                                                      : 0.0);
     } else {
         printf("\"fits\":false,\"oom\":%s,\"error\":", oom ? "true" : "false");
         cli_json_str(tsr_error_message());

@@ -133,6 +133,10 @@ typedef struct tsr_config {
                                   tasks run there) */
     size_t home_min;           /* owner placement homes handles of at least
                                   this many bytes; 0: 256 MiB */
+    int simulate_no_disk;      /* under simulation, 1: leave out the disk tier
+                                  the platform describes (host_mem and
+                                  disk_mem, when set, replace the platform's
+                                  host and disk capacities) */
 } tsr_config_t;
 
 /* Placement (tsr_config_t.placement). */
@@ -156,7 +160,8 @@ TSR_API void tsr_config_init(tsr_config_t *cfg);
  * TESSERA_STATS,
  * TESSERA_PERFMODEL_DIR,
  * TESSERA_CALIBRATE, TESSERA_CUDA_FP32 (tf32|strict), TESSERA_SIMULATE
- * (a platform file), TESSERA_SIMULATE_EXEC (0|1), TESSERA_DISK_DIR,
+ * (a platform file), TESSERA_SIMULATE_EXEC (0|1), TESSERA_SIMULATE_NO_DISK
+ * (0|1), TESSERA_DISK_DIR,
  * TESSERA_LIMIT_DISK_MEM (MiB), TESSERA_EVICT (window|lru) (see
  * docs/configuration.md). */
 TSR_API int tsr_init(const tsr_config_t *cfg);

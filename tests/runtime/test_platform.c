@@ -1,6 +1,7 @@
 /* tests/runtime/test_platform.c — platform files and the rate model:
  * every shipped file in platforms/ loads (and dgx-a100.json holds the
- * datasheet numbers in the struct's units), malformed files are refused
+ * datasheet numbers in the struct's units, its NVMe drives among them),
+ * malformed files (bad "disk" fields among them) are refused
  * with the right code and a message naming the field, the roofline equals
  * hand arithmetic, and the nn codelets' flops and bytes estimates equal
  * counts made by hand or by naive loops over what the kernels do.
@@ -143,6 +144,11 @@ Test(platform, dgx_a100_holds_the_datasheet_numbers)
         cr_expect_float_eq(a->link.latency, 10e-6, 1e-12);
         cr_expect_float_eq(a->fill_bandwidth, 2039e9, 1); /* the default: HBM */
     }
+    /* 4 x 3.84 TB NVMe data drives, RAID-0 (the 640 GB model) */
+    cr_expect_eq(plat.mem.disk.capacity, (size_t)15360000000000ull);
+    cr_expect_float_eq(plat.mem.disk.read.bandwidth, 28e9, 1);
+    cr_expect_float_eq(plat.mem.disk.write.bandwidth, 14e9, 1);
+    cr_expect(!plat.mem.disk.gpudirect);
 }
 
 /* ---- a valid file, field by field ---------------------------------------------- */
@@ -618,6 +624,88 @@ Test(platform, rates_below_their_floor, .init = make_tmpdir, .fini = remove_tmpd
     expect_load(base_with("\"bandwidth_gbs\": 25,", "\"bandwidth_gbs\": 1e-6,"), TSR_OK, NULL);
     expect_load(base_with("\"flops_efficiency\": 0.5,", "\"flops_efficiency\": 0.001,"), TSR_OK,
                 NULL);
+}
+
+/* ---- the disk ("disk": NVMe drives below the host) ------------------------------ */
+
+#define ACC_ARRAY                                                                       \
+    "\"accelerators\": [{\"kind\": \"cuda\", \"count\": 4, \"memory_gib\": 2,"          \
+    " \"link\": {\"bandwidth_gbs\": 25, \"latency_us\": 10}}]"
+#define DISK_OK                                                                         \
+    "{\"count\": 4, \"capacity_gb\": 3840, \"read_bandwidth_gbs\": 7,"                   \
+    " \"write_bandwidth_gbs\": 3.5, \"latency_us\": 100, \"gpudirect\": true,"             \
+    " \"notes\": \"per drive\"}"
+
+/* The base file with `accs` (a member) and "disk": disk. */
+static const char *with_disk(const char *accs, const char *disk)
+{
+    static char buf[8192];
+    snprintf(buf, sizeof buf, "%s%s%s%s, \"disk\": %s}\n", BASE_HEAD, BASE_HOST, BASE_DEVICES,
+             accs, disk);
+    return buf;
+}
+
+/* A disk's drives add up (RAID-0): capacity and bandwidth times count,
+ * latency one drive's; without "disk" there is none. */
+Test(platform, disk_fields, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    expect_load(BASE, TSR_OK, NULL);
+    cr_expect_eq(plat.mem.disk.capacity, 0);
+    expect_load(with_disk(ACC_ARRAY, DISK_OK), TSR_OK, NULL);
+    const tsr_phantom_disk_t *d = &plat.mem.disk;
+    cr_expect_eq(d->capacity, (size_t)15360000000000ull);
+    cr_expect_float_eq(d->read.bandwidth, 28e9, 1);
+    cr_expect_float_eq(d->write.bandwidth, 14e9, 1);
+    cr_expect_float_eq(d->read.latency, 100e-6, 1e-12);
+    cr_expect_float_eq(d->write.latency, 100e-6, 1e-12);
+    cr_expect(d->gpudirect);
+}
+
+/* Every bad disk field is refused, naming it. */
+Test(platform, bad_disk_fields, .init = make_tmpdir, .fini = remove_tmpdir)
+{
+    static const struct {
+        const char *disk, *field;
+    } cases[] = {
+        {"[4]", "disk: must be an object"},
+        {"{\"count\": 0, \"capacity_gb\": 1, \"read_bandwidth_gbs\": 1,"
+         " \"write_bandwidth_gbs\": 1, \"latency_us\": 1}", "disk.count: 0 is out of range"},
+        {"{\"count\": 2.5, \"capacity_gb\": 1, \"read_bandwidth_gbs\": 1,"
+         " \"write_bandwidth_gbs\": 1, \"latency_us\": 1}", "disk.count: must be an integer"},
+        {"{\"count\": 1, \"capacity_gb\": 0, \"read_bandwidth_gbs\": 1,"
+         " \"write_bandwidth_gbs\": 1, \"latency_us\": 1}", "disk.capacity_gb: 0 is out of range"},
+        {"{\"count\": 64, \"capacity_gb\": 1000, \"read_bandwidth_gbs\": 1,"
+         " \"write_bandwidth_gbs\": 1, \"latency_us\": 1}", "disk.capacity_gb: 64 drives"},
+        {"{\"count\": 1, \"capacity_gb\": 1, \"read_bandwidth_gbs\": 1e-300,"
+         " \"write_bandwidth_gbs\": 1, \"latency_us\": 1}",
+         "disk.read_bandwidth_gbs: 1e-300 is out of range"},
+        {"{\"count\": 1, \"capacity_gb\": 1, \"read_bandwidth_gbs\": 1,"
+         " \"write_bandwidth_gbs\": -3, \"latency_us\": 1}",
+         "disk.write_bandwidth_gbs: -3 is out of range"},
+        {"{\"count\": 1, \"capacity_gb\": 1, \"write_bandwidth_gbs\": 1, \"latency_us\": 1}",
+         "disk.read_bandwidth_gbs: missing"},
+        {"{\"count\": 1, \"capacity_gb\": 1, \"read_bandwidth_gbs\": 1,"
+         " \"write_bandwidth_gbs\": 1, \"latency_us\": 2e6}", "disk.latency_us: 2e+06 is out of range"},
+        {"{\"count\": 1, \"capacity_gb\": 1, \"read_bandwidth_gbs\": 1,"
+         " \"write_bandwidth_gbs\": 1, \"latency_us\": 1, \"gpudirect\": \"yes\"}",
+         "disk.gpudirect: must be true or false"},
+        {"{\"count\": 1, \"capacity_gb\": 1, \"read_bandwidth_gbs\": 1,"
+         " \"write_bandwidth_gbs\": 1, \"latency_us\": 1, \"rpm\": 7200}", "disk.rpm: unknown key"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_load(with_disk(ACC_ARRAY, cases[i].disk), TSR_EINVAL, cases[i].field);
+    /* GPUDirect Storage needs a CUDA accelerator */
+    expect_load(BASE_HEAD BASE_HOST
+                "\"devices\": {\"cpu\": {\"fp32_tflops\": 1, \"memory_bandwidth_gbs\": 100,"
+                " \"launch_us\": 0, \"flops_efficiency\": 0.5, \"bytes_efficiency\": 0.5}},"
+                "\"accelerators\": [{\"kind\": \"sim\", \"count\": 1, \"memory_gib\": 2,"
+                " \"link\": {\"bandwidth_gbs\": 2, \"latency_us\": 10}}], \"disk\": " DISK_OK "}",
+                TSR_EINVAL, "disk.gpudirect: no accelerator");
+    /* the disk is a memory node: 31 accelerators leave none for it */
+    expect_load(with_disk("\"accelerators\": [{\"kind\": \"cuda\", \"count\": 31,"
+                          " \"memory_gib\": 2, \"link\": {\"bandwidth_gbs\": 25,"
+                          " \"latency_us\": 10}}]", DISK_OK),
+                TSR_EINVAL, "disk: no memory node left");
 }
 
 /* A FIFO (or a folder) where the platform file belongs is refused before

@@ -1,6 +1,7 @@
 /* Simulation mode (runtime/simulate.c): the runtime on a platform file, in
  * virtual time, with phantom data. References: makespans computed by hand
- * from the platform's rates; the same program run twice (traces), or run
+ * from the platform's rates (the disk tier's write-backs and read-backs
+ * among them); the same program run twice (traces), or run
  * by the threads driver (results); the process's resident memory. */
 #include "util.h"
 
@@ -868,4 +869,187 @@ Test(simulate, gpu_lanes_overlap_launches_not_kernels)
     double one = lanes_makespan(1, n), four = lanes_makespan(4, n);
     cr_assert_float_eq(one, n * 350e-6, 2e-6, "one lane: %.9f s", one);
     cr_assert_float_eq(four, 100e-6 + n * 250e-6, 2e-6, "four lanes: %.9f s", four);
+}
+
+/* ---- the disk tier (NVMe) -------------------------------------------------------- */
+
+/* One CPU worker of 1 GFLOPS (write_platform's), a host of 64 GiB and 2
+ * drives of 1 GB, each 1 GB/s read and 0.5 GB/s write, 100 us a copy: 2
+ * GB/s read and 1 GB/s write in all (RAID-0). */
+static const char *disk_platform(void)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/tsr-sim-%d-disk.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "cannot write %s", path);
+    fputs("{\"name\": \"test-disk\", \"models\": \"rates\", \"task_overhead_us\": 0,\n"
+          " \"host\": {\"memory_gib\": 64, \"memory_bandwidth_gbs\": 1000000,\n"
+          "          \"memory_latency_us\": 0, \"cpu_workers\": 1},\n"
+          " \"devices\": {\"cpu\": {\"fp32_tflops\": 0.001, \"memory_bandwidth_gbs\": 1000000,\n"
+          "   \"launch_us\": 0, \"flops_efficiency\": 1, \"bytes_efficiency\": 1}},\n"
+          " \"disk\": {\"count\": 2, \"capacity_gb\": 1, \"read_bandwidth_gbs\": 1,\n"
+          "          \"write_bandwidth_gbs\": 0.5, \"latency_us\": 100}}\n",
+          f);
+    fclose(f);
+    return path;
+}
+
+#define TILE ((size_t)64 << 20)
+
+/* The platform's host capped to one tile (host_mem replaces its 64 GiB),
+ * three phases, each waited for: A writes h0 (1 ms); B writes h1, for which
+ * h0 is written back to the disk first (100 us + 64 MiB at 1 GB/s); C reads
+ * and writes h0 again, for which h1 is written back and then h0 read back
+ * (100 us + 64 MiB at 2 GB/s). Without the disk, B is out of memory. */
+static void disk_phases(bool no_disk, double t[3], int rc[3])
+{
+    const char *plat = disk_platform();
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = 1;
+    cfg.bind = 0;
+    cfg.simulate = plat;
+    cfg.perfmodel_dir = "";
+    cfg.host_mem = TILE;
+    cfg.simulate_no_disk = no_disk;
+    unsetenv("TESSERA_LIMIT_HOST_MEM");
+    unsetenv("TESSERA_LIMIT_DISK_MEM");
+    unsetenv("TESSERA_SIMULATE_NO_DISK");
+    int r = tsr_init(&cfg);
+    cr_assert_eq(r, TSR_OK, "tsr_init: %s", tsr_error_message());
+    unlink(plat);
+    tsr_handle_t h[2];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
+    int order[3] = {0, 1, 0};
+    for (int k = 0; k < 3; k++) {
+        submit_work(&work1, &h[order[k]], 1);
+        rc[k] = tsr_wait_all();
+        t[k] = tsr_time();
+    }
+}
+
+Test(simulate, disk_tier_times_equal_hand_arithmetic)
+{
+    double t[3];
+    int rc[3];
+    disk_phases(false, t, rc);
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(rc[k], TSR_OK, "phase %d: %s", k, tsr_error_message());
+    const double S = (double)TILE, lat = 100e-6, write = lat + S / 1e9, read = lat + S / 2e9;
+    cr_expect_float_eq(t[0], 1e-3, 1e-9, "A: %.9f s", t[0]);
+    cr_expect_float_eq(t[1], t[0] + write + 1e-3, 1e-9, "B: %.9f s", t[1]);
+    cr_expect_float_eq(t[2], t[1] + write + read + 1e-3, 1e-9, "C: %.9f s", t[2]);
+    /* the disk node: last, below the host, two tiles in and one out */
+    int n = tsr_memory_node_count();
+    tsr_node_stats_t ds;
+    cr_assert_eq(tsr_memory_node_stats(n - 1, &ds), TSR_OK);
+    cr_expect_eq(ds.kind, TSR_NODE_DISK);
+    cr_expect_str_eq(ds.name, "disk");
+    cr_expect_eq(ds.capacity, (size_t)2000000000);
+    cr_expect_eq(ds.bytes_in, 2 * TILE);
+    cr_expect_eq(ds.bytes_out, TILE);
+    cr_expect_eq(tsr_memory_link_bytes(0, n - 1), 2 * TILE);
+    cr_expect_eq(tsr_memory_link_bytes(n - 1, 0), TILE);
+    tsr_node_stats_t hs;
+    cr_assert_eq(tsr_memory_node_stats(0, &hs), TSR_OK);
+    cr_expect_eq(hs.capacity, TILE, "host_mem replaces the platform's 64 GiB");
+    cr_assert_eq(tsr_shutdown(), TSR_OK);
+}
+
+Test(simulate, without_the_disk_the_host_is_out_of_memory)
+{
+    double t[3];
+    int rc[3];
+    disk_phases(true, t, rc);
+    cr_assert_eq(rc[0], TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(rc[1], TSR_ETASK, "B fits without the disk?");
+    cr_expect_eq(tsr_error_cause(), TSR_ENOMEM, "%s", tsr_error_message());
+    int n = tsr_memory_node_count();
+    for (int i = 0; i < n; i++) {
+        tsr_node_stats_t s;
+        cr_assert_eq(tsr_memory_node_stats(i, &s), TSR_OK);
+        cr_expect_neq(s.kind, TSR_NODE_DISK, "node %d is a disk", i);
+    }
+    tsr_shutdown();
+}
+
+/* One CPU worker and one GPU (both 1 GFLOPS, no launch), the GPU's link 4
+ * GB/s with 10 us, the drives as disk_platform's (2 GB/s read); GPUDirect
+ * Storage or not. */
+static const char *gds_platform(bool gpudirect)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/tsr-sim-%d-gds.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "cannot write %s", path);
+    fprintf(f,
+            "{\"name\": \"test-gds\", \"models\": \"rates\", \"task_overhead_us\": 0,\n"
+            " \"host\": {\"memory_gib\": 64, \"memory_bandwidth_gbs\": 1000000,\n"
+            "          \"memory_latency_us\": 0, \"cpu_workers\": 1},\n"
+            " \"devices\": {\"cpu\": {\"fp32_tflops\": 0.001, \"memory_bandwidth_gbs\": 1000000,\n"
+            "   \"launch_us\": 0, \"flops_efficiency\": 1, \"bytes_efficiency\": 1},\n"
+            "  \"cuda\": {\"fp32_tflops\": 0.001, \"memory_bandwidth_gbs\": 1000000,\n"
+            "   \"launch_us\": 0, \"flops_efficiency\": 1, \"bytes_efficiency\": 1}},\n"
+            " \"accelerators\": [{\"kind\": \"cuda\", \"count\": 1, \"memory_gib\": 1,\n"
+            "   \"link\": {\"bandwidth_gbs\": 4, \"latency_us\": 10}}],\n"
+            " \"disk\": {\"count\": 2, \"capacity_gb\": 1, \"read_bandwidth_gbs\": 1,\n"
+            "          \"write_bandwidth_gbs\": 0.5, \"latency_us\": 100, \"gpudirect\": %s}}\n",
+            gpudirect ? "true" : "false");
+    fclose(f);
+    return path;
+}
+
+/* The host capped to one tile: the CPU writes h0, then h1 (h0 goes to the
+ * disk, h1 stays the host's only copy); then a GPU task updates h0. With
+ * GPUDirect Storage h0 goes from the drives to the GPU at once (100 + 10
+ * us of latency, 64 MiB at 2 GB/s); without, through the host (100 us + 64
+ * MiB at 2 GB/s, then 10 us + 64 MiB at 4 GB/s). The time of that last phase, in virtual seconds. */
+static double gds_last_phase(bool gpudirect)
+{
+    const char *plat = gds_platform(gpudirect);
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = 1;
+    cfg.bind = 0;
+    cfg.simulate = plat;
+    cfg.perfmodel_dir = "";
+    cfg.host_mem = TILE;
+    unsetenv("TESSERA_LIMIT_HOST_MEM");
+    unsetenv("TESSERA_SIMULATE_NO_DISK");
+    cr_assert_eq(tsr_init(&cfg), TSR_OK, "tsr_init: %s", tsr_error_message());
+    unlink(plat);
+    tsr_handle_t h[2];
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
+        submit_work(&work1, &h[i], 1);
+        cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    }
+    double t = tsr_time();
+    int64_t ms = 1;
+    tsr_access_t acc = {h[0], TSR_RW};
+    tsr_task_desc_t d = {.codelet = &cuda_only, .buffers = &acc, .nbuffers = 1, .args = &ms,
+                         .args_size = sizeof ms};
+    cr_assert_eq(tsr_submit(&d, NULL), TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    double last = tsr_time() - t;
+    int disk = tsr_memory_node_count() - 1;
+    uint64_t to_gpu = tsr_memory_link_bytes(disk, 1), to_host = tsr_memory_link_bytes(disk, 0);
+    cr_expect_eq(to_gpu, gpudirect ? TILE : 0, "disk -> GPU: %llu bytes",
+                 (unsigned long long)to_gpu);
+    cr_expect_eq(to_host, gpudirect ? 0 : TILE, "disk -> host: %llu bytes",
+                 (unsigned long long)to_host);
+    cr_assert_eq(tsr_shutdown(), TSR_OK);
+    return last;
+}
+
+Test(simulate, gpudirect_storage_skips_the_host)
+{
+    const double S = (double)TILE, read = 100e-6 + S / 2e9, pcie = 10e-6 + S / 4e9;
+    double direct = gds_last_phase(true), bounced = gds_last_phase(false);
+    /* the route crosses the drives' read link and the GPU's link: both
+     * latencies, the narrower bandwidth (the drives' 2 GB/s) */
+    cr_expect_float_eq(direct, read + 10e-6 + 1e-3, 1e-9, "GPUDirect: %.9f s", direct);
+    cr_expect_float_eq(bounced, read + pcie + 1e-3, 1e-9, "through the host: %.9f s",
+                       bounced);
 }

@@ -4,7 +4,10 @@
 # every run (virtual time is deterministic), a 50 B-parameter step runs with
 # phantom data in well under 1 GiB of the simulator's own memory, a policy
 # plug-in runs, a node too small for the model is reported as out of memory
-# (exit 3), and bad flags or platform files fail clearly (exit 2 / 1).
+# (exit 3), the DGX A100's disk tier (NVMe) changes nothing in a step that
+# fits without it and trains a 104 B-parameter step beyond host + GPU memory
+# (out of memory with --no-disk), and bad flags or platform files fail
+# clearly (exit 2 / 1).
 # Prints a Criterion-style synthesis line for tests/run-suite.sh.
 set -u
 BIN=$1
@@ -55,6 +58,36 @@ if [ -n "$PLUGIN" ]; then
     }
     check plugin plugin
 fi
+
+# the disk is below the host: a step that fits host and GPUs never uses it
+disk_changes_nothing() {
+    local a b
+    a=$(run_small | grep '^{') &&
+        b=$("$SIM" --platform "$PLAT/dgx-a100.json" --sched dmda --no-disk "${SMALL[@]}" |
+            grep '^{') || return 1
+    echo "$a"
+    echo "$b"
+    echo "$a" | grep -q '"disk":true,"disk_bytes":0,' && echo "$b" | grep -q '"disk":false' &&
+        [ "$(echo "$a" | field step_s)" = "$(echo "$b" | field step_s)" ] &&
+        [ "$(echo "$a" | field tasks)" = "$(echo "$b" | field tasks)" ]
+}
+check disk_changes_nothing disk_changes_nothing
+
+# 104 B parameters (1.7 TB of model state) on 300 GiB of host and 8 x 80 GiB
+# of GPUs: the disk tier holds the rest; without it, out of memory. (A
+# deferred host fetch whose data became zeros meanwhile crashed this run.)
+BIG=(gpt2 --layers 4 --channels 46080 --heads 360 --batch 8 --micro 3 --steps 2)
+beyond_host_and_gpus() {
+    local j
+    j=$("$SIM" --platform "$PLAT/dgx-a100.json" --host-mem 300 "${BIG[@]}" | grep '^{') ||
+        return 1
+    echo "$j"
+    echo "$j" | grep -q '"fits":true' && echo "$j" | grep -q '"params":104287104000' &&
+        echo "$j" | grep -Eq '"disk_bytes":[1-9]'
+}
+check beyond_host_and_gpus beyond_host_and_gpus
+check beyond_host_and_gpus_without_the_disk exits 3 "$SIM" --platform "$PLAT/dgx-a100.json" \
+    --host-mem 300 --no-disk "${BIG[@]}"
 
 # a node too small for the model: 1 GiB of host, one GPU of 0.5 GiB
 cat >"$TMP/tiny.json" <<'JSON'
