@@ -370,6 +370,37 @@ def plot(out, rows):
 
 # ---- 3. projections ---------------------------------------------------------------
 
+def plot_project(out, rows):
+    """Part 3's table as a plot: NNTile, Tessera before homes (replicated)
+    and Tessera's default configuration now, per size."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("(matplotlib missing: no plot)")
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, layers in zip(axes, (4, 8)):
+        pts = [r for r in rows if r[0] == layers]
+        ax.plot([r[1] for r in pts if r[4]], [r[4] for r in pts if r[4]], "o-",
+                label="NNTile (measured, README)")
+        ax.plot([r[1] for r in pts if r[10]], [r[10] for r in pts if r[10]], "s:",
+                label="Tessera before homes (simulated)")
+        ax.plot([r[1] for r in pts if r[5]], [r[5] for r in pts if r[5]], "^-",
+                label="Tessera default now (simulated)")
+        ax.plot([r[1] for r in pts if r[4]], [1.3 * r[4] for r in pts if r[4]], "k--",
+                linewidth=0.8, label="1.3x NNTile (goal)")
+        ax.set_title("GPT-2, %d layers, 8x A100 (tf32)" % layers)
+        ax.set_xlabel("parameters (billions)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("TFLOPS (node)")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "project.png"), dpi=110)
+    log("plot: %s" % os.path.join(out, "project.png"))
+
+
 def part_project(build, out, quick, platform):
     log("\n== 3. projections for Tessera (simulated) ==")
     if platform is None:
@@ -414,6 +445,7 @@ def part_project(build, out, quick, platform):
             "-" if ratio is None else ("%.1f" % ratio),
             "-" if host is None else "%.0f" % host, "-" if dev is None else "%.0f" % dev,
             "-" if before is None else "%.0f" % before))
+    plot_project(out, best_rows)
     ok = [r for r in best_rows if r[6] is not None]
     if ok:
         worst = min(ok, key=lambda r: r[6])
