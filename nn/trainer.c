@@ -63,12 +63,36 @@ static int zero_owners(tsr__trainer_t *tr)
 /* Declare the training state to the runtime's placement
  * (docs/placement.md): each parameter tile's gradient and bf16 copy share
  * its home (the GEMMs that read the one write the other), and its two
- * moments share one. Auto placement gives these groups homes once they
- * outgrow an accelerator; the AdamW task (p, g, m, v) then runs where most
- * of them live. */
+ * moments share one — the host's, where they cannot live on the
+ * accelerators and CPU workers can update them (moments_on_host). Auto
+ * placement gives the other groups homes once they outgrow an
+ * accelerator; the AdamW task (p, g, m, v) runs where most of them live,
+ * the host on a tie. */
+/* Whether the moments live on the host: the whole state (16 bytes per
+ * parameter) is more than the accelerators can hold, and CPU workers are
+ * there to run AdamW beside them (the moments then never cross PCIe; the
+ * parameters and gradients go down and up once per step). */
+static int moments_on_host(const tsr__params_t *ps)
+{
+    size_t accel = 0;
+    int cpus = 0, nodes = tsr_memory_node_count();
+    for (int n = 1; n < nodes; n++) {
+        tsr_node_stats_t ns;
+        if (tsr_memory_node_stats(n, &ns) == TSR_OK && ns.kind != TSR_NODE_DISK)
+            accel += ns.capacity == SIZE_MAX ? 0 : ns.capacity;
+    }
+    for (int w = 0; w < tsr_worker_count(); w++) {
+        tsr_worker_stats_t st;
+        if (tsr_worker_stats(w, &st) == TSR_OK && st.memory_node == 0)
+            cpus++;
+    }
+    return accel > 0 && cpus > 0 && 16.0 * (double)tsr__params_numel(ps) > (double)accel;
+}
+
 static int place_state(tsr__trainer_t *tr)
 {
     tsr__params_t *ps = tr->params;
+    int host = tr->moments_host = moments_on_host(ps);
     for (int k = 0; k < ps->n; k++) {
         param_t *p = &ps->p[k];
         size_t n = (size_t)p->p.grid_rows * p->p.grid_cols;
@@ -77,6 +101,8 @@ static int place_state(tsr__trainer_t *tr)
             if (p->pb.tiles)
                 TSR_TRY(tsr_handle_share_home(p->pb.tiles[i], p->p.tiles[i]));
             TSR_TRY(tsr_handle_share_home(p->v.tiles[i], p->m.tiles[i]));
+            if (host)
+                TSR_TRY(tsr_handle_set_home(p->m.tiles[i], 0));
         }
     }
     return TSR_OK;
@@ -333,10 +359,20 @@ int tsr__trainer_step(tsr__trainer_t *tr, const char *fn, const tsr_adamw_config
         tsr_adamw_args_t a = {tr->steps, lr, opt->beta1, opt->beta2, opt->eps,
                               p->decay ? opt->weight_decay : 0.0f, scale, 1};
         /* the bf16 copy, where there is one, comes out of the same task */
-        if (p->owner)
+        if (p->owner) {
             TSR_TRY(zero_update(tr, p, &a));
-        else
-            TSR_TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v, p->pb.tiles ? &p->pb : NULL));
+            continue;
+        }
+        /* With the moments on the host the update runs there and only reads
+         * the gradient; its copies are then dropped (tsr_handle_invalidate),
+         * not zeroed: the next backward's first product starts from zeros
+         * made on the GPU, where zeros written by the host would cross
+         * PCIe. Elsewhere the update zeroes the tile it holds. */
+        a.zero_grad = !tr->moments_host;
+        TSR_TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v, p->pb.tiles ? &p->pb : NULL));
+        size_t n = (size_t)p->g.grid_rows * p->g.grid_cols;
+        for (size_t t = 0; tr->moments_host && t < n; t++)
+            TSR_TRY(tsr_handle_invalidate(p->g.tiles[t]));
     }
     ps->bf16_stale = 0; /* every copy was refreshed from its updated master */
     ps->grads_zero = 1;

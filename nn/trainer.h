@@ -27,6 +27,8 @@ typedef struct tsr__trainer {
     int ntargets;            /* non-ignored targets of this replica's last forward */
     int steps;               /* optimizer steps done */
     int zero;                /* ZeRO-1 shares */
+    int moments_host;        /* the moments are homed on the host: AdamW runs
+                                on CPU workers (docs/placement.md) */
 } tsr__trainer_t;
 
 /* Set up for a made table: the norm's handle, and with data_parallel over

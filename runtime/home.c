@@ -116,6 +116,7 @@ int tsr__home_init(void)
     tsr__rt.grouped_bytes = 0;
     tsr__rt.home_auto_bytes = SIZE_MAX;
     tsr__rt.homes_auto = false;
+    atomic_store(&tsr__rt.owner_engaged, false);
     for (int n = 0; n < tsr__rt.nnodes; n++) {
         size_t cap = tsr__mem_node(n)->capacity;
         tsr__rt.home_budget[n] = home_candidate(n) ? (cap == SIZE_MAX ? cap : cap / 10 * 7) : 0;
@@ -239,8 +240,10 @@ static void first_sight(tsr_data_t *h)
         /* its group's other members (a gradient's parameter) are counted
          * where the group goes: they will be used there too */
         home1 = least_owned1(unit_bytes(h));
-        if (home1)
+        if (home1) {
             set_home1(h, home1);
+            atomic_store(&tsr__rt.owner_engaged, true);
+        }
     }
     count_home(h);
     atomic_store_explicit(&h->home_seen, true, memory_order_release);
@@ -294,8 +297,24 @@ void tsr__home_task(tsr_task_t t)
     for (int k = 0; k < n; k++)
         if (best < 0 || on[k] > on[best] || (on[k] == on[best] && node1[k] < node1[best]))
             best = k;
-    if (best < 0)
+    if (best < 0) {
+        /* Under owner placement the tiles that flow between tasks live on
+         * the accelerators: a task without a home runs on one of them (any),
+         * not on a CPU worker that would pull its tiles to the host; CPU
+         * workers keep the host's homed work (the optimizer beside moments
+         * homed there) and what only they can run. */
+        if (!atomic_load_explicit(&tsr__rt.owner_engaged, memory_order_relaxed) || !t->cl)
+            return;
+        bool host = false, accel = false; /* workers able to run it */
+        for (int w = 0; w < tsr__rt.nworkers; w++)
+            if (t->cl->impl[tsr__rt.workers[w].device_kind]) {
+                host |= tsr__rt.workers[w].node == 0;
+                accel |= tsr__rt.workers[w].node != 0;
+            }
+        if (host && accel)
+            t->home1 = HOME_ACCELERATORS;
         return;
+    }
     /* a home no worker there can run the task on is no place for it */
     int node = node1[best] - 1;
     for (int w = 0; w < tsr__rt.nworkers; w++)
@@ -311,7 +330,7 @@ bool tsr__task_can_run(tsr_task_t t, int worker)
     const tsr_worker_t *w = &tsr__rt.workers[worker];
     if (!t->cl || !t->cl->impl[w->device_kind])
         return false;
-    return !t->home1 || t->home1 == w->node + 1;
+    return tsr__home_allows(t, w->node);
 }
 
 /* ---- the public calls ------------------------------------------------------ */

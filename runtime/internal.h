@@ -154,8 +154,8 @@ struct tsr_task {
     /* launched behind running predecessors: its launch-to-end time is
      * theirs too, not a sample for the performance models */
     bool dev_behind;
-    /* where its buffers' homes say it runs: node + 1, or 0 anywhere
-     * (runtime/home.c, set at submission) */
+    /* where its buffers' homes say it runs: node + 1, 0 anywhere, or
+     * HOME_ACCELERATORS (runtime/home.c, set at submission) */
     int home1;
     /* the launches it follows on its device: the worker's mark and launch
      * number of each (a mark is reused once its task completed) */
@@ -198,6 +198,9 @@ struct tsr_task {
     pthread_mutex_t lock;  /* kept across reuse from the pool */
 };
 
+/* A task's home1 under owner placement when none of its buffers has a
+ * home: any accelerator's worker (runtime/home.c). */
+#define HOME_ACCELERATORS (-1)
 /* Homes (runtime/home.c). init: after the memory nodes and workers. */
 int tsr__home_init(void);
 void tsr__home_fini(void);
@@ -211,6 +214,11 @@ void tsr__home_task(tsr_task_t t);
 /* Whether worker `worker` may run t: an implementation for its device
  * kind, and t's home (if any) is the worker's node. */
 bool tsr__task_can_run(tsr_task_t t, int worker);
+/* Whether t's home lets it run on memory node `node`. */
+static inline bool tsr__home_allows(tsr_task_t t, int node)
+{
+    return !t->home1 || (t->home1 == HOME_ACCELERATORS ? node != 0 : t->home1 == node + 1);
+}
 
 void tsr__task_ref(tsr_task_t t);
 void tsr__task_unref(tsr_task_t t);
@@ -651,6 +659,8 @@ typedef struct tsr_runtime {
     atomic_bool homes_used;       /* some handle has a home */
     bool homes_auto;              /* placement may give homes (an accelerator
                                      to be one, placement not replicate) */
+    atomic_bool owner_engaged;    /* placement gave a handle a home: tasks
+                                     without one run on accelerators */
     pthread_mutex_t home_m;
     size_t *home_bytes, *home_budget;
 } tsr_runtime_t;

@@ -463,7 +463,7 @@ static int commute_take_locked(tsr_task_t t, int *node1, tsr_data_t **busy)
         if (dev < 0)
             dev = commute_dev_eligible(t);
         if (dev && o->cm_node1 > 0 && (g == 0 || g == o->cm_node1) &&
-            (want == 0 || want == o->cm_node1) && (!t->home1 || t->home1 == o->cm_node1)) {
+            (want == 0 || want == o->cm_node1) && tsr__home_allows(t, o->cm_node1 - 1)) {
             g = o->cm_node1;
             int k = 0;
             while (k < nown && owners[k] != o)
@@ -892,7 +892,7 @@ static bool dev_eligible(tsr_task_t s, int kind)
 bool tsr__task_dev_count(tsr_task_t p, tsr_task_t s)
 {
     int node1 = p->launch_node1;
-    if (!dev_eligible(s, TSR_DEVICE_CUDA) || (s->home1 && s->home1 != node1))
+    if (!dev_eligible(s, TSR_DEVICE_CUDA) || !tsr__home_allows(s, node1 - 1))
         return false;
     int cur = 0;
     if (!atomic_compare_exchange_strong(&s->dev_node, &cur, node1) && cur != node1) {

@@ -423,28 +423,40 @@ def part_project(build, out, quick, platform):
             r, before = runs
             if not r.get("fits"):
                 best_rows.append((layers, b, c, None, nntile, None, None, None, None, None,
-                                  before.get("tflops")))
+                                  before.get("tflops"), None, None))
                 continue
             ratio = r["step_bytes"] / r["lower_bound_bytes"] if r["lower_bound_bytes"] else None
             vs = r["tflops"] / nntile if isinstance(nntile, (int, float)) else None
+            # where the state exceeds the GPUs: the same with the node's CPU
+            # workers (its 128 cores less the 8 that drive GPUs, Tessera's
+            # default count there), which run AdamW beside the moments
+            cpu = (tessera_sim(build, platform, layers, c, "eager", {"TESSERA_NCPU": "120"}, step)
+                   if ratio is not None else {})
+            cpu_ratio = (cpu["step_bytes"] / cpu["lower_bound_bytes"]
+                         if cpu.get("fits") and cpu["lower_bound_bytes"] else None)
             best_rows.append((layers, b, c, r["placement"], nntile, r["tflops"], vs, ratio,
-                              r["peak_host_gib"], r["peak_device_gib"], before.get("tflops")))
+                              r["peak_host_gib"], r["peak_device_gib"], before.get("tflops"),
+                              cpu.get("tflops"), cpu_ratio))
             emit("sim-project", "%dL/%.1fB" % (layers, b), "tflops", r["tflops"], "TFLOPS",
                  policy="eager (default)", placement=r["placement"], nntile=nntile,
                  over_nntile=None if vs is None else round(vs, 3),
                  before=before.get("tflops"),
                  bytes_over_lower_bound=None if ratio is None else round(ratio, 2),
-                 peak_host_gib=r["peak_host_gib"], peak_device_gib=r["peak_device_gib"])
-    log("\n%-6s %-7s %-6s %-10s %-7s %-8s %-7s %-11s %-8s %-8s %-7s" % (
+                 peak_host_gib=r["peak_host_gib"], peak_device_gib=r["peak_device_gib"],
+                 cpu_workers_tflops=cpu.get("tflops"),
+                 cpu_workers_bytes_over_lower_bound=None if cpu_ratio is None
+                 else round(cpu_ratio, 2))
+    log("\n%-6s %-7s %-6s %-10s %-7s %-8s %-7s %-11s %-8s %-8s %-7s %-9s %-9s" % (
         "layers", "size B", "C", "placement", "NNTile", "Tessera", "ratio", "bytes / LB",
-        "host GiB", "GPU GiB", "before"))
-    for layers, b, c, pl, nn, tf, vs, ratio, host, dev, before in best_rows:
-        log("%-6d %-7.1f %-6d %-10s %-7s %-8s %-7s %-11s %-8s %-8s %-7s" % (
+        "host GiB", "GPU GiB", "before", "+CPU TF", "+CPU B/LB"))
+    for layers, b, c, pl, nn, tf, vs, ratio, host, dev, before, ctf, cratio in best_rows:
+        log("%-6d %-7.1f %-6d %-10s %-7s %-8s %-7s %-11s %-8s %-8s %-7s %-9s %-9s" % (
             layers, b, c, pl or "-", nn, "OOM" if tf is None else "%.0f" % tf,
             "-" if vs is None else "%.2f" % vs,
             "-" if ratio is None else ("%.1f" % ratio),
             "-" if host is None else "%.0f" % host, "-" if dev is None else "%.0f" % dev,
-            "-" if before is None else "%.0f" % before))
+            "-" if before is None else "%.0f" % before,
+            "-" if ctf is None else "%.0f" % ctf, "-" if cratio is None else "%.1f" % cratio))
     plot_project(out, best_rows)
     ok = [r for r in best_rows if r[6] is not None]
     if ok:

@@ -17,6 +17,8 @@ typedef struct {
     float loss[STEPS];
     float *params;
     size_t nparams;
+    size_t host_homed;   /* bytes homed on the host at the end */
+    int grads_zero;      /* every gradient read zero after the last step */
 } run_t;
 
 /* placement and home_min: tsr_config_t's (0, 0: the defaults). */
@@ -54,6 +56,21 @@ static void train_placed(int ncpu, int nsim, size_t sim_mem, int placement, size
     }
     OK(tsr_wait_all());
     out->params = read_params(m, &out->nparams);
+    tsr_node_stats_t host;
+    OK(tsr_memory_node_stats(0, &host));
+    out->host_homed = host.homed;
+    out->grads_zero = 1;
+    for (int i = 0; i < tsr_gpt2_param_count(m); i++) {
+        size_t n;
+        const char *name = tsr_gpt2_param_name(m, i);
+        OK(tsr_gpt2_get(m, name, TSR_GPT2_GRAD, NULL, &n));
+        float *g = malloc(n * sizeof *g);
+        cr_assert_not_null(g);
+        OK(tsr_gpt2_get(m, name, TSR_GPT2_GRAD, g, &n));
+        for (size_t k = 0; k < n; k++)
+            out->grads_zero &= g[k] == 0.0f;
+        free(g);
+    }
     tsr_gpt2_free(m);
     OK(tsr_shutdown());
 }
@@ -96,5 +113,16 @@ Test(deterministic, the_same_bits_under_owner_placement, .timeout = 240)
                          owner.nparams, "owner placement");
     assert_same_training(one.loss, one.params, one.nparams, autop.loss, autop.params,
                          autop.nparams, "auto placement");
+    /* the state (16 bytes per parameter) exceeds the two accelerators'
+     * 512 KiB and CPU workers are there: the moments (m and v, 8 bytes per
+     * parameter) are homed on the host, AdamW runs beside them, and the
+     * gradients it consumed are dropped, reading zero */
+    cr_assert_gt(16 * one.nparams, (size_t)512 << 10);
+    cr_assert_eq(owner.host_homed, 8 * owner.nparams, "host homes %zu bytes, want %zu",
+                 owner.host_homed, 8 * owner.nparams);
+    cr_assert_eq(autop.host_homed, 8 * autop.nparams);
+    cr_assert_eq(one.host_homed, 0, "no accelerator: nothing homed");
+    cr_assert(one.grads_zero && owner.grads_zero && autop.grads_zero,
+              "gradients not consumed by the step");
     free(one.params), free(owner.params), free(autop.params);
 }

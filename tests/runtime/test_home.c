@@ -352,3 +352,37 @@ Test(home, a_placement_the_runtime_does_not_know_is_refused)
     OK(tsr_handle_unregister(h));
     stop_runtime();
 }
+
+/* Once owner placement has homed a handle, a task none of whose buffers
+ * has a home runs on an accelerator (the flowing tiles live there), and a
+ * task homed on the host on a CPU worker; under every built-in policy. */
+Test(home, under_owner_placement_unhomed_tasks_run_on_accelerators, .timeout = 60)
+{
+    for (int p = 0; tsr_sched_builtin_at(p); p++) {
+        const char *pol = tsr_sched_builtin_at(p)->name;
+        start(2, pol, TSR_PLACEMENT_OWNER, 64 << 10);
+        tsr_handle_t big, small, host;
+        int nb, ns[N], nh[N];
+        OK(tsr_handle_alloc(&big, 100 << 10));
+        submit_step(big, 1, &nb); /* engages owner placement */
+        OK(tsr_handle_alloc(&small, 64));
+        OK(tsr_handle_alloc(&host, 64));
+        OK(tsr_handle_set_home(host, 0));
+        for (int k = 0; k < N; k++) {
+            submit_step(small, 1, &ns[k]);
+            submit_step(host, 1, &nh[k]);
+        }
+        OK(tsr_wait_all());
+        cr_assert_geq(tsr_handle_home(big), 1, "%s", pol);
+        cr_assert_eq(tsr_handle_home(small), -1, "%s: below home_min", pol);
+        for (int k = 0; k < N; k++) {
+            cr_assert(ns[k] == 1 || ns[k] == 2, "%s: an unhomed task ran on node %d", pol,
+                      ns[k]);
+            cr_assert_eq(nh[k], 0, "%s: a host-homed task ran on node %d", pol, nh[k]);
+        }
+        OK(tsr_handle_unregister(big));
+        OK(tsr_handle_unregister(small));
+        OK(tsr_handle_unregister(host));
+        stop_runtime();
+    }
+}
