@@ -343,7 +343,10 @@ def part_nntile(build, out, quick):
     return path
 
 
-def plot(out, rows):
+def plot_curves(out, name, rows, series):
+    """TFLOPS against parameters, one panel per depth (4 and 8 layers): each
+    series is (label, matplotlib style, the row's y or None); rows have the
+    layers first and the size in billions second."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -354,18 +357,24 @@ def plot(out, rows):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, layers in zip(axes, (4, 8)):
         pts = [r for r in rows if r[0] == layers]
-        ax.plot([r[1] for r in pts if r[4]], [r[4] for r in pts if r[4]], "o-",
-                label="NNTile (measured, README)")
-        ax.plot([r[1] for r in pts if r[5]], [r[5] for r in pts if r[5]], "s--",
-                label="Tessera simulation, NNTile-like setup")
+        for label, style, y in series:
+            xy = [(r[1], y(r)) for r in pts if y(r)]
+            ax.plot([p[0] for p in xy], [p[1] for p in xy], style, label=label,
+                    **({"linewidth": 0.8} if style == "k--" else {}))
         ax.set_title("GPT-2, %d layers, 8x A100 (tf32)" % layers)
         ax.set_xlabel("parameters (billions)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("TFLOPS (node)")
-    axes[0].legend()
+    axes[0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "nntile.png"), dpi=110)
-    log("plot: %s" % os.path.join(out, "nntile.png"))
+    fig.savefig(os.path.join(out, name), dpi=110)
+    log("plot: %s" % os.path.join(out, name))
+
+
+def plot(out, rows):
+    plot_curves(out, "nntile.png", rows, [
+        ("NNTile (measured, README)", "o-", lambda r: r[4]),
+        ("Tessera simulation, NNTile-like setup", "s--", lambda r: r[5])])
 
 
 # ---- 3. projections ---------------------------------------------------------------
@@ -373,32 +382,11 @@ def plot(out, rows):
 def plot_project(out, rows):
     """Part 3's table as a plot: NNTile, Tessera before homes (replicated)
     and Tessera's default configuration now, per size."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log("(matplotlib missing: no plot)")
-        return
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, layers in zip(axes, (4, 8)):
-        pts = [r for r in rows if r[0] == layers]
-        ax.plot([r[1] for r in pts if r[4]], [r[4] for r in pts if r[4]], "o-",
-                label="NNTile (measured, README)")
-        ax.plot([r[1] for r in pts if r[10]], [r[10] for r in pts if r[10]], "s:",
-                label="Tessera before homes (simulated)")
-        ax.plot([r[1] for r in pts if r[5]], [r[5] for r in pts if r[5]], "^-",
-                label="Tessera default now (simulated)")
-        ax.plot([r[1] for r in pts if r[4]], [1.3 * r[4] for r in pts if r[4]], "k--",
-                linewidth=0.8, label="1.3x NNTile (goal)")
-        ax.set_title("GPT-2, %d layers, 8x A100 (tf32)" % layers)
-        ax.set_xlabel("parameters (billions)")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("TFLOPS (node)")
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "project.png"), dpi=110)
-    log("plot: %s" % os.path.join(out, "project.png"))
+    plot_curves(out, "project.png", rows, [
+        ("NNTile (measured, README)", "o-", lambda r: r[4]),
+        ("Tessera before homes (simulated)", "s:", lambda r: r[10]),
+        ("Tessera default now (simulated)", "^-", lambda r: r[5]),
+        ("1.3x NNTile (goal)", "k--", lambda r: 1.3 * r[4] if r[4] else None)])
 
 
 def part_project(build, out, quick, platform):

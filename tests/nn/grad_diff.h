@@ -47,4 +47,26 @@ static inline double grad_rel_diff(tsr_gpt2_t *a, tsr_gpt2_t *b)
     return worst;
 }
 
+/* The first nonzero gradient element (its parameter's name in *where and
+ * its index), or -1: every gradient reads zero. */
+static inline long first_nonzero_grad(tsr_gpt2_t *m, const char **where)
+{
+    for (int i = 0; i < tsr_gpt2_param_count(m); i++) {
+        const char *name = tsr_gpt2_param_name(m, i);
+        size_t n;
+        float *g = gpt2_part(m, name, TSR_GPT2_GRAD, &n);
+        long at = -1;
+        for (size_t k = 0; k < n && at < 0; k++)
+            if (g[k] != 0.0f)
+                at = (long)k;
+        free(g);
+        if (at >= 0) {
+            if (where)
+                *where = name;
+            return at;
+        }
+    }
+    return -1;
+}
+
 #endif
