@@ -292,6 +292,11 @@ static void *racer(void *arg)
             submit_step(h[i], (uint64_t)k, &nodes[i * LEN + k - 1]);
             submit_read2(shared_h[i], h[i], &rnodes[i * LEN + k - 1]);
             (void)tsr_handle_home(shared_h[(i + id) % PER]);
+            /* every thread moves the shared handles' homes while others
+             * read them: later tasks follow, none is lost */
+            if (k % 7 == 0)
+                cr_assert_eq(tsr_handle_set_home(shared_h[(i + k) % PER], 1 + (id + k) % 2),
+                             TSR_OK);
         }
     cr_assert_eq(tsr_wait_all(), TSR_OK);
     for (int i = 0; i < PER; i++) {
@@ -319,8 +324,19 @@ Test(home, racing_threads_keep_homes_and_values, .timeout = 60)
         cr_assert_eq(pthread_create(&th[t], NULL, racer, (void *)(intptr_t)t), 0);
     for (int t = 0; t < THREADS; t++)
         pthread_join(th[t], NULL);
-    for (int i = 0; i < PER; i++)
+    size_t homed = 0;
+    for (int n = 0; n < tsr_memory_node_count(); n++) {
+        tsr_node_stats_t st;
+        OK(tsr_memory_node_stats(n, &st));
+        homed += st.homed;
+    }
+    cr_assert_eq(homed, (size_t)PER * 2048, "only the shared handles are left, each homed "
+                 "once: %zu bytes counted", homed);
+    for (int i = 0; i < PER; i++) {
+        int home = tsr_handle_home(shared_h[i]);
+        cr_assert(home == 1 || home == 2, "shared handle %d: home %d", i, home);
         OK(tsr_handle_unregister(shared_h[i]));
+    }
     stop_runtime();
 }
 
