@@ -104,6 +104,10 @@ int lab_b_event(lab_builder_t *b, uint32_t before, uint32_t data, int kind);
  * after it in the file), refuse a cycle naming a task on it, and hand the
  * graph over. The builder is emptied either way. */
 int lab_b_finish(lab_builder_t *b, tsr_lab_graph_t **out);
+/* The longest task duration a graph may give (seconds, about 32 years):
+ * every reader's durations are held to it when the graph is finished, so
+ * that whatever one format reads, the writers' output reads back. */
+#define LAB_MAX_SECONDS 1e9
 void lab_b_discard(lab_builder_t *b);
 
 /* ---- lines and numbers --------------------------------------------------- */

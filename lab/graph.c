@@ -458,6 +458,16 @@ int lab_b_finish(lab_builder_t *b, tsr_lab_graph_t **out)
             rc = say(b, TSR_EINVAL, "a dependency on a task that does not exist");
             goto fail_quiet;
         }
+    for (size_t t = 0; t < n; t++)
+        for (int k = 0; k < TSR_DEVICE_KINDS; k++) {
+            double s = g->task[t].seconds[k];
+            if (s != -1 && !(s >= 0 && s <= LAB_MAX_SECONDS)) {
+                rc = lab_fail(b, b->line[t], "task '%.64s' lasts %g s on %s: a duration is 0 "
+                              "to %g s", g->task[t].name, s, k ? "cuda" : "cpu",
+                              LAB_MAX_SECONDS);
+                goto fail_quiet;
+            }
+        }
     for (size_t i = 0; i < b->nedge; i++)
         if (b->edge[i].task == b->edge[i].pred) {
             rc = lab_fail(b, b->line[b->edge[i].task], "task '%.64s' depends on itself",

@@ -82,7 +82,8 @@ static int seconds_list(lab_builder_t *b, size_t line, tsr_lab_task_t *x, const 
         size_t kl = (size_t)(colon - (v + i));
         int kind = lab_kind_from_name(v + i, kl);
         double sec;
-        if (lab_double(colon + 1, j - i - kl - 1, &sec) != 0 || !(sec >= 0) || sec > 1e9)
+        if (lab_double(colon + 1, j - i - kl - 1, &sec) != 0 || !(sec >= 0) ||
+            sec > LAB_MAX_SECONDS)
             return lab_fail(b, line, "seconds '%.*s' is no duration", SHOW(v + i, j - i));
         if (kind >= 0) /* a kind this version does not know is skipped */
             x->seconds[kind] = sec;
