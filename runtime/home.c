@@ -15,13 +15,16 @@
  *   - groups: tsr_handle_share_home makes handles follow one home (a
  *     parameter tile and its gradient);
  *   - the runtime, under owner placement (tsr_config_t.placement, or chosen
- *     by auto, see tsr__home_decide): at its first submission, a handle of
+ *     by auto, see wants_home): at its first submission, a handle of
  *     at least home_min bytes without a home gets the accelerator node that
  *     owns the fewest bytes so far, while the accelerators' homed bytes stay
  *     under their budget (70 % of their capacity: the rest is for the
  *     tiles that flow through them; docs/placement.md says why); beyond,
  *     it gets no home and the policy places its tasks as without homes. A
  *     group is placed whole: all its members' bytes, used yet or not.
+ * Once the runtime has homed a handle, a task none of whose buffers has a
+ * home runs on an accelerator (HOME_ACCELERATORS) where a CPU worker could
+ * also run it: the tiles that flow between tasks live there.
  * Assignments happen in the submitting thread, in submission order, so a
  * program that submits from one thread gets the same homes at every run.
  *
