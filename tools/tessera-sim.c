@@ -44,6 +44,8 @@ static const char usage[] =
     "                       platform's (the host's evicted copies go to the disk\n"
     "                       tier where the platform describes one)\n"
     "  --no-disk            leave out the platform's disk tier (NVMe)\n"
+    "  --placement P        auto (default), replicate or owner: where large tiles\n"
+    "                       live and their tasks run (docs/placement.md)\n"
     "  --trace FILE         Chrome trace of the run, in virtual time\n"
     "  --stats              print the runtime's counters at the end\n"
     "gpt2 flags:\n"
@@ -232,6 +234,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "convert"))
         return sim_convert(argc - 1, argv + 1);
     const char *platform = NULL, *sched = NULL, *trace = NULL, *tag = "", *precision = NULL;
+    const char *placement = NULL;
     const char *preset = NULL, *config = NULL;
     tsr_llama_config_t lflags;
     tsr_llama_config_default(&lflags);
@@ -243,7 +246,7 @@ int main(int argc, char **argv)
     cfg.channels = 1024;
     cfg.heads = 0;
     int batch = 8, seq = 0, micro = 2, steps = 2, accumulate = 0;
-    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 7 + MODEL_LLAMA_NOPTS + 4] = {
+    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 7 + MODEL_LLAMA_NOPTS + 5] = {
         {"platform", 0, CLI_STR, &platform, 0, 0, 0},
         {"sched", 0, CLI_STR, &sched, 0, 0, 0},
         {"threads", 0, CLI_INT, &threads, 0, 4096, 0},
@@ -269,6 +272,7 @@ int main(int argc, char **argv)
     opts[nopts++] = (cli_opt_t){"config", 0, CLI_STR, &config, 0, 0, 0};
     opts[nopts++] = (cli_opt_t){"host-mem", 0, CLI_FLOAT, &host_gib, 1.0 / 1024, 1048576, 0};
     opts[nopts++] = (cli_opt_t){"no-disk", 0, CLI_BOOL, &no_disk, 0, 0, 0};
+    opts[nopts++] = (cli_opt_t){"placement", 0, CLI_STR, &placement, 0, 0, 0};
     const char *pos[1];
     int npos = 0;
     int rc = cli_parse("tessera-sim", usage, opts, nopts, argc, argv, pos, 1, &npos);
@@ -278,6 +282,13 @@ int main(int argc, char **argv)
         return cli_usage_error("missing --platform FILE");
     if (precision && strcmp(precision, "fp32") && strcmp(precision, "bf16"))
         return cli_usage_error("--precision: fp32 or bf16, not '%s'", precision);
+    static const char *const placements[] = {"auto", "replicate", "owner"}; /* TSR_PLACEMENT_… */
+    int place = -1;
+    for (int k = 0; placement && k < 3; k++)
+        if (!strcmp(placement, placements[k]))
+            place = k;
+    if (placement && place < 0)
+        return cli_usage_error("--placement: auto, replicate or owner, not '%s'", placement);
     cfg.precision = precision && !strcmp(precision, "bf16") ? TSR_GPT2_BF16 : TSR_GPT2_FP32;
     model_arch_t arch;
     if (npos != 1 || (strcmp(pos[0], "gpt2") != 0 && strcmp(pos[0], "llama") != 0))
@@ -316,6 +327,8 @@ int main(int argc, char **argv)
         rcfg.ncpu = threads;
     if (sched)
         rcfg.sched = sched;
+    if (place >= 0)
+        rcfg.placement = place;
     if (trace)
         rcfg.trace_path = trace;
     rcfg.stats = stats;

@@ -8,7 +8,9 @@
 # file is refused at once instead of blocking open() for ever; a step whose
 # model state is larger than host and accelerator memory together trains
 # with the platform's disk tier (NVMe) and is out of memory without it
-# (--no-disk); bad disk fields are refused naming the field.
+# (--no-disk); bad disk fields are refused naming the field; --placement
+# chooses where large tiles live (auto engages owner placement once the
+# state outgrows the accelerator).
 # Prints a Criterion-style synthesis line for tests/run-suite.sh.
 set -u
 BIN=$1
@@ -111,4 +113,21 @@ check tiny_disk_bandwidth says "disk.read_bandwidth_gbs: 1e-300 is out of range"
 check empty_disk says "disk.capacity_gb: 0 is out of range" \
     "$SIM" --platform "$TMP/diskcap.json" "${DMODEL[@]}"
 check host_mem_flag_range exits 2 "$SIM" --platform "$TMP/disk.json" --host-mem 0 "${DMODEL[@]}"
+
+# --placement: the model's state (about 3 GB) outgrows 3/4 of the 1 GiB
+# accelerator, so auto places its (2048, 2048) tiles (16 MiB, above a
+# home_min of 1 MiB) as owner; replicate keeps them unhomed; a word the
+# runtime does not know is a usage error
+platform 1 10 50 10 1 >"$TMP/one.json"
+placed() { # WANT, then the flags
+    local want=$1
+    shift
+    TESSERA_HOME_MIN=1 "$SIM" --platform "$TMP/one.json" "$@" "${MODEL[@]}" >"$TMP/place.out" \
+        2>&1 || { cat "$TMP/place.out"; return 1; }
+    grep -q "\"placement\":\"$want\"" "$TMP/place.out" || { cat "$TMP/place.out"; return 1; }
+}
+check placement_auto_engages_owner placed owner
+check placement_replicate placed replicate --placement replicate
+check placement_unknown exits 2 "$SIM" --platform "$TMP/one.json" --placement everywhere \
+    "${MODEL[@]}"
 finish
