@@ -89,4 +89,53 @@ fail:
     return -1;
 }
 
+/* What a training-step benchmark reports about its run beside the timings:
+ * the same for every family (its shape goes in its own JSON fields). */
+typedef struct bench_step_run {
+    const char *tag;
+    size_t params;
+    int batch, seq, warmup, steps;
+    int tiles[3]; /* tokens, vocabulary, hidden */
+    int recompute;
+    const char *precision; /* "fp32", "bf16" */
+    double load;           /* bench_loadavg() once, for both lines */
+} bench_step_run_t;
+
+/* The human line: s/step, tok/s, losses, tiles, the machine's load. */
+static inline void bench_step_print_line(const bench_step_run_t *d, const bench_steps_t *r)
+{
+    double sps = r->total / d->steps;
+    printf("tessera  %-14s %2d workers  %11zu params  batch %d x %d  %d+%d steps  "
+           "%.4f s/step (min %.4f)  %.1f tok/s  loss %.4f -> %.4f  tiles %d/%d/%d  load %.2f  "
+           "others %.0f%%  %s  %s  host peak %.1f MiB\n",
+           d->tag, tsr_worker_count(), d->params, d->batch, d->seq, d->warmup, d->steps, sps,
+           r->min_step, (double)d->batch * d->seq / sps, (double)r->first_loss,
+           (double)r->last_loss, d->tiles[0], d->tiles[1], d->tiles[2], d->load,
+           r->others >= 0 ? 100 * r->others : 0.0, d->recompute ? "recompute" : "keep",
+           d->precision, (double)r->host_peak / 1048576.0);
+}
+
+/* The JSON line's shared end, from "params" on (the caller printed its
+ * head up to the family's shape fields and a comma); ends the line. */
+static inline void bench_step_print_json_tail(const bench_step_run_t *d, const bench_steps_t *r)
+{
+    double sps = r->total / d->steps, load = d->load;
+    char s_sps[32], s_min[32], s_tps[32], s_l0[32], s_l1[32], s_load[32], s_oth[32];
+    bench_json_num(s_sps, sizeof s_sps, 1, sps);
+    bench_json_num(s_min, sizeof s_min, 1, r->min_step);
+    bench_json_num(s_tps, sizeof s_tps, 1, (double)d->batch * d->seq / sps);
+    bench_json_num(s_l0, sizeof s_l0, 1, r->first_loss);
+    bench_json_num(s_l1, sizeof s_l1, 1, r->last_loss);
+    bench_json_num(s_load, sizeof s_load, load >= 0, load);
+    bench_json_num(s_oth, sizeof s_oth, r->others >= 0, r->others);
+    printf("\"params\":%zu,\"batch\":%d,\"seq\":%d,\"warmup\":%d,\"steps\":%d,"
+           "\"tiles\":[%d,%d,%d],\"s_per_step\":%s,\"s_per_step_min\":%s,\"tok_per_s\":%s,"
+           "\"loss_first\":%s,\"loss_last\":%s,\"load\":%s,\"cpu_others\":%s,"
+           "\"recompute\":%d,\"precision\":\"%s\",\"host_peak\":%zu}\n",
+           d->params, d->batch, d->seq, d->warmup, d->steps, d->tiles[0], d->tiles[1],
+           d->tiles[2], s_sps, s_min, s_tps, s_l0, s_l1, s_load, s_oth, d->recompute,
+           d->precision, r->host_peak);
+    fflush(stdout);
+}
+
 #endif

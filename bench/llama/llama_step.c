@@ -270,43 +270,18 @@ static const char *precision_name(int precision)
 static void report(tsr_llama_t *m, const options_t *o, const char *tag, const result_t *r)
 {
     const tsr_llama_config_t *eff = tsr_llama_config(m);
-    size_t nparams = tsr_llama_num_params(m);
     const char *sched = o->sched ? o->sched : getenv("TESSERA_SCHED");
-    double sps = r->total / o->steps;
-    double tps = (double)o->batch * o->seq / sps;
-    double load = bench_loadavg();
-    int workers = tsr_worker_count();
-
-    printf("tessera  %-14s %2d workers  %11zu params  batch %d x %d  %d+%d steps  "
-           "%.4f s/step (min %.4f)  %.1f tok/s  loss %.4f -> %.4f  tiles %d/%d/%d  load %.2f  "
-           "others %.0f%%  %s  %s  host peak %.1f MiB\n",
-           tag, workers, nparams, o->batch, o->seq, o->warmup, o->steps, sps, r->min_step,
-           tps, (double)r->first_loss, (double)r->last_loss, eff->tile_tokens,
-           eff->tile_vocab, eff->tile_hidden, load, r->others >= 0 ? 100 * r->others : 0.0,
-           eff->recompute ? "recompute" : "keep", precision_name(eff->precision),
-           (double)r->host_peak / 1048576.0);
-    char s_sps[32], s_min[32], s_tps[32], s_l0[32], s_l1[32], s_load[32], s_oth[32];
-    bench_json_num(s_sps, sizeof s_sps, 1, sps);
-    bench_json_num(s_min, sizeof s_min, 1, r->min_step);
-    bench_json_num(s_tps, sizeof s_tps, 1, tps);
-    bench_json_num(s_l0, sizeof s_l0, 1, r->first_loss);
-    bench_json_num(s_l1, sizeof s_l1, 1, r->last_loss);
-    bench_json_num(s_load, sizeof s_load, load >= 0, load);
-    bench_json_num(s_oth, sizeof s_oth, r->others >= 0, r->others);
+    bench_step_run_t d = {tag, tsr_llama_num_params(m), o->batch, o->seq, o->warmup, o->steps,
+                          {eff->tile_tokens, eff->tile_vocab, eff->tile_hidden}, eff->recompute,
+                          precision_name(eff->precision), bench_loadavg()};
+    bench_step_print_line(&d, r);
     printf("{\"bench\":\"llama-step\",\"case\":\"%s\",\"impl\":\"tessera\",\"workers\":%d,"
            "\"sched\":%s%s%s,\"layers\":%d,\"heads\":%d,\"kv_heads\":%d,\"hidden\":%d,"
-           "\"intermediate\":%d,\"vocab\":%d,\"ctx\":%d,\"tied\":%d,\"params\":%zu,"
-           "\"batch\":%d,\"seq\":%d,\"warmup\":%d,\"steps\":%d,\"tiles\":[%d,%d,%d],"
-           "\"s_per_step\":%s,\"s_per_step_min\":%s,\"tok_per_s\":%s,\"loss_first\":%s,"
-           "\"loss_last\":%s,\"load\":%s,\"cpu_others\":%s,\"recompute\":%d,"
-           "\"precision\":\"%s\",\"host_peak\":%zu}\n",
-           tag, workers, sched ? "\"" : "", sched ? sched : "null", sched ? "\"" : "",
+           "\"intermediate\":%d,\"vocab\":%d,\"ctx\":%d,\"tied\":%d,",
+           tag, tsr_worker_count(), sched ? "\"" : "", sched ? sched : "null", sched ? "\"" : "",
            eff->layers, eff->heads, eff->kv_heads, eff->hidden, eff->intermediate,
-           eff->vocab_size, eff->max_positions, eff->tie_embeddings, nparams, o->batch, o->seq,
-           o->warmup, o->steps, eff->tile_tokens, eff->tile_vocab, eff->tile_hidden, s_sps,
-           s_min, s_tps, s_l0, s_l1, s_load, s_oth, eff->recompute,
-           precision_name(eff->precision), r->host_peak);
-    fflush(stdout);
+           eff->vocab_size, eff->max_positions, eff->tie_embeddings);
+    bench_step_print_json_tail(&d, r);
 }
 
 int main(int argc, char **argv)
