@@ -35,6 +35,7 @@
 #include "nn/tensor.h"
 #include "nn/tiling.h"
 #include "nn/trainer.h"
+#include "nn/wave.h"
 #include "runtime/error.h"
 #include "runtime/instance.h"
 
@@ -119,6 +120,9 @@ static int check_config(const tsr_gpt2_config_t *c, int batch, int seq_len)
     if (c->zero && !c->data_parallel)
         return tsr__fail(TSR_EINVAL, "gpt2: zero = 1 shards the optimizer state over the "
                                      "ranks of a data-parallel model: it needs data_parallel = 1");
+    if (c->wave < 0 || c->wave > 4096)
+        return tsr__fail(TSR_EINVAL, "gpt2: wave must be 0 (chosen at create), 1 (one "
+                                     "micro-batch at a time) or up to 4096, not %d", c->wave);
     if ((long long)batch * seq_len > (1LL << 30))
         return tsr__fail(TSR_EINVAL, "gpt2: batch %d x seq_len %d tokens per micro-batch is "
                                      "more than 2^30", batch, seq_len);
@@ -247,21 +251,23 @@ static int make_acts(tsr_gpt2_t *m)
 {
     const tsr_gpt2_config_t *c = &m->cfg;
     long long C = c->channels, H = c->heads, tf = c->tile_hidden;
+    int S = m->slots, L = c->layers;
     if (!m->build.dry) {
-        m->la = calloc((size_t)c->layers, sizeof *m->la);
-        if (!m->la)
+        m->la = calloc((size_t)S * (size_t)L, sizeof *m->la);
+        m->slot = calloc((size_t)S, sizeof *m->slot);
+        if (!m->la || !m->slot)
             return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the activation table");
     }
     /* every activation has N token columns in tiles of tt */
-    const char *f = "layers, channels, batch x seq_len, tile_tokens";
+    const char *f = "layers, channels, batch x seq_len, tile_tokens, wave";
 #define A(t, rows, trows) TSR_TRY(tensor(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
 #define G(t, rows, trows) TSR_TRY(gemm_input(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
 #define B16(t, rows, trows)                                                             \
     TSR_TRY(tensor_of(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens, 1));
-    for (int l = 0; l < c->layers; l++) {
-        layer_acts_t dry_la, *a = m->build.dry ? &dry_la : &m->la[l];
+    for (int i = 0; i < S * L; i++) { /* slot i / L, block i % L */
+        layer_acts_t dry_la, *a = m->build.dry ? &dry_la : &m->la[i];
         A(a->x, C, C)
-        if (c->recompute && l > 0)
+        if (c->recompute && i > 0)
             continue; /* the block's other activations are la[0]'s (block_acts) */
         G(a->ln1, C, C) A(a->ln1_mean, 1, 1) A(a->ln1_rstd, 1, 1)
         A(a->qkv, 3 * C, C) A(a->att_lse, H, H) G(a->yb, C, C)
@@ -271,14 +277,21 @@ static int make_acts(tsr_gpt2_t *m)
         G(a->ln2, C, C) A(a->ln2_mean, 1, 1) A(a->ln2_rstd, 1, 1)
         A(a->fch, 4 * C, tf) G(a->fcg, 4 * C, tf)
     }
+    for (int i = 0; i < S; i++) {
+        gpt2_slot_t dry_slot, *sl = m->build.dry ? &dry_slot : &m->slot[i];
+        A(sl->xL, C, C) A(sl->tokens, 1, 1) A(sl->targets, 1, 1) A(sl->ce_loss, 1, 1)
+        A(sl->d, C, C)
+        if (bf16(m))
+            B16(sl->d16, C, C)
+    }
     f = "channels, batch x seq_len, tile_tokens";
-    A(m->xL, C, C) G(m->lnf, C, C) A(m->lnf_mean, 1, 1) A(m->lnf_rstd, 1, 1)
-    A(m->tokens, 1, 1) A(m->targets, 1, 1) A(m->ce_ms, 2, 2) A(m->ce_lse, 1, 1)
-    A(m->ce_loss, 1, 1) A(m->att_ms, 2 * H, 2 * H) A(m->att_acc, C, C) A(m->att_D, H, H)
+    G(m->lnf, C, C) A(m->lnf_mean, 1, 1) A(m->lnf_rstd, 1, 1)
+    A(m->ce_ms, 2, 2) A(m->ce_lse, 1, 1)
+    A(m->att_ms, 2 * H, 2 * H) A(m->att_acc, C, C) A(m->att_D, H, H)
     A(m->dqkvb, 3 * C, C) A(m->dyb, C, C)
-    A(m->d, C, C) A(m->dln, C, C) A(m->dfc, 4 * C, tf)
+    A(m->dln, C, C) A(m->dfc, 4 * C, tf)
     if (bf16(m)) {
-        B16(m->d16, C, C) B16(m->dfc16, 4 * C, tf) B16(m->dqkvb16, 3 * C, C)
+        B16(m->dfc16, 4 * C, tf) B16(m->dqkvb16, 3 * C, C)
     }
     f = "vocab_size, batch x seq_len, tile_vocab, tile_tokens";
     A(m->logits, c->vocab_size, c->tile_vocab)
@@ -303,19 +316,26 @@ static int make_acts(tsr_gpt2_t *m)
 static void for_each_tensor(tsr_gpt2_t *m, void (*fn)(tsr_tensor_t *))
 {
     tsr__params_each_tensor(&m->params, fn);
-    for (int l = 0; m->la && l < m->cfg.layers; l++) {
-        layer_acts_t *a = &m->la[l];
+    for (int i = 0; m->la && i < m->slots * m->cfg.layers; i++) {
+        layer_acts_t *a = &m->la[i];
         tsr_tensor_t *all[] = {&a->x, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv,
                                &a->atty, &a->att_lse, &a->yb, &a->res1, &a->ln2, &a->ln2_mean,
                                &a->ln2_rstd, &a->fch, &a->fcg};
         for (size_t i = 0; i < sizeof all / sizeof *all; i++)
             fn(all[i]);
     }
-    tsr_tensor_t *rest[] = {&m->xL, &m->lnf, &m->lnf_mean, &m->lnf_rstd, &m->logits,
-                            &m->tokens, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss,
+    for (int i = 0; m->slot && i < m->slots; i++) {
+        gpt2_slot_t *sl = &m->slot[i];
+        tsr_tensor_t *all[] = {&sl->xL, &sl->tokens, &sl->targets, &sl->ce_loss, &sl->d,
+                               &sl->d16};
+        for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+            fn(all[k]);
+    }
+    tsr_tensor_t *rest[] = {&m->lnf, &m->lnf_mean, &m->lnf_rstd, &m->logits,
+                            &m->ce_ms, &m->ce_lse,
                             &m->att_ms, &m->att_acc, &m->att_D, &m->dqkvb, &m->dyb,
-                            &m->d, &m->dln, &m->dfc,
-                            &m->d16, &m->dfc16, &m->dqkvb16, &m->dlogits16};
+                            &m->dln, &m->dfc,
+                            &m->dfc16, &m->dqkvb16, &m->dlogits16};
     for (size_t i = 0; i < sizeof rest / sizeof *rest; i++)
         fn(rest[i]);
 }
@@ -333,6 +353,7 @@ static void destroy(tsr_gpt2_t *m)
     tsr__params_free(&m->params);
     free(m->lp);
     free(m->la);
+    free(m->slot);
     free(m);
 }
 
@@ -347,10 +368,30 @@ int tsr_gpt2_free(tsr_gpt2_t *m)
     return TSR_OK;
 }
 
+/* cfg.wave 0: the wave size for this model under the running runtime
+ * (nn/wave.h): the weights are p and g (and the bf16 copy), the state
+ * adds the moments, and a slot beyond the first holds each block's input
+ * and the residual stream's gradient with recompute, and about 18 (C, N)
+ * activations per block without. */
+static void resolve_wave(tsr_gpt2_t *m)
+{
+    tsr_gpt2_config_t *c = &m->cfg;
+    if (c->wave == 0) {
+        double C = c->channels, L = c->layers, N = m->N;
+        double numel = C * ((double)c->vocab_size + c->context + 2.0) +
+                       L * (12.0 * C * C + 13.0 * C);
+        double weight = numel * (bf16(m) ? 10.0 : 8.0), state = weight + 8.0 * numel;
+        double slot = 4.0 * C * N * (c->recompute ? L + 2.0 : 18.0 * L + 2.0);
+        c->wave = tsr__wave_auto(weight, state, slot);
+    }
+    m->slots = c->wave;
+}
+
 /* Resolve the tiles, check every tensor (dry run), then make them. */
 static int build(tsr_gpt2_t *m)
 {
     TSR_TRY(resolve_tiles(&m->cfg, m->B, m->T));
+    resolve_wave(m);
     m->build = (tsr__build_t){.model = "gpt2", .dry = 1};
     TSR_TRY(make_params(m));
     TSR_TRY(make_acts(m));
@@ -497,17 +538,6 @@ static int ln_fwd(tsr_gpt2_t *m, const tsr_tensor_t *x, const param_t *w, const 
     return tsr__op_layernorm_fwd(x, &w->p, &b->p, out, mean, rstd);
 }
 
-/* LayerNorm backward into m->d; in bf16 precision with `to16` also m->d16
- * = bf16(m->d), which the next Linear backward reads. */
-static int ln_bwd(tsr_gpt2_t *m, const tsr_tensor_t *x, param_t *w, param_t *b,
-                  const tsr_tensor_t *mean, const tsr_tensor_t *rstd, int to16)
-{
-    if (bf16(m) && to16)
-        return tsr__op_layernorm_bwd_bf16(&m->dln, x, &w->p, mean, rstd, &m->d, &m->d16, &w->g,
-                                          &b->g);
-    return tsr__op_layernorm_bwd(&m->dln, x, &w->p, mean, rstd, &m->d, &w->g, &b->g);
-}
-
 /* Linear backward (nn/ops.h) with dy's bf16 copy dy16 in bf16 precision;
  * b NULL: its bias gradient is already summed (by the GELU-gradient product
  * of the Linear after it). */
@@ -522,11 +552,18 @@ static int linear_bwd(tsr_gpt2_t *m, param_t *w, param_t *b, const tsr_tensor_t 
 
 /* ---- forward -------------------------------------------------------------- */
 
-/* The activations of block l (its input x aside): its own, or with
- * cfg.recompute the one set every block shares (struct layer_acts). */
-static layer_acts_t *block_acts(tsr_gpt2_t *m, int l)
+/* The activations of block l of slot s (its input x aside): its own, or
+ * with cfg.recompute the one set every block and slot shares (struct
+ * layer_acts). */
+static layer_acts_t *block_acts(tsr_gpt2_t *m, int l, int s)
 {
-    return &m->la[m->cfg.recompute ? 0 : l];
+    return &m->la[m->cfg.recompute ? 0 : s * m->cfg.layers + l];
+}
+
+/* The input (C, N) of block l of slot s; l = layers: the last block's output. */
+static tsr_tensor_t *block_in(tsr_gpt2_t *m, int l, int s)
+{
+    return l < m->cfg.layers ? &m->la[s * m->cfg.layers + l].x : &m->slot[s].xL;
 }
 
 /* The attention's fp32 output (C, N) tiles (C, tt): yb itself in fp32
@@ -537,7 +574,7 @@ static tsr_tensor_t *att_out(tsr_gpt2_t *m, layer_acts_t *a)
 }
 
 
-/* One transformer block, llm.c's order; N tokens, d the head width:
+/* One transformer block of slot s, llm.c's order; N tokens, d the head width:
  *   res1  = x_in + c_proj(attention(c_attn(ln_1(x_in))))
  *   x_out = res1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(res1))))
  * keep: the activations stay for backward. Otherwise (recomputation) each
@@ -546,11 +583,11 @@ static tsr_tensor_t *att_out(tsr_gpt2_t *m, layer_acts_t *a)
  * output (the last Linear is skipped; every other task is the forward's,
  * on the same tiles in the same order, so the activations are bitwise those
  * the forward computed: no forward task accumulates in COMMUTE or REDUX). */
-static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_tensor_t *x_out,
-                         int keep)
+static int block_forward(tsr_gpt2_t *m, int l, int s, const tsr_tensor_t *x_in,
+                         tsr_tensor_t *x_out, int keep)
 {
     layer_params_t *p = &m->lp[l];
-    layer_acts_t *a = block_acts(m, l);
+    layer_acts_t *a = block_acts(m, l, s);
     int H = m->cfg.heads, T = m->T, discard = !keep;
     /* attention */
     TSR_TRY(ln_fwd(m, x_in, p->ln1_w, p->ln1_b, &a->ln1, &a->ln1_mean, &a->ln1_rstd)); /* (C, N) */
@@ -592,21 +629,32 @@ static int block_forward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in, tsr_ten
     return TSR_DROP_IF(discard, &a->fcg);
 }
 
-int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *targets, float *loss)
+/* The phases of one micro-batch in slot s (nn/wave.h). tokens and targets
+ * have been checked (tsr__trainer_check_batch). */
+
+/* slot s's tokens (1, N) -> block 0's input (C, N) */
+static int phase_embed(tsr_gpt2_t *m, int s, const int32_t *tokens)
 {
-    TSR_TRY(model_check(m, "gpt2_forward"));
-    int L = m->cfg.layers, ntargets;
-    TSR_TRY(tsr__trainer_check_batch("gpt2_forward", tokens, targets, m->N, m->cfg.vocab_size,
-                                     &ntargets));
-    m->have_logits = m->have_targets = m->have_loss = 0;
     TSR_TRY(tsr__params_refresh_stale(&m->params));
-    TSR_TRY(tsr__tensor_write(&m->tokens, tokens, 1));                           /* (1, N) */
-    TSR_TRY(tsr__op_embed_fwd(&m->tokens, &m->wte->p, &m->wpe->p, m->T, &m->la[0].x)); /* (C, N) */
-    /* (C, N) per block; with recomputation only each block's input stays */
-    for (int l = 0; l < L; l++)
-        TSR_TRY(block_forward(m, l, &m->la[l].x, l + 1 < L ? &m->la[l + 1].x : &m->xL,
-                          !m->cfg.recompute));
-    TSR_TRY(ln_fwd(m, &m->xL, m->lnf_w, m->lnf_b, &m->lnf, &m->lnf_mean, &m->lnf_rstd));
+    TSR_TRY(tsr__tensor_write(&m->slot[s].tokens, tokens, 1));                   /* (1, N) */
+    return tsr__op_embed_fwd(&m->slot[s].tokens, &m->wte->p, &m->wpe->p, m->T,
+                             block_in(m, 0, s));                                /* (C, N) */
+}
+
+/* block l of slot s: its input -> the next block's input (C, N); with
+ * recomputation only each block's input stays */
+static int phase_block_fwd(tsr_gpt2_t *m, int l, int s)
+{
+    return block_forward(m, l, s, block_in(m, l, s), block_in(m, l + 1, s), !m->cfg.recompute);
+}
+
+/* The head of slot s: ln_f, the logits and, with targets (ntargets of
+ * them), the per-token losses (1, N) and the replicas' target count. */
+static int phase_head_fwd(tsr_gpt2_t *m, int s, const int32_t *targets, int ntargets)
+{
+    gpt2_slot_t *sl = &m->slot[s];
+    m->have_logits = m->have_targets = m->have_loss = 0;
+    TSR_TRY(ln_fwd(m, &sl->xL, m->lnf_w, m->lnf_b, &m->lnf, &m->lnf_mean, &m->lnf_rstd));
                                                                              /* (C, N) */
     /* the head is tied to the token embedding: logits = wte^T lnf (fp32) */
     TSR_TRY(tsr__op_gemm(OP_T, OP_N, 1.0f, wmat(m->wte), &m->lnf, 0.0f, &m->logits, TSR_RW));
@@ -614,47 +662,75 @@ int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *target
     m->have_logits = 1;
     if (!targets)
         return TSR_OK;
-    TSR_TRY(tsr__tensor_write(&m->targets, targets, 1));                         /* (1, N) */
-    TSR_TRY(tsr__op_xent_fwd(&m->logits, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss));
+    TSR_TRY(tsr__tensor_write(&sl->targets, targets, 1));                       /* (1, N) */
+    TSR_TRY(tsr__op_xent_fwd(&m->logits, &sl->targets, &m->ce_ms, &m->ce_lse, &sl->ce_loss));
                                                                              /* (1, N) */
-    m->have_targets = 1;
-    m->have_loss = 1;
-    TSR_TRY(tsr__trainer_targets(&m->train, ntargets));
-    return loss ? tsr_gpt2_loss(m, loss) : TSR_OK;
-}
-
-int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss)
-{
-    TSR_TRY(model_check(m, "gpt2_loss"));
-    return tsr__trainer_loss(&m->train, "gpt2_loss", m->have_loss, &m->ce_loss, loss);
-}
-
-int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out)
-{
-    TSR_TRY(model_check(m, "gpt2_logits"));
-    return tsr__trainer_logits("gpt2_logits", &m->logits, m->have_logits, m->B, m->T, b, t,
-                               out);
+    m->have_targets = m->have_loss = 1;
+    m->loss_slot = s;
+    return tsr__trainer_targets(&m->train, ntargets);
 }
 
 /* ---- backward ------------------------------------------------------------- */
 
-/* One block backward; d holds dL/dx_out on entry and dL/dx_in on return.
- * With recomputation the block's forward first runs again from its kept
- * input (all but its output). Each activation is dropped after its last
- * reader. */
-static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
+/* LayerNorm backward into slot s's d; in bf16 precision with `to16` also
+ * d16 = bf16(d), which the next Linear backward reads. */
+static int ln_bwd(tsr_gpt2_t *m, int s, const tsr_tensor_t *x, param_t *w, param_t *b,
+                  const tsr_tensor_t *mean, const tsr_tensor_t *rstd, int to16)
+{
+    gpt2_slot_t *sl = &m->slot[s];
+    if (bf16(m) && to16)
+        return tsr__op_layernorm_bwd_bf16(&m->dln, x, &w->p, mean, rstd, &sl->d, &sl->d16,
+                                          &w->g, &b->g);
+    return tsr__op_layernorm_bwd(&m->dln, x, &w->p, mean, rstd, &sl->d, &w->g, &b->g);
+}
+
+/* The head's backward of slot s (after its phase_head_fwd with targets):
+ * the loss's gradient, scaled, through the logits and ln_f into d (C, N). */
+static int phase_head_bwd(tsr_gpt2_t *m, int s, float scale)
+{
+    gpt2_slot_t *sl = &m->slot[s];
+    m->have_targets = 0;
+    m->params.grads_zero = 0;
+    m->have_logits = 0; /* the logits tiles become their gradient in place */
+    float dscale;
+    TSR_TRY(tsr__trainer_grad_scale(&m->train, scale, &dscale));
+    /* loss → logits → ln_f */
+    /* fp32: the logits become their gradient in place; bf16: it goes to
+     * dlogits16 and the logits are dropped */
+    tsr_tensor_t *dlogits = bf16(m) ? &m->dlogits16 : &m->logits;
+    TSR_TRY(bf16(m) ? tsr__op_xent_bwd_bf16(&m->logits, &sl->targets, &m->ce_lse, dscale,
+                                        &m->dlogits16, m->scratch)
+                : tsr__op_xent_bwd(&m->logits, &sl->targets, &m->ce_lse, dscale)); /* (V, N) */
+    if (bf16(m))
+        TSR_TRY(TSR_DROP(&m->logits));
+    TSR_TRY(tsr__op_gemm(OP_N, OP_N, 1.0f, wmat(m->wte), dlogits, 0.0f, &m->dln, TSR_RW));
+                                                                    /* dln = wte dlogits (C, N) */
+    TSR_TRY(tsr__op_gemm(OP_N, OP_T, 1.0f, &m->lnf, dlogits, 1.0f, &m->wte->g, TSR_COMMUTE));
+                                                               /* dwte += lnf dlogits^T (C, V) */
+    TSR_TRY(TSR_DROP(dlogits, &m->lnf, &m->ce_ms, &m->ce_lse));
+    TSR_TRY(tsr__op_fill(&sl->d, 0.0f));                                        /* (C, N) */
+    TSR_TRY(ln_bwd(m, s, &sl->xL, m->lnf_w, m->lnf_b, &m->lnf_mean, &m->lnf_rstd, 1));
+                                                                             /* d (C, N) += */
+    return TSR_DROP(&sl->xL, &m->lnf_mean, &m->lnf_rstd);
+}
+
+/* Block l's backward of slot s; d holds dL/dx_out on entry and dL/dx_in on
+ * return. With recomputation the block's forward first runs again from its
+ * kept input (all but its output). Each activation is dropped after its
+ * last reader. */
+static int phase_block_bwd(tsr_gpt2_t *m, int l, int s)
 {
     layer_params_t *p = &m->lp[l];
-    layer_acts_t *a = block_acts(m, l);
-    tsr_tensor_t *d = &m->d;
+    layer_acts_t *a = block_acts(m, l, s);
+    tsr_tensor_t *x_in = block_in(m, l, s), *d = &m->slot[s].d, *d16 = &m->slot[s].d16;
     int H = m->cfg.heads, T = m->T;
     if (m->cfg.recompute)
-        TSR_TRY(block_forward(m, l, x_in, NULL, 1));   /* ln1 … fcg of block l, (C..4C, N) */
+        TSR_TRY(block_forward(m, l, s, x_in, NULL, 1)); /* ln1 … fcg of block l, (C..4C, N) */
     /* MLP: x_out = res1 + W_fp gelu(W_fc ln2(res1) + b_fc) + b_fp */
     /* (bf16: d16 = bf16(d), written by the LayerNorm backward that made d) */
     if (bf16(m)) {
-        TSR_TRY(linear_bwd(m, p->fcproj_w, p->fcproj_b, &a->fcg, d, &m->d16, &m->dfc));
-        TSR_TRY(TSR_DROP(&a->fcg, &m->d16));                                       /* dfc (4C, N) */
+        TSR_TRY(linear_bwd(m, p->fcproj_w, p->fcproj_b, &a->fcg, d, d16, &m->dfc));
+        TSR_TRY(TSR_DROP(&a->fcg, d16));                                           /* dfc (4C, N) */
         TSR_TRY(tsr__op_gelu_bwd_bf16(&a->fch, &m->dfc, &m->dfc16));             /* (4C, N) */
     } else { /* dfc = gelu'(fch) W_fp^T d and the fc bias gradient, one task per tile */
         TSR_TRY(tsr__op_linear_gelu_bwd(&p->fcproj_w->p, &a->fcg, d, &a->fch, &m->dfc,
@@ -667,13 +743,13 @@ static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
     TSR_TRY(TSR_DROP(&a->ln2, &m->dfc));
     if (bf16(m))
         TSR_TRY(TSR_DROP(&m->dfc16));
-    TSR_TRY(ln_bwd(m, &a->res1, p->ln2_w, p->ln2_b, &a->ln2_mean, &a->ln2_rstd, 1)); /* d += */
+    TSR_TRY(ln_bwd(m, s, &a->res1, p->ln2_w, p->ln2_b, &a->ln2_mean, &a->ln2_rstd, 1)); /* d += */
     TSR_TRY(TSR_DROP(&a->res1, &a->ln2_mean, &a->ln2_rstd));
     /* attention: res1 = x + W_p attn(W_attn ln1(x) + b_attn) + b_p */
-    TSR_TRY(linear_bwd(m, p->proj_w, p->proj_b, &a->yb, d, &m->d16, &m->dyb));
+    TSR_TRY(linear_bwd(m, p->proj_w, p->proj_b, &a->yb, d, d16, &m->dyb));
                                                                /* dyb (C, N) tiles (C, tt) */
     if (bf16(m)) /* in fp32, yb is the attention output the backward reads */
-        TSR_TRY(TSR_DROP(&a->yb, &m->d16));
+        TSR_TRY(TSR_DROP(&a->yb, d16));
     TSR_TRY(tsr__op_attention_bwd(&a->qkv, H, T, bf16(m), att_out(m, a), &m->dyb, &a->att_lse,
                                   &m->att_D, &m->dqkvb));      /* (3C, N) tiles (C, tt) */
     TSR_TRY(TSR_DROP(att_out(m, a), &a->att_lse, &a->qkv, &m->dyb, &m->att_D));
@@ -686,8 +762,46 @@ static int block_backward(tsr_gpt2_t *m, int l, const tsr_tensor_t *x_in)
         TSR_TRY(TSR_DROP(&m->dqkvb16));
     /* d16 for block l-1's first Linear backward; block 0's d goes to the
      * embeddings only */
-    TSR_TRY(ln_bwd(m, x_in, p->ln1_w, p->ln1_b, &a->ln1_mean, &a->ln1_rstd, l > 0)); /* d += */
+    TSR_TRY(ln_bwd(m, s, x_in, p->ln1_w, p->ln1_b, &a->ln1_mean, &a->ln1_rstd, l > 0)); /* d += */
     return TSR_DROP(x_in, &a->ln1_mean, &a->ln1_rstd, &m->dln);
+}
+
+/* The embeddings' backward of slot s: (C, V), (C, ctx) += the scatter of d */
+static int phase_embed_bwd(tsr_gpt2_t *m, int s)
+{
+    gpt2_slot_t *sl = &m->slot[s];
+    TSR_TRY(tsr__op_embed_bwd(&sl->tokens, &sl->d, m->T, &m->wte->g, &m->wpe->g));
+    return TSR_DROP(&sl->d, &sl->targets);
+}
+
+/* ---- the passes ----------------------------------------------------------- */
+
+int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *targets, float *loss)
+{
+    TSR_TRY(model_check(m, "gpt2_forward"));
+    int ntargets;
+    TSR_TRY(tsr__trainer_check_batch("gpt2_forward", tokens, targets, m->N, m->cfg.vocab_size,
+                                     &ntargets));
+    m->have_logits = m->have_targets = m->have_loss = 0;
+    TSR_TRY(phase_embed(m, 0, tokens));
+    for (int l = 0; l < m->cfg.layers; l++)
+        TSR_TRY(phase_block_fwd(m, l, 0));
+    TSR_TRY(phase_head_fwd(m, 0, targets, ntargets));
+    return loss && targets ? tsr_gpt2_loss(m, loss) : TSR_OK;
+}
+
+int tsr_gpt2_loss(tsr_gpt2_t *m, float *loss)
+{
+    TSR_TRY(model_check(m, "gpt2_loss"));
+    return tsr__trainer_loss(&m->train, "gpt2_loss", m->have_loss, &m->slot[m->loss_slot].ce_loss,
+                             loss);
+}
+
+int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out)
+{
+    TSR_TRY(model_check(m, "gpt2_logits"));
+    return tsr__trainer_logits("gpt2_logits", &m->logits, m->have_logits, m->B, m->T, b, t,
+                               out);
 }
 
 int tsr_gpt2_backward(tsr_gpt2_t *m, float scale)
@@ -695,33 +809,63 @@ int tsr_gpt2_backward(tsr_gpt2_t *m, float scale)
     TSR_TRY(model_check(m, "gpt2_backward"));
     if (!m->have_targets)
         return tsr__fail(TSR_ESTATE, "gpt2_backward: the last forward had no targets");
-    m->have_targets = 0;
-    m->params.grads_zero = 0;
-    m->have_logits = 0; /* the logits tiles become their gradient in place */
-    float dscale;
-    TSR_TRY(tsr__trainer_grad_scale(&m->train, scale, &dscale));
-    /* loss → logits → ln_f */
-    /* fp32: the logits become their gradient in place; bf16: it goes to
-     * dlogits16 and the logits are dropped */
-    tsr_tensor_t *dlogits = bf16(m) ? &m->dlogits16 : &m->logits;
-    TSR_TRY(bf16(m) ? tsr__op_xent_bwd_bf16(&m->logits, &m->targets, &m->ce_lse, dscale,
-                                        &m->dlogits16, m->scratch)
-                : tsr__op_xent_bwd(&m->logits, &m->targets, &m->ce_lse, dscale)); /* (V, N) */
-    if (bf16(m))
-        TSR_TRY(TSR_DROP(&m->logits));
-    TSR_TRY(tsr__op_gemm(OP_N, OP_N, 1.0f, wmat(m->wte), dlogits, 0.0f, &m->dln, TSR_RW));
-                                                                    /* dln = wte dlogits (C, N) */
-    TSR_TRY(tsr__op_gemm(OP_N, OP_T, 1.0f, &m->lnf, dlogits, 1.0f, &m->wte->g, TSR_COMMUTE));
-                                                               /* dwte += lnf dlogits^T (C, V) */
-    TSR_TRY(TSR_DROP(dlogits, &m->lnf, &m->ce_ms, &m->ce_lse));
-    TSR_TRY(tsr__op_fill(&m->d, 0.0f));                                         /* (C, N) */
-    TSR_TRY(ln_bwd(m, &m->xL, m->lnf_w, m->lnf_b, &m->lnf_mean, &m->lnf_rstd, 1)); /* d (C, N) += */
-    TSR_TRY(TSR_DROP(&m->xL, &m->lnf_mean, &m->lnf_rstd));
+    TSR_TRY(phase_head_bwd(m, 0, scale));
     for (int l = m->cfg.layers - 1; l >= 0; l--)
-        TSR_TRY(block_backward(m, l, &m->la[l].x));
-    TSR_TRY(tsr__op_embed_bwd(&m->tokens, &m->d, m->T, &m->wte->g, &m->wpe->g));
-                                                                 /* (C, V), (C, ctx) */
-    return TSR_DROP(&m->d, &m->targets);
+        TSR_TRY(phase_block_bwd(m, l, 0));
+    return phase_embed_bwd(m, 0);
+}
+
+/* The phases as nn/wave.h calls them */
+static int wave_embed(void *m, int s, const int32_t *tokens)
+{
+    return phase_embed(m, s, tokens);
+}
+static int wave_block_fwd(void *m, int l, int s)
+{
+    return phase_block_fwd(m, l, s);
+}
+static int wave_head(void *mp, int s, const int32_t *targets, float scale)
+{
+    tsr_gpt2_t *m = mp;
+    int ntargets = 0;
+    for (int i = 0; i < m->N; i++)
+        ntargets += targets[i] >= 0;
+    TSR_TRY(phase_head_fwd(m, s, targets, ntargets));
+    TSR_TRY(tsr__trainer_count(&m->train, &m->slot[s].count)); /* for wave_loss */
+    return phase_head_bwd(m, s, scale);
+}
+static int wave_block_bwd(void *m, int l, int s)
+{
+    return phase_block_bwd(m, l, s);
+}
+static int wave_embed_bwd(void *m, int s)
+{
+    return phase_embed_bwd(m, s);
+}
+static int wave_loss(void *mp, int s, float *loss)
+{
+    tsr_gpt2_t *m = mp;
+    return tsr__trainer_loss_of(&m->train, "gpt2_forward_backward", &m->slot[s].ce_loss,
+                                m->slot[s].count, loss);
+}
+
+int tsr_gpt2_forward_backward(tsr_gpt2_t *m, int micro, const int32_t *tokens,
+                              const int32_t *targets, float scale, float *losses)
+{
+    const char *fn = "gpt2_forward_backward";
+    TSR_TRY(model_check(m, fn));
+    if (micro < 1 || !targets)
+        return tsr__fail(TSR_EINVAL, "%s: %d micro-batches%s", fn, micro,
+                         targets ? " (at least 1)" : ", targets NULL");
+    for (int k = 0; k < micro; k++) {
+        int ntargets;
+        const size_t off = (size_t)k * (size_t)m->N;
+        TSR_TRY(tsr__trainer_check_batch(fn, tokens ? tokens + off : NULL, targets + off, m->N,
+                                         m->cfg.vocab_size, &ntargets));
+    }
+    tsr__wave_model_t w = {m, m->cfg.layers, m->slots, m->N, wave_embed, wave_block_fwd,
+                           wave_head, wave_block_bwd, wave_embed_bwd, wave_loss};
+    return tsr__wave_run(&w, micro, tokens, targets, scale, losses);
 }
 
 int tsr_gpt2_zero_grad(tsr_gpt2_t *m)

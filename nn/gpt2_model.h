@@ -20,8 +20,9 @@ typedef struct layer_params {
     param_t *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
 } layer_params_t;
 
-/* What backward needs from the forward of one layer. With cfg.recompute
- * only x is per layer: the others exist once, in la[0] (block_acts), are
+/* What backward needs from the forward of one layer (per micro-batch slot
+ * of a wave). With cfg.recompute only x is per layer and slot: the others
+ * exist once, in la[0] (block_acts), are
  * dropped by the forward as soon as it has read them, and are written again
  * by the block's forward re-run at the start of its backward. Sharing them
  * also orders that re-run: block l-1's recompute overwrites what block l's
@@ -41,6 +42,18 @@ typedef struct layer_acts {
     tsr_tensor_t fch, fcg;           /* (4C, N): before and after GELU */
 } layer_acts_t;
 
+/* What one micro-batch keeps from its forward to its backward beside its
+ * layer_acts: slot s of the cfg.wave micro-batches of a wave (nn/wave.h).
+ * tsr_gpt2_forward and _backward use slot 0. */
+typedef struct gpt2_slot {
+    tsr_tensor_t xL;                 /* (C, N) the last block's output */
+    tsr_tensor_t tokens, targets;    /* (1, N) int32 */
+    tsr_tensor_t ce_loss;            /* (1, N) per-token losses */
+    tsr_tensor_t d;                  /* (C, N) the residual stream's gradient */
+    tsr_tensor_t d16;                /* its bf16 copy (bf16 precision only) */
+    double count;                    /* its targets, over every replica */
+} gpt2_slot_t;
+
 struct tsr_gpt2 {
     uint64_t runtime;   /* the runtime instance that holds the tiles */
     tsr__build_t build; /* create's two passes (nn/params.h) */
@@ -50,19 +63,22 @@ struct tsr_gpt2 {
     tsr__trainer_t train;  /* the optimizer step, data parallelism */
     param_t *wte, *wpe, *lnf_w, *lnf_b;
     layer_params_t *lp;
-    layer_acts_t *la;
-    tsr_tensor_t xL, lnf, lnf_mean, lnf_rstd, logits;
-    tsr_tensor_t tokens, targets, ce_ms, ce_lse, ce_loss;
+    int slots;             /* cfg.wave: micro-batches per wave */
+    layer_acts_t *la;      /* slots x layers: slot s, block l at la[s * layers + l] */
+    gpt2_slot_t *slot;     /* slots */
+    tsr_tensor_t lnf, lnf_mean, lnf_rstd, logits;
+    tsr_tensor_t ce_ms, ce_lse;
     tsr_tensor_t att_ms, att_acc, att_D;          /* attention scratch */
-    tsr_tensor_t d, dln, dfc;                     /* backward */
+    tsr_tensor_t dln, dfc;                        /* backward */
     tsr_tensor_t dqkvb, dyb;                       /* (3C, N), (C, N) in tiles (C, tt) */
     /* bf16 precision only (zeroed otherwise): the bf16 gradients the GEMMs
      * of the backward pass read, and the fp32 scratch of the bf16 producers */
-    tsr_tensor_t d16, dfc16, dqkvb16, dlogits16;
+    tsr_tensor_t dfc16, dqkvb16, dlogits16;
     tsr_handle_t scratch;
     int have_logits;                               /* logits hold the last forward's */
     int have_targets;                              /* backward may follow */
-    int have_loss;                                 /* ce_loss holds a loss */
+    int have_loss;                                 /* a slot's ce_loss holds a loss */
+    int loss_slot;                                 /* the slot of the last loss */
 };
 
 /* A model argument of a call that uses its tiles: NULL or not a live model

@@ -166,9 +166,7 @@ int tsr__trainer_targets(tsr__trainer_t *tr, int ntargets)
     return tsr_mpi_allreduce(tr->dp_count, TSR_MPI_DOUBLE, TSR_MPI_SUM);
 }
 
-/* The non-ignored targets of the last forward over every replica (this
- * model's alone without data parallelism). */
-static int global_targets(tsr__trainer_t *tr, double *count)
+int tsr__trainer_count(tsr__trainer_t *tr, double *count)
 {
     if (!tsr__trainer_dp(tr)) {
         *count = tr->ntargets;
@@ -177,17 +175,23 @@ static int global_targets(tsr__trainer_t *tr, double *count)
     return handle_get(tr->dp_count, count);
 }
 
-int tsr__trainer_mean_loss(tsr__trainer_t *tr, double sum, float *loss)
+/* sum / count, the sum over every replica's (a collective) */
+static int mean_of(tsr__trainer_t *tr, double sum, double count, float *loss)
 {
-    double count = 0.0;
     if (tsr__trainer_dp(tr)) { /* the mean over the combined batch: a collective */
         TSR_TRY(handle_put(tr->dp_loss, sum));
         TSR_TRY(tsr_mpi_allreduce(tr->dp_loss, TSR_MPI_DOUBLE, TSR_MPI_SUM));
         TSR_TRY(handle_get(tr->dp_loss, &sum));
     }
-    TSR_TRY(global_targets(tr, &count));
     *loss = count > 0.0 ? (float)(sum / count) : 0.0f;
     return TSR_OK;
+}
+
+int tsr__trainer_mean_loss(tsr__trainer_t *tr, double sum, float *loss)
+{
+    double count = 0.0;
+    TSR_TRY(tsr__trainer_count(tr, &count));
+    return mean_of(tr, sum, count, loss);
 }
 
 int tsr__trainer_logits(const char *fn, const tsr_tensor_t *logits, int have_logits, int B,
@@ -202,6 +206,21 @@ int tsr__trainer_logits(const char *fn, const tsr_tensor_t *logits, int have_log
     return tsr__tensor_read_column(logits, b * T + t, out);
 }
 
+int tsr__trainer_loss_of(tsr__trainer_t *tr, const char *fn, const tsr_tensor_t *ce_loss,
+                         double count, float *loss)
+{
+    size_t n = tsr__tensor_numel(ce_loss);
+    float *buf = malloc(n * sizeof *buf);
+    if (!buf)
+        return tsr__fail(TSR_ENOMEM, "%s: no memory to read the loss", fn);
+    int rc = tsr__tensor_read(ce_loss, buf, 1);
+    double sum = 0.0;
+    for (size_t i = 0; !rc && i < n; i++)
+        sum += buf[i];
+    free(buf);
+    return rc ? rc : mean_of(tr, sum, count, loss);
+}
+
 int tsr__trainer_loss(tsr__trainer_t *tr, const char *fn, int have_loss,
                       const tsr_tensor_t *ce_loss, float *loss)
 {
@@ -209,16 +228,9 @@ int tsr__trainer_loss(tsr__trainer_t *tr, const char *fn, int have_loss,
         return tsr__fail(TSR_EINVAL, "%s: loss is NULL", fn);
     if (!have_loss)
         return tsr__fail(TSR_ESTATE, "%s: no forward with targets yet", fn);
-    size_t n = tsr__tensor_numel(ce_loss);
-    float *buf = malloc(n * sizeof *buf);
-    if (!buf)
-        return tsr__fail(TSR_ENOMEM, "%s: no memory to read the loss", tr->model);
-    int rc = tsr__tensor_read(ce_loss, buf, 1);
-    double sum = 0.0;
-    for (size_t i = 0; !rc && i < n; i++)
-        sum += buf[i];
-    free(buf);
-    return rc ? rc : tsr__trainer_mean_loss(tr, sum, loss);
+    double count = 0.0;
+    TSR_TRY(tsr__trainer_count(tr, &count));
+    return tsr__trainer_loss_of(tr, fn, ce_loss, count, loss);
 }
 
 /* The gradient of the mean over every replica's targets: each replica
@@ -226,7 +238,7 @@ int tsr__trainer_loss(tsr__trainer_t *tr, const char *fn, int have_loss,
 int tsr__trainer_grad_scale(tsr__trainer_t *tr, float scale, float *dscale)
 {
     double count;
-    TSR_TRY(global_targets(tr, &count));
+    TSR_TRY(tsr__trainer_count(tr, &count));
     *dscale = count > 0.0 ? scale / (float)count : 0.0f;
     return TSR_OK;
 }

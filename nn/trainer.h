@@ -55,6 +55,9 @@ int tsr__trainer_check_batch(const char *fn, const int32_t *tokens, const int32_
 /* After a forward with targets: this replica's count, summed over every
  * replica (a collective) for backward's scale and the loss's mean. */
 int tsr__trainer_targets(tsr__trainer_t *tr, int ntargets);
+/* The non-ignored targets of the last forward, over every replica (waits
+ * for their all-reduce with data parallelism). */
+int tsr__trainer_count(tsr__trainer_t *tr, double *count);
 /* The mean loss from this replica's loss sum: over every replica's targets
  * (a collective with data parallelism). */
 int tsr__trainer_mean_loss(tsr__trainer_t *tr, double sum, float *loss);
@@ -63,6 +66,10 @@ int tsr__trainer_mean_loss(tsr__trainer_t *tr, double sum, float *loss);
  * have_loss: that forward had targets. `fn` names the caller. */
 int tsr__trainer_loss(tsr__trainer_t *tr, const char *fn, int have_loss,
                       const tsr_tensor_t *ce_loss, float *loss);
+/* The same for a forward whose count (tsr__trainer_count) was `count`: a
+ * micro-batch of a wave, whose loss is read after later forwards. */
+int tsr__trainer_loss_of(tsr__trainer_t *tr, const char *fn, const tsr_tensor_t *ce_loss,
+                         double count, float *loss);
 /* The last forward's logits of position t of sequence b into out: column
  * b T + t of logits (V, B T); have_logits: a forward made them and no
  * backward consumed them since. */

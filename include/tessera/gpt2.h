@@ -59,6 +59,18 @@ typedef struct tsr_gpt2_config {
      * updates those tiles and broadcasts them; the others' moment tiles are
      * never touched, so they never get memory. Same results as 0. */
     int zero;
+    /* Micro-batches per wave of tsr_gpt2_forward_backward (docs/gpt2.md,
+     * "Waves"): with k > 1 each block runs for k micro-batches before the
+     * next block starts (the backward likewise, in reverse), so a model
+     * whose weights do not stay on its GPUs streams each block's weights
+     * once per wave rather than once per micro-batch; the model then keeps
+     * k sets of the tensors that cross blocks (each block's input with
+     * recompute, every activation without). 1: one micro-batch at a time.
+     * 0 (default): chosen at tsr_gpt2_create (tsr_gpt2_config tells): 1
+     * where the weights fit the GPUs (or there are none), else as many as a
+     * quarter of the host memory beside the training state holds, at most
+     * 16. At most 4096. */
+    int wave;
 } tsr_gpt2_config_t;
 
 /* tsr_gpt2_config_t.precision */
@@ -129,6 +141,20 @@ TSR_API int tsr_gpt2_logits(tsr_gpt2_t *m, int b, int t, float *out);
  * forward + backward k times with scale = 1/k between two steps. Releases
  * the activations as soon as they are no longer needed. */
 TSR_API int tsr_gpt2_backward(tsr_gpt2_t *m, float scale);
+
+/* Forward and backward of `micro` micro-batches (tokens and targets: micro
+ * x batch x seq_len ids, micro-batch after micro-batch): the same as micro
+ * rounds of tsr_gpt2_forward(tokens_i, targets_i) and
+ * tsr_gpt2_backward(scale), submitted in waves of cfg.wave micro-batches
+ * (the config in effect). The tasks and their inputs are the same, so the
+ * gradients are the same; in deterministic mode (tsr_config_t) they are
+ * bitwise the same, but for wte's, whose two sums (the tied head's and the
+ * embedding's) a wave interleaves differently. losses (may be NULL): each
+ * micro-batch's mean loss (micro floats), read at the end of each wave;
+ * NULL: nothing waits. Every id is checked before anything is submitted
+ * (TSR_EINVAL). tsr_gpt2_loss afterwards is the last micro-batch's. */
+TSR_API int tsr_gpt2_forward_backward(tsr_gpt2_t *m, int micro, const int32_t *tokens,
+                                      const int32_t *targets, float scale, float *losses);
 
 /* Set every gradient to zero (before the first micro-batch of a step).
  * Submits nothing when they are zero already: on a new model, and after

@@ -1,0 +1,68 @@
+/* nn/wave.h — the order in which a decoder's micro-batches go through its
+ * blocks (docs/gpt2.md, "Waves"). One at a time, a training loop's order:
+ * each micro-batch's forward, then its backward. In waves of k: block l runs
+ * for the k micro-batches before block l + 1 starts, the head for each, then
+ * the backward block by block in reverse, again k micro-batches per block.
+ * A block's weights are then read by k consecutive groups of tasks, so a
+ * model whose weights do not stay on its GPUs streams them once per wave
+ * instead of once per micro-batch; the price is k sets of the tensors that
+ * cross block boundaries (each block's input, the gradient of the residual
+ * stream), which the model keeps in "slots".
+ *
+ * Both orders submit the same tasks on the same tiles; only the order of
+ * submission differs. Every sum that runs in a fixed order (deterministic
+ * mode) therefore adds the same terms in the same order — except where two
+ * phases add into one tensor, which waves interleave differently (GPT-2's
+ * tied token embedding: its head and its embedding both add to wte's
+ * gradient).
+ *
+ * Both model families use it, and so does everything that trains them.
+ * Must never: know a model's layers, tensors or names, or submit tasks of
+ * its own: it calls the model's phases in order.
+ */
+#ifndef TSR_NN_WAVE_H
+#define TSR_NN_WAVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A model's phases for micro-batch slot s (0 <= s < slots). */
+typedef struct tsr__wave_model {
+    void *m;
+    int layers;
+    int slots;   /* micro-batches per wave the model has storage for */
+    int tokens;  /* tokens per micro-batch (batch x seq_len) */
+    /* tokens (tokens ids) -> block 0's input of slot s */
+    int (*embed)(void *m, int s, const int32_t *tokens);
+    /* block l's forward of slot s (its input -> the next block's input) */
+    int (*block_fwd)(void *m, int l, int s);
+    /* the head of slot s, forward and backward: the loss of targets, and
+     * scale x its gradient into slot s's residual-stream gradient */
+    int (*head)(void *m, int s, const int32_t *targets, float scale);
+    /* block l's backward of slot s */
+    int (*block_bwd)(void *m, int l, int s);
+    /* the embedding's backward of slot s */
+    int (*embed_bwd)(void *m, int s);
+    /* the mean loss of slot s's last head (waits for it) */
+    int (*loss)(void *m, int s, float *loss);
+} tsr__wave_model_t;
+
+/* Forward and backward of `micro` micro-batches (tokens and targets: micro
+ * x w->tokens ids each, already checked), in waves of w->slots: the same as
+ * `micro` rounds of forward + backward(scale). losses (may be NULL): each
+ * micro-batch's mean loss, read at the end of each wave (NULL: nothing
+ * waits). */
+int tsr__wave_run(const tsr__wave_model_t *w, int micro, const int32_t *tokens,
+                  const int32_t *targets, float scale, float *losses);
+
+/* The default wave size (tsr_gpt2_config_t.wave = 0) for a model of
+ * `weight_bytes` of parameters and gradients (and bf16 copies) and
+ * `slot_bytes` per extra slot, under the running runtime: 1 where the
+ * weights stay on the accelerators (they fit in 70 % of their memory: owner
+ * placement homes them there) or there are none; else as many slots as a
+ * quarter of the host memory left beside the state (`state_bytes`) holds,
+ * at most TSR__WAVE_MAX. */
+#define TSR__WAVE_MAX 16
+int tsr__wave_auto(double weight_bytes, double state_bytes, double slot_bytes);
+
+#endif
