@@ -267,8 +267,8 @@ static int make_acts(tsr_gpt2_t *m)
     for (int i = 0; i < S * L; i++) { /* slot i / L, block i % L */
         layer_acts_t dry_la, *a = m->build.dry ? &dry_la : &m->la[i];
         A(a->x, C, C)
-        if (c->recompute && i > 0)
-            continue; /* the block's other activations are la[0]'s (block_acts) */
+        if (c->recompute && i % L > 0)
+            continue; /* the block's other activations are its slot's block 0's */
         G(a->ln1, C, C) A(a->ln1_mean, 1, 1) A(a->ln1_rstd, 1, 1)
         A(a->qkv, 3 * C, C) A(a->att_lse, H, H) G(a->yb, C, C)
         if (bf16(m)) /* the attention's fp32 output, yb its bf16 copy */
@@ -280,19 +280,16 @@ static int make_acts(tsr_gpt2_t *m)
     for (int i = 0; i < S; i++) {
         gpt2_slot_t dry_slot, *sl = m->build.dry ? &dry_slot : &m->slot[i];
         A(sl->xL, C, C) A(sl->tokens, 1, 1) A(sl->targets, 1, 1) A(sl->ce_loss, 1, 1)
-        A(sl->d, C, C)
-        if (bf16(m))
-            B16(sl->d16, C, C)
+        A(sl->d, C, C) A(sl->dln, C, C) A(sl->dfc, 4 * C, tf)
+        A(sl->dqkvb, 3 * C, C) A(sl->dyb, C, C)
+        if (bf16(m)) {
+            B16(sl->d16, C, C) B16(sl->dfc16, 4 * C, tf) B16(sl->dqkvb16, 3 * C, C)
+        }
     }
     f = "channels, batch x seq_len, tile_tokens";
     G(m->lnf, C, C) A(m->lnf_mean, 1, 1) A(m->lnf_rstd, 1, 1)
     A(m->ce_ms, 2, 2) A(m->ce_lse, 1, 1)
     A(m->att_ms, 2 * H, 2 * H) A(m->att_acc, C, C) A(m->att_D, H, H)
-    A(m->dqkvb, 3 * C, C) A(m->dyb, C, C)
-    A(m->dln, C, C) A(m->dfc, 4 * C, tf)
-    if (bf16(m)) {
-        B16(m->dfc16, 4 * C, tf) B16(m->dqkvb16, 3 * C, C)
-    }
     f = "vocab_size, batch x seq_len, tile_vocab, tile_tokens";
     A(m->logits, c->vocab_size, c->tile_vocab)
     if (bf16(m))
@@ -326,16 +323,15 @@ static void for_each_tensor(tsr_gpt2_t *m, void (*fn)(tsr_tensor_t *))
     }
     for (int i = 0; m->slot && i < m->slots; i++) {
         gpt2_slot_t *sl = &m->slot[i];
-        tsr_tensor_t *all[] = {&sl->xL, &sl->tokens, &sl->targets, &sl->ce_loss, &sl->d,
-                               &sl->d16};
+        tsr_tensor_t *all[] = {&sl->xL,    &sl->tokens, &sl->targets, &sl->ce_loss,
+                               &sl->d,     &sl->dln,    &sl->dfc,     &sl->dqkvb,
+                               &sl->dyb,   &sl->d16,    &sl->dfc16,   &sl->dqkvb16};
         for (size_t k = 0; k < sizeof all / sizeof *all; k++)
             fn(all[k]);
     }
     tsr_tensor_t *rest[] = {&m->lnf, &m->lnf_mean, &m->lnf_rstd, &m->logits,
                             &m->ce_ms, &m->ce_lse,
-                            &m->att_ms, &m->att_acc, &m->att_D, &m->dqkvb, &m->dyb,
-                            &m->dln, &m->dfc,
-                            &m->dfc16, &m->dqkvb16, &m->dlogits16};
+                            &m->att_ms, &m->att_acc, &m->att_D, &m->dlogits16};
     for (size_t i = 0; i < sizeof rest / sizeof *rest; i++)
         fn(rest[i]);
 }
@@ -370,21 +366,21 @@ int tsr_gpt2_free(tsr_gpt2_t *m)
 
 /* cfg.wave 0: the wave size for this model under the running runtime
  * (nn/wave.h): the weights are p and g (and the bf16 copy), the state
- * adds the moments, and a slot beyond the first holds each block's input
- * and the residual stream's gradient with recompute, and about 18 (C, N)
- * activations per block without. */
+ * adds the moments, and a slot holds each block's input, one block's
+ * activations (about 15 (C, N) tensors) and its backward's (about 10) with
+ * recompute, and about 17 (C, N) activations per block without. */
 static void resolve_wave(tsr_gpt2_t *m)
 {
     tsr_gpt2_config_t *c = &m->cfg;
-    if (c->wave == 0) {
-        double C = c->channels, L = c->layers, N = m->N;
-        double numel = C * ((double)c->vocab_size + c->context + 2.0) +
-                       L * (12.0 * C * C + 13.0 * C);
-        double weight = numel * (bf16(m) ? 10.0 : 8.0), state = weight + 8.0 * numel;
-        double slot = 4.0 * C * N * (c->recompute ? L + 2.0 : 18.0 * L + 2.0);
+    double C = c->channels, L = c->layers, N = m->N;
+    double numel = C * ((double)c->vocab_size + c->context + 2.0) +
+                   L * (12.0 * C * C + 13.0 * C);
+    double weight = numel * (bf16(m) ? 10.0 : 8.0), state = weight + 8.0 * numel;
+    double slot = 4.0 * C * N * (c->recompute ? L + 27.0 : 17.0 * L + 12.0);
+    if (c->wave == 0)
         c->wave = tsr__wave_auto(weight, state, slot);
-    }
     m->slots = c->wave;
+    m->wave_window = tsr__wave_window(weight);
 }
 
 /* Resolve the tiles, check every tensor (dry run), then make them. */
@@ -553,11 +549,11 @@ static int linear_bwd(tsr_gpt2_t *m, param_t *w, param_t *b, const tsr_tensor_t 
 /* ---- forward -------------------------------------------------------------- */
 
 /* The activations of block l of slot s (its input x aside): its own, or
- * with cfg.recompute the one set every block and slot shares (struct
+ * with cfg.recompute the one set every block of the slot shares (struct
  * layer_acts). */
 static layer_acts_t *block_acts(tsr_gpt2_t *m, int l, int s)
 {
-    return &m->la[m->cfg.recompute ? 0 : s * m->cfg.layers + l];
+    return &m->la[s * m->cfg.layers + (m->cfg.recompute ? 0 : l)];
 }
 
 /* The input (C, N) of block l of slot s; l = layers: the last block's output. */
@@ -573,63 +569,92 @@ static tsr_tensor_t *att_out(tsr_gpt2_t *m, layer_acts_t *a)
     return bf16(m) ? &a->atty : &a->yb;
 }
 
+/* Each step of a block below runs for slots 0 .. k-1 before the next step:
+ * in a wave, one weight matrix's tasks for every micro-batch in a row, while
+ * its tiles are where they are used (k = 1: one micro-batch). */
+#define FOR_SLOTS(k) for (int s = 0; s < (k); s++)
 
-/* One transformer block of slot s, llm.c's order; N tokens, d the head width:
- *   res1  = x_in + c_proj(attention(c_attn(ln_1(x_in))))
- *   x_out = res1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(res1))))
+/* One transformer block for slots 0 .. k-1, llm.c's order; N tokens, d the
+ * head width:
+ *   res1  = x + c_proj(attention(c_attn(ln_1(x))))
+ *   x_out = res1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(res1))))     (block l+1's x)
  * keep: the activations stay for backward. Otherwise (recomputation) each
- * is dropped right after its last reader here. x_out NULL: the re-run at the
+ * is dropped right after its last reader here. rerun: the re-run at the
  * start of the block's backward, which needs the activations but not the
  * output (the last Linear is skipped; every other task is the forward's,
  * on the same tiles in the same order, so the activations are bitwise those
  * the forward computed: no forward task accumulates in COMMUTE or REDUX). */
-static int block_forward(tsr_gpt2_t *m, int l, int s, const tsr_tensor_t *x_in,
-                         tsr_tensor_t *x_out, int keep)
+static int block_forward(tsr_gpt2_t *m, int l, int k, int keep, int rerun)
 {
     layer_params_t *p = &m->lp[l];
-    layer_acts_t *a = block_acts(m, l, s);
     int H = m->cfg.heads, T = m->T, discard = !keep;
     /* attention */
-    TSR_TRY(ln_fwd(m, x_in, p->ln1_w, p->ln1_b, &a->ln1, &a->ln1_mean, &a->ln1_rstd)); /* (C, N) */
-    TSR_TRY(TSR_DROP_IF(discard, &a->ln1_mean, &a->ln1_rstd));               /* backward's only */
-    TSR_TRY(tsr__op_linear_fwd(wmat(p->attn_w), &p->attn_b->p, &a->ln1, 0.0f, &a->qkv));
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        tsr_tensor_t *x = block_in(m, l, s);
+        TSR_TRY(ln_fwd(m, x, p->ln1_w, p->ln1_b, &a->ln1, &a->ln1_mean, &a->ln1_rstd)); /* (C, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->ln1_mean, &a->ln1_rstd));          /* backward's only */
+    }
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        TSR_TRY(tsr__op_linear_fwd(wmat(p->attn_w), &p->attn_b->p, &a->ln1, 0.0f, &a->qkv));
                                                                  /* (3C, N) tiles (C, tt) */
-    TSR_TRY(TSR_DROP_IF(discard, &a->ln1));
-    TSR_TRY(tsr__op_attention_fwd(&a->qkv, H, T, bf16(m), &m->att_ms, &m->att_acc, att_out(m, a),
-                              &a->att_lse));              /* (C, N) tiles (C, tt); lse (H, N) */
-    TSR_TRY(TSR_DROP_IF(discard, &a->qkv, &a->att_lse));
-    if (bf16(m)) {
-        TSR_TRY(tsr__op_convert(&a->atty, &a->yb));                  /* bf16 (C, N) for c_proj */
-        TSR_TRY(TSR_DROP_IF(discard, &a->atty));
+        TSR_TRY(TSR_DROP_IF(discard, &a->ln1));
     }
-    TSR_TRY(tsr__op_copy(x_in, &a->res1));                            /* (C, N) */
-    TSR_TRY(tsr__op_linear_fwd(wmat(p->proj_w), &p->proj_b->p, &a->yb, 1.0f, &a->res1));
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        TSR_TRY(tsr__op_attention_fwd(&a->qkv, H, T, bf16(m), &m->att_ms, &m->att_acc,
+                                      att_out(m, a), &a->att_lse));
+                                                    /* (C, N) tiles (C, tt); lse (H, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->qkv, &a->att_lse));
+        if (bf16(m)) {
+            TSR_TRY(tsr__op_convert(&a->atty, &a->yb));             /* bf16 (C, N) for c_proj */
+            TSR_TRY(TSR_DROP_IF(discard, &a->atty));
+        }
+        TSR_TRY(tsr__op_copy(block_in(m, l, s), &a->res1));                 /* (C, N) */
+    }
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        TSR_TRY(tsr__op_linear_fwd(wmat(p->proj_w), &p->proj_b->p, &a->yb, 1.0f, &a->res1));
                                                                   /* += W_p y + b_p */
-    TSR_TRY(TSR_DROP_IF(discard, &a->yb));
-    /* MLP */
-    TSR_TRY(ln_fwd(m, &a->res1, p->ln2_w, p->ln2_b, &a->ln2, &a->ln2_mean, &a->ln2_rstd));
-                                                                  /* (C, N) */
-    TSR_TRY(TSR_DROP_IF(discard, &a->ln2_mean, &a->ln2_rstd));
-    if (bf16(m)) { /* fch fp32, fcg bf16 */
-        TSR_TRY(tsr__op_linear_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, 0.0f, &a->fch));
-                                                                              /* (4C, N) */
-        TSR_TRY(TSR_DROP_IF(discard, &a->ln2));
-        TSR_TRY(tsr__op_gelu_fwd_bf16(&a->fch, &a->fcg, m->scratch));                  /* (4C, N) */
-    } else { /* fch = W_fc ln2 + b_fc and fcg = gelu(fch), one task per tile */
-        TSR_TRY(tsr__op_linear_gelu_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, &a->fch, &a->fcg));
-        TSR_TRY(TSR_DROP_IF(discard, &a->ln2));                                        /* (4C, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->yb));
     }
-    TSR_TRY(TSR_DROP_IF(discard, &a->fch));
-    if (!x_out)
+    /* MLP */
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        TSR_TRY(ln_fwd(m, &a->res1, p->ln2_w, p->ln2_b, &a->ln2, &a->ln2_mean, &a->ln2_rstd));
+                                                                  /* (C, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->ln2_mean, &a->ln2_rstd));
+    }
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        if (bf16(m)) { /* fch fp32, fcg bf16 */
+            TSR_TRY(tsr__op_linear_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, 0.0f, &a->fch));
+                                                                              /* (4C, N) */
+            TSR_TRY(TSR_DROP_IF(discard, &a->ln2));
+            TSR_TRY(tsr__op_gelu_fwd_bf16(&a->fch, &a->fcg, m->scratch));     /* (4C, N) */
+        } else { /* fch = W_fc ln2 + b_fc and fcg = gelu(fch), one task per tile */
+            TSR_TRY(tsr__op_linear_gelu_fwd(wmat(p->fc_w), &p->fc_b->p, &a->ln2, &a->fch,
+                                            &a->fcg));
+            TSR_TRY(TSR_DROP_IF(discard, &a->ln2));                           /* (4C, N) */
+        }
+        TSR_TRY(TSR_DROP_IF(discard, &a->fch));
+    }
+    if (rerun)
         return TSR_OK; /* recomputed: backward needs fcg, not x_out */
-    TSR_TRY(tsr__op_copy(&a->res1, x_out));                           /* (C, N) */
-    TSR_TRY(TSR_DROP_IF(discard, &a->res1));
-    TSR_TRY(tsr__op_linear_fwd(wmat(p->fcproj_w), &p->fcproj_b->p, &a->fcg, 1.0f, x_out));
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        tsr_tensor_t *x_out = block_in(m, l + 1, s);
+        TSR_TRY(tsr__op_copy(&a->res1, x_out));                              /* (C, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->res1));
+        TSR_TRY(tsr__op_linear_fwd(wmat(p->fcproj_w), &p->fcproj_b->p, &a->fcg, 1.0f, x_out));
                                                                   /* += W_fp h + b_fp */
-    return TSR_DROP_IF(discard, &a->fcg);
+        TSR_TRY(TSR_DROP_IF(discard, &a->fcg));
+    }
+    return TSR_OK;
 }
 
-/* The phases of one micro-batch in slot s (nn/wave.h). tokens and targets
+/* The phases of the micro-batches in slots (nn/wave.h). tokens and targets
  * have been checked (tsr__trainer_check_batch). */
 
 /* slot s's tokens (1, N) -> block 0's input (C, N) */
@@ -641,11 +666,11 @@ static int phase_embed(tsr_gpt2_t *m, int s, const int32_t *tokens)
                              block_in(m, 0, s));                                /* (C, N) */
 }
 
-/* block l of slot s: its input -> the next block's input (C, N); with
- * recomputation only each block's input stays */
-static int phase_block_fwd(tsr_gpt2_t *m, int l, int s)
+/* block l of slots 0 .. k-1: each input -> the next block's input (C, N);
+ * with recomputation only each block's input stays */
+static int phase_block_fwd(tsr_gpt2_t *m, int l, int k)
 {
-    return block_forward(m, l, s, block_in(m, l, s), block_in(m, l + 1, s), !m->cfg.recompute);
+    return block_forward(m, l, k, !m->cfg.recompute, 0);
 }
 
 /* The head of slot s: ln_f, the logits and, with targets (ntargets of
@@ -672,16 +697,16 @@ static int phase_head_fwd(tsr_gpt2_t *m, int s, const int32_t *targets, int ntar
 
 /* ---- backward ------------------------------------------------------------- */
 
-/* LayerNorm backward into slot s's d; in bf16 precision with `to16` also
- * d16 = bf16(d), which the next Linear backward reads. */
+/* LayerNorm backward of slot s from its dln into its d; in bf16 precision
+ * with `to16` also d16 = bf16(d), which the next Linear backward reads. */
 static int ln_bwd(tsr_gpt2_t *m, int s, const tsr_tensor_t *x, param_t *w, param_t *b,
                   const tsr_tensor_t *mean, const tsr_tensor_t *rstd, int to16)
 {
     gpt2_slot_t *sl = &m->slot[s];
     if (bf16(m) && to16)
-        return tsr__op_layernorm_bwd_bf16(&m->dln, x, &w->p, mean, rstd, &sl->d, &sl->d16,
+        return tsr__op_layernorm_bwd_bf16(&sl->dln, x, &w->p, mean, rstd, &sl->d, &sl->d16,
                                           &w->g, &b->g);
-    return tsr__op_layernorm_bwd(&m->dln, x, &w->p, mean, rstd, &sl->d, &w->g, &b->g);
+    return tsr__op_layernorm_bwd(&sl->dln, x, &w->p, mean, rstd, &sl->d, &w->g, &b->g);
 }
 
 /* The head's backward of slot s (after its phase_head_fwd with targets):
@@ -703,7 +728,7 @@ static int phase_head_bwd(tsr_gpt2_t *m, int s, float scale)
                 : tsr__op_xent_bwd(&m->logits, &sl->targets, &m->ce_lse, dscale)); /* (V, N) */
     if (bf16(m))
         TSR_TRY(TSR_DROP(&m->logits));
-    TSR_TRY(tsr__op_gemm(OP_N, OP_N, 1.0f, wmat(m->wte), dlogits, 0.0f, &m->dln, TSR_RW));
+    TSR_TRY(tsr__op_gemm(OP_N, OP_N, 1.0f, wmat(m->wte), dlogits, 0.0f, &sl->dln, TSR_RW));
                                                                     /* dln = wte dlogits (C, N) */
     TSR_TRY(tsr__op_gemm(OP_N, OP_T, 1.0f, &m->lnf, dlogits, 1.0f, &m->wte->g, TSR_COMMUTE));
                                                                /* dwte += lnf dlogits^T (C, V) */
@@ -711,59 +736,89 @@ static int phase_head_bwd(tsr_gpt2_t *m, int s, float scale)
     TSR_TRY(tsr__op_fill(&sl->d, 0.0f));                                        /* (C, N) */
     TSR_TRY(ln_bwd(m, s, &sl->xL, m->lnf_w, m->lnf_b, &m->lnf_mean, &m->lnf_rstd, 1));
                                                                              /* d (C, N) += */
-    return TSR_DROP(&sl->xL, &m->lnf_mean, &m->lnf_rstd);
+    return TSR_DROP(&sl->xL, &m->lnf_mean, &m->lnf_rstd, &sl->dln);
 }
 
-/* Block l's backward of slot s; d holds dL/dx_out on entry and dL/dx_in on
- * return. With recomputation the block's forward first runs again from its
- * kept input (all but its output). Each activation is dropped after its
- * last reader. */
-static int phase_block_bwd(tsr_gpt2_t *m, int l, int s)
+/* Block l's backward of slots 0 .. k-1; each slot's d holds dL/dx_out on
+ * entry and dL/dx on return. With recomputation the block's forward first
+ * runs again from the kept inputs (all but its output). Each activation is
+ * dropped after its last reader. */
+static int phase_block_bwd(tsr_gpt2_t *m, int l, int k)
 {
     layer_params_t *p = &m->lp[l];
-    layer_acts_t *a = block_acts(m, l, s);
-    tsr_tensor_t *x_in = block_in(m, l, s), *d = &m->slot[s].d, *d16 = &m->slot[s].d16;
     int H = m->cfg.heads, T = m->T;
     if (m->cfg.recompute)
-        TSR_TRY(block_forward(m, l, s, x_in, NULL, 1)); /* ln1 … fcg of block l, (C..4C, N) */
+        TSR_TRY(block_forward(m, l, k, 1, 1)); /* ln1 … fcg of block l, (C..4C, N) */
     /* MLP: x_out = res1 + W_fp gelu(W_fc ln2(res1) + b_fc) + b_fp */
     /* (bf16: d16 = bf16(d), written by the LayerNorm backward that made d) */
-    if (bf16(m)) {
-        TSR_TRY(linear_bwd(m, p->fcproj_w, p->fcproj_b, &a->fcg, d, d16, &m->dfc));
-        TSR_TRY(TSR_DROP(&a->fcg, d16));                                           /* dfc (4C, N) */
-        TSR_TRY(tsr__op_gelu_bwd_bf16(&a->fch, &m->dfc, &m->dfc16));             /* (4C, N) */
-    } else { /* dfc = gelu'(fch) W_fp^T d and the fc bias gradient, one task per tile */
-        TSR_TRY(tsr__op_linear_gelu_bwd(&p->fcproj_w->p, &a->fcg, d, &a->fch, &m->dfc,
-                                    &p->fcproj_w->g, &p->fcproj_b->g, &p->fc_b->g));
-        TSR_TRY(TSR_DROP(&a->fcg));                                                /* dfc (4C, N) */
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        gpt2_slot_t *sl = &m->slot[s];
+        if (bf16(m)) {
+            TSR_TRY(linear_bwd(m, p->fcproj_w, p->fcproj_b, &a->fcg, &sl->d, &sl->d16,
+                               &sl->dfc));                                     /* (4C, N) */
+            TSR_TRY(TSR_DROP(&a->fcg, &sl->d16));
+            TSR_TRY(tsr__op_gelu_bwd_bf16(&a->fch, &sl->dfc, &sl->dfc16));    /* (4C, N) */
+        } else { /* dfc = gelu'(fch) W_fp^T d and the fc bias gradient, one task per tile */
+            TSR_TRY(tsr__op_linear_gelu_bwd(&p->fcproj_w->p, &a->fcg, &sl->d, &a->fch, &sl->dfc,
+                                            &p->fcproj_w->g, &p->fcproj_b->g, &p->fc_b->g));
+            TSR_TRY(TSR_DROP(&a->fcg));                                        /* (4C, N) */
+        }
+        TSR_TRY(TSR_DROP(&a->fch));
     }
-    TSR_TRY(TSR_DROP(&a->fch));
-    TSR_TRY(linear_bwd(m, p->fc_w, bf16(m) ? p->fc_b : NULL, &a->ln2, &m->dfc, &m->dfc16,
-                   &m->dln));                                               /* dln (C, N) */
-    TSR_TRY(TSR_DROP(&a->ln2, &m->dfc));
-    if (bf16(m))
-        TSR_TRY(TSR_DROP(&m->dfc16));
-    TSR_TRY(ln_bwd(m, s, &a->res1, p->ln2_w, p->ln2_b, &a->ln2_mean, &a->ln2_rstd, 1)); /* d += */
-    TSR_TRY(TSR_DROP(&a->res1, &a->ln2_mean, &a->ln2_rstd));
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        gpt2_slot_t *sl = &m->slot[s];
+        TSR_TRY(linear_bwd(m, p->fc_w, bf16(m) ? p->fc_b : NULL, &a->ln2, &sl->dfc, &sl->dfc16,
+                           &sl->dln));                                      /* dln (C, N) */
+        TSR_TRY(TSR_DROP(&a->ln2, &sl->dfc));
+        if (bf16(m))
+            TSR_TRY(TSR_DROP(&sl->dfc16));
+    }
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        TSR_TRY(ln_bwd(m, s, &a->res1, p->ln2_w, p->ln2_b, &a->ln2_mean, &a->ln2_rstd, 1));
+                                                                          /* d += */
+        TSR_TRY(TSR_DROP(&a->res1, &a->ln2_mean, &a->ln2_rstd, &m->slot[s].dln));
+    }
     /* attention: res1 = x + W_p attn(W_attn ln1(x) + b_attn) + b_p */
-    TSR_TRY(linear_bwd(m, p->proj_w, p->proj_b, &a->yb, d, d16, &m->dyb));
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        gpt2_slot_t *sl = &m->slot[s];
+        TSR_TRY(linear_bwd(m, p->proj_w, p->proj_b, &a->yb, &sl->d, &sl->d16, &sl->dyb));
                                                                /* dyb (C, N) tiles (C, tt) */
-    if (bf16(m)) /* in fp32, yb is the attention output the backward reads */
-        TSR_TRY(TSR_DROP(&a->yb, d16));
-    TSR_TRY(tsr__op_attention_bwd(&a->qkv, H, T, bf16(m), att_out(m, a), &m->dyb, &a->att_lse,
-                                  &m->att_D, &m->dqkvb));      /* (3C, N) tiles (C, tt) */
-    TSR_TRY(TSR_DROP(att_out(m, a), &a->att_lse, &a->qkv, &m->dyb, &m->att_D));
-    if (bf16(m)) /* the bias gradient reads dqkvb, the products its bf16 copy */
-        TSR_TRY(tsr__op_convert(&m->dqkvb, &m->dqkvb16));
-    TSR_TRY(linear_bwd(m, p->attn_w, p->attn_b, &a->ln1, &m->dqkvb, &m->dqkvb16, &m->dln));
-                                                               /* dln (C, N) */
-    TSR_TRY(TSR_DROP(&a->ln1, &m->dqkvb));
-    if (bf16(m))
-        TSR_TRY(TSR_DROP(&m->dqkvb16));
+        if (bf16(m)) /* in fp32, yb is the attention output the backward reads */
+            TSR_TRY(TSR_DROP(&a->yb, &sl->d16));
+    }
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        gpt2_slot_t *sl = &m->slot[s];
+        TSR_TRY(tsr__op_attention_bwd(&a->qkv, H, T, bf16(m), att_out(m, a), &sl->dyb,
+                                      &a->att_lse, &m->att_D, &sl->dqkvb));
+                                                               /* (3C, N) tiles (C, tt) */
+        TSR_TRY(TSR_DROP(att_out(m, a), &a->att_lse, &a->qkv, &sl->dyb, &m->att_D));
+        if (bf16(m)) /* the bias gradient reads dqkvb, the products its bf16 copy */
+            TSR_TRY(tsr__op_convert(&sl->dqkvb, &sl->dqkvb16));
+    }
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        gpt2_slot_t *sl = &m->slot[s];
+        TSR_TRY(linear_bwd(m, p->attn_w, p->attn_b, &a->ln1, &sl->dqkvb, &sl->dqkvb16,
+                           &sl->dln));                                      /* dln (C, N) */
+        TSR_TRY(TSR_DROP(&a->ln1, &sl->dqkvb));
+        if (bf16(m))
+            TSR_TRY(TSR_DROP(&sl->dqkvb16));
+    }
     /* d16 for block l-1's first Linear backward; block 0's d goes to the
      * embeddings only */
-    TSR_TRY(ln_bwd(m, s, x_in, p->ln1_w, p->ln1_b, &a->ln1_mean, &a->ln1_rstd, l > 0)); /* d += */
-    return TSR_DROP(x_in, &a->ln1_mean, &a->ln1_rstd, &m->dln);
+    FOR_SLOTS(k) {
+        layer_acts_t *a = block_acts(m, l, s);
+        tsr_tensor_t *x = block_in(m, l, s);
+        TSR_TRY(ln_bwd(m, s, x, p->ln1_w, p->ln1_b, &a->ln1_mean, &a->ln1_rstd, l > 0));
+                                                                          /* d += */
+        TSR_TRY(TSR_DROP(x, &a->ln1_mean, &a->ln1_rstd, &m->slot[s].dln));
+    }
+    return TSR_OK;
 }
 
 /* The embeddings' backward of slot s: (C, V), (C, ctx) += the scatter of d */
@@ -785,7 +840,7 @@ int tsr_gpt2_forward(tsr_gpt2_t *m, const int32_t *tokens, const int32_t *target
     m->have_logits = m->have_targets = m->have_loss = 0;
     TSR_TRY(phase_embed(m, 0, tokens));
     for (int l = 0; l < m->cfg.layers; l++)
-        TSR_TRY(phase_block_fwd(m, l, 0));
+        TSR_TRY(phase_block_fwd(m, l, 1));
     TSR_TRY(phase_head_fwd(m, 0, targets, ntargets));
     return loss && targets ? tsr_gpt2_loss(m, loss) : TSR_OK;
 }
@@ -811,7 +866,7 @@ int tsr_gpt2_backward(tsr_gpt2_t *m, float scale)
         return tsr__fail(TSR_ESTATE, "gpt2_backward: the last forward had no targets");
     TSR_TRY(phase_head_bwd(m, 0, scale));
     for (int l = m->cfg.layers - 1; l >= 0; l--)
-        TSR_TRY(phase_block_bwd(m, l, 0));
+        TSR_TRY(phase_block_bwd(m, l, 1));
     return phase_embed_bwd(m, 0);
 }
 
@@ -820,9 +875,9 @@ static int wave_embed(void *m, int s, const int32_t *tokens)
 {
     return phase_embed(m, s, tokens);
 }
-static int wave_block_fwd(void *m, int l, int s)
+static int wave_block_fwd(void *m, int l, int k)
 {
-    return phase_block_fwd(m, l, s);
+    return phase_block_fwd(m, l, k);
 }
 static int wave_head(void *mp, int s, const int32_t *targets, float scale)
 {
@@ -834,9 +889,9 @@ static int wave_head(void *mp, int s, const int32_t *targets, float scale)
     TSR_TRY(tsr__trainer_count(&m->train, &m->slot[s].count)); /* for wave_loss */
     return phase_head_bwd(m, s, scale);
 }
-static int wave_block_bwd(void *m, int l, int s)
+static int wave_block_bwd(void *m, int l, int k)
 {
-    return phase_block_bwd(m, l, s);
+    return phase_block_bwd(m, l, k);
 }
 static int wave_embed_bwd(void *m, int s)
 {
@@ -863,8 +918,9 @@ int tsr_gpt2_forward_backward(tsr_gpt2_t *m, int micro, const int32_t *tokens,
         TSR_TRY(tsr__trainer_check_batch(fn, tokens ? tokens + off : NULL, targets + off, m->N,
                                          m->cfg.vocab_size, &ntargets));
     }
-    tsr__wave_model_t w = {m, m->cfg.layers, m->slots, m->N, wave_embed, wave_block_fwd,
-                           wave_head, wave_block_bwd, wave_embed_bwd, wave_loss};
+    tsr__wave_model_t w = {m, m->cfg.layers, m->slots, m->N, m->wave_window, wave_embed,
+                           wave_block_fwd, wave_head, wave_block_bwd, wave_embed_bwd,
+                           wave_loss};
     return tsr__wave_run(&w, micro, tokens, targets, scale, losses);
 }
 

@@ -21,8 +21,8 @@ typedef struct layer_params {
 } layer_params_t;
 
 /* What backward needs from the forward of one layer (per micro-batch slot
- * of a wave). With cfg.recompute only x is per layer and slot: the others
- * exist once, in la[0] (block_acts), are
+ * of a wave). With cfg.recompute only x is per layer: the others exist once
+ * per slot, in its block 0's entry (block_acts), are
  * dropped by the forward as soon as it has read them, and are written again
  * by the block's forward re-run at the start of its backward. Sharing them
  * also orders that re-run: block l-1's recompute overwrites what block l's
@@ -50,7 +50,12 @@ typedef struct gpt2_slot {
     tsr_tensor_t tokens, targets;    /* (1, N) int32 */
     tsr_tensor_t ce_loss;            /* (1, N) per-token losses */
     tsr_tensor_t d;                  /* (C, N) the residual stream's gradient */
-    tsr_tensor_t d16;                /* its bf16 copy (bf16 precision only) */
+    /* a block's backward, from one step to the next (nn/gpt2.c, FOR_SLOTS) */
+    tsr_tensor_t dln, dfc;           /* (C, N), (4C, N) */
+    tsr_tensor_t dqkvb, dyb;         /* (3C, N), (C, N) in tiles (C, tt) */
+    /* bf16 precision only (zeroed otherwise): the bf16 gradients the GEMMs
+     * of the backward pass read */
+    tsr_tensor_t d16, dfc16, dqkvb16;
     double count;                    /* its targets, over every replica */
 } gpt2_slot_t;
 
@@ -64,16 +69,15 @@ struct tsr_gpt2 {
     param_t *wte, *wpe, *lnf_w, *lnf_b;
     layer_params_t *lp;
     int slots;             /* cfg.wave: micro-batches per wave */
+    size_t wave_window;    /* the waves' submission window (nn/wave.h) */
     layer_acts_t *la;      /* slots x layers: slot s, block l at la[s * layers + l] */
     gpt2_slot_t *slot;     /* slots */
     tsr_tensor_t lnf, lnf_mean, lnf_rstd, logits;
     tsr_tensor_t ce_ms, ce_lse;
-    tsr_tensor_t att_ms, att_acc, att_D;          /* attention scratch */
-    tsr_tensor_t dln, dfc;                        /* backward */
-    tsr_tensor_t dqkvb, dyb;                       /* (3C, N), (C, N) in tiles (C, tt) */
-    /* bf16 precision only (zeroed otherwise): the bf16 gradients the GEMMs
-     * of the backward pass read, and the fp32 scratch of the bf16 producers */
-    tsr_tensor_t dfc16, dqkvb16, dlogits16;
+    tsr_tensor_t att_ms, att_acc, att_D;          /* attention scratch (one task's) */
+    /* bf16 precision only (zeroed otherwise): the head's bf16 gradient, and
+     * the fp32 scratch of the bf16 producers */
+    tsr_tensor_t dlogits16;
     tsr_handle_t scratch;
     int have_logits;                               /* logits hold the last forward's */
     int have_targets;                              /* backward may follow */

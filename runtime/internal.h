@@ -626,7 +626,10 @@ typedef struct tsr_runtime {
     pthread_mutex_t wait_m;
     pthread_cond_t wait_cv;
     long low_water;
-    long low_water_bytes;
+    /* the window in bytes (tsr_set_pending_bytes; LONG_MAX: unlimited) and
+     * its low water, 3/4 of it */
+    atomic_long max_pending_bytes;
+    atomic_long low_water_bytes;
 
     /* first failure since the last wait */
     pthread_mutex_t err_m;
@@ -666,6 +669,10 @@ typedef struct tsr_runtime {
 } tsr_runtime_t;
 
 extern tsr_runtime_t tsr__rt;
+
+/* The submission window in bytes from now on (0: unlimited): the limit
+ * and its low water (runtime/task.c, tsr_set_pending_bytes). */
+void tsr__set_window_bytes(size_t bytes);
 
 static inline bool tsr__running(void)
 {

@@ -263,8 +263,7 @@ static int init_config(const tsr_config_t *user)
     tsr__rt.driver = cfg.simulate ? &tsr__driver_simulate : &tsr__driver_threads;
     tsr__rt.cfg = cfg;
     tsr__rt.low_water = (long)(cfg.max_pending_tasks * 3 / 4);
-    tsr__rt.low_water_bytes =
-        cfg.max_pending_bytes ? (long)(cfg.max_pending_bytes * 3 / 4) : __LONG_MAX__;
+    tsr__set_window_bytes(cfg.max_pending_bytes);
     atomic_store(&tsr__rt.stop, 0);
     atomic_store(&tsr__rt.pending, 0);
     atomic_store(&tsr__rt.pending_bytes, 0);

@@ -10,6 +10,7 @@
 #include "runtime/internal.h"
 #include "runtime/taskmem.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,7 +179,7 @@ static bool below_low_water(void *arg)
 {
     (void)arg;
     return atomic_load(&tsr__rt.pending) <= tsr__rt.low_water &&
-           atomic_load(&tsr__rt.pending_bytes) <= tsr__rt.low_water_bytes;
+           atomic_load(&tsr__rt.pending_bytes) <= atomic_load(&tsr__rt.low_water_bytes);
 }
 
 static bool task_is_done(void *arg)
@@ -206,6 +207,29 @@ static int take_failures(void)
         return TSR_OK;
     return tsr__fail_cause(TSR_ETASK, cause, "%s (%d task(s) failed, %d cancelled)", msg, nf,
                            nc);
+}
+
+void tsr__set_window_bytes(size_t bytes)
+{
+    long maxb = bytes == 0 || bytes > (size_t)LONG_MAX ? LONG_MAX : (long)bytes;
+    atomic_store(&tsr__rt.max_pending_bytes, maxb);
+    atomic_store(&tsr__rt.low_water_bytes, maxb == LONG_MAX ? LONG_MAX : maxb / 4 * 3);
+}
+
+int tsr_set_pending_bytes(size_t bytes, size_t *previous)
+{
+    if (previous)
+        *previous = 0;
+    if (!tsr__running())
+        return tsr__fail(TSR_ESTATE, "set_pending_bytes: runtime not initialized");
+    long old = atomic_load(&tsr__rt.max_pending_bytes);
+    if (previous)
+        *previous = old == LONG_MAX ? 0 : (size_t)old;
+    tsr__set_window_bytes(bytes);
+    /* a wider window may let throttled submitters go on */
+    if (atomic_load(&tsr__rt.nwaiters) > 0)
+        wake_waiters();
+    return TSR_OK;
 }
 
 int tsr_wait_all(void)
@@ -1094,15 +1118,12 @@ void tsr__task_complete(tsr_task_t t, int result, int worker)
     if (t->tag && tsr__tag_add(t->tag, -1))
         wake = true;
 
-    long bytes = 0;
-    if (tsr__rt.cfg.max_pending_bytes)
-        bytes = atomic_fetch_sub(&tsr__rt.pending_bytes, (long)t->bytes) -
-                (long)t->bytes;
+    long bytes = atomic_fetch_sub(&tsr__rt.pending_bytes, (long)t->bytes) - (long)t->bytes;
     long left = atomic_fetch_sub(&tsr__rt.pending, 1) - 1;
     if (left == 0)
         wake = true;
     if (atomic_load(&tsr__rt.nthrottled) > 0 && left <= tsr__rt.low_water &&
-        bytes <= tsr__rt.low_water_bytes)
+        bytes <= atomic_load(&tsr__rt.low_water_bytes))
         wake = true;
     /* A broadcast only when a waiter's condition may have become true. */
     if (wake && atomic_load(&tsr__rt.nwaiters) > 0)
@@ -1140,9 +1161,9 @@ static void throttle(size_t bytes)
     if (atomic_load(&tsr__rt.nacquired) > 0)
         return; /* tasks may wait on an acquisition by this thread */
     long maxp = (long)tsr__rt.cfg.max_pending_tasks;
-    long maxb = (long)tsr__rt.cfg.max_pending_bytes;
+    long maxb = atomic_load(&tsr__rt.max_pending_bytes);
     bool over = atomic_load(&tsr__rt.pending) >= maxp;
-    if (maxb > 0 && atomic_load(&tsr__rt.pending_bytes) + (long)bytes > maxb &&
+    if (atomic_load(&tsr__rt.pending_bytes) + (long)bytes > maxb &&
         atomic_load(&tsr__rt.pending) > 0)
         over = true;
     if (over) {
@@ -1186,8 +1207,7 @@ static void count_pending(tsr_task_t t)
     if (t->tag)
         tsr__tag_add(t->tag, 1);
     atomic_fetch_add(&tsr__rt.pending, 1);
-    if (tsr__rt.cfg.max_pending_bytes)
-        atomic_fetch_add(&tsr__rt.pending_bytes, (long)t->bytes);
+    atomic_fetch_add(&tsr__rt.pending_bytes, (long)t->bytes);
 }
 
 /* Record dependencies and release the submission guard. */

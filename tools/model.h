@@ -118,6 +118,12 @@ int model_init_weights(model_t *m, uint64_t seed);
 int model_forward(model_t *m, const int32_t *tokens, const int32_t *targets, float *loss);
 int model_loss(model_t *m, float *loss);
 int model_backward(model_t *m, float scale);
+/* micro forward + backward(scale) rounds, in the model's waves (its
+ * config's wave); losses: NULL or micro floats. */
+int model_forward_backward(model_t *m, int micro, const int32_t *tokens,
+                           const int32_t *targets, float scale, float *losses);
+/* The model's micro-batches per wave (its config's, resolved). */
+int model_wave(const model_t *m);
 int model_zero_grad(model_t *m);
 int model_step(model_t *m, const tsr_adamw_config_t *opt, float lr, float *grad_norm);
 int model_steps_done(const model_t *m);

@@ -46,6 +46,8 @@ static const char usage[] =
     "  --no-disk            leave out the platform's disk tier (NVMe)\n"
     "  --placement P        auto (default), replicate or owner: where large tiles\n"
     "                       live and their tasks run (docs/placement.md)\n"
+    "  --wave K             micro-batches per wave (docs/gpt2.md, \"Waves\"): 1 one\n"
+    "                       at a time; 0 (default) the model's choice\n"
     "  --trace FILE         Chrome trace of the run, in virtual time\n"
     "  --stats              print the runtime's counters at the end\n"
     "gpt2 flags:\n"
@@ -138,9 +140,10 @@ static void totals(run_totals_t *t)
  * disk tier, disk tier <-> accelerators (GPUDirect Storage). */
 enum { LINK_ACC, LINK_DISK, LINK_DISK_ACC, NLINKS };
 
-/* Virtual times of one training step's phases. */
+/* Virtual times of one training step's phases. A unit is one micro-batch,
+ * or one wave of micro-batches where the model runs waves (nn/wave.h). */
 typedef struct step_times {
-    double first_mb;  /* the first micro-batch (forward + backward) */
+    double first_mb;  /* the first unit (forward + backward) */
     double mb;        /* the others, on average (0 with one) */
     double adamw;     /* the optimizer step after the last micro-batch */
     double total;
@@ -180,12 +183,13 @@ static void links_now(double b[NLINKS])
         b[k] = link_bytes(k);
 }
 
-/* One training step: zero the gradients, K micro-batches of forward and
- * backward, AdamW; each phase waited for, so that its time is its own (the
- * next phase's tasks are not submitted before it ends). */
-static int train_step(model_t *m, const int32_t *tok, const int32_t *tgt, int micro,
-                      step_times_t *st)
+/* One training step: zero the gradients, `units` units of `per`
+ * micro-batches of forward and backward (one wave each), AdamW; each phase
+ * waited for, so that its time is its own (the next phase's tasks are not
+ * submitted before it ends). tok: per micro-batches' ids. */
+static int train_step(model_t *m, const int32_t *tok, int units, int per, step_times_t *st)
 {
+    int micro = units; /* the units, as the loop below counts them */
     double t0 = tsr_time(), t = t0, b[NLINKS], bnow[NLINKS];
     links_now(b);
     int rc = model_zero_grad(m);
@@ -193,9 +197,7 @@ static int train_step(model_t *m, const int32_t *tok, const int32_t *tgt, int mi
     for (int l = 0; l < NLINKS; l++)
         st->mb_bytes[l] = 0.0;
     for (int k = 0; rc == TSR_OK && k < micro; k++) {
-        rc = model_forward(m, tok, tgt, NULL);
-        if (rc == TSR_OK)
-            rc = model_backward(m, 1.0f / (float)micro);
+        rc = model_forward_backward(m, per, tok, tok, 1.0f / (float)(units * per), NULL);
         if (rc == TSR_OK)
             rc = tsr_wait_all();
         double now = tsr_time();
@@ -245,8 +247,8 @@ int main(int argc, char **argv)
     cfg.layers = 4;
     cfg.channels = 1024;
     cfg.heads = 0;
-    int batch = 8, seq = 0, micro = 2, steps = 2, accumulate = 0;
-    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 7 + MODEL_LLAMA_NOPTS + 5] = {
+    int batch = 8, seq = 0, micro = 2, steps = 2, accumulate = 0, wave = 0;
+    cli_opt_t opts[8 + CLI_MODEL_NOPTS + 7 + MODEL_LLAMA_NOPTS + 6] = {
         {"platform", 0, CLI_STR, &platform, 0, 0, 0},
         {"sched", 0, CLI_STR, &sched, 0, 0, 0},
         {"threads", 0, CLI_INT, &threads, 0, 4096, 0},
@@ -273,6 +275,7 @@ int main(int argc, char **argv)
     opts[nopts++] = (cli_opt_t){"host-mem", 0, CLI_FLOAT, &host_gib, 1.0 / 1024, 1048576, 0};
     opts[nopts++] = (cli_opt_t){"no-disk", 0, CLI_BOOL, &no_disk, 0, 0, 0};
     opts[nopts++] = (cli_opt_t){"placement", 0, CLI_STR, &placement, 0, 0, 0};
+    opts[nopts++] = (cli_opt_t){"wave", 0, CLI_INT, &wave, 0, 4096, 0};
     const char *pos[1];
     int npos = 0;
     int rc = cli_parse("tessera-sim", usage, opts, nopts, argc, argv, pos, 1, &npos);
@@ -309,6 +312,8 @@ int main(int argc, char **argv)
                                   preset || config ? &base.llama : NULL, cfg.recompute,
                                   cfg.precision, &mcfg)) != 0)
         return rc;
+    if (arch == MODEL_GPT2) /* TEMP until llama waves */
+        mcfg.gpt2.wave = wave;
     if (seq == 0)
         seq = model_config_context(&mcfg);
     if (accumulate == 0)
@@ -351,7 +356,15 @@ int main(int argc, char **argv)
     model_config_describe(&resolved, shape, sizeof shape);
     size_t params = model_num_params(&m);
     size_t ntok = (size_t)batch * (size_t)seq;
-    tok = calloc(ntok, sizeof *tok); /* token 0 everywhere: data is phantom */
+    /* the units simulated: `micro` micro-batches in whole waves (at least
+     * two waves where the step has them, so that a later one is measured) */
+    int nmb = accumulate / batch, per = model_wave(&m) < nmb ? model_wave(&m) : nmb;
+    int units = (micro + per - 1) / per;
+    if (units < 2 && nmb >= 2 * per)
+        units = 2;
+    if (units * per > nmb)
+        units = nmb / per;
+    tok = calloc(ntok * (size_t)per, sizeof *tok); /* token 0 everywhere: data is phantom */
     if (!tok) {
         status = cli_fail("out of memory");
         goto out;
@@ -361,7 +374,7 @@ int main(int argc, char **argv)
     uint64_t tasks_prev = 0;
     run_totals_t tot = {0};
     for (int s = 0; s < steps; s++) {
-        rc = train_step(&m, tok, tok, micro, &st);
+        rc = train_step(&m, tok, units, per, &st);
         if (rc != TSR_OK)
             break;
         totals(&tot);
@@ -369,15 +382,16 @@ int main(int argc, char **argv)
             tasks_prev = tot.tasks;
     }
     /* the optimizer step over `accumulate` sequences: the simulated one, or
-     * extrapolated with the later micro-batches' mean */
-    int nmb = accumulate / batch;
+     * extrapolated with the later units' mean */
+    micro = units * per;
+    double nunits = (double)nmb / per;
     double step_s = nmb == micro ? st.total
-                                 : st.first_mb + (nmb - 1) * (micro > 1 ? st.mb : st.first_mb) +
+                                 : st.first_mb + (nunits - 1) * (units > 1 ? st.mb : st.first_mb) +
                                        st.adamw;
     double link_step[NLINKS];
     for (int l = 0; l < NLINKS; l++)
         link_step[l] = st.first_mb_bytes[l] +
-                       (nmb - 1) * (micro > 1 ? st.mb_bytes[l] : st.first_mb_bytes[l]) +
+                       (nunits - 1) * (units > 1 ? st.mb_bytes[l] : st.first_mb_bytes[l]) +
                        st.adamw_bytes[l];
     double step_bytes = link_step[LINK_ACC], disk_bytes = link_step[LINK_DISK];
     double disk_acc_bytes = link_step[LINK_DISK_ACC];
@@ -418,7 +432,9 @@ int main(int argc, char **argv)
     } else {
         printf("%-28s %14.4f s (virtual%s)\n", "step time", step_s,
                nmb == micro ? "" : ", extrapolated");
-        printf("%-28s %14.4f s, then %.4f s each\n", "micro-batch", st.first_mb, st.mb);
+        char unit[64];
+        snprintf(unit, sizeof unit, per > 1 ? "wave of %d micro-batches" : "micro-batch", per);
+        printf("%-28s %14.4f s, then %.4f s each\n", unit, st.first_mb, st.mb);
         printf("%-28s %14.4f s\n", "AdamW", st.adamw);
         printf("%-28s %14.1f GB (lower bound %.1f GB)\n", "host <-> accelerators",
                step_bytes * 1e-9, lower_bytes * 1e-9);
@@ -500,7 +516,7 @@ int main(int argc, char **argv)
                "\"sim_tasks_per_s\":%.4g,\"rss_mib\":%.0f,\"peak_host_gib\":%.4g,"
                "\"peak_device_gib\":%.4g,\"placement\":\"%s\",\"homed_gib\":%.4g,"
                "\"disk\":%s,\"disk_bytes\":%.6g,\"disk_accelerator_bytes\":%.6g,"
-               "\"peak_disk_gib\":%.4g,\"host_overdraft_gib\":%.4g}\n",
+               "\"peak_disk_gib\":%.4g,\"host_overdraft_gib\":%.4g,\"wave\":%d}\n",
                st.first_mb, st.mb, st.adamw, st.first_mb_bytes[LINK_ACC],
                st.mb_bytes[LINK_ACC], st.adamw_bytes[LINK_ACC], step_s, step_bytes,
                lower_bytes, flops / step_s * 1e-12,
@@ -510,7 +526,8 @@ int main(int argc, char **argv)
                homed / 1073741824.0, disk_node >= 0 ? "true" : "false", disk_bytes,
                disk_acc_bytes, peak_disk / 1073741824.0,
                disk_node >= 0 && peak_host > host_cap ? (peak_host - host_cap) / 1073741824.0
-                                                      : 0.0);
+                                                      : 0.0,
+               per);
     } else {
         printf("\"fits\":false,\"oom\":%s,\"error\":", oom ? "true" : "false");
         cli_json_str(tsr_error_message());

@@ -354,6 +354,17 @@ TSR_API int tsr_wait_tag(uint64_t tag);
  * since the previous wait (tsr_error_message() names the first). */
 TSR_API int tsr_wait_all(void);
 
+/* The submission window in bytes from now on (tsr_config_t.
+ * max_pending_bytes): a submission waits while the tasks submitted and not
+ * yet done touch more than `bytes` bytes of buffers (a task's own count
+ * once per buffer); 0: unlimited. *previous (may be NULL) receives the
+ * window it replaces (0: unlimited). The wider the window, the further
+ * the workers may run ahead of the submission order; a program whose
+ * order matters because its working set exceeds memory narrows it while
+ * it submits (GPT-2's waves, docs/gpt2.md). Any thread may call it.
+ * TSR_ESTATE without a runtime. */
+TSR_API int tsr_set_pending_bytes(size_t bytes, size_t *previous);
+
 /* ---- order-free reduction ---------------------------------------------- */
 
 /* Enable TSR_REDUX on h: `init` (1 buffer, W) sets a private accumulator to

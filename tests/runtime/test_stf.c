@@ -285,6 +285,45 @@ Test(stf, throttling_bounds_pending_tasks)
     stop_runtime();
 }
 
+/* The byte window set at run time (tsr_set_pending_bytes): with 8-byte
+ * tasks and a window of 10 tasks' bytes, at most 10 tasks are pending after
+ * each submission; 0 lifts it (the task count's 65536 remains), and the
+ * call returns the window it replaces. */
+Test(stf, the_byte_window_bounds_pending_tasks)
+{
+    size_t prev = 1;
+    cr_assert_eq(tsr_set_pending_bytes(80, &prev), TSR_ESTATE);
+    cr_assert_eq(prev, 0);
+    start_runtime(2, NULL, 0);
+    atomic_store(&ran, 0);
+    uint64_t x = 0, ref = 0;
+    tsr_handle_t h;
+    cr_assert_eq(tsr_handle_register(&h, &x, sizeof x), TSR_OK);
+    tsr_access_t a = {h, TSR_RW};
+    cr_assert_eq(tsr_set_pending_bytes(10 * sizeof x, &prev), TSR_OK);
+    cr_assert_eq(prev, 0, "unlimited before");
+    long most = 0;
+    for (uint64_t k = 0; k < 2000; k++) {
+        if (k == 1000) { /* lifted: tasks pile up behind the 20 us kernels */
+            cr_assert_eq(tsr_set_pending_bytes(0, &prev), TSR_OK);
+            cr_assert_eq(prev, 10 * sizeof x);
+            most = 0;
+        }
+        tsr_task_desc_t d = {.codelet = &cl_affine_count, .nbuffers = 1,
+                             .buffers = &a, .args = &k, .args_size = sizeof k};
+        cr_assert_eq(tsr_submit(&d, NULL), TSR_OK);
+        long pending = (long)(k + 1) - atomic_load(&ran); /* at least the pending */
+        if (k < 1000)
+            cr_assert_leq(pending, 10, "%ld tasks pending in a window of 10", pending);
+        most = pending > most ? pending : most;
+        ref = 3 * ref + k;
+    }
+    cr_assert_gt(most, 10, "no window: %ld tasks pending at most", most);
+    cr_assert_eq(tsr_wait_all(), TSR_OK);
+    cr_assert_eq(x, ref);
+    stop_runtime();
+}
+
 /* REDUX on a registered buffer: sum of contributions k = 1..n, with a group
  * left open at tsr_shutdown, which must combine it into the buffer before
  * handing it back (reference: the closed form n(n+1)/2, plus the value
