@@ -89,9 +89,11 @@ int tsr__wave_auto(double weight_bytes, double state_bytes, double slot_bytes)
         return 1;
     if (host < 0.0) /* unbounded host memory */
         return TSR__WAVE_MAX;
-    /* the state the host must hold: what the disk tier cannot */
-    double on_host = state_bytes > disk ? state_bytes - disk : 0.0;
-    double spare = 0.5 * (host - on_host);
+    /* slots live on the host, beside what the accelerators and the disk
+     * tier do not hold of the state */
+    double free = host + accel + disk - state_bytes, spare = 0.75 * free;
+    if (spare > 0.5 * host)
+        spare = 0.5 * host;
     int k = slot_bytes > 0.0 && spare > slot_bytes ? (int)(spare / slot_bytes) : 1;
     return k < 1 ? 1 : k > TSR__WAVE_MAX ? TSR__WAVE_MAX : k;
 }

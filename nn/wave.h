@@ -66,8 +66,9 @@ int tsr__wave_run(const tsr__wave_model_t *w, int micro, const int32_t *tokens,
  * `slot_bytes` per slot, under the running runtime: 1 where the weights
  * stay on the accelerators (they fit in 70 % of their memory: owner
  * placement homes them there) or there are none; else as many slots as
- * half the host memory left beside the training state (`state_bytes`, less
- * what a disk tier can hold) holds, at least 1, at most TSR__WAVE_MAX. */
+ * 3/4 of the memory left beside the training state (`state_bytes`) on the
+ * host, the accelerators and a disk tier holds, but at most half the
+ * host's (slots live there), at least 1, at most TSR__WAVE_MAX. */
 #define TSR__WAVE_MAX 16
 int tsr__wave_auto(double weight_bytes, double state_bytes, double slot_bytes);
 

@@ -221,10 +221,16 @@ Test(wave, its_size_is_chosen_by_the_weights_and_the_host)
     cr_assert_eq(chosen(2, 1 << 20, 0), 1, "the weights stay on the accelerators");
     /* 2 x 256 KiB: 367 002 bytes, less than the weights */
     cr_assert_eq(chosen(2, 256 << 10, 0), 16, "an unbounded host: the most");
-    /* half of (host - state) = 3.5 slots */
-    size_t host = 1974272 + 237568 * 7;
-    cr_assert_eq(chosen(2, 256 << 10, host), 3, "3 slots of the host");
+    /* 3/4 of (host + accelerators - state) = 3/4 (4 slots + 524 288) =
+     * 4.66 slots, under half the host (6.15 slots) */
+    size_t host = 1974272 + 237568 * 4;
+    cr_assert_eq(chosen(2, 256 << 10, host), 4, "4 slots beside the state");
+    /* 3/4 of the accelerators' 524 288 bytes: 1.66 slots */
     cr_assert_eq(chosen(2, 256 << 10, 1974272), 1, "no room beside the state");
+    /* 3/4 of (host + accelerators - state) = 13.66 slots, half the host
+     * 12.15: 12 */
+    host = 1974272 + 237568 * 16;
+    cr_assert_eq(chosen(2, 256 << 10, host), 12, "half the host");
 }
 
 Test(wave, misuse_is_refused_before_anything_runs)
