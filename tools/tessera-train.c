@@ -175,6 +175,10 @@ typedef struct run {
      * the handle of rank_agree */
     int rank, nranks;
     int32_t *all_inputs, *all_targets;
+    /* a model that runs waves (model_wave > 1): a step's accum micro-batches
+     * side by side, and their losses (train_step_waves) */
+    int32_t *wave_inputs, *wave_targets;
+    float *losses;
     tsr_handle_t agree;
     /* the run's id (kept by --resume; written into every state file), and
      * with --resume the state this rank loaded: its path and what its text
@@ -794,10 +798,63 @@ static int save_checkpoint(run_t *r, int step, ckpt_t *saved)
     return status;
 }
 
+/* The optimizer step of train_step, and its checks: *loss the mean of
+ * `loss_sum` over accum micro-batches plus the last one's (read after the
+ * update was submitted, unless last_read). */
+static int step_and_loss(run_t *r, int step, float lr_now, double loss_sum, int last_read,
+                         double *loss, float *norm)
+{
+    float last_loss = 0.0f;
+    *norm = 0.0f;
+    int rc = model_step(&r->m, &r->adamw, lr_now, norm);
+    if (rc != TSR_OK)
+        return cli_lib_fail(rc, "optimizer step %d failed%s", step + 1,
+                            isfinite(*norm) ? "" : " (diverged: try a lower --lr)");
+    if (!last_read && (rc = model_loss(&r->m, &last_loss)) != TSR_OK)
+        return cli_lib_fail(rc, "cannot read the loss at step %d", step + 1);
+    *loss = (loss_sum + last_loss) / r->accum;
+    if (!isfinite(*loss))
+        return cli_fail("the loss is %f at step %d: try a lower --lr", *loss, step + 1);
+    return 0;
+}
+
+/* train_step for a model that runs waves (docs/gpt2.md, "Waves"): the
+ * step's micro-batches go in one call, which reads each wave's losses. */
+static int train_step_waves(run_t *r, int step, float lr_now, double *loss, float *norm)
+{
+    size_t ntok = (size_t)r->s.micro * (size_t)r->s.seq;
+    if (!r->wave_inputs) {
+        r->wave_inputs = malloc(ntok * (size_t)r->accum * sizeof *r->wave_inputs);
+        r->wave_targets = malloc(ntok * (size_t)r->accum * sizeof *r->wave_targets);
+        r->losses = malloc((size_t)r->accum * sizeof *r->losses);
+        if (!r->wave_inputs || !r->wave_targets || !r->losses)
+            return cli_fail("out of memory");
+    }
+    int rc = model_zero_grad(&r->m);
+    if (rc != TSR_OK)
+        return cli_lib_fail(rc, "zero_grad failed at step %d", step + 1);
+    for (int k = 0; k < r->accum; k++) {
+        if ((rc = next_batch(r, r->train)) != TSR_OK)
+            return cli_lib_fail(rc, "cannot read the training data");
+        memcpy(r->wave_inputs + (size_t)k * ntok, r->inputs, ntok * sizeof *r->inputs);
+        memcpy(r->wave_targets + (size_t)k * ntok, r->targets, ntok * sizeof *r->targets);
+    }
+    rc = model_forward_backward(&r->m, r->accum, r->wave_inputs, r->wave_targets,
+                                1.0f / (float)r->accum, r->losses);
+    if (rc != TSR_OK)
+        return cli_lib_fail(rc, "forward and backward passes failed at step %d", step + 1);
+    double loss_sum = 0.0;
+    for (int k = 0; k < r->accum; k++)
+        loss_sum += r->losses[k];
+    return step_and_loss(r, step, lr_now, loss_sum, 1, loss, norm);
+}
+
 /* One optimizer step (zero-based `step`): accum micro-batches forward and
  * backward, then AdamW. *loss is the mean loss, *norm the gradient norm. */
 static int train_step(run_t *r, int step, float lr_now, double *loss, float *norm)
 {
+    if (model_wave(&r->m) > 1)
+        return train_step_waves(r, step, lr_now, loss, norm);
     int rc = model_zero_grad(&r->m);
     if (rc != TSR_OK)
         return cli_lib_fail(rc, "zero_grad failed at step %d", step + 1);
@@ -818,18 +875,7 @@ static int train_step(run_t *r, int step, float lr_now, double *loss, float *nor
             loss_sum += l;
         }
     }
-    float last_loss = 0.0f;
-    *norm = 0.0f;
-    rc = model_step(&r->m, &r->adamw, lr_now, norm);
-    if (rc != TSR_OK)
-        return cli_lib_fail(rc, "optimizer step %d failed%s", step + 1,
-                            isfinite(*norm) ? "" : " (diverged: try a lower --lr)");
-    if ((rc = model_loss(&r->m, &last_loss)) != TSR_OK)
-        return cli_lib_fail(rc, "cannot read the loss at step %d", step + 1);
-    *loss = (loss_sum + last_loss) / r->accum;
-    if (!isfinite(*loss))
-        return cli_fail("the loss is %f at step %d: try a lower --lr", *loss, step + 1);
-    return 0;
+    return step_and_loss(r, step, lr_now, loss_sum, 0, loss, norm);
 }
 
 static int train(run_t *r)
@@ -897,6 +943,9 @@ static int run_free(run_t *r, int status)
     tsr_loader_close(r->val);
     free(r->inputs);
     free(r->targets);
+    free(r->wave_inputs);
+    free(r->wave_targets);
+    free(r->losses);
     free(r->all_inputs);
     free(r->all_targets);
     model_free(&r->m);

@@ -458,34 +458,48 @@ def part_project(build, out, quick, platform):
         log("10.6 B: 8 layers reach %.0f%% of the 4-layer TFLOPS (NNTile: %.0f%%)" %
             (100 * x, 100 * 500 / 720))
         emit("sim-project", "10.6B", "tflops_8L_over_4L", round(x, 3), "ratio", nntile=0.694)
-    for layers in (4, 8):
-        lo = channels_for(layers, 10.0)
-        hi = channels_for(layers, 120.0 if layers == 4 else 90.0)
-        lo, r = largest(build, platform, layers, lo, hi)
-        if r:
-            log("largest %d-layer GPT-2 that trains on the simulated DGX A100: C=%d, %.1f B "
-                "parameters, %.0f TFLOPS (dmda, minibatch 8)" % (layers, lo,
-                                                                 params_of(layers, lo) / 1e9,
-                                                                 r["tflops"]))
-            emit("sim-project", "dgx-a100/%dL" % layers, "largest_params",
-                 round(params_of(layers, lo) / 1e9, 2), "billions", tflops=r["tflops"])
-    # one MegaTrain-like point: 1x H200 + 1.5 TB host
-    h200 = os.path.join(PLATFORMS, "h200.json")
-    lo, r = largest(build, h200, 4, channels_for(4, 5.0), channels_for(4, 150.0))
-    if r:
-        log("1x H200 + 1.5 TB host: largest 4-layer GPT-2 C=%d, %.1f B parameters, %.0f "
-            "TFLOPS" % (lo, params_of(4, lo) / 1e9, r["tflops"]))
-        emit("sim-project", "h200/4L", "largest_params", round(params_of(4, lo) / 1e9, 2),
-             "billions", tflops=r["tflops"])
+    # The largest models: the default configuration with recompute (the
+    # model then runs waves where its weights do not stay on the GPUs,
+    # docs/gpt2.md "Waves"), first without the disk tier, then with it
+    # (the platforms' NVMe drives), and one H200 + 1.5 TB host.
+    largest_rows = []
+    cases = [("dgx-a100", platform, 8, 10.0, 120.0, False),
+             ("dgx-a100+nvme", platform, 8, 60.0, 200.0, True),
+             ("h200+nvme", os.path.join(PLATFORMS, "h200.json"), 8, 60.0, 200.0, True)]
+    if quick:
+        cases = cases[:1] + cases[2:]
+    for name, plat, layers, lo_b, hi_b, disk in cases:
+        lo, r = largest(build, plat, layers, channels_for(layers, lo_b),
+                        channels_for(layers, hi_b), disk)
+        if not r:
+            continue
+        row = (name, layers, lo, params_of(layers, lo) / 1e9, r["tflops"], r.get("wave"),
+               r["peak_host_gib"], r.get("host_overdraft_gib") or 0.0,
+               r["step_bytes"] / r["lower_bound_bytes"] if r["lower_bound_bytes"] else None)
+        largest_rows.append(row)
+        emit("sim-project", "%s/%dL" % (name, layers), "largest_params",
+             round(row[3], 2), "billions", tflops=r["tflops"], wave=r.get("wave"),
+             policy="eager (default)", recompute=1, disk=disk,
+             peak_host_gib=r["peak_host_gib"], host_overdraft_gib=row[7])
+    log("\nlargest GPT-2 that trains (default policy, --recompute, waves chosen by the model):")
+    log("%-15s %-6s %-6s %-8s %-8s %-5s %-9s %-10s %-8s" % (
+        "platform", "layers", "C", "size B", "TFLOPS", "wave", "host GiB", "overdraft",
+        "bytes/LB"))
+    for name, layers, c, b, tf, wave, host, over, ratio in largest_rows:
+        log("%-15s %-6d %-6d %-8.1f %-8.0f %-5s %-9.0f %-10.0f %-8s" % (
+            name, layers, c, b, tf, wave, host, over, "-" if ratio is None else "%.1f" % ratio))
     with open(os.path.join(out, "project.json"), "w") as f:
         json.dump(best_rows, f)
 
 
-def largest(build, platform, layers, lo, hi):
+def largest(build, platform, layers, lo, hi, disk=False):
     """The widest model (C a multiple of 512) whose step fits, by bisection
-    between a width that fits (lo) and one that does not (hi)."""
-    args = ["--batch", "8", "--micro", "2", "--accumulate", "1024", "--tile-tokens", "1024"]
-    r = tessera_sim(build, platform, layers, lo, "dmda", None, args)
+    between a width that fits (lo) and one that does not (hi): the default
+    policy and tiles, with recompute (and so waves where the weights do not
+    stay on the GPUs); disk: with the platform's disk tier."""
+    args = ["--batch", "8", "--micro", "3", "--accumulate", "1024", "--recompute"]
+    env = {"TESSERA_SIMULATE_NO_DISK": "0"} if disk else None
+    r = tessera_sim(build, platform, layers, lo, "eager", env, args)
     if not r.get("fits"):
         log("  (%d channels does not fit: %s)" % (lo, r.get("error", "")))
         return lo, None
@@ -494,7 +508,7 @@ def largest(build, platform, layers, lo, hi):
         mid = (lo + hi) // 2 // 512 * 512
         if mid <= lo:
             break
-        r = tessera_sim(build, platform, layers, mid, "dmda", None, args)
+        r = tessera_sim(build, platform, layers, mid, "eager", env, args)
         if r.get("fits"):
             lo, best = mid, r
         else:
