@@ -423,15 +423,18 @@ typedef struct tsr_worker {
      * m; ndevq is read without it */
     tsr_task_t devq_head, devq_tail;
     atomic_int ndevq;
-    /* counters (written by the worker, read after wait_all) */
-    uint64_t ntasks, busy_ns, wait_ns;
+    /* counters, written by the worker; atomic because tsr_worker_stats
+     * may read them from any thread while tasks run (the trainer asks for
+     * a worker's kind and node while an earlier model's tasks run) */
+    _Atomic uint64_t ntasks, busy_ns, wait_ns;
     uint64_t busy_end_ns; /* the latest task end counted into busy_ns */
     /* an accelerator's worker: tasks launched, and launched while none of
      * its earlier ones was still running (tsr_worker_stats_t.drains) */
-    uint64_t launches, drains;
+    uint64_t launches;
+    _Atomic uint64_t drains;
     /* launches of tasks made ready by a completion the host observed, and
      * of tasks released to the device (tsr_worker_stats_t) */
-    uint64_t host_waits, device_ordered;
+    _Atomic uint64_t host_waits, device_ordered;
     int cpu;                   /* core index it is bound to, or -1 */
     pthread_t thread;
     pthread_mutex_t m;
