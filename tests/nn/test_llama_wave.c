@@ -236,12 +236,22 @@ static int chosen(int tie, int hd, int recompute, size_t numel, int nsim, size_t
     return wave;
 }
 
+/* A bounded host that holds exactly `k` slots of `slot` bytes beside a
+ * state of 16 bytes per parameter (a quarter of what the state leaves),
+ * give or take `more` bytes of it. */
+static size_t host_for(size_t numel, size_t slot, int k, long more)
+{
+    return (size_t)((long)(16 * numel + 4 * slot * (size_t)k) + 4 * more);
+}
+
 /* Worked by hand: Q = (4 + 2 x 2) 16 = 128 rows of q, k, v; per layer
  * C Q + Hq C + 3 C F + 2 C = 8192 + 4096 + 30720 + 128 = 43136; embedding
  * and head V C = 12800 each; the final norm 64: 111936 parameters, weights
  * 8 bytes each (895 488), the state 16 (1 790 976). A slot with recompute
  * is 4 N (L C + 2 C) = 32768 bytes; without, 4 N (L (4 C + Q + 2 Hq + 3 F)
- * + 2 C) = 4 x 32 x (2 x 992 + 128) = 270336. */
+ * + 2 C) = 4 x 32 x (2 x 992 + 128) = 270336. A host one byte short of 3
+ * slots (a quarter of 4 bytes) gets 2: the choice counts the parameters
+ * exactly as tsr_llama_num_params does. */
 Test(llama_wave, its_size_is_chosen_by_the_weights_and_the_host)
 {
     const size_t untied = 111936, slot = 32768, slot_kept = 270336;
@@ -250,23 +260,30 @@ Test(llama_wave, its_size_is_chosen_by_the_weights_and_the_host)
     cr_assert_eq(chosen(0, 0, 1, untied, 2, 1 << 20, 0), 1, "the weights stay on them");
     /* 2 x 256 KiB: 367 002 bytes, less than the weights */
     cr_assert_eq(chosen(0, 0, 1, untied, 2, 256 << 10, 0), 16, "an unbounded host: the most");
-    /* a quarter of (host - state) = 3.5 slots */
-    cr_assert_eq(chosen(0, 0, 1, untied, 2, 256 << 10, 16 * untied + 4 * slot * 7 / 2), 3,
-                 "3 slots of the host");
-    cr_assert_eq(chosen(0, 0, 1, untied, 2, 256 << 10, 16 * untied), 1,
+    cr_assert_eq(chosen(0, 0, 1, untied, 2, 256 << 10, host_for(untied, slot, 0, 0)), 1,
                  "no room beside the state");
-    cr_assert_eq(chosen(0, 0, 0, untied, 2, 256 << 10, 16 * untied + 4 * slot_kept * 5 / 2), 2,
+    cr_assert_eq(chosen(0, 0, 1, untied, 2, 256 << 10, host_for(untied, slot, 3, 1)), 3,
+                 "3 slots of the host");
+    cr_assert_eq(chosen(0, 0, 1, untied, 2, 256 << 10, host_for(untied, slot, 3, -1)), 2,
+                 "a byte short of 3 slots");
+    cr_assert_eq(chosen(0, 0, 0, untied, 2, 256 << 10, host_for(untied, slot_kept, 2, 1)), 2,
                  "2 slots of every activation");
+    cr_assert_eq(chosen(0, 0, 0, untied, 2, 256 << 10, host_for(untied, slot_kept, 2, -1)), 1,
+                 "a byte short of 2 slots of every activation");
     /* tied: no lm_head, 111936 - 12800 parameters (weights 690 688 bytes,
      * still more than 70 % of the accelerators) */
     const size_t tied = untied - V * C;
-    cr_assert_eq(chosen(1, 0, 1, tied, 2, 256 << 10, 16 * tied + 4 * slot * 7 / 2), 3,
+    cr_assert_eq(chosen(1, 0, 1, tied, 2, 256 << 10, host_for(tied, slot, 3, 1)), 3,
                  "tied: 3 slots");
+    cr_assert_eq(chosen(1, 0, 1, tied, 2, 256 << 10, host_for(tied, slot, 3, -1)), 2,
+                 "tied: a byte short of 3 slots");
     /* head_dim 8: Hq = 32, Q = 64; per layer 4096 + 2048 + 30720 + 128 =
      * 36992 (a slot with recompute does not depend on it) */
     const size_t narrow = 2 * V * C + 2 * 36992 + C;
-    cr_assert_eq(chosen(0, 8, 1, narrow, 2, 256 << 10, 16 * narrow + 4 * slot * 7 / 2), 3,
+    cr_assert_eq(chosen(0, 8, 1, narrow, 2, 256 << 10, host_for(narrow, slot, 3, 1)), 3,
                  "head_dim 8: 3 slots");
+    cr_assert_eq(chosen(0, 8, 1, narrow, 2, 256 << 10, host_for(narrow, slot, 3, -1)), 2,
+                 "head_dim 8: a byte short of 3 slots");
 }
 
 Test(llama_wave, misuse_is_refused_before_anything_runs)
