@@ -5,7 +5,8 @@
  * trainer (nn/trainer.h) steps, as GPT-2's. With cfg.recompute each block's
  * activations are recomputed in its backward; with cfg.precision bf16 the
  * GEMMs read bf16 copies of the weights and bf16 activations and gradients
- * (docs/llama.md).
+ * (docs/llama.md). tsr_llama_forward_backward runs several micro-batches
+ * layer by layer in waves (nn/wave.h), each in a slot of its own tensors.
  *
  * Layout (column-major, nn/tensor.h), N = batch * seq_len tokens, C =
  * hidden, D = head_dim, Hq = heads D, Hkv = kv_heads D, Q = Hq + 2 Hkv,
@@ -40,6 +41,7 @@
 #include "nn/tensor.h"
 #include "nn/tiling.h"
 #include "nn/trainer.h"
+#include "nn/wave.h"
 #include "runtime/error.h"
 #include "runtime/instance.h"
 
@@ -149,6 +151,9 @@ static int check_config(const tsr_llama_config_t *c, int batch, int seq_len)
                          c->data_parallel, c->zero);
     if (c->zero && !c->data_parallel)
         return tsr__fail(TSR_EINVAL, "llama: zero = 1 needs data_parallel = 1");
+    if (c->wave < 0 || c->wave > 4096)
+        return tsr__fail(TSR_EINVAL, "llama: wave must be 0 (chosen at create), 1 (one "
+                                     "micro-batch at a time) or up to 4096, not %d", c->wave);
     if ((long long)batch * seq_len > (1LL << 30))
         return tsr__fail(TSR_EINVAL, "llama: batch %d x seq_len %d tokens per micro-batch is "
                                      "more than 2^30", batch, seq_len);
@@ -276,19 +281,21 @@ static int make_acts(tsr_llama_t *m)
     const tsr_llama_config_t *c = &m->cfg;
     long long C = m->C, H = c->heads, Q = m->Q, Hq = m->Hq, F = m->F, tf = c->tile_hidden;
     long long N = m->N, tt = c->tile_tokens;
+    int S = m->slots, L = c->layers;
     if (!m->build.dry) {
-        m->la = calloc((size_t)c->layers, sizeof *m->la);
-        if (!m->la)
+        m->la = calloc((size_t)S * (size_t)L, sizeof *m->la);
+        m->slot = calloc((size_t)S, sizeof *m->slot);
+        if (!m->la || !m->slot)
             return tsr__fail(TSR_ENOMEM, "llama: no memory for the activation table");
     }
-    const char *f = "layers, hidden, heads, intermediate, batch x seq_len, tile_tokens";
+    const char *f = "layers, hidden, heads, intermediate, batch x seq_len, tile_tokens, wave";
 #define A(t, rows, trows) TSR_TRY(tensor_of(m, &(t), #t, f, rows, N, trows, tt, 0));
 #define G(t, rows, trows) TSR_TRY(tensor_of(m, &(t), #t, f, rows, N, trows, tt, bf16(m)));
 #define B16(t, rows, trows) TSR_TRY(tensor_of(m, &(t), #t, f, rows, N, trows, tt, 1));
-    for (int l = 0; l < c->layers; l++) {
-        llama_layer_acts_t dry_la, *a = m->build.dry ? &dry_la : &m->la[l];
+    for (int i = 0; i < S * L; i++) { /* slot i / L, layer i % L */
+        llama_layer_acts_t dry_la, *a = m->build.dry ? &dry_la : &m->la[i];
         A(a->x, C, C)
-        if (c->recompute && l > 0)
+        if (c->recompute && i > 0)
             continue; /* the block's other activations are la[0]'s */
         G(a->ln1, C, C) A(a->rstd1, 1, 1)
         A(a->qkv, Q, Q) A(a->att_lse, H, H) G(a->yb, Hq, Hq)
@@ -298,15 +305,22 @@ static int make_acts(tsr_llama_t *m)
         G(a->ln2, C, C) A(a->rstd2, 1, 1)
         A(a->gate, F, tf) A(a->up, F, tf) G(a->h, F, tf)
     }
-    A(m->xL, C, C) G(m->lnf, C, C) A(m->rstdf, 1, 1)
-    A(m->tokens, 1, 1) A(m->targets, 1, 1) A(m->ce_ms, 2, 2) A(m->ce_lse, 1, 1)
-    A(m->ce_loss, 1, 1) A(m->att_ms, 2 * H, 2 * H) A(m->att_acc, Hq, Hq) A(m->att_D, H, H)
-    A(m->d, C, C) A(m->dln, C, C) A(m->dh, F, tf) A(m->dqkv, Q, Q) A(m->dyb, Hq, Hq)
+    for (int i = 0; i < S; i++) {
+        llama_slot_t dry_slot, *sl = m->build.dry ? &dry_slot : &m->slot[i];
+        A(sl->xL, C, C) A(sl->tokens, 1, 1) A(sl->targets, 1, 1) A(sl->ce_loss, 1, 1)
+        A(sl->d, C, C)
+        if (bf16(m))
+            B16(sl->d16, C, C)
+    }
+    f = "hidden, heads, intermediate, batch x seq_len, tile_tokens";
+    G(m->lnf, C, C) A(m->rstdf, 1, 1) A(m->ce_ms, 2, 2) A(m->ce_lse, 1, 1)
+    A(m->att_ms, 2 * H, 2 * H) A(m->att_acc, Hq, Hq) A(m->att_D, H, H)
+    A(m->dln, C, C) A(m->dh, F, tf) A(m->dqkv, Q, Q) A(m->dyb, Hq, Hq)
     if (!bf16(m)) { /* bf16: the SwiGLU backward writes dgate16, dup16 directly */
         A(m->dgate, F, tf) A(m->dup, F, tf)
     }
     if (bf16(m)) {
-        B16(m->d16, C, C) B16(m->dgate16, F, tf) B16(m->dup16, F, tf) B16(m->dqkv16, Q, Q)
+        B16(m->dgate16, F, tf) B16(m->dup16, F, tf) B16(m->dqkv16, Q, Q)
     }
     f = "vocab_size, batch x seq_len, tile_vocab, tile_tokens";
     A(m->logits, c->vocab_size, c->tile_vocab)
@@ -324,7 +338,7 @@ static int make_acts(tsr_llama_t *m)
     for (int i = 0; i < 3; i++)
         if (others[i] > rows)
             rows = others[i];
-    return tsr_handle_alloc(&m->scratch, (size_t)(rows * m->xL.tile_cols) * sizeof(float));
+    return tsr_handle_alloc(&m->scratch, (size_t)(rows * m->la[0].x.tile_cols) * sizeof(float));
 }
 
 static int make_rope(tsr_llama_t *m)
@@ -343,22 +357,29 @@ static int make_rope(tsr_llama_t *m)
     return rc;
 }
 
+/* Call fn on every tensor of the model (those not made yet are zeroed). */
 static void for_each_tensor(tsr_llama_t *m, void (*fn)(tsr_tensor_t *))
 {
     tsr__params_each_tensor(&m->params, fn);
-    for (int l = 0; m->la && l < m->cfg.layers; l++) {
-        llama_layer_acts_t *a = &m->la[l];
+    for (int i = 0; m->la && i < m->slots * m->cfg.layers; i++) {
+        llama_layer_acts_t *a = &m->la[i];
         tsr_tensor_t *all[] = {&a->x,   &a->ln1,  &a->rstd1, &a->qkv,   &a->atty, &a->att_lse,
                                &a->yb,  &a->res1, &a->ln2,   &a->rstd2, &a->gate, &a->up,
                                &a->h};
-        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-            fn(all[i]);
+        for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+            fn(all[k]);
     }
-    tsr_tensor_t *rest[] = {&m->xL,     &m->lnf,   &m->rstdf,   &m->logits, &m->tokens,
-                            &m->targets, &m->ce_ms, &m->ce_lse,  &m->ce_loss, &m->att_ms,
-                            &m->att_acc, &m->att_D, &m->d,       &m->dln,    &m->dh,
-                            &m->dgate,  &m->dup,   &m->dqkv,    &m->dyb,    &m->d16,
-                            &m->dgate16, &m->dup16, &m->dqkv16,  &m->dlogits16};
+    for (int i = 0; m->slot && i < m->slots; i++) {
+        llama_slot_t *sl = &m->slot[i];
+        tsr_tensor_t *all[] = {&sl->xL, &sl->tokens, &sl->targets, &sl->ce_loss, &sl->d,
+                               &sl->d16};
+        for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+            fn(all[k]);
+    }
+    tsr_tensor_t *rest[] = {&m->lnf,     &m->rstdf,   &m->logits, &m->ce_ms,  &m->ce_lse,
+                            &m->att_ms,  &m->att_acc, &m->att_D,  &m->dln,    &m->dh,
+                            &m->dgate,   &m->dup,     &m->dqkv,   &m->dyb,    &m->dgate16,
+                            &m->dup16,   &m->dqkv16,  &m->dlogits16};
     for (size_t i = 0; i < sizeof rest / sizeof *rest; i++)
         fn(rest[i]);
 }
@@ -376,6 +397,7 @@ static void destroy(tsr_llama_t *m)
     free(m->names);
     free(m->lp);
     free(m->la);
+    free(m->slot);
     free(m);
 }
 
@@ -401,9 +423,41 @@ static int resolve_tiles(tsr_llama_t *m)
     return TSR_OK;
 }
 
+/* The parameters' element count, from the shape alone: the embedding and
+ * (untied) the head V C each; per layer q, k, v (C Q), o_proj (Hq C), the
+ * SwiGLU MLP (3 C F) and two RMSNorm weights (2 C); the final norm C. */
+static double numel_of(const tsr_llama_t *m)
+{
+    double C = m->C, V = m->cfg.vocab_size, L = m->cfg.layers;
+    double per_layer = C * m->Q + (double)m->Hq * C + 3.0 * C * m->F + 2.0 * C;
+    return V * C * (m->cfg.tie_embeddings ? 1.0 : 2.0) + L * per_layer + C;
+}
+
+/* cfg.wave 0: the wave size for this model under the running runtime
+ * (nn/wave.h), as GPT-2's: the weights are p and g (and the bf16 copy), the
+ * state adds the moments, and a slot beyond the first holds each layer's
+ * input, the last layer's output and the residual stream's gradient with
+ * recompute, and every activation of each layer without (x, ln1, res1, ln2:
+ * 4 C rows; qkv Q; the attention output twice, Hq; gate, up, h: 3 F). */
+static void resolve_wave(tsr_llama_t *m)
+{
+    tsr_llama_config_t *c = &m->cfg;
+    if (c->wave == 0) {
+        double C = m->C, L = c->layers, N = m->N, numel = numel_of(m);
+        double weight = numel * (bf16(m) ? 10.0 : 8.0), state = weight + 8.0 * numel;
+        double block = c->recompute ? C : 4.0 * C + m->Q + 2.0 * m->Hq + 3.0 * m->F;
+        double slot = 4.0 * N * (L * block + 2.0 * C);
+        c->wave = tsr__wave_auto(weight, state, slot);
+    }
+    m->slots = c->wave;
+}
+
+/* Resolve the tiles and the wave, check every tensor (dry run), then make
+ * them. */
 static int build(tsr_llama_t *m)
 {
     TSR_TRY(resolve_tiles(m));
+    resolve_wave(m);
     m->build = (tsr__build_t){.model = "llama", .dry = 1};
     TSR_TRY(make_params(m));
     TSR_TRY(make_acts(m));
@@ -564,10 +618,17 @@ int tsr_llama_init_weights(tsr_llama_t *m, uint64_t seed)
 
 /* ---- the passes ----------------------------------------------------------- */
 
-
-static llama_layer_acts_t *block_acts(tsr_llama_t *m, int l)
+/* The activations of layer l of slot s (its input x aside): its own, or
+ * with cfg.recompute the one set every layer and slot shares. */
+static llama_layer_acts_t *block_acts(tsr_llama_t *m, int l, int s)
 {
-    return &m->la[m->cfg.recompute ? 0 : l];
+    return &m->la[m->cfg.recompute ? 0 : s * m->cfg.layers + l];
+}
+
+/* The input (C, N) of layer l of slot s; l = layers: the last layer's output. */
+static tsr_tensor_t *block_in(tsr_llama_t *m, int l, int s)
+{
+    return l < m->cfg.layers ? &m->la[s * m->cfg.layers + l].x : &m->slot[s].xL;
 }
 
 /* y = W^T x (beta 0) or y += W^T x (beta 1): a projection, W (in, out) */
@@ -594,13 +655,15 @@ static int norm_fwd(tsr_llama_t *m, const tsr_tensor_t *x, const param_t *w, tsr
                    : tsr__op_rmsnorm_fwd(x, &w->p, eps, out, rstd);
 }
 
-/* d += RMSNorm'(dln) and dw += ...; bf16 precision with to16: d16 = bf16(d) */
-static int norm_bwd(tsr_llama_t *m, const tsr_tensor_t *x, param_t *w, const tsr_tensor_t *rstd,
-                    int to16)
+/* slot s's d += RMSNorm'(dln) and dw += ...; bf16 precision with to16: its
+ * d16 = bf16(d) */
+static int norm_bwd(tsr_llama_t *m, int s, const tsr_tensor_t *x, param_t *w,
+                    const tsr_tensor_t *rstd, int to16)
 {
+    llama_slot_t *sl = &m->slot[s];
     if (bf16(m) && to16)
-        return tsr__op_rmsnorm_bwd_bf16(&m->dln, x, &w->p, rstd, &m->d, &m->d16, &w->g);
-    return tsr__op_rmsnorm_bwd(&m->dln, x, &w->p, rstd, &m->d, &w->g);
+        return tsr__op_rmsnorm_bwd_bf16(&m->dln, x, &w->p, rstd, &sl->d, &sl->d16, &w->g);
+    return tsr__op_rmsnorm_bwd(&m->dln, x, &w->p, rstd, &sl->d, &w->g);
 }
 
 /* The attention's fp32 output: yb itself in fp32, atty in bf16 */
@@ -609,18 +672,18 @@ static tsr_tensor_t *att_out(tsr_llama_t *m, llama_layer_acts_t *a)
     return bf16(m) ? &a->atty : &a->yb;
 }
 
-/* One decoder layer, transformers' order:
+/* One decoder layer of slot s, transformers' order:
  *   res1  = x_in + o_proj(attention(rope(qkv_proj(rmsnorm_1(x_in)))))
  *   x_out = res1 + down(silu(gate(rmsnorm_2(res1))) * up(rmsnorm_2(res1)))
  * keep: the activations stay for backward (else each is dropped after its
  * last reader here). x_out NULL: the re-run at the start of the layer's
  * backward (no forward task accumulates in any order, so the activations
  * are bitwise those of the forward). */
-static int block_forward(tsr_llama_t *m, int l, const tsr_tensor_t *x_in, tsr_tensor_t *x_out,
-                         int keep)
+static int block_forward(tsr_llama_t *m, int l, int s, const tsr_tensor_t *x_in,
+                         tsr_tensor_t *x_out, int keep)
 {
     llama_layer_params_t *p = &m->lp[l];
-    llama_layer_acts_t *a = block_acts(m, l);
+    llama_layer_acts_t *a = block_acts(m, l, s);
     int H = m->cfg.heads, KV = m->cfg.kv_heads, T = m->T, discard = !keep;
     /* attention */
     TSR_TRY(norm_fwd(m, x_in, p->ln1, &a->ln1, &a->rstd1));                        /* (C, N) */
@@ -655,55 +718,83 @@ static int block_forward(tsr_llama_t *m, int l, const tsr_tensor_t *x_in, tsr_te
     return TSR_DROP_IF(discard, &a->h);
 }
 
-int tsr_llama_forward(tsr_llama_t *m, const int32_t *tokens, const int32_t *targets,
-                      float *loss)
+/* The phases of one micro-batch in slot s (nn/wave.h). tokens and targets
+ * have been checked (tsr__trainer_check_batch). */
+
+/* slot s's tokens (1, N) -> layer 0's input (C, N) */
+static int phase_embed(tsr_llama_t *m, int s, const int32_t *tokens)
 {
-    TSR_TRY(model_check(m, "llama_forward"));
-    int ntargets, L = m->cfg.layers;
-    TSR_TRY(tsr__trainer_check_batch("llama_forward", tokens, targets, m->N,
-                                     m->cfg.vocab_size, &ntargets));
-    m->have_logits = m->have_targets = m->have_loss = 0;
     TSR_TRY(tsr__params_refresh_stale(&m->params));
-    TSR_TRY(tsr__tensor_write(&m->tokens, tokens, 1));                             /* (1, N) */
-    TSR_TRY(tsr__op_embed_fwd(&m->tokens, &m->embed->p, NULL, m->T, &m->la[0].x)); /* (C, N) */
-    for (int l = 0; l < L; l++)
-        TSR_TRY(block_forward(m, l, &m->la[l].x, l + 1 < L ? &m->la[l + 1].x : &m->xL,
-                          !m->cfg.recompute));
-    TSR_TRY(norm_fwd(m, &m->xL, m->norm, &m->lnf, &m->rstdf));                     /* (C, N) */
+    TSR_TRY(tsr__tensor_write(&m->slot[s].tokens, tokens, 1));                     /* (1, N) */
+    return tsr__op_embed_fwd(&m->slot[s].tokens, &m->embed->p, NULL, m->T,
+                             block_in(m, 0, s));                                  /* (C, N) */
+}
+
+/* layer l of slot s: its input -> the next layer's input (C, N); with
+ * recomputation only each layer's input stays */
+static int phase_block_fwd(tsr_llama_t *m, int l, int s)
+{
+    return block_forward(m, l, s, block_in(m, l, s), block_in(m, l + 1, s), !m->cfg.recompute);
+}
+
+/* The head of slot s: the final norm, the logits and, with targets
+ * (ntargets of them), the per-token losses (1, N) and the replicas' target
+ * count. */
+static int phase_head_fwd(tsr_llama_t *m, int s, const int32_t *targets, int ntargets)
+{
+    llama_slot_t *sl = &m->slot[s];
+    m->have_logits = m->have_targets = m->have_loss = 0;
+    TSR_TRY(norm_fwd(m, &sl->xL, m->norm, &m->lnf, &m->rstdf));                    /* (C, N) */
     TSR_TRY(proj_fwd(m->head, &m->lnf, 0.0f, &m->logits));                         /* (V, N) */
     m->have_logits = 1;
     if (!targets)
         return TSR_OK;
-    TSR_TRY(tsr__tensor_write(&m->targets, targets, 1));
-    TSR_TRY(tsr__op_xent_fwd(&m->logits, &m->targets, &m->ce_ms, &m->ce_lse, &m->ce_loss));
+    TSR_TRY(tsr__tensor_write(&sl->targets, targets, 1));                          /* (1, N) */
+    TSR_TRY(tsr__op_xent_fwd(&m->logits, &sl->targets, &m->ce_ms, &m->ce_lse, &sl->ce_loss));
+                                                                                   /* (1, N) */
     m->have_targets = m->have_loss = 1;
-    TSR_TRY(tsr__trainer_targets(&m->train, ntargets));
-    return loss ? tsr_llama_loss(m, loss) : TSR_OK;
+    m->loss_slot = s;
+    return tsr__trainer_targets(&m->train, ntargets);
 }
 
-int tsr_llama_loss(tsr_llama_t *m, float *loss)
+/* The head's backward of slot s (after its phase_head_fwd with targets):
+ * the loss's gradient, scaled, through the logits and the final norm into
+ * slot s's d (C, N). */
+static int phase_head_bwd(tsr_llama_t *m, int s, float scale)
 {
-    TSR_TRY(model_check(m, "llama_loss"));
-    return tsr__trainer_loss(&m->train, "llama_loss", m->have_loss, &m->ce_loss, loss);
+    llama_slot_t *sl = &m->slot[s];
+    m->have_targets = 0;
+    m->params.grads_zero = 0;
+    m->have_logits = 0; /* the logits become their gradient */
+    float dscale;
+    TSR_TRY(tsr__trainer_grad_scale(&m->train, scale, &dscale));
+    int b16 = bf16(m);
+    tsr_tensor_t *dlogits = b16 ? &m->dlogits16 : &m->logits;
+    TSR_TRY(b16 ? tsr__op_xent_bwd_bf16(&m->logits, &sl->targets, &m->ce_lse, dscale,
+                                    &m->dlogits16, m->scratch)
+            : tsr__op_xent_bwd(&m->logits, &sl->targets, &m->ce_lse, dscale));  /* (V, N) */
+    if (b16)
+        TSR_TRY(TSR_DROP(&m->logits));
+    TSR_TRY(proj_bwd(m->head, &m->lnf, dlogits, 0.0f, &m->dln));                   /* (C, N) */
+    TSR_TRY(TSR_DROP(dlogits, &m->lnf, &m->ce_ms, &m->ce_lse));
+    TSR_TRY(tsr__op_fill(&sl->d, 0.0f));                                           /* (C, N) */
+    TSR_TRY(norm_bwd(m, s, &sl->xL, m->norm, &m->rstdf, 1));                       /* d += */
+    return TSR_DROP(&sl->xL, &m->rstdf, &m->dln);
 }
 
-int tsr_llama_logits(tsr_llama_t *m, int b, int t, float *out)
-{
-    TSR_TRY(model_check(m, "llama_logits"));
-    return tsr__trainer_logits("llama_logits", &m->logits, m->have_logits, m->B, m->T, b, t,
-                               out);
-}
-
-/* One layer backward; m->d holds dL/dx_out on entry (and d16 its bf16 copy
- * in bf16 precision), dL/dx_in on return. */
-static int block_backward(tsr_llama_t *m, int l, const tsr_tensor_t *x_in)
+/* Layer l's backward of slot s; its d holds dL/dx_out on entry (and d16
+ * its bf16 copy in bf16 precision), dL/dx_in on return. With recomputation
+ * the layer's forward first runs again from its kept input. */
+static int phase_block_bwd(tsr_llama_t *m, int l, int s)
 {
     llama_layer_params_t *p = &m->lp[l];
-    llama_layer_acts_t *a = block_acts(m, l);
+    llama_layer_acts_t *a = block_acts(m, l, s);
+    llama_slot_t *sl = &m->slot[s];
+    tsr_tensor_t *x_in = block_in(m, l, s);
     int H = m->cfg.heads, KV = m->cfg.kv_heads, T = m->T, b16 = bf16(m);
-    const tsr_tensor_t *d = b16 ? &m->d16 : &m->d;
+    const tsr_tensor_t *d = b16 ? &sl->d16 : &sl->d;
     if (m->cfg.recompute)
-        TSR_TRY(block_forward(m, l, x_in, NULL, 1));
+        TSR_TRY(block_forward(m, l, s, x_in, NULL, 1)); /* ln1 … h of layer l, (C..F, N) */
     /* MLP: x_out = res1 + Wd^T h, h = silu(Wg^T ln2) * (Wu^T ln2) */
     TSR_TRY(proj_bwd(p->down, &a->h, d, 0.0f, &m->dh));                            /* (F, N) */
     TSR_TRY(TSR_DROP(&a->h));
@@ -715,12 +806,12 @@ static int block_backward(tsr_llama_t *m, int l, const tsr_tensor_t *x_in)
     TSR_TRY(proj_bwd(p->gate, &a->ln2, dg, 0.0f, &m->dln));                        /* (C, N) */
     TSR_TRY(proj_bwd(p->up, &a->ln2, du, 1.0f, &m->dln));                          /* += */
     TSR_TRY(TSR_DROP(&a->ln2, dg, du));
-    TSR_TRY(norm_bwd(m, &a->res1, p->ln2, &a->rstd2, 1));                          /* d += */
+    TSR_TRY(norm_bwd(m, s, &a->res1, p->ln2, &a->rstd2, 1));                       /* d += */
     TSR_TRY(TSR_DROP(&a->res1, &a->rstd2, &m->dln));
     /* attention: res1 = x + Wo^T attention(rope(Wqkv^T ln1)) */
     TSR_TRY(proj_bwd(p->o, &a->yb, d, 0.0f, &m->dyb));                             /* (Hq, N) */
     if (b16) /* in fp32, yb is the attention output its backward reads */
-        TSR_TRY(TSR_DROP(&a->yb, &m->d16));
+        TSR_TRY(TSR_DROP(&a->yb, &sl->d16));
     TSR_TRY(tsr__op_attention_gqa_bwd(&a->qkv, H, KV, T, b16, att_out(m, a), &m->dyb, &a->att_lse,
                                   &m->att_D, &m->dqkv));                       /* (Q, N) */
     TSR_TRY(TSR_DROP(att_out(m, a), &a->att_lse, &a->qkv, &m->dyb, &m->att_D));
@@ -732,8 +823,47 @@ static int block_backward(tsr_llama_t *m, int l, const tsr_tensor_t *x_in)
     const tsr_tensor_t *dq = b16 ? &m->dqkv16 : &m->dqkv;
     TSR_TRY(proj_bwd(p->qkv, &a->ln1, dq, 0.0f, &m->dln));                         /* (C, N) */
     TSR_TRY(TSR_DROP(&a->ln1, dq));
-    TSR_TRY(norm_bwd(m, x_in, p->ln1, &a->rstd1, l > 0));                          /* d += */
+    /* d16 for layer l-1's first projection backward; layer 0's d goes to
+     * the embedding only */
+    TSR_TRY(norm_bwd(m, s, x_in, p->ln1, &a->rstd1, l > 0));                       /* d += */
     return TSR_DROP(x_in, &a->rstd1, &m->dln);
+}
+
+/* The embedding's backward of slot s: (C, V) += the scatter of d */
+static int phase_embed_bwd(tsr_llama_t *m, int s)
+{
+    llama_slot_t *sl = &m->slot[s];
+    TSR_TRY(tsr__op_embed_bwd(&sl->tokens, &sl->d, m->T, &m->embed->g, NULL));     /* (C, V) */
+    return TSR_DROP(&sl->d, &sl->targets);
+}
+
+int tsr_llama_forward(tsr_llama_t *m, const int32_t *tokens, const int32_t *targets,
+                      float *loss)
+{
+    TSR_TRY(model_check(m, "llama_forward"));
+    int ntargets;
+    TSR_TRY(tsr__trainer_check_batch("llama_forward", tokens, targets, m->N,
+                                     m->cfg.vocab_size, &ntargets));
+    m->have_logits = m->have_targets = m->have_loss = 0;
+    TSR_TRY(phase_embed(m, 0, tokens));
+    for (int l = 0; l < m->cfg.layers; l++)
+        TSR_TRY(phase_block_fwd(m, l, 0));
+    TSR_TRY(phase_head_fwd(m, 0, targets, ntargets));
+    return loss && targets ? tsr_llama_loss(m, loss) : TSR_OK;
+}
+
+int tsr_llama_loss(tsr_llama_t *m, float *loss)
+{
+    TSR_TRY(model_check(m, "llama_loss"));
+    return tsr__trainer_loss(&m->train, "llama_loss", m->have_loss,
+                             &m->slot[m->loss_slot].ce_loss, loss);
+}
+
+int tsr_llama_logits(tsr_llama_t *m, int b, int t, float *out)
+{
+    TSR_TRY(model_check(m, "llama_logits"));
+    return tsr__trainer_logits("llama_logits", &m->logits, m->have_logits, m->B, m->T, b, t,
+                               out);
 }
 
 int tsr_llama_backward(tsr_llama_t *m, float scale)
@@ -741,27 +871,63 @@ int tsr_llama_backward(tsr_llama_t *m, float scale)
     TSR_TRY(model_check(m, "llama_backward"));
     if (!m->have_targets)
         return tsr__fail(TSR_ESTATE, "llama_backward: the last forward had no targets");
-    m->have_targets = 0;
-    m->params.grads_zero = 0;
-    m->have_logits = 0; /* the logits become their gradient */
-    float dscale;
-    TSR_TRY(tsr__trainer_grad_scale(&m->train, scale, &dscale));
-    int b16 = bf16(m);
-    tsr_tensor_t *dlogits = b16 ? &m->dlogits16 : &m->logits;
-    TSR_TRY(b16 ? tsr__op_xent_bwd_bf16(&m->logits, &m->targets, &m->ce_lse, dscale,
-                                    &m->dlogits16, m->scratch)
-            : tsr__op_xent_bwd(&m->logits, &m->targets, &m->ce_lse, dscale));   /* (V, N) */
-    if (b16)
-        TSR_TRY(TSR_DROP(&m->logits));
-    TSR_TRY(proj_bwd(m->head, &m->lnf, dlogits, 0.0f, &m->dln));                   /* (C, N) */
-    TSR_TRY(TSR_DROP(dlogits, &m->lnf, &m->ce_ms, &m->ce_lse));
-    TSR_TRY(tsr__op_fill(&m->d, 0.0f));
-    TSR_TRY(norm_bwd(m, &m->xL, m->norm, &m->rstdf, 1));                           /* d (C, N) */
-    TSR_TRY(TSR_DROP(&m->xL, &m->rstdf, &m->dln));
+    TSR_TRY(phase_head_bwd(m, 0, scale));
     for (int l = m->cfg.layers - 1; l >= 0; l--)
-        TSR_TRY(block_backward(m, l, &m->la[l].x));
-    TSR_TRY(tsr__op_embed_bwd(&m->tokens, &m->d, m->T, &m->embed->g, NULL));       /* (C, V) */
-    return TSR_DROP(&m->d, &m->targets);
+        TSR_TRY(phase_block_bwd(m, l, 0));
+    return phase_embed_bwd(m, 0);
+}
+
+/* The phases as nn/wave.h calls them */
+static int wave_embed(void *m, int s, const int32_t *tokens)
+{
+    return phase_embed(m, s, tokens);
+}
+static int wave_block_fwd(void *m, int l, int s)
+{
+    return phase_block_fwd(m, l, s);
+}
+static int wave_head(void *mp, int s, const int32_t *targets, float scale)
+{
+    tsr_llama_t *m = mp;
+    int ntargets = 0;
+    for (int i = 0; i < m->N; i++)
+        ntargets += targets[i] >= 0;
+    TSR_TRY(phase_head_fwd(m, s, targets, ntargets));
+    TSR_TRY(tsr__trainer_count(&m->train, &m->slot[s].count)); /* for wave_loss */
+    return phase_head_bwd(m, s, scale);
+}
+static int wave_block_bwd(void *m, int l, int s)
+{
+    return phase_block_bwd(m, l, s);
+}
+static int wave_embed_bwd(void *m, int s)
+{
+    return phase_embed_bwd(m, s);
+}
+static int wave_loss(void *mp, int s, float *loss)
+{
+    tsr_llama_t *m = mp;
+    return tsr__trainer_loss_of(&m->train, "llama_forward_backward", &m->slot[s].ce_loss,
+                                m->slot[s].count, loss);
+}
+
+int tsr_llama_forward_backward(tsr_llama_t *m, int micro, const int32_t *tokens,
+                               const int32_t *targets, float scale, float *losses)
+{
+    const char *fn = "llama_forward_backward";
+    TSR_TRY(model_check(m, fn));
+    if (micro < 1 || !targets)
+        return tsr__fail(TSR_EINVAL, "%s: %d micro-batches%s", fn, micro,
+                         targets ? " (at least 1)" : ", targets NULL");
+    for (int k = 0; k < micro; k++) { /* every id before anything is submitted */
+        int ntargets;
+        const size_t off = (size_t)k * (size_t)m->N;
+        TSR_TRY(tsr__trainer_check_batch(fn, tokens ? tokens + off : NULL, targets + off, m->N,
+                                         m->cfg.vocab_size, &ntargets));
+    }
+    tsr__wave_model_t w = {m, m->cfg.layers, m->slots, m->N, wave_embed, wave_block_fwd,
+                           wave_head, wave_block_bwd, wave_embed_bwd, wave_loss};
+    return tsr__wave_run(&w, micro, tokens, targets, scale, losses);
 }
 
 int tsr_llama_zero_grad(tsr_llama_t *m)

@@ -23,9 +23,10 @@ typedef struct llama_layer_params {
     param_t *ln1, *qkv, *o, *ln2, *gate, *up, *down;
 } llama_layer_params_t;
 
-/* What backward needs from one layer's forward (as GPT-2's layer_acts_t:
- * with cfg.recompute only x is per layer, the others are la[0]'s). With
- * bf16 precision ln1, yb, ln2 and h are bf16 (only GEMMs read them). */
+/* What backward needs from one layer's forward, per micro-batch slot of a
+ * wave (as GPT-2's layer_acts_t: with cfg.recompute only x is per layer and
+ * slot, the others are la[0]'s). With bf16 precision ln1, yb, ln2 and h are
+ * bf16 (only GEMMs read them). */
 typedef struct llama_layer_acts {
     tsr_tensor_t x;                 /* (C, N) tiles (C, tt): the block's input */
     tsr_tensor_t ln1, rstd1;        /* (C, N); (1, N) */
@@ -37,6 +38,19 @@ typedef struct llama_layer_acts {
     tsr_tensor_t gate, up;          /* (F, N) tiles (tf, tt) */
     tsr_tensor_t h;                 /* silu(gate) * up, down's input */
 } llama_layer_acts_t;
+
+/* What one micro-batch keeps from its forward to its backward beside its
+ * llama_layer_acts_t: slot s of the cfg.wave micro-batches of a wave
+ * (nn/wave.h), as GPT-2's gpt2_slot_t. tsr_llama_forward and _backward use
+ * slot 0. */
+typedef struct llama_slot {
+    tsr_tensor_t xL;                /* (C, N) the last layer's output */
+    tsr_tensor_t tokens, targets;   /* (1, N) int32 */
+    tsr_tensor_t ce_loss;           /* (1, N) per-token losses */
+    tsr_tensor_t d;                 /* (C, N) the residual stream's gradient */
+    tsr_tensor_t d16;               /* its bf16 copy (bf16 precision only) */
+    double count;                   /* its targets, over every replica */
+} llama_slot_t;
 
 /* One Hugging Face tensor: a parameter, or (q, k, v) a column range of the
  * fused qkv. */
@@ -60,16 +74,19 @@ struct tsr_llama {
     int nnames;
     param_t *embed, *norm, *head; /* head == embed when tied */
     llama_layer_params_t *lp;
-    llama_layer_acts_t *la;
-    tsr_tensor_t xL, lnf, rstdf, logits;
-    tsr_tensor_t tokens, targets, ce_ms, ce_lse, ce_loss;
+    int slots;                  /* cfg.wave: micro-batches per wave */
+    llama_layer_acts_t *la;     /* slots x layers: slot s, layer l at la[s * layers + l] */
+    llama_slot_t *slot;         /* slots */
+    tsr_tensor_t lnf, rstdf, logits;
+    tsr_tensor_t ce_ms, ce_lse;
     tsr_tensor_t att_ms, att_acc, att_D;
-    tsr_tensor_t d, dln, dh, dgate, dup, dqkv, dyb;
+    tsr_tensor_t dln, dh, dgate, dup, dqkv, dyb;
     /* bf16 precision: the bf16 copies the backward GEMMs read */
-    tsr_tensor_t d16, dgate16, dup16, dqkv16, dlogits16;
+    tsr_tensor_t dgate16, dup16, dqkv16, dlogits16;
     tsr_handle_t scratch;
     tsr_handle_t rope;          /* D/2 doubles: the inverse frequencies */
     int have_logits, have_targets, have_loss;
+    int loss_slot;              /* the slot of the last loss */
 };
 
 int tsr__llama_check(const tsr_llama_t *m, const char *fn);

@@ -61,17 +61,21 @@ typedef struct tsr_llama_config {
     int precision;         /* TSR_GPT2_FP32 or TSR_GPT2_BF16, as GPT-2's */
     int data_parallel;     /* as tsr_gpt2_config_t */
     int zero;              /* as tsr_gpt2_config_t */
+    int wave;              /* as tsr_gpt2_config_t: micro-batches per wave of
+                              tsr_llama_forward_backward (0: chosen at
+                              tsr_llama_create, tsr_llama_config tells) */
 } tsr_llama_config_t;
 
 /* A small default (the shapes of a 6-layer, 512-wide model with 8 heads, 2
  * K/V heads, vocabulary 128256, no scaling, tied embeddings off), fp32, no
- * recomputation; callers set the sizes they want. */
+ * recomputation, the wave size chosen at create; callers set the sizes they
+ * want. */
 TSR_API void tsr_llama_config_default(tsr_llama_config_t *cfg);
 
 /* The shape in a Hugging Face config.json (`path`: the file, or the folder
  * holding it), checked as docs/llama.md says (unsupported fields are
  * refused by name). The run settings (tiles, recompute, precision, data
- * parallelism) are left as tsr_llama_config_default sets them. */
+ * parallelism, wave) are left as tsr_llama_config_default sets them. */
 TSR_API int tsr_llama_read_config(const char *path, tsr_llama_config_t *cfg);
 
 typedef struct tsr_llama tsr_llama_t;
@@ -99,6 +103,21 @@ TSR_API int tsr_llama_loss(tsr_llama_t *m, float *loss);
 TSR_API int tsr_llama_logits(tsr_llama_t *m, int b, int t, float *out);
 /* Gradients of scale * loss accumulate into the gradient tensors. */
 TSR_API int tsr_llama_backward(tsr_llama_t *m, float scale);
+/* Forward and backward of `micro` micro-batches (tokens and targets: micro
+ * x batch x seq_len ids, micro-batch after micro-batch): the same as micro
+ * rounds of tsr_llama_forward(tokens_i, targets_i) and
+ * tsr_llama_backward(scale), submitted in waves of cfg.wave micro-batches
+ * (the config in effect; docs/gpt2.md, "Waves"). The tasks and their inputs
+ * are the same, so the gradients are the same; in deterministic mode
+ * (tsr_config_t) every gradient is bitwise the same when the head is untied
+ * (with tie_embeddings, embed_tokens' gradient gets the head's and the
+ * embedding's sums, which a wave interleaves differently: rounding apart).
+ * losses (may be NULL): each micro-batch's mean loss (micro floats), read
+ * at the end of each wave; NULL: nothing waits. Every id is checked before
+ * anything is submitted (TSR_EINVAL). tsr_llama_loss afterwards is the last
+ * micro-batch's. */
+TSR_API int tsr_llama_forward_backward(tsr_llama_t *m, int micro, const int32_t *tokens,
+                                       const int32_t *targets, float scale, float *losses);
 TSR_API int tsr_llama_zero_grad(tsr_llama_t *m);
 /* One AdamW step over every parameter (weight decay on the matrices only,
  * not on the norm weights), global-norm clipping, as tsr_gpt2_step. */
