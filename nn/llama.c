@@ -295,8 +295,8 @@ static int make_acts(tsr_llama_t *m)
     for (int i = 0; i < S * L; i++) { /* slot i / L, layer i % L */
         llama_layer_acts_t dry_la, *a = m->build.dry ? &dry_la : &m->la[i];
         A(a->x, C, C)
-        if (c->recompute && i > 0)
-            continue; /* the block's other activations are la[0]'s */
+        if (c->recompute && i % L > 0)
+            continue; /* the block's other activations are its slot's layer 0's */
         G(a->ln1, C, C) A(a->rstd1, 1, 1)
         A(a->qkv, Q, Q) A(a->att_lse, H, H) G(a->yb, Hq, Hq)
         if (bf16(m))
@@ -308,20 +308,18 @@ static int make_acts(tsr_llama_t *m)
     for (int i = 0; i < S; i++) {
         llama_slot_t dry_slot, *sl = m->build.dry ? &dry_slot : &m->slot[i];
         A(sl->xL, C, C) A(sl->tokens, 1, 1) A(sl->targets, 1, 1) A(sl->ce_loss, 1, 1)
-        A(sl->d, C, C)
-        if (bf16(m))
-            B16(sl->d16, C, C)
+        A(sl->d, C, C) A(sl->dln, C, C) A(sl->dh, F, tf) A(sl->dqkv, Q, Q) A(sl->dyb, Hq, Hq)
+        if (!bf16(m)) { /* bf16: the SwiGLU backward writes dgate16, dup16 directly */
+            A(sl->dgate, F, tf) A(sl->dup, F, tf)
+        }
+        if (bf16(m)) {
+            B16(sl->d16, C, C) B16(sl->dgate16, F, tf) B16(sl->dup16, F, tf)
+            B16(sl->dqkv16, Q, Q)
+        }
     }
     f = "hidden, heads, intermediate, batch x seq_len, tile_tokens";
     G(m->lnf, C, C) A(m->rstdf, 1, 1) A(m->ce_ms, 2, 2) A(m->ce_lse, 1, 1)
-    A(m->att_ms, 2 * H, 2 * H) A(m->att_acc, Hq, Hq) A(m->att_D, H, H)
-    A(m->dln, C, C) A(m->dh, F, tf) A(m->dqkv, Q, Q) A(m->dyb, Hq, Hq)
-    if (!bf16(m)) { /* bf16: the SwiGLU backward writes dgate16, dup16 directly */
-        A(m->dgate, F, tf) A(m->dup, F, tf)
-    }
-    if (bf16(m)) {
-        B16(m->dgate16, F, tf) B16(m->dup16, F, tf) B16(m->dqkv16, Q, Q)
-    }
+    A(m->att_ms, 2 * H, 2 * H) A(m->att_acc, Hq, Hq) A(m->att_D, H, H) A(m->dln, C, C)
     f = "vocab_size, batch x seq_len, tile_vocab, tile_tokens";
     A(m->logits, c->vocab_size, c->tile_vocab)
     if (bf16(m))
@@ -371,15 +369,15 @@ static void for_each_tensor(tsr_llama_t *m, void (*fn)(tsr_tensor_t *))
     }
     for (int i = 0; m->slot && i < m->slots; i++) {
         llama_slot_t *sl = &m->slot[i];
-        tsr_tensor_t *all[] = {&sl->xL, &sl->tokens, &sl->targets, &sl->ce_loss, &sl->d,
-                               &sl->d16};
+        tsr_tensor_t *all[] = {&sl->xL,    &sl->tokens, &sl->targets, &sl->ce_loss,
+                               &sl->d,     &sl->d16,    &sl->dln,     &sl->dh,
+                               &sl->dgate, &sl->dup,    &sl->dqkv,    &sl->dyb,
+                               &sl->dgate16, &sl->dup16, &sl->dqkv16};
         for (size_t k = 0; k < sizeof all / sizeof *all; k++)
             fn(all[k]);
     }
-    tsr_tensor_t *rest[] = {&m->lnf,     &m->rstdf,   &m->logits, &m->ce_ms,  &m->ce_lse,
-                            &m->att_ms,  &m->att_acc, &m->att_D,  &m->dln,    &m->dh,
-                            &m->dgate,   &m->dup,     &m->dqkv,   &m->dyb,    &m->dgate16,
-                            &m->dup16,   &m->dqkv16,  &m->dlogits16};
+    tsr_tensor_t *rest[] = {&m->lnf,    &m->rstdf,   &m->logits, &m->ce_ms, &m->ce_lse,
+                            &m->att_ms, &m->att_acc, &m->att_D,  &m->dln,   &m->dlogits16};
     for (size_t i = 0; i < sizeof rest / sizeof *rest; i++)
         fn(rest[i]);
 }
@@ -435,21 +433,24 @@ static double numel_of(const tsr_llama_t *m)
 
 /* cfg.wave 0: the wave size for this model under the running runtime
  * (nn/wave.h), as GPT-2's: the weights are p and g (and the bf16 copy), the
- * state adds the moments, and a slot beyond the first holds each layer's
- * input, the last layer's output and the residual stream's gradient with
- * recompute, and every activation of each layer without (x, ln1, res1, ln2:
- * 4 C rows; qkv Q; the attention output twice, Hq; gate, up, h: 3 F). */
+ * state adds the moments, and a slot holds (in (rows, N) floats):
+ * - each layer's input and the last one's output, and d: (L + 2) C;
+ * - one layer's activations with recompute (ln1, res1, ln2: 3 C; qkv Q; the
+ *   attention output twice, 2 Hq; gate, up, h: 3 F), every layer's
+ *   without;
+ * - its backward's gradients: dln C, dh, dgate, dup 3 F, dqkv Q, dyb Hq. */
 static void resolve_wave(tsr_llama_t *m)
 {
     tsr_llama_config_t *c = &m->cfg;
-    if (c->wave == 0) {
-        double C = m->C, L = c->layers, N = m->N, numel = numel_of(m);
-        double weight = numel * (bf16(m) ? 10.0 : 8.0), state = weight + 8.0 * numel;
-        double block = c->recompute ? C : 4.0 * C + m->Q + 2.0 * m->Hq + 3.0 * m->F;
-        double slot = 4.0 * N * (L * block + 2.0 * C);
+    double C = m->C, L = c->layers, N = m->N, numel = numel_of(m);
+    double weight = numel * (bf16(m) ? 10.0 : 8.0), state = weight + 8.0 * numel;
+    double block = 3.0 * C + m->Q + 2.0 * m->Hq + 3.0 * m->F;
+    double back = C + 3.0 * m->F + m->Q + m->Hq;
+    double slot = 4.0 * N * ((L + 2.0) * C + (c->recompute ? 1.0 : L) * block + back);
+    if (c->wave == 0)
         c->wave = tsr__wave_auto(weight, state, slot);
-    }
     m->slots = c->wave;
+    m->wave_window = tsr__wave_window(weight);
 }
 
 /* Resolve the tiles and the wave, check every tensor (dry run), then make
@@ -619,10 +620,10 @@ int tsr_llama_init_weights(tsr_llama_t *m, uint64_t seed)
 /* ---- the passes ----------------------------------------------------------- */
 
 /* The activations of layer l of slot s (its input x aside): its own, or
- * with cfg.recompute the one set every layer and slot shares. */
+ * with cfg.recompute the one set every layer of the slot shares. */
 static llama_layer_acts_t *block_acts(tsr_llama_t *m, int l, int s)
 {
-    return &m->la[m->cfg.recompute ? 0 : s * m->cfg.layers + l];
+    return &m->la[s * m->cfg.layers + (m->cfg.recompute ? 0 : l)];
 }
 
 /* The input (C, N) of layer l of slot s; l = layers: the last layer's output. */
@@ -655,15 +656,14 @@ static int norm_fwd(tsr_llama_t *m, const tsr_tensor_t *x, const param_t *w, tsr
                    : tsr__op_rmsnorm_fwd(x, &w->p, eps, out, rstd);
 }
 
-/* slot s's d += RMSNorm'(dln) and dw += ...; bf16 precision with to16: its
- * d16 = bf16(d) */
-static int norm_bwd(tsr_llama_t *m, int s, const tsr_tensor_t *x, param_t *w,
-                    const tsr_tensor_t *rstd, int to16)
+/* d += RMSNorm'(dln) and dw += ...; bf16 precision with to16: d16 =
+ * bf16(d) (d16 NULL: none) */
+static int norm_bwd(tsr_llama_t *m, const tsr_tensor_t *dln, const tsr_tensor_t *x, param_t *w,
+                    const tsr_tensor_t *rstd, tsr_tensor_t *d, tsr_tensor_t *d16)
 {
-    llama_slot_t *sl = &m->slot[s];
-    if (bf16(m) && to16)
-        return tsr__op_rmsnorm_bwd_bf16(&m->dln, x, &w->p, rstd, &sl->d, &sl->d16, &w->g);
-    return tsr__op_rmsnorm_bwd(&m->dln, x, &w->p, rstd, &sl->d, &w->g);
+    if (bf16(m) && d16)
+        return tsr__op_rmsnorm_bwd_bf16(dln, x, &w->p, rstd, d, d16, &w->g);
+    return tsr__op_rmsnorm_bwd(dln, x, &w->p, rstd, d, &w->g);
 }
 
 /* The attention's fp32 output: yb itself in fp32, atty in bf16 */
@@ -672,50 +672,79 @@ static tsr_tensor_t *att_out(tsr_llama_t *m, llama_layer_acts_t *a)
     return bf16(m) ? &a->atty : &a->yb;
 }
 
-/* One decoder layer of slot s, transformers' order:
- *   res1  = x_in + o_proj(attention(rope(qkv_proj(rmsnorm_1(x_in)))))
- *   x_out = res1 + down(silu(gate(rmsnorm_2(res1))) * up(rmsnorm_2(res1)))
+/* Each step of a layer below runs for slots 0 .. k-1 before the next step:
+ * in a wave, one weight matrix's tasks for every micro-batch in a row, while
+ * its tiles are where they are used (k = 1: one micro-batch). */
+#define FOR_SLOTS(k) for (int s = 0; s < (k); s++)
+
+/* One decoder layer of slots 0 .. k-1, transformers' order:
+ *   res1  = x + o_proj(attention(rope(qkv_proj(rmsnorm_1(x)))))
+ *   x_out = res1 + down(silu(gate(rmsnorm_2(res1))) * up(rmsnorm_2(res1)))   (layer l+1's x)
  * keep: the activations stay for backward (else each is dropped after its
- * last reader here). x_out NULL: the re-run at the start of the layer's
- * backward (no forward task accumulates in any order, so the activations
- * are bitwise those of the forward). */
-static int block_forward(tsr_llama_t *m, int l, int s, const tsr_tensor_t *x_in,
-                         tsr_tensor_t *x_out, int keep)
+ * last reader here). rerun: the re-run at the start of the layer's
+ * backward, without the output (no forward task accumulates in any order,
+ * so the activations are bitwise those of the forward). */
+static int block_forward(tsr_llama_t *m, int l, int k, int keep, int rerun)
 {
     llama_layer_params_t *p = &m->lp[l];
-    llama_layer_acts_t *a = block_acts(m, l, s);
     int H = m->cfg.heads, KV = m->cfg.kv_heads, T = m->T, discard = !keep;
     /* attention */
-    TSR_TRY(norm_fwd(m, x_in, p->ln1, &a->ln1, &a->rstd1));                        /* (C, N) */
-    TSR_TRY(TSR_DROP_IF(discard, &a->rstd1));
-    TSR_TRY(proj_fwd(p->qkv, &a->ln1, 0.0f, &a->qkv));                             /* (Q, N) */
-    TSR_TRY(TSR_DROP_IF(discard, &a->ln1));
-    TSR_TRY(tsr__op_rope_qk_fwd(&a->qkv, H, KV, m->D, T, 0, m->rope));            /* q, k rotated */
-    TSR_TRY(tsr__op_attention_gqa_fwd(&a->qkv, H, KV, T, bf16(m), &m->att_ms, &m->att_acc,
-                                  att_out(m, a), &a->att_lse));        /* (Hq, N); (H, N) */
-    TSR_TRY(TSR_DROP_IF(discard, &a->qkv, &a->att_lse));
-    if (bf16(m)) {
-        TSR_TRY(tsr__op_convert(&a->atty, &a->yb));
-        TSR_TRY(TSR_DROP_IF(discard, &a->atty));
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        TSR_TRY(norm_fwd(m, block_in(m, l, s), p->ln1, &a->ln1, &a->rstd1));      /* (C, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->rstd1));
     }
-    TSR_TRY(tsr__op_copy(x_in, &a->res1));                                         /* (C, N) */
-    TSR_TRY(proj_fwd(p->o, &a->yb, 1.0f, &a->res1));                               /* += Wo^T y */
-    TSR_TRY(TSR_DROP_IF(discard, &a->yb));
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        TSR_TRY(proj_fwd(p->qkv, &a->ln1, 0.0f, &a->qkv));                         /* (Q, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->ln1));
+    }
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        TSR_TRY(tsr__op_rope_qk_fwd(&a->qkv, H, KV, m->D, T, 0, m->rope));        /* q, k rotated */
+        TSR_TRY(tsr__op_attention_gqa_fwd(&a->qkv, H, KV, T, bf16(m), &m->att_ms, &m->att_acc,
+                                          att_out(m, a), &a->att_lse)); /* (Hq, N); (H, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->qkv, &a->att_lse));
+        if (bf16(m)) {
+            TSR_TRY(tsr__op_convert(&a->atty, &a->yb));
+            TSR_TRY(TSR_DROP_IF(discard, &a->atty));
+        }
+        TSR_TRY(tsr__op_copy(block_in(m, l, s), &a->res1));                        /* (C, N) */
+    }
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        TSR_TRY(proj_fwd(p->o, &a->yb, 1.0f, &a->res1));                           /* += Wo^T y */
+        TSR_TRY(TSR_DROP_IF(discard, &a->yb));
+    }
     /* MLP */
-    TSR_TRY(norm_fwd(m, &a->res1, p->ln2, &a->ln2, &a->rstd2));                    /* (C, N) */
-    TSR_TRY(TSR_DROP_IF(discard, &a->rstd2));
-    TSR_TRY(proj_fwd(p->gate, &a->ln2, 0.0f, &a->gate));                           /* (F, N) */
-    TSR_TRY(proj_fwd(p->up, &a->ln2, 0.0f, &a->up));                               /* (F, N) */
-    TSR_TRY(TSR_DROP_IF(discard, &a->ln2));
-    TSR_TRY(bf16(m) ? tsr__op_swiglu_fwd_bf16(&a->gate, &a->up, &a->h, m->scratch)
-                : tsr__op_swiglu_fwd(&a->gate, &a->up, &a->h));                /* (F, N) */
-    TSR_TRY(TSR_DROP_IF(discard, &a->gate, &a->up));
-    if (!x_out)
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        TSR_TRY(norm_fwd(m, &a->res1, p->ln2, &a->ln2, &a->rstd2));                /* (C, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->rstd2));
+    }
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        TSR_TRY(proj_fwd(p->gate, &a->ln2, 0.0f, &a->gate));                       /* (F, N) */
+    }
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        TSR_TRY(proj_fwd(p->up, &a->ln2, 0.0f, &a->up));                           /* (F, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->ln2));
+        TSR_TRY(bf16(m) ? tsr__op_swiglu_fwd_bf16(&a->gate, &a->up, &a->h, m->scratch)
+                        : tsr__op_swiglu_fwd(&a->gate, &a->up, &a->h));            /* (F, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->gate, &a->up));
+    }
+    if (rerun)
         return TSR_OK;
-    TSR_TRY(tsr__op_copy(&a->res1, x_out));                                        /* (C, N) */
-    TSR_TRY(TSR_DROP_IF(discard, &a->res1));
-    TSR_TRY(proj_fwd(p->down, &a->h, 1.0f, x_out));                                /* += Wd^T h */
-    return TSR_DROP_IF(discard, &a->h);
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        tsr_tensor_t *x_out = block_in(m, l + 1, s);
+        TSR_TRY(tsr__op_copy(&a->res1, x_out));                                    /* (C, N) */
+        TSR_TRY(TSR_DROP_IF(discard, &a->res1));
+        TSR_TRY(proj_fwd(p->down, &a->h, 1.0f, x_out));                            /* += Wd^T h */
+        TSR_TRY(TSR_DROP_IF(discard, &a->h));
+    }
+    return TSR_OK;
 }
 
 /* The phases of one micro-batch in slot s (nn/wave.h). tokens and targets
@@ -730,11 +759,11 @@ static int phase_embed(tsr_llama_t *m, int s, const int32_t *tokens)
                              block_in(m, 0, s));                                  /* (C, N) */
 }
 
-/* layer l of slot s: its input -> the next layer's input (C, N); with
- * recomputation only each layer's input stays */
-static int phase_block_fwd(tsr_llama_t *m, int l, int s)
+/* layer l of slots 0 .. k-1: each input -> the next layer's input (C, N);
+ * with recomputation only each layer's input stays */
+static int phase_block_fwd(tsr_llama_t *m, int l, int k)
 {
-    return block_forward(m, l, s, block_in(m, l, s), block_in(m, l + 1, s), !m->cfg.recompute);
+    return block_forward(m, l, k, !m->cfg.recompute, 0);
 }
 
 /* The head of slot s: the final norm, the logits and, with targets
@@ -778,55 +807,85 @@ static int phase_head_bwd(tsr_llama_t *m, int s, float scale)
     TSR_TRY(proj_bwd(m->head, &m->lnf, dlogits, 0.0f, &m->dln));                   /* (C, N) */
     TSR_TRY(TSR_DROP(dlogits, &m->lnf, &m->ce_ms, &m->ce_lse));
     TSR_TRY(tsr__op_fill(&sl->d, 0.0f));                                           /* (C, N) */
-    TSR_TRY(norm_bwd(m, s, &sl->xL, m->norm, &m->rstdf, 1));                       /* d += */
+    TSR_TRY(norm_bwd(m, &m->dln, &sl->xL, m->norm, &m->rstdf, &sl->d, &sl->d16));  /* d += */
     return TSR_DROP(&sl->xL, &m->rstdf, &m->dln);
 }
 
-/* Layer l's backward of slot s; its d holds dL/dx_out on entry (and d16
- * its bf16 copy in bf16 precision), dL/dx_in on return. With recomputation
- * the layer's forward first runs again from its kept input. */
-static int phase_block_bwd(tsr_llama_t *m, int l, int s)
+/* Layer l's backward of slots 0 .. k-1; each slot's d holds dL/dx_out on
+ * entry (and d16 its bf16 copy in bf16 precision), dL/dx on return. With
+ * recomputation the layer's forward first runs again from the kept inputs. */
+static int phase_block_bwd(tsr_llama_t *m, int l, int k)
 {
     llama_layer_params_t *p = &m->lp[l];
-    llama_layer_acts_t *a = block_acts(m, l, s);
-    llama_slot_t *sl = &m->slot[s];
-    tsr_tensor_t *x_in = block_in(m, l, s);
     int H = m->cfg.heads, KV = m->cfg.kv_heads, T = m->T, b16 = bf16(m);
-    const tsr_tensor_t *d = b16 ? &sl->d16 : &sl->d;
     if (m->cfg.recompute)
-        TSR_TRY(block_forward(m, l, s, x_in, NULL, 1)); /* ln1 … h of layer l, (C..F, N) */
+        TSR_TRY(block_forward(m, l, k, 1, 1)); /* ln1 … h of layer l, (C..F, N) */
     /* MLP: x_out = res1 + Wd^T h, h = silu(Wg^T ln2) * (Wu^T ln2) */
-    TSR_TRY(proj_bwd(p->down, &a->h, d, 0.0f, &m->dh));                            /* (F, N) */
-    TSR_TRY(TSR_DROP(&a->h));
-    TSR_TRY(b16 ? tsr__op_swiglu_bwd_bf16(&a->gate, &a->up, &m->dh, &m->dgate16, &m->dup16,
-                                      m->scratch)
-            : tsr__op_swiglu_bwd(&a->gate, &a->up, &m->dh, &m->dgate, &m->dup)); /* (F, N) */
-    TSR_TRY(TSR_DROP(&a->gate, &a->up, &m->dh));
-    const tsr_tensor_t *dg = b16 ? &m->dgate16 : &m->dgate, *du = b16 ? &m->dup16 : &m->dup;
-    TSR_TRY(proj_bwd(p->gate, &a->ln2, dg, 0.0f, &m->dln));                        /* (C, N) */
-    TSR_TRY(proj_bwd(p->up, &a->ln2, du, 1.0f, &m->dln));                          /* += */
-    TSR_TRY(TSR_DROP(&a->ln2, dg, du));
-    TSR_TRY(norm_bwd(m, s, &a->res1, p->ln2, &a->rstd2, 1));                       /* d += */
-    TSR_TRY(TSR_DROP(&a->res1, &a->rstd2, &m->dln));
-    /* attention: res1 = x + Wo^T attention(rope(Wqkv^T ln1)) */
-    TSR_TRY(proj_bwd(p->o, &a->yb, d, 0.0f, &m->dyb));                             /* (Hq, N) */
-    if (b16) /* in fp32, yb is the attention output its backward reads */
-        TSR_TRY(TSR_DROP(&a->yb, &sl->d16));
-    TSR_TRY(tsr__op_attention_gqa_bwd(&a->qkv, H, KV, T, b16, att_out(m, a), &m->dyb, &a->att_lse,
-                                  &m->att_D, &m->dqkv));                       /* (Q, N) */
-    TSR_TRY(TSR_DROP(att_out(m, a), &a->att_lse, &a->qkv, &m->dyb, &m->att_D));
-    TSR_TRY(tsr__op_rope_qk_bwd(&m->dqkv, H, KV, m->D, T, 0, m->rope)); /* to q, k before RoPE */
-    if (b16) {
-        TSR_TRY(tsr__op_convert(&m->dqkv, &m->dqkv16));
-        TSR_TRY(TSR_DROP(&m->dqkv));
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        llama_slot_t *sl = &m->slot[s];
+        TSR_TRY(proj_bwd(p->down, &a->h, b16 ? &sl->d16 : &sl->d, 0.0f, &sl->dh)); /* (F, N) */
+        TSR_TRY(TSR_DROP(&a->h));
+        TSR_TRY(b16 ? tsr__op_swiglu_bwd_bf16(&a->gate, &a->up, &sl->dh, &sl->dgate16,
+                                              &sl->dup16, m->scratch)
+                    : tsr__op_swiglu_bwd(&a->gate, &a->up, &sl->dh, &sl->dgate, &sl->dup));
+                                                                                   /* (F, N) */
+        TSR_TRY(TSR_DROP(&a->gate, &a->up, &sl->dh));
     }
-    const tsr_tensor_t *dq = b16 ? &m->dqkv16 : &m->dqkv;
-    TSR_TRY(proj_bwd(p->qkv, &a->ln1, dq, 0.0f, &m->dln));                         /* (C, N) */
-    TSR_TRY(TSR_DROP(&a->ln1, dq));
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        llama_slot_t *sl = &m->slot[s];
+        const tsr_tensor_t *dg = b16 ? &sl->dgate16 : &sl->dgate;
+        TSR_TRY(proj_bwd(p->gate, &a->ln2, dg, 0.0f, &sl->dln));                   /* (C, N) */
+        TSR_TRY(TSR_DROP(dg));
+    }
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        llama_slot_t *sl = &m->slot[s];
+        const tsr_tensor_t *du = b16 ? &sl->dup16 : &sl->dup;
+        TSR_TRY(proj_bwd(p->up, &a->ln2, du, 1.0f, &sl->dln));                     /* += */
+        TSR_TRY(TSR_DROP(&a->ln2, du));
+        TSR_TRY(norm_bwd(m, &sl->dln, &a->res1, p->ln2, &a->rstd2, &sl->d, &sl->d16)); /* d += */
+        TSR_TRY(TSR_DROP(&a->res1, &a->rstd2, &sl->dln));
+    }
+    /* attention: res1 = x + Wo^T attention(rope(Wqkv^T ln1)) */
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        llama_slot_t *sl = &m->slot[s];
+        TSR_TRY(proj_bwd(p->o, &a->yb, b16 ? &sl->d16 : &sl->d, 0.0f, &sl->dyb));  /* (Hq, N) */
+        if (b16) /* in fp32, yb is the attention output its backward reads */
+            TSR_TRY(TSR_DROP(&a->yb, &sl->d16));
+    }
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        llama_slot_t *sl = &m->slot[s];
+        TSR_TRY(tsr__op_attention_gqa_bwd(&a->qkv, H, KV, T, b16, att_out(m, a), &sl->dyb,
+                                          &a->att_lse, &m->att_D, &sl->dqkv));   /* (Q, N) */
+        TSR_TRY(TSR_DROP(att_out(m, a), &a->att_lse, &a->qkv, &sl->dyb, &m->att_D));
+        TSR_TRY(tsr__op_rope_qk_bwd(&sl->dqkv, H, KV, m->D, T, 0, m->rope)); /* before RoPE */
+        if (b16) {
+            TSR_TRY(tsr__op_convert(&sl->dqkv, &sl->dqkv16));
+            TSR_TRY(TSR_DROP(&sl->dqkv));
+        }
+    }
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        llama_slot_t *sl = &m->slot[s];
+        const tsr_tensor_t *dq = b16 ? &sl->dqkv16 : &sl->dqkv;
+        TSR_TRY(proj_bwd(p->qkv, &a->ln1, dq, 0.0f, &sl->dln));                    /* (C, N) */
+        TSR_TRY(TSR_DROP(&a->ln1, dq));
+    }
     /* d16 for layer l-1's first projection backward; layer 0's d goes to
      * the embedding only */
-    TSR_TRY(norm_bwd(m, s, x_in, p->ln1, &a->rstd1, l > 0));                       /* d += */
-    return TSR_DROP(x_in, &a->rstd1, &m->dln);
+    FOR_SLOTS(k) {
+        llama_layer_acts_t *a = block_acts(m, l, s);
+        llama_slot_t *sl = &m->slot[s];
+        tsr_tensor_t *x = block_in(m, l, s);
+        TSR_TRY(norm_bwd(m, &sl->dln, x, p->ln1, &a->rstd1, &sl->d,
+                         l > 0 ? &sl->d16 : NULL));                                /* d += */
+        TSR_TRY(TSR_DROP(x, &a->rstd1, &sl->dln));
+    }
+    return TSR_OK;
 }
 
 /* The embedding's backward of slot s: (C, V) += the scatter of d */
@@ -847,7 +906,7 @@ int tsr_llama_forward(tsr_llama_t *m, const int32_t *tokens, const int32_t *targ
     m->have_logits = m->have_targets = m->have_loss = 0;
     TSR_TRY(phase_embed(m, 0, tokens));
     for (int l = 0; l < m->cfg.layers; l++)
-        TSR_TRY(phase_block_fwd(m, l, 0));
+        TSR_TRY(phase_block_fwd(m, l, 1));
     TSR_TRY(phase_head_fwd(m, 0, targets, ntargets));
     return loss && targets ? tsr_llama_loss(m, loss) : TSR_OK;
 }
@@ -873,7 +932,7 @@ int tsr_llama_backward(tsr_llama_t *m, float scale)
         return tsr__fail(TSR_ESTATE, "llama_backward: the last forward had no targets");
     TSR_TRY(phase_head_bwd(m, 0, scale));
     for (int l = m->cfg.layers - 1; l >= 0; l--)
-        TSR_TRY(phase_block_bwd(m, l, 0));
+        TSR_TRY(phase_block_bwd(m, l, 1));
     return phase_embed_bwd(m, 0);
 }
 
@@ -882,9 +941,9 @@ static int wave_embed(void *m, int s, const int32_t *tokens)
 {
     return phase_embed(m, s, tokens);
 }
-static int wave_block_fwd(void *m, int l, int s)
+static int wave_block_fwd(void *m, int l, int k)
 {
-    return phase_block_fwd(m, l, s);
+    return phase_block_fwd(m, l, k);
 }
 static int wave_head(void *mp, int s, const int32_t *targets, float scale)
 {
@@ -896,9 +955,9 @@ static int wave_head(void *mp, int s, const int32_t *targets, float scale)
     TSR_TRY(tsr__trainer_count(&m->train, &m->slot[s].count)); /* for wave_loss */
     return phase_head_bwd(m, s, scale);
 }
-static int wave_block_bwd(void *m, int l, int s)
+static int wave_block_bwd(void *m, int l, int k)
 {
-    return phase_block_bwd(m, l, s);
+    return phase_block_bwd(m, l, k);
 }
 static int wave_embed_bwd(void *m, int s)
 {
@@ -925,8 +984,9 @@ int tsr_llama_forward_backward(tsr_llama_t *m, int micro, const int32_t *tokens,
         TSR_TRY(tsr__trainer_check_batch(fn, tokens ? tokens + off : NULL, targets + off, m->N,
                                          m->cfg.vocab_size, &ntargets));
     }
-    tsr__wave_model_t w = {m, m->cfg.layers, m->slots, m->N, wave_embed, wave_block_fwd,
-                           wave_head, wave_block_bwd, wave_embed_bwd, wave_loss};
+    tsr__wave_model_t w = {m, m->cfg.layers, m->slots, m->N, m->wave_window, wave_embed,
+                           wave_block_fwd, wave_head, wave_block_bwd, wave_embed_bwd,
+                           wave_loss};
     return tsr__wave_run(&w, micro, tokens, targets, scale, losses);
 }
 

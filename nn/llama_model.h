@@ -49,6 +49,11 @@ typedef struct llama_slot {
     tsr_tensor_t ce_loss;           /* (1, N) per-token losses */
     tsr_tensor_t d;                 /* (C, N) the residual stream's gradient */
     tsr_tensor_t d16;               /* its bf16 copy (bf16 precision only) */
+    /* a layer's backward, from one step to the next (FOR_SLOTS in
+     * nn/llama.c): (C, N), (F, N), (Q, N), (Hq, N); bf16 precision: the
+     * bf16 copies the backward GEMMs read (dgate, dup fp32 only) */
+    tsr_tensor_t dln, dh, dgate, dup, dqkv, dyb;
+    tsr_tensor_t dgate16, dup16, dqkv16;
     double count;                   /* its targets, over every replica */
 } llama_slot_t;
 
@@ -75,14 +80,14 @@ struct tsr_llama {
     param_t *embed, *norm, *head; /* head == embed when tied */
     llama_layer_params_t *lp;
     int slots;                  /* cfg.wave: micro-batches per wave */
+    size_t wave_window;         /* the waves' submission window (nn/wave.h) */
     llama_layer_acts_t *la;     /* slots x layers: slot s, layer l at la[s * layers + l] */
     llama_slot_t *slot;         /* slots */
     tsr_tensor_t lnf, rstdf, logits;
     tsr_tensor_t ce_ms, ce_lse;
-    tsr_tensor_t att_ms, att_acc, att_D;
-    tsr_tensor_t dln, dh, dgate, dup, dqkv, dyb;
-    /* bf16 precision: the bf16 copies the backward GEMMs read */
-    tsr_tensor_t dgate16, dup16, dqkv16, dlogits16;
+    tsr_tensor_t att_ms, att_acc, att_D;   /* attention scratch (one task's) */
+    tsr_tensor_t dln;                      /* the head's backward */
+    tsr_tensor_t dlogits16;                /* bf16 precision: the head's gradient */
     tsr_handle_t scratch;
     tsr_handle_t rope;          /* D/2 doubles: the inverse frequencies */
     int have_logits, have_targets, have_loss;

@@ -14,9 +14,9 @@
  * Both orders submit the same tasks on the same tiles; only the order of
  * submission differs. Every sum that runs in a fixed order (deterministic
  * mode) therefore adds the same terms in the same order — except where two
- * phases add into one tensor, which waves interleave differently (GPT-2's
- * tied token embedding: its head and its embedding both add to wte's
- * gradient).
+ * phases add into one tensor, which waves interleave differently (a tied
+ * token embedding, GPT-2's wte or a Llama with tie_embeddings: its head and
+ * its embedding both add to its gradient).
  *
  * Both model families use it, and so does everything that trains them.
  * Must never: know a model's layers, tensors or names, or submit tasks of
@@ -61,7 +61,8 @@ typedef struct tsr__wave_model {
 int tsr__wave_run(const tsr__wave_model_t *w, int micro, const int32_t *tokens,
                   const int32_t *targets, float scale, float *losses);
 
-/* The default wave size (tsr_gpt2_config_t.wave = 0) for a model of
+/* The default wave size (tsr_gpt2_config_t.wave, tsr_llama_config_t.wave
+ * = 0) for a model of
  * `weight_bytes` of parameters and gradients (and bf16 copies) and
  * `slot_bytes` per slot, under the running runtime: 1 where the weights
  * stay on the accelerators (they fit in 70 % of their memory: owner

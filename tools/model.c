@@ -279,24 +279,16 @@ int model_backward(model_t *m, float scale)
 int model_forward_backward(model_t *m, int micro, const int32_t *tokens,
                            const int32_t *targets, float scale, float *losses)
 {
-    if (m->arch == MODEL_GPT2) /* TEMP until llama waves */
-        return tsr_gpt2_forward_backward(m->u.gpt2, micro, tokens, targets, scale, losses);
-    for (int k = 0; k < micro; k++) {
-        size_t off = (size_t)k * 0;
-        int rc = tsr_llama_forward(m->u.llama, tokens + off, targets + off, NULL);
-        if (rc == TSR_OK)
-            rc = tsr_llama_backward(m->u.llama, scale);
-        if (rc != TSR_OK)
-            return rc;
-    }
-    return TSR_OK;
+    return DISPATCH(m, tsr_gpt2_forward_backward(m->u.gpt2, micro, tokens, targets, scale, losses),
+                    tsr_llama_forward_backward(m->u.llama, micro, tokens, targets, scale,
+                                               losses));
 }
 
 int model_wave(const model_t *m)
 {
     model_config_t c;
     model_config_of(m, &c);
-    return m->arch == MODEL_LLAMA ? 1 : c.gpt2.wave;
+    return m->arch == MODEL_LLAMA ? c.llama.wave : c.gpt2.wave;
 }
 
 int model_zero_grad(model_t *m)

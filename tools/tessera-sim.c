@@ -312,7 +312,9 @@ int main(int argc, char **argv)
                                   preset || config ? &base.llama : NULL, cfg.recompute,
                                   cfg.precision, &mcfg)) != 0)
         return rc;
-    if (arch == MODEL_GPT2) /* TEMP until llama waves */
+    if (arch == MODEL_LLAMA)
+        mcfg.llama.wave = wave;
+    else
         mcfg.gpt2.wave = wave;
     if (seq == 0)
         seq = model_config_context(&mcfg);

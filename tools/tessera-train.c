@@ -64,6 +64,9 @@ static const char usage[] =
     "  --recompute          keep only each block's input through the forward pass and\n"
     "                       recompute the block's activations in backward: less\n"
     "                       memory for about one more forward pass, the same model\n"
+    "  --wave K             micro-batches per wave: each block step runs for K\n"
+    "                       micro-batches before the next (docs/gpt2.md, \"Waves\");\n"
+    "                       1 one at a time; 0 (default) the model's choice\n"
     "  --precision P        fp32 (default) or bf16: mixed precision, the GEMMs in bf16\n"
     "                       with fp32 sums, fp32 master weights and checkpoints\n"
     "Llama (--arch llama; docs/llama.md): --vocab, --layers, --heads and the tile\n"
@@ -147,11 +150,12 @@ typedef struct settings {
     uint64_t shard_bytes;   /* and their shard size (0: one file) */
     int threads, steps, batch, micro, seq, warmup;
     int ckpt_every, stop_at, resume, eval_every, eval_batches, log_every, zero;
+    int wave; /* micro-batches per wave; 0: the model's choice */
     double lr, min_lr, wd, clip;
     uint64_t seed;
 } settings_t;
 
-enum { NRUN_OPTS = 29, NOPTS = CLI_MODEL_NOPTS + MODEL_LLAMA_NOPTS + NRUN_OPTS };
+enum { NRUN_OPTS = 30, NOPTS = CLI_MODEL_NOPTS + MODEL_LLAMA_NOPTS + NRUN_OPTS };
 
 typedef struct run {
     settings_t s;
@@ -226,6 +230,7 @@ static int parse_options(run_t *r, int argc, char **argv)
         {"init", 0, CLI_STR, &s->init, 0, 0, 0},
         {"seed", 0, CLI_U64, &s->seed, 0, 0, 0},
         {"recompute", 0, CLI_BOOL, &s->flags.recompute, 0, 0, 0},
+        {"wave", 0, CLI_INT, &s->wave, 0, 4096, 0},
         {"precision", 0, CLI_STR, &s->precision, 0, 0, 0},
         {"steps", 0, CLI_INT, &s->steps, 1, 1e9, 0},
         {"batch", 0, CLI_INT, &s->batch, 1, 1e6, 0},
@@ -520,6 +525,7 @@ static int build_model(run_t *r)
     const settings_t *s = &r->s;
     r->cfg.gpt2.data_parallel = r->cfg.llama.data_parallel = r->nranks > 1 || s->zero;
     r->cfg.gpt2.zero = r->cfg.llama.zero = s->zero;
+    r->cfg.gpt2.wave = r->cfg.llama.wave = s->wave;
     int rc = model_create(&r->m, &r->cfg, s->micro, s->seq);
     r->m.save_dtype = strcmp(s->save_dtype, "bf16") ? TSR_GPT2_FP32 : TSR_GPT2_BF16;
     r->m.shard_bytes = (size_t)s->shard_bytes;
@@ -619,10 +625,13 @@ static void print_header(const run_t *r)
         tt = l->tile_tokens, tv = l->tile_vocab, th = l->tile_hidden;
         rec = l->recompute, prec = l->precision;
     }
-    printf("model: %s, %.2fM parameters (tiles: %d tokens, %d vocab rows, %d hidden rows)%s%s\n",
+    char waves[48] = "";
+    if (model_wave(&r->m) > 1)
+        snprintf(waves, sizeof waves, ", waves of %d micro-batches", model_wave(&r->m));
+    printf("model: %s, %.2fM parameters (tiles: %d tokens, %d vocab rows, %d hidden rows)%s%s%s\n",
            desc, (double)model_num_params(&r->m) / 1e6, tt, tv, th,
            rec ? ", activations recomputed in backward" : "",
-           prec == TSR_GPT2_BF16 ? ", bf16 mixed precision" : "");
+           prec == TSR_GPT2_BF16 ? ", bf16 mixed precision" : "", waves);
     printf("data: %s, %zu tokens (%zu micro-batches per pass)", s->data, r->ntrain,
            tsr_loader_batches(r->train));
     if (s->val != NULL)

@@ -219,13 +219,29 @@ Test(llama_wave, the_same_gradients_on_small_accelerators, .timeout = 240)
 
 /* Bytes copied into the one simulated accelerator (of `mem` bytes) by 8
  * micro-batches in waves of `wave`. */
+/* A model whose weights outweigh its activations, as large models' do:
+ * hidden 128, intermediate 320, micro-batches of 16 tokens; 395 904
+ * parameters (1.58 MB of weights). */
+enum { WC = 128, WF = 320, WT = 16 };
+
+/* Bytes copied into the one simulated accelerator (of `mem` bytes) by 8
+ * micro-batches in waves of `wave`. */
 static uint64_t bytes_in(int wave, size_t mem)
 {
     enum { K = 8 };
-    int32_t tok[K * N], tgt[K * N];
-    micro_batches(tok, tgt, K);
+    int32_t tok[K * WT], tgt[K * WT];
+    for (int i = 0; i < K * WT; i++)
+        tok[i] = (7 * i + 3) % V, tgt[i] = (5 * i + 1) % V;
     init_runtime(-1, 1, mem, 0);
-    tsr_llama_t *m = model(1, TSR_GPT2_FP32, wave, 0);
+    tsr_llama_config_t c = tiny(1, TSR_GPT2_FP32, wave);
+    c.hidden = WC;
+    c.intermediate = WF;
+    c.tile_tokens = WT;
+    c.tile_hidden = WC;
+    tsr_llama_t *m;
+    OK(tsr_llama_create(&m, &c, 1, WT));
+    cr_assert_eq(tsr_llama_num_params(m), 395904);
+    OK(tsr_llama_init_weights(m, 5));
     OK(tsr_llama_forward_backward(m, K, tok, tgt, 1.0f / K, NULL));
     OK(tsr_wait_all());
     tsr_node_stats_t s;
@@ -235,22 +251,23 @@ static uint64_t bytes_in(int wave, size_t mem)
     return s.bytes_in;
 }
 
-/* 512 KiB hold one layer's weights and gradients (2 x 4 x 43136 bytes,
- * 345 KB) but not the model's (895 KB): one micro-batch at a time reads
- * most weights again in each micro-batch's forward and backward, a wave of
- * 8 once per wave. Measured: 6.2 to 6.4 MB against 1.1 to 1.3 MB (the
- * weights: 448 KB). */
+/* 2 MiB hold the weights (1.58 MB) but not with their gradients: one
+ * micro-batch at a time streams most of them in every micro-batch's
+ * forward and backward, a wave once per wave. Measured: 13.6, 10.1, 5.6,
+ * 2.6 MB for waves of 1, 2, 4, 8. */
 Test(llama_wave, reads_the_weights_once_per_wave, .timeout = 120)
 {
-    uint64_t loop = bytes_in(1, 512 << 10), wave = bytes_in(8, 512 << 10);
-    size_t weights = 4 * (size_t)111936;
-    cr_log_info("llama, 8 micro-batches on 512 KiB: %llu bytes in one at a time, %llu in a "
-                "wave of 8 (weights %zu)", (unsigned long long)loop, (unsigned long long)wave,
-                weights);
-    cr_assert_gt(loop, 8 * weights, "one at a time: %llu bytes in, weights %zu",
-                 (unsigned long long)loop, weights);
-    cr_assert_lt(2 * wave, loop, "waves of 8: %llu bytes in, one at a time %llu",
-                 (unsigned long long)wave, (unsigned long long)loop);
+    size_t weights = 4 * (size_t)395904;
+    uint64_t in[4];
+    for (int i = 0; i < 4; i++)
+        in[i] = bytes_in(1 << i, 2 << 20);
+    cr_assert_gt(in[0], 4 * weights, "one at a time: %llu bytes in, weights %zu",
+                 (unsigned long long)in[0], weights);
+    for (int i = 1; i < 4; i++)
+        cr_assert_lt(in[i], in[i - 1], "waves of %d: %llu bytes in, of %d: %llu", 1 << i,
+                     (unsigned long long)in[i], 1 << (i - 1), (unsigned long long)in[i - 1]);
+    cr_assert_lt(4 * in[3], in[0], "waves of 8: %llu bytes in, one at a time %llu",
+                 (unsigned long long)in[3], (unsigned long long)in[0]);
 }
 
 /* cfg.wave = 0: the size chosen at create (nn/wave.h) for the tiny model
@@ -273,25 +290,28 @@ static int chosen(int tie, int hd, int recompute, size_t numel, int nsim, size_t
     return wave;
 }
 
-/* A bounded host that holds exactly `k` slots of `slot` bytes beside a
- * state of 16 bytes per parameter (a quarter of what the state leaves),
- * give or take `more` bytes of it. */
+/* A bounded host beside two accelerators of 256 KiB (524 288 bytes) where
+ * 3/4 of what the state (16 bytes per parameter) leaves of the host and
+ * the accelerators holds `k` slots of `slot` bytes and 1.5 bytes more
+ * (more = 1) or less (more = -1); half the host is more here. */
 static size_t host_for(size_t numel, size_t slot, int k, long more)
 {
-    return (size_t)((long)(16 * numel + 4 * slot * (size_t)k) + 4 * more);
+    size_t need = (4 * slot * (size_t)k + 2) / 3; /* ceil(4 k slot / 3) */
+    return (size_t)((long)(16 * numel - 524288 + need) + 2 * more);
 }
 
 /* Worked by hand: Q = (4 + 2 x 2) 16 = 128 rows of q, k, v; per layer
  * C Q + Hq C + 3 C F + 2 C = 8192 + 4096 + 30720 + 128 = 43136; embedding
  * and head V C = 12800 each; the final norm 64: 111936 parameters, weights
- * 8 bytes each (895 488), the state 16 (1 790 976). A slot with recompute
- * is 4 N (L C + 2 C) = 32768 bytes; without, 4 N (L (4 C + Q + 2 Hq + 3 F)
- * + 2 C) = 4 x 32 x (2 x 992 + 128) = 270336. A host one byte short of 3
- * slots (a quarter of 4 bytes) gets 2: the choice counts the parameters
- * exactly as tsr_llama_num_params does. */
+ * 8 bytes each (895 488), the state 16 (1 790 976). A slot is 4 N times
+ * (L + 2) C = 256, one layer's activations 3 C + Q + 2 Hq + 3 F = 928 (L
+ * of them without recompute) and the backward's C + 3 F + Q + Hq = 736:
+ * 4 x 32 x 1920 = 245 760 bytes with recompute, 4 x 32 x 2848 = 364 544
+ * without. A host 2 bytes short of k slots gets k - 1: the choice counts
+ * the parameters exactly as tsr_llama_num_params does. */
 Test(llama_wave, its_size_is_chosen_by_the_weights_and_the_host)
 {
-    const size_t untied = 111936, slot = 32768, slot_kept = 270336;
+    const size_t untied = 111936, slot = 245760, slot_kept = 364544;
     cr_assert_eq(chosen(0, 0, 1, untied, 0, 0, 0), 1, "no accelerator");
     /* 2 x 1 MiB: 70 % is 1 468 006 bytes, more than the weights */
     cr_assert_eq(chosen(0, 0, 1, untied, 2, 1 << 20, 0), 1, "the weights stay on them");
@@ -300,27 +320,27 @@ Test(llama_wave, its_size_is_chosen_by_the_weights_and_the_host)
     cr_assert_eq(chosen(0, 0, 1, untied, 2, 256 << 10, host_for(untied, slot, 0, 0)), 1,
                  "no room beside the state");
     cr_assert_eq(chosen(0, 0, 1, untied, 2, 256 << 10, host_for(untied, slot, 3, 1)), 3,
-                 "3 slots of the host");
+                 "3 slots");
     cr_assert_eq(chosen(0, 0, 1, untied, 2, 256 << 10, host_for(untied, slot, 3, -1)), 2,
-                 "a byte short of 3 slots");
+                 "2 bytes short of 3 slots");
     cr_assert_eq(chosen(0, 0, 0, untied, 2, 256 << 10, host_for(untied, slot_kept, 2, 1)), 2,
                  "2 slots of every activation");
     cr_assert_eq(chosen(0, 0, 0, untied, 2, 256 << 10, host_for(untied, slot_kept, 2, -1)), 1,
-                 "a byte short of 2 slots of every activation");
-    /* tied: no lm_head, 111936 - 12800 parameters (weights 690 688 bytes,
+                 "2 bytes short of 2 slots of every activation");
+    /* tied: no lm_head, 111936 - 12800 parameters (weights 793 088 bytes,
      * still more than 70 % of the accelerators) */
     const size_t tied = untied - V * C;
     cr_assert_eq(chosen(1, 0, 1, tied, 2, 256 << 10, host_for(tied, slot, 3, 1)), 3,
                  "tied: 3 slots");
     cr_assert_eq(chosen(1, 0, 1, tied, 2, 256 << 10, host_for(tied, slot, 3, -1)), 2,
-                 "tied: a byte short of 3 slots");
+                 "tied: 2 bytes short of 3 slots");
     /* head_dim 8: Hq = 32, Q = 64; per layer 4096 + 2048 + 30720 + 128 =
-     * 36992 (a slot with recompute does not depend on it) */
-    const size_t narrow = 2 * V * C + 2 * 36992 + C;
-    cr_assert_eq(chosen(0, 8, 1, narrow, 2, 256 << 10, host_for(narrow, slot, 3, 1)), 3,
+     * 36992 parameters; a slot 4 x 32 x (256 + 800 + 640) = 217 088 */
+    const size_t narrow = 2 * V * C + 2 * 36992 + C, slot8 = 217088;
+    cr_assert_eq(chosen(0, 8, 1, narrow, 2, 256 << 10, host_for(narrow, slot8, 3, 1)), 3,
                  "head_dim 8: 3 slots");
-    cr_assert_eq(chosen(0, 8, 1, narrow, 2, 256 << 10, host_for(narrow, slot, 3, -1)), 2,
-                 "head_dim 8: a byte short of 3 slots");
+    cr_assert_eq(chosen(0, 8, 1, narrow, 2, 256 << 10, host_for(narrow, slot8, 3, -1)), 2,
+                 "head_dim 8: 2 bytes short of 3 slots");
 }
 
 Test(llama_wave, misuse_is_refused_before_anything_runs)

@@ -4,7 +4,8 @@
 # uninterrupted one, and a run that recomputes its activations (--recompute)
 # to the same model as one that keeps them (the same validation loss to 4
 # decimals: gradient sums in COMMUTE groups run in completion order, so the
-# bytes may differ in the last place), eval and generate on the checkpoint
+# bytes may differ in the last place), and one in waves (--wave) to the same
+# model as one micro-batch at a time, eval and generate on the checkpoint
 # (a run folder, a step folder, a file; generation reproducible for a seed,
 # stop strings, a batch of prompts), and clear failures (exit 2 for
 # usage, 1 otherwise) on bad input, folders, FIFOs and NUL bytes among them;
@@ -99,6 +100,26 @@ same_eval_recompute() {
     [ -n "$a" ] && [ "$a" = "$r" ]
 }
 check recompute_trains_the_same_model same_eval_recompute
+# waves (docs/gpt2.md, "Waves"): 4 micro-batches of 1 per step in waves of 3
+# (3 + 1) train the same model as 1 at a time (--recompute's run): on one
+# CPU worker the sums run in the loop's order, but for wte's (a rounding
+# apart: the evaluation's 4 decimals are the same)
+train_waves() {
+    "$BIN/tessera-train" --data "$TMP/c_train.bin" "${MODEL[@]}" --steps 8 --recompute \
+        --micro-batch 1 --wave 3 --out "$TMP/w" >"$TMP/w.log" 2>&1 || { cat "$TMP/w.log"; return 1; }
+    grep 'waves of 3 micro-batches' "$TMP/w.log"
+}
+check train_waves train_waves
+check train_one_at_a_time "$BIN/tessera-train" --data "$TMP/c_train.bin" "${MODEL[@]}" \
+    --steps 8 --recompute --micro-batch 1 --wave 1 --out "$TMP/w1"
+same_eval_waves() {
+    local a w
+    a=$(evaluate "$TMP/w1") && w=$(evaluate "$TMP/w") || return 1
+    echo "one at a time: $a"
+    echo "in waves of 3: $w"
+    [ -n "$a" ] && [ "$a" = "$w" ]
+}
+check waves_train_the_same_model same_eval_waves
 check eval_prints_the_loss bash -c "'$BIN/tessera-eval' --checkpoint '$TMP/a/step-00000008' \
     --data '$TMP/c_val.bin' --batch 2 --seq 32 --threads 1 | grep -q '^loss [0-9.]* over'"
 check generate_samples bash -c "'$BIN/tessera-generate' --checkpoint '$TMP/a/step-00000008/model.safetensors' \
