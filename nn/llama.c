@@ -751,8 +751,9 @@ static int block_forward(tsr_llama_t *m, int l, int k, int keep, int rerun)
  * have been checked (tsr__trainer_check_batch). */
 
 /* slot s's tokens (1, N) -> layer 0's input (C, N) */
-static int phase_embed(tsr_llama_t *m, int s, const int32_t *tokens)
+static int phase_embed(void *mp, int s, const int32_t *tokens)
 {
+    tsr_llama_t *m = mp;
     TSR_TRY(tsr__params_refresh_stale(&m->params));
     TSR_TRY(tsr__tensor_write(&m->slot[s].tokens, tokens, 1));                     /* (1, N) */
     return tsr__op_embed_fwd(&m->slot[s].tokens, &m->embed->p, NULL, m->T,
@@ -761,8 +762,9 @@ static int phase_embed(tsr_llama_t *m, int s, const int32_t *tokens)
 
 /* layer l of slots 0 .. k-1: each input -> the next layer's input (C, N);
  * with recomputation only each layer's input stays */
-static int phase_block_fwd(tsr_llama_t *m, int l, int k)
+static int phase_block_fwd(void *mp, int l, int k)
 {
+    tsr_llama_t *m = mp;
     return block_forward(m, l, k, !m->cfg.recompute, 0);
 }
 
@@ -814,8 +816,9 @@ static int phase_head_bwd(tsr_llama_t *m, int s, float scale)
 /* Layer l's backward of slots 0 .. k-1; each slot's d holds dL/dx_out on
  * entry (and d16 its bf16 copy in bf16 precision), dL/dx on return. With
  * recomputation the layer's forward first runs again from the kept inputs. */
-static int phase_block_bwd(tsr_llama_t *m, int l, int k)
+static int phase_block_bwd(void *mp, int l, int k)
 {
+    tsr_llama_t *m = mp;
     llama_layer_params_t *p = &m->lp[l];
     int H = m->cfg.heads, KV = m->cfg.kv_heads, T = m->T, b16 = bf16(m);
     if (m->cfg.recompute)
@@ -889,8 +892,9 @@ static int phase_block_bwd(tsr_llama_t *m, int l, int k)
 }
 
 /* The embedding's backward of slot s: (C, V) += the scatter of d */
-static int phase_embed_bwd(tsr_llama_t *m, int s)
+static int phase_embed_bwd(void *mp, int s)
 {
+    tsr_llama_t *m = mp;
     llama_slot_t *sl = &m->slot[s];
     TSR_TRY(tsr__op_embed_bwd(&sl->tokens, &sl->d, m->T, &m->embed->g, NULL));     /* (C, V) */
     return TSR_DROP(&sl->d, &sl->targets);
@@ -936,32 +940,14 @@ int tsr_llama_backward(tsr_llama_t *m, float scale)
     return phase_embed_bwd(m, 0);
 }
 
-/* The phases as nn/wave.h calls them */
-static int wave_embed(void *m, int s, const int32_t *tokens)
-{
-    return phase_embed(m, s, tokens);
-}
-static int wave_block_fwd(void *m, int l, int k)
-{
-    return phase_block_fwd(m, l, k);
-}
-static int wave_head(void *mp, int s, const int32_t *targets, float scale)
+/* The head and the loss as nn/wave.h calls them (the other phases take
+ * the model as void *) */
+static int wave_head(void *mp, int s, const int32_t *targets, int ntargets, float scale)
 {
     tsr_llama_t *m = mp;
-    int ntargets = 0;
-    for (int i = 0; i < m->N; i++)
-        ntargets += targets[i] >= 0;
     TSR_TRY(phase_head_fwd(m, s, targets, ntargets));
     TSR_TRY(tsr__trainer_count(&m->train, &m->slot[s].count)); /* for wave_loss */
     return phase_head_bwd(m, s, scale);
-}
-static int wave_block_bwd(void *m, int l, int k)
-{
-    return phase_block_bwd(m, l, k);
-}
-static int wave_embed_bwd(void *m, int s)
-{
-    return phase_embed_bwd(m, s);
 }
 static int wave_loss(void *mp, int s, float *loss)
 {
@@ -973,21 +959,12 @@ static int wave_loss(void *mp, int s, float *loss)
 int tsr_llama_forward_backward(tsr_llama_t *m, int micro, const int32_t *tokens,
                                const int32_t *targets, float scale, float *losses)
 {
-    const char *fn = "llama_forward_backward";
-    TSR_TRY(model_check(m, fn));
-    if (micro < 1 || !targets)
-        return tsr__fail(TSR_EINVAL, "%s: %d micro-batches%s", fn, micro,
-                         targets ? " (at least 1)" : ", targets NULL");
-    for (int k = 0; k < micro; k++) { /* every id before anything is submitted */
-        int ntargets;
-        const size_t off = (size_t)k * (size_t)m->N;
-        TSR_TRY(tsr__trainer_check_batch(fn, tokens ? tokens + off : NULL, targets + off, m->N,
-                                         m->cfg.vocab_size, &ntargets));
-    }
-    tsr__wave_model_t w = {m, m->cfg.layers, m->slots, m->N, m->wave_window, wave_embed,
-                           wave_block_fwd, wave_head, wave_block_bwd, wave_embed_bwd,
+    TSR_TRY(model_check(m, "llama_forward_backward"));
+    tsr__wave_model_t w = {m, m->cfg.layers, m->slots, m->N, m->wave_window, phase_embed,
+                           phase_block_fwd, wave_head, phase_block_bwd, phase_embed_bwd,
                            wave_loss};
-    return tsr__wave_run(&w, micro, tokens, targets, scale, losses);
+    return tsr__wave_run(&w, "llama_forward_backward", m->cfg.vocab_size, micro, tokens,
+                         targets, scale, losses);
 }
 
 int tsr_llama_zero_grad(tsr_llama_t *m)

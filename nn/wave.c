@@ -3,9 +3,11 @@
 #include "nn/wave.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <tessera/tessera.h>
 
+#include "nn/trainer.h"
 #include "runtime/error.h"
 
 /* One wave of k <= slots micro-batches: tokens and targets k x n ids.
@@ -14,7 +16,7 @@
  *   backward: block l of the k slots, l = L-1 .. 0; embed_bwd(s)
  * With k = 1 this is exactly one forward and one backward. */
 static int one_wave(const tsr__wave_model_t *w, int k, const int32_t *tokens,
-                    const int32_t *targets, float scale)
+                    const int32_t *targets, const int *ntargets, float scale)
 {
     size_t n = (size_t)w->tokens;
     for (int s = 0; s < k; s++)
@@ -22,7 +24,7 @@ static int one_wave(const tsr__wave_model_t *w, int k, const int32_t *tokens,
     for (int l = 0; l < w->layers; l++)
         TSR_TRY(w->block_fwd(w->m, l, k));
     for (int s = 0; s < k; s++)
-        TSR_TRY(w->head(w->m, s, targets + (size_t)s * n, scale));
+        TSR_TRY(w->head(w->m, s, targets + (size_t)s * n, ntargets[s], scale));
     for (int l = w->layers - 1; l >= 0; l--)
         TSR_TRY(w->block_bwd(w->m, l, k));
     for (int s = 0; s < k; s++)
@@ -30,25 +32,41 @@ static int one_wave(const tsr__wave_model_t *w, int k, const int32_t *tokens,
     return TSR_OK;
 }
 
-int tsr__wave_run(const tsr__wave_model_t *w, int micro, const int32_t *tokens,
-                  const int32_t *targets, float scale, float *losses)
+int tsr__wave_run(const tsr__wave_model_t *w, const char *fn, int vocab, int micro,
+                  const int32_t *tokens, const int32_t *targets, float scale, float *losses)
 {
     size_t n = (size_t)w->tokens, prev = 0;
-    int narrow = w->window > 0 && w->slots > 1 && micro > 1;
-    if (narrow) { /* the workers follow the waves' order (nn/wave.h) */
-        TSR_TRY(tsr_set_pending_bytes(w->window, &prev));
-        if (prev && prev < w->window)
-            TSR_TRY(tsr_set_pending_bytes(prev, NULL)); /* a narrower one stays */
+    if (micro < 1 || !targets)
+        return tsr__fail(TSR_EINVAL, "%s: %d micro-batches%s", fn, micro,
+                         targets ? " (at least 1)" : ", targets NULL");
+    int *ntargets = malloc((size_t)micro * sizeof *ntargets);
+    if (!ntargets)
+        return tsr__fail(TSR_ENOMEM, "%s: out of memory", fn);
+    for (int k = 0; k < micro; k++) { /* every id before anything is submitted */
+        int rc = tsr__trainer_check_batch(fn, tokens ? tokens + (size_t)k * n : NULL,
+                                          targets + (size_t)k * n, w->tokens, vocab,
+                                          &ntargets[k]);
+        if (rc) {
+            free(ntargets);
+            return rc;
+        }
     }
-    int rc = TSR_OK;
+    int narrow = w->window > 0 && w->slots > 1 && micro > 1, rc = TSR_OK;
+    if (narrow) { /* the workers follow the waves' order (nn/wave.h) */
+        rc = tsr_set_pending_bytes(w->window, &prev);
+        if (rc == TSR_OK && prev && prev < w->window)
+            rc = tsr_set_pending_bytes(prev, NULL); /* a narrower one stays */
+    }
     for (int first = 0; rc == TSR_OK && first < micro; first += w->slots) {
         int k = micro - first < w->slots ? micro - first : w->slots;
-        rc = one_wave(w, k, tokens + (size_t)first * n, targets + (size_t)first * n, scale);
+        rc = one_wave(w, k, tokens + (size_t)first * n, targets + (size_t)first * n,
+                      ntargets + first, scale);
         for (int s = 0; rc == TSR_OK && losses && s < k; s++) /* before the next wave reuses s */
             rc = w->loss(w->m, s, &losses[first + s]);
     }
     if (narrow)
         (void)tsr_set_pending_bytes(prev, NULL);
+    free(ntargets);
     return rc;
 }
 

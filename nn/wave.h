@@ -41,9 +41,10 @@ typedef struct tsr__wave_model {
     /* block l's forward of slots 0 .. k-1 (each input -> the next block's
      * input), each of its steps for every slot before the next step */
     int (*block_fwd)(void *m, int l, int k);
-    /* the head of slot s, forward and backward: the loss of targets, and
-     * scale x its gradient into slot s's residual-stream gradient */
-    int (*head)(void *m, int s, const int32_t *targets, float scale);
+    /* the head of slot s, forward and backward: the loss of targets
+     * (ntargets of them not ignored), and scale x its gradient into slot
+     * s's residual-stream gradient */
+    int (*head)(void *m, int s, const int32_t *targets, int ntargets, float scale);
     /* block l's backward of slots 0 .. k-1, step by step likewise */
     int (*block_bwd)(void *m, int l, int k);
     /* the embedding's backward of slot s */
@@ -53,13 +54,14 @@ typedef struct tsr__wave_model {
 } tsr__wave_model_t;
 
 /* Forward and backward of `micro` micro-batches (tokens and targets: micro
- * x w->tokens ids each, already checked), in waves of w->slots: the same as
+ * x w->tokens ids each, below `vocab`; every one is checked before
+ * anything is submitted: TSR_EINVAL naming `fn`), in waves of w->slots: the same as
  * `micro` rounds of forward + backward(scale). losses (may be NULL): each
  * micro-batch's mean loss, read at the end of each wave (NULL: nothing
  * waits). The submission window is w->window while it submits (unless
  * narrower already), and the runtime's again on return. */
-int tsr__wave_run(const tsr__wave_model_t *w, int micro, const int32_t *tokens,
-                  const int32_t *targets, float scale, float *losses);
+int tsr__wave_run(const tsr__wave_model_t *w, const char *fn, int vocab, int micro,
+                  const int32_t *tokens, const int32_t *targets, float scale, float *losses);
 
 /* The default wave size (tsr_gpt2_config_t.wave, tsr_llama_config_t.wave
  * = 0) for a model of
