@@ -11,6 +11,8 @@
  * against hand arithmetic, and the traffic it exists for is measured: a
  * simulated accelerator too small for the weights reads them far fewer
  * times in waves. */
+#include "det_runtime.h"
+#include "wave_traffic.h"
 #include "grad_diff.h"
 #include "tiny_gpt2.h"
 
@@ -31,20 +33,6 @@ static void micro_batches(int32_t *tok, int32_t *tgt, int micro)
             tgt[k * N + i] = (g0[i] + 5 * k) % V;
         }
     tgt[2 * N + 3] = -1; /* an ignored target: the counts differ by micro-batch */
-}
-
-static void init_runtime(int ncpu, int nsim, size_t sim_mem, size_t host_mem)
-{
-    tsr_config_t cfg;
-    tsr_config_init(&cfg);
-    cfg.ncpu = ncpu;
-    cfg.bind = 0;
-    cfg.nsim = nsim;
-    cfg.sim_mem = sim_mem;
-    cfg.host_mem = host_mem;
-    cfg.ncuda = 0;
-    cfg.deterministic = 1;
-    OK(tsr_init(&cfg));
 }
 
 /* A tiny model with several token, vocabulary and hidden tiles and the
@@ -97,7 +85,7 @@ static void same_as_the_loop(int recompute, int precision, int ncpu, int nsim, c
     micro_batches(tok, tgt, MICRO);
     float loop_loss[MICRO], wave_loss[MICRO];
 
-    init_runtime(1, 0, 0, 0);
+    det_runtime_init(1, 0, 0, 0);
     tsr_gpt2_t *a = model(recompute, precision, 1);
     for (int k = 0; k < MICRO; k++) {
         OK(tsr_gpt2_forward(a, tok + k * N, tgt + k * N, &loop_loss[k]));
@@ -114,7 +102,7 @@ static void same_as_the_loop(int recompute, int precision, int ncpu, int nsim, c
     tsr_gpt2_free(a);
     OK(tsr_shutdown());
 
-    init_runtime(ncpu, nsim, 256 << 10, 0);
+    det_runtime_init(ncpu, nsim, 256 << 10, 0);
     tsr_gpt2_t *w = model(recompute, precision, 2);
     OK(tsr_gpt2_forward_backward(w, MICRO, tok, tgt, 1.0f / MICRO, wave_loss));
     float last;
@@ -163,7 +151,7 @@ static uint64_t bytes_in(int wave, size_t mem)
     int32_t tok[K * WN], tgt[K * WN];
     for (int i = 0; i < K * WN; i++)
         tok[i] = (7 * i + 3) % V, tgt[i] = (5 * i + 1) % V;
-    init_runtime(-1, 1, mem, 0);
+    det_runtime_init(-1, 1, mem, 0);
     tsr_gpt2_config_t c = tiny(1, 0);
     c.channels = WC;
     c.wave = wave;
@@ -186,16 +174,7 @@ static uint64_t bytes_in(int wave, size_t mem)
 Test(wave, reads_the_weights_once_per_wave, .timeout = 120)
 {
     size_t weights = 4 * (size_t)(V * WC + CTX * WC + L * (12 * WC * WC + 13 * WC) + 2 * WC);
-    uint64_t in[4];
-    for (int i = 0; i < 4; i++)
-        in[i] = bytes_in(1 << i, 2048 << 10);
-    cr_assert_gt(in[0], 4 * weights, "one at a time: %llu bytes in, weights %zu",
-                 (unsigned long long)in[0], weights);
-    for (int i = 1; i < 4; i++)
-        cr_assert_lt(in[i], in[i - 1], "waves of %d: %llu bytes in, of %d: %llu", 1 << i,
-                     (unsigned long long)in[i], 1 << (i - 1), (unsigned long long)in[i - 1]);
-    cr_assert_lt(4 * in[3], in[0], "waves of 8: %llu bytes in, one at a time %llu",
-                 (unsigned long long)in[3], (unsigned long long)in[0]);
+    assert_waves_move_less(bytes_in, 2048 << 10, weights);
 }
 
 /* cfg.wave = 0: chosen at create (nn/wave.h), worked by hand for the tiny
@@ -203,7 +182,7 @@ Test(wave, reads_the_weights_once_per_wave, .timeout = 120)
  * state 16 (1 974 272); a slot 4 C N (L + 27) = 237 568 bytes. */
 static int chosen(int nsim, size_t sim_mem, size_t host_mem)
 {
-    init_runtime(nsim ? -1 : 1, nsim, sim_mem, host_mem);
+    det_runtime_init(nsim ? -1 : 1, nsim, sim_mem, host_mem);
     tsr_gpt2_config_t c = tiny(1, 0);
     tsr_gpt2_t *m;
     OK(tsr_gpt2_create(&m, &c, B, T));
@@ -235,7 +214,7 @@ Test(wave, its_size_is_chosen_by_the_weights_and_the_host)
 
 Test(wave, misuse_is_refused_before_anything_runs)
 {
-    init_runtime(1, 0, 0, 0);
+    det_runtime_init(1, 0, 0, 0);
     tsr_gpt2_config_t c = tiny(1, 0);
     tsr_gpt2_t *m;
     c.wave = -1;

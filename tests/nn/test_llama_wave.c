@@ -14,6 +14,9 @@
  * heads) against tsr_llama_num_params; the traffic waves exist for is
  * measured (a simulated accelerator too small for the weights reads them far
  * fewer times in waves); misuse is refused before anything runs. */
+#include "det_runtime.h"
+#include "wave_traffic.h"
+
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -64,20 +67,6 @@ static void micro_batches(int32_t *tok, int32_t *tgt, int micro)
     }
     if (micro > 2)
         tgt[2 * N + 3] = -1;
-}
-
-static void init_runtime(int ncpu, int nsim, size_t sim_mem, size_t host_mem)
-{
-    tsr_config_t cfg;
-    tsr_config_init(&cfg);
-    cfg.ncpu = ncpu;
-    cfg.bind = 0;
-    cfg.nsim = nsim;
-    cfg.sim_mem = sim_mem;
-    cfg.host_mem = host_mem;
-    cfg.ncuda = 0;
-    cfg.deterministic = 1;
-    OK(tsr_init(&cfg));
 }
 
 /* The tiny model with the given wave size (tie: the head is embed_tokens),
@@ -148,7 +137,7 @@ static void same_as_the_loop(int recompute, int precision, int tie, int ncpu, in
     float loop_loss[MICRO], wave_loss[MICRO];
     size_t n_loop[MAXP], n_wave[MAXP];
 
-    init_runtime(1, 0, 0, 0);
+    det_runtime_init(1, 0, 0, 0);
     tsr_llama_t *a = model(recompute, precision, 1, tie);
     for (int k = 0; k < MICRO; k++) {
         OK(tsr_llama_forward(a, tok + k * N, tgt + k * N, &loop_loss[k]));
@@ -161,7 +150,7 @@ static void same_as_the_loop(int recompute, int precision, int tie, int ncpu, in
     OK(tsr_llama_free(a));
     OK(tsr_shutdown());
 
-    init_runtime(ncpu, nsim, 256 << 10, 0);
+    det_runtime_init(ncpu, nsim, 256 << 10, 0);
     tsr_llama_t *w = model(recompute, precision, 2, tie);
     OK(tsr_llama_forward_backward(w, MICRO, tok, tgt, 1.0f / MICRO, wave_loss));
     float last;
@@ -232,7 +221,7 @@ static uint64_t bytes_in(int wave, size_t mem)
     int32_t tok[K * WT], tgt[K * WT];
     for (int i = 0; i < K * WT; i++)
         tok[i] = (7 * i + 3) % V, tgt[i] = (5 * i + 1) % V;
-    init_runtime(-1, 1, mem, 0);
+    det_runtime_init(-1, 1, mem, 0);
     tsr_llama_config_t c = tiny(1, TSR_GPT2_FP32, wave);
     c.hidden = WC;
     c.intermediate = WF;
@@ -258,16 +247,7 @@ static uint64_t bytes_in(int wave, size_t mem)
 Test(llama_wave, reads_the_weights_once_per_wave, .timeout = 120)
 {
     size_t weights = 4 * (size_t)395904;
-    uint64_t in[4];
-    for (int i = 0; i < 4; i++)
-        in[i] = bytes_in(1 << i, 2 << 20);
-    cr_assert_gt(in[0], 4 * weights, "one at a time: %llu bytes in, weights %zu",
-                 (unsigned long long)in[0], weights);
-    for (int i = 1; i < 4; i++)
-        cr_assert_lt(in[i], in[i - 1], "waves of %d: %llu bytes in, of %d: %llu", 1 << i,
-                     (unsigned long long)in[i], 1 << (i - 1), (unsigned long long)in[i - 1]);
-    cr_assert_lt(4 * in[3], in[0], "waves of 8: %llu bytes in, one at a time %llu",
-                 (unsigned long long)in[3], (unsigned long long)in[0]);
+    assert_waves_move_less(bytes_in, 2 << 20, weights);
 }
 
 /* cfg.wave = 0: the size chosen at create (nn/wave.h) for the tiny model
@@ -276,7 +256,7 @@ Test(llama_wave, reads_the_weights_once_per_wave, .timeout = 120)
 static int chosen(int tie, int hd, int recompute, size_t numel, int nsim, size_t sim_mem,
                   size_t host_mem)
 {
-    init_runtime(nsim ? -1 : 1, nsim, sim_mem, host_mem);
+    det_runtime_init(nsim ? -1 : 1, nsim, sim_mem, host_mem);
     tsr_llama_config_t c = tiny(recompute, TSR_GPT2_FP32, 0);
     c.tie_embeddings = tie;
     c.head_dim = hd;
@@ -345,7 +325,7 @@ Test(llama_wave, its_size_is_chosen_by_the_weights_and_the_host)
 
 Test(llama_wave, misuse_is_refused_before_anything_runs)
 {
-    init_runtime(1, 0, 0, 0);
+    det_runtime_init(1, 0, 0, 0);
     tsr_llama_config_t c = tiny(1, TSR_GPT2_FP32, -1);
     tsr_llama_t *m;
     cr_assert_eq(tsr_llama_create(&m, &c, B, T), TSR_EINVAL);
