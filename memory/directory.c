@@ -34,6 +34,10 @@ enum { ST_I = 0, ST_S = 1, ST_M = 2 };
 #define FETCH_STALE 1
 /* fetch_route made the host replica valid itself (zeros: no engine). */
 #define FETCH_FILLED 2
+/* rep_alloc_unrequested: the host is overdrawn to its bound and its own
+ * copies are on their way to disk; the copy waits for them (see
+ * "Overdraft" below rep_alloc_unrequested). */
+#define OVERDRAWN 3
 
 typedef struct waiter {
     void (*fn)(void *arg, int k, int status, const char *err);
@@ -58,6 +62,8 @@ typedef struct fetch {
     waiter_t *w;
     int nw, capw;
     waiter_t winline[2];
+    struct fetch *park_next; /* parked: a hop waiting for room on the host
+                                (od.parked, under the host's node lock) */
 } fetch_t;
 
 struct tsr_replica {
@@ -393,16 +399,88 @@ static int backing(int nd)
     return nd != 0 ? 0 : disk;
 }
 
+/* ---- the host's overdraft ------------------------------------------------ */
+
+/* With a disk tier, an accelerator's write-back, and the hop through the
+ * host of data going from the disk to an accelerator, may land on the host
+ * beyond its capacity (an "overdraft"): the host starts writing its own
+ * least useful idle copies to disk at once, and is back under its cap when
+ * they land. Without a bound the overdraft grows as long as accelerators
+ * evict faster than the disk writes (a simulated 121.6 B GPT-2 on one H200
+ * went 120 GiB over a 1.5 TB host). So such a copy of s bytes goes over
+ * the cap only while the host stays within OVERDRAFT_TILES × s of it:
+ *
+ *     used + s <= capacity + OVERDRAFT_TILES × s
+ *
+ * and the host's peak is at most capacity + OVERDRAFT_TILES × the largest
+ * such copy (two: one landing while the disk writes the copy that made
+ * room for the previous, so the disk never idles for want of a queued
+ * write). Past that, while the host has copies on their way to disk
+ * (evicting_bytes > 0), the copy waits (OVERDRAWN):
+ *
+ * - a write-back is refused; the eviction on the accelerator counts its
+ *   copy as blocked (memory that will come back), so the request that
+ *   needed the room waits in its node's queue holding nothing, like any
+ *   request that finds its node full (all-or-nothing, FIFO); od.blocked
+ *   asks the host's next write-back completion to kick every node;
+ * - a hop of a request (demand) is parked on od.parked, still the target
+ *   replica's fetch, and routed again at the host's next write-back
+ *   completion; a hop of a prefetch is dropped (a prefetch never waits).
+ *
+ * Why this cannot deadlock. A waiting copy waits for one event: the end
+ * of one of the host's writes to disk that were in flight when it was
+ * refused (checked under the host's node lock, where the flag is set and
+ * the fetch parked, and where evict_done takes them: no wake-up is lost).
+ * A disk write needs nothing from anyone: it is queued on the disk's
+ * engine, which completes it (or fails it: that ends it too) without a
+ * lock, a pin or memory from another node, so it ends. Its end
+ * (evict_done) kicks every node and resumes the parked hops, and each
+ * looks again: the host frees the written copy unless a request pinned it
+ * meanwhile (then it is clean, and the next eviction drops it at once);
+ * either the copy fits the bound now, or the host evicts again, and either
+ * more copies are on their way to disk (wait for those: still a disk
+ * write, still bound to end), or none is — every host copy is in use
+ * (pinned by a CPU task or a granted request, the source or target of a
+ * transfer in flight), being written, prefetched, or the disk is full —
+ * and then the copy is not made to wait: it overdraws as before this
+ * bound. So a wait never depends on a copy in use, on a CPU worker's
+ * request (those wait under the cap in the host's own queue, as before,
+ * and hold nothing there), on an accelerator's progress or on another
+ * waiting copy: only on disk writes, which always end, so the waits form
+ * no cycle. The accelerator request that waits holds nothing; a parked hop
+ * holds its granted request's pins, which only that request's task needs.
+ * Under a simulation (phantom nodes, virtual time) a disk write in flight
+ * is a pending event, so a run whose requests wait here never finds the
+ * event queue dry, the condition under which tsr__mem_wait_until and the
+ * simulate driver report a deadlock.
+ *
+ * The exception, where waiting would not be safe: nothing of the host on
+ * its way to disk after it tried to evict. The copy then overdraws without
+ * a bound, as before: a disk that is full frees nothing, and a host copy
+ * in use gives no event to wait for: its release wakes only the host's
+ * own queue, and a released copy may be pinned again before an eviction
+ * sees it idle, so nothing says when room would come from it. */
+#define OVERDRAFT_TILES 2
+
+atomic_uint_fast64_t tsr__mem_overdraft_unbounded;
+
+/* Under the host's node lock. */
+static struct {
+    bool blocked;      /* a write-back was refused: kick every node */
+    fetch_t *parked;   /* requests' hops waiting for room */
+} od;
+
+static void evict_done(void *arg, int k, int status, const char *err);
+static void fetch_host_ready(void *arg, int k, int status, const char *err);
+static void fetch_resume(fetch_t *f);
+
 /* A copy on node nd that no request allocated: the target of a
- * write-back or of a hop through the host. Nothing waits for room there:
- * it fits now or fails. With a disk tier the host may go over its
- * capacity for it (an overdraft: only accelerators' write-backs and hops
- * through the host do this), and starts writing its own least useful
- * copies back to disk at once, so that it returns under its capacity when
- * they land (the overdraft grows while the disk takes them more slowly
- * than the accelerators write back: nothing here makes those wait). The disk first drops copies
- * that are also valid elsewhere. Entry lock held. */
-static int rep_alloc_unrequested(tsr_entry_t *e, int nd, char *err)
+ * write-back (w: evict_done) or of a hop through the host (w:
+ * fetch_host_ready). Nothing waits for room on the disk: it fits now (the
+ * disk first drops copies that are also valid elsewhere) or fails. The
+ * host with a disk tier overdraws within its bound, or returns OVERDRAWN
+ * (see above). Entry lock held. */
+static int rep_alloc_unrequested(tsr_entry_t *e, int nd, waiter_t w, char *err)
 {
     tsr_node_t *n = node(nd);
     int disk = tsr__mem_disk_node();
@@ -427,6 +505,34 @@ static int rep_alloc_unrequested(tsr_entry_t *e, int nd, char *err)
     if (rc != TSR_ENOMEM || disk < 0)
         return rc;
     pthread_mutex_lock(&n->lock);
+    /* Start the host's own copies toward the disk first: a copy that must
+     * wait waits for those. */
+    evict_locked(n, n->used + e->size - n->capacity, false, NULL, NULL);
+    size_t bound = e->size > (SIZE_MAX - n->capacity) / OVERDRAFT_TILES
+                       ? SIZE_MAX
+                       : n->capacity + OVERDRAFT_TILES * e->size;
+    if (n->used + e->size > bound && n->evicting_bytes > 0) {
+        if (w.fn == evict_done) {
+            od.blocked = true;
+            pthread_mutex_unlock(&n->lock);
+            seterr(err, "host: over its capacity while its copies go to disk");
+            return OVERDRAWN;
+        }
+        if (w.fn == fetch_host_ready) {
+            /* (f is e's: its demand flag is under e's lock, held) */
+            fetch_t *f = w.arg;
+            if (f->demand) {
+                /* parked under the lock that decided: see above */
+                f->park_next = od.parked;
+                od.parked = f;
+            }
+            pthread_mutex_unlock(&n->lock);
+            seterr(err, "host: over its capacity while its copies go to disk");
+            return OVERDRAWN;
+        }
+    }
+    if (n->used + e->size > bound)
+        atomic_fetch_add(&tsr__mem_overdraft_unbounded, 1);
     used_add(n, e->size);
     n->reserving += e->size;
     pthread_mutex_unlock(&n->lock);
@@ -696,9 +802,12 @@ static int fetch_route(fetch_t *f, char *err)
         f->src = src;
         return queue_copy(f, err);
     }
-    /* Through the host: make the host replica valid first. */
+    /* Through the host: make the host replica valid first. A request's
+     * hop that finds the host overdrawn is parked (od.parked) and routed
+     * again by fetch_resume when a host copy reaches the disk. */
     f->src = 0;
-    return fetch_start(e, 0, (waiter_t){fetch_host_ready, f, 0}, f->demand, err);
+    int rc = fetch_start(e, 0, (waiter_t){fetch_host_ready, f, 0}, f->demand, err);
+    return rc == OVERDRAWN && f->demand ? TSR_OK : rc;
 }
 
 /* Start making e's replica on dst valid (it is allocated); w is told when
@@ -723,7 +832,7 @@ static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *e
     if (!R->alloc && !R->user) {
         /* Only a write-back (into the host or the disk) or a hop lands
          * without a request having allocated the replica; nothing waits. */
-        int rc = rep_alloc_unrequested(e, dst, err);
+        int rc = rep_alloc_unrequested(e, dst, w, err);
         if (rc != TSR_OK) {
             if (rc == TSR_EINVAL)
                 seterr(err, "internal: fetch into an unallocated %s copy", node(dst)->name);
@@ -875,6 +984,13 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
         res = &dummy;
     res->skipped = res->blocked = res->busy = 0;
     size_t freed = 0, pending = n->evicting_bytes;
+    /* The smallest write-back the host refused as overdrawn in this walk:
+     * one as large that needs a host copy allocated is refused too (the
+     * host's state is what it was a moment ago), so it is counted blocked
+     * without asking the host again — a walk over a full accelerator would
+     * otherwise ask, and make the host evict, for every dirty copy it
+     * holds. */
+    size_t overdrawn = SIZE_MAX;
     bounded = bounded && n->order.rule == TSR_MEM_EVICT_WINDOW;
     /* n->order visits in eviction order: pass 0 takes every idle copy but
      * those prefetched for queued work, pass 1 (a demand only: a granted
@@ -922,6 +1038,9 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
                 freed += e->size;
                 atomic_fetch_add(was_valid ? &n->evictions : &n->dropped, 1);
                 relabel(e);
+            } else if (backing(n->id) == 0 && e->size >= overdrawn && !e->rep[0].alloc &&
+                       !e->rep[0].user && !e->rep[0].fetch) {
+                res->blocked++; /* (a host copy to allocate: refused too) */
             } else if (backing(n->id) >= 0) {
                 /* The only valid copy: write it back to the backing node
                  * (an accelerator's to the host, the host's to disk). */
@@ -938,8 +1057,12 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
                     /* The host copy is being written (the copy here is
                      * about to be stale), or the backing node is full:
                      * why, for a request that finds nothing to evict. */
-                    res->blocked += rc == TSR_EBUSY;
-                    if (rc != TSR_EBUSY && n->wb_status == 0)
+                    /* (OVERDRAWN: the host's copies on their way to
+                     * disk will make room; their end kicks this node) */
+                    res->blocked += rc == TSR_EBUSY || rc == OVERDRAWN;
+                    if (rc == OVERDRAWN && e->size < overdrawn)
+                        overdrawn = e->size;
+                    if (rc != TSR_EBUSY && rc != OVERDRAWN && n->wb_status == 0)
                         snprintf(n->wb_err, sizeof n->wb_err, "%s", err);
                     r->evicting = false;
                     unpin(r);
@@ -994,9 +1117,29 @@ static void evict_done(void *arg, int k, int status, const char *err)
         atomic_fetch_add(&n->evictions, 1);
         relabel(e);
     }
+    /* A host copy reached the disk (or failed to): what waited for the
+     * host's overdraft looks again (see rep_alloc_unrequested). */
+    bool blocked = false;
+    fetch_t *parked = NULL;
+    if (n->id == 0) {
+        blocked = od.blocked;
+        parked = od.parked;
+        od.blocked = false;
+        od.parked = NULL;
+    }
     pthread_mutex_unlock(&n->lock);
     pthread_mutex_unlock(&e->lock);
     kick(n);
+    if (blocked)
+        kick_all();
+    /* (oldest first is not promised: each is routed again, and parks
+     * again while the host is still overdrawn) */
+    while (parked) {
+        fetch_t *f = parked;
+        parked = f->park_next;
+        f->park_next = NULL;
+        fetch_resume(f);
+    }
 }
 
 /* ---- requests ---------------------------------------------------------- */

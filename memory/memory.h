@@ -364,6 +364,13 @@ bool tsr__mem_wait_until(bool (*pred)(void *arg), void *arg, pthread_mutex_t *m,
  * lock, or pin or fetch a copy; a test uses this to make that happen at a
  * chosen moment. */
 extern void (*tsr__mem_evict_test_hook)(tsr_node_t *n, int point);
+
+/* Copies (accelerators' write-backs, hops through the host) that the
+ * host allocated past its overdraft bound (capacity + 2 × the copy's
+ * size; docs/memory.md, "Overdraft") because none of its own copies was
+ * on its way to disk to wait for. Tests compare the host's peak with the
+ * bound when this stays 0. */
+extern atomic_uint_fast64_t tsr__mem_overdraft_unbounded;
 /* Tests only: take (hold true) or drop e's lock, as another thread holds
  * it for a moment (a policy's tsr__entry_nodes, the next-use feed, a
  * request pinning e on another node). */

@@ -5,6 +5,7 @@
  * file is never visible and never outlives the process (shutdown or
  * SIGKILL); bad directories and capacities are refused cleanly. */
 #include "../runtime/util.h"
+#include "memory/memory.h"
 
 #include <tessera/sched.h>
 
@@ -199,7 +200,9 @@ static void travel_with(const char *sched, int ncpu, int nsim)
     cr_assert_eq(dir_entries(), 0, "the file is unlinked at once");
     int dk = disk_node();
     tsr_handle_t h[NT];
+    uint64_t unbounded = atomic_load(&tsr__mem_overdraft_unbounded);
     run_rounds(h);
+    unbounded = atomic_load(&tsr__mem_overdraft_unbounded) - unbounded;
 
     tsr_node_stats_t host, disk;
     cr_assert_eq(tsr_memory_node_stats(0, &host), TSR_OK);
@@ -208,6 +211,17 @@ static void travel_with(const char *sched, int ncpu, int nsim)
                 (unsigned long long)host.writebacks, host.peak, host.capacity,
                 (unsigned long long)disk.bytes_in, (unsigned long long)disk.bytes_out);
     cr_assert_gt(host.writebacks, 0, "the host wrote copies back to disk");
+    /* The overdraft's bound (docs/memory.md, "Overdraft"): the host goes
+     * over its cap of 8 tiles by at most 2, whatever the accelerators
+     * write back (it was 11 to 23 tiles in all before the bound), unless
+     * it had to overdraw with nothing of its own on the way to disk
+     * (each such copy adds at most a tile). */
+    if (unbounded)
+        cr_log_info("%llu copies past the bound", (unsigned long long)unbounded);
+    cr_assert_leq(host.peak, host.capacity + 2 * TILE + unbounded * TILE,
+                  "host peak %zu: over its capacity %zu by more than 2 tiles of %zu "
+                  "(%llu copies past the bound)",
+                  host.peak, host.capacity, (size_t)TILE, (unsigned long long)unbounded);
     cr_assert_geq(tsr_memory_link_bytes(0, dk), (uint64_t)NT * TILE,
                   "at least the data's size went to disk");
     cr_assert_gt(tsr_memory_link_bytes(dk, 0), 0, "and came back");
@@ -253,6 +267,85 @@ Test(disk, work_stealing) { travel_with("ws", 1, 1); }
 Test(disk, dmda_models_the_disk_link)
 {
     travel_with("dmda", 1, 1);
+}
+
+/* ---- the overdraft's bound, in simulation ------------------------------------ */
+
+/* A platform for tessera-sim's runtime (virtual time, phantom nodes): one
+ * simulated accelerator of 4 tiles behind a 1 GB/s link (a tile in 66 us),
+ * drives that write 0.01 GB/s in all (a tile in 6.6 ms: a hundred times
+ * slower), a host of 64 GiB (capped by host_mem). Returns the path. */
+static const char *slow_disk_platform(void)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/tsr-disk-test-%d.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "cannot write %s", path);
+    fprintf(f,
+            "{\"name\": \"test-slow-disk\", \"models\": \"rates\", \"task_overhead_us\": 0,\n"
+            " \"host\": {\"memory_gib\": 64, \"memory_bandwidth_gbs\": 1000000,\n"
+            "          \"memory_latency_us\": 0, \"cpu_workers\": 1},\n"
+            " \"devices\": {\"cpu\": {\"fp32_tflops\": 0.001, \"memory_bandwidth_gbs\": 1000000,\n"
+            "   \"launch_us\": 0, \"flops_efficiency\": 1, \"bytes_efficiency\": 1}},\n"
+            " \"accelerators\": [{\"kind\": \"sim\", \"count\": 1, \"memory_gib\": %.17g,\n"
+            "   \"link\": {\"bandwidth_gbs\": 1, \"latency_us\": 1}}],\n"
+            " \"disk\": {\"count\": 2, \"capacity_gb\": 1, \"read_bandwidth_gbs\": 0.01,\n"
+            "          \"write_bandwidth_gbs\": 0.005, \"latency_us\": 100}}\n",
+            (double)(4 * TILE) / (double)(1u << 30));
+    fclose(f);
+    return path;
+}
+
+/* The accelerator writes 32 tiles and steps through them (run_rounds, no
+ * CPU worker) far faster than the drives take them: every tile it evicts
+ * is written back to a host capped at 8 tiles, whose own copies go to
+ * disk a hundred times more slowly. Before the bound the host's peak grew
+ * with the backlog (31 tiles, 23 over, in the same 0.721 s: the drives
+ * set the pace either way);
+ * now its write-backs wait while the host is 2 tiles over and its own
+ * copies are on their way to disk, and their hops from the disk wait the
+ * same way: the peak is at most the cap + 2 tiles (docs/memory.md,
+ * "Overdraft"), the simulation ends (no deadlock: a waiting copy always
+ * has a disk write pending as an event), and the data, computed for real
+ * (simulate_exec), equals the sequential reference. */
+Test(disk, simulated_overdraft_stays_within_its_bound)
+{
+    const char *plat = slow_disk_platform();
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = -1;
+    cfg.bind = 0;
+    cfg.simulate = plat;
+    cfg.simulate_exec = 1;
+    cfg.perfmodel_dir = "";
+    cfg.host_mem = 8 * TILE;
+    cr_assert_eq(tsr_init(&cfg), TSR_OK, "tsr_init: %s", tsr_error_message());
+    unlink(plat);
+    int dk = disk_node();
+    tsr_handle_t h[NT];
+    uint64_t unbounded = atomic_load(&tsr__mem_overdraft_unbounded);
+    run_rounds(h);
+    unbounded = atomic_load(&tsr__mem_overdraft_unbounded) - unbounded;
+    tsr_node_stats_t host, acc;
+    cr_assert_eq(tsr_memory_node_stats(0, &host), TSR_OK);
+    cr_assert_eq(tsr_memory_node_stats(1, &acc), TSR_OK);
+    cr_log_info("host peak %zu of %zu (%.1f tiles over); accelerator: %llu write-backs; "
+                "disk: %llu bytes in; %llu copies past the bound; %.3f s simulated",
+                host.peak, host.capacity,
+                ((double)host.peak - (double)host.capacity) / (double)TILE,
+                (unsigned long long)acc.writebacks, (unsigned long long)tsr_memory_link_bytes(0, dk),
+                (unsigned long long)unbounded, tsr_time());
+    cr_assert_eq(host.capacity, 8 * TILE);
+    cr_assert_geq(acc.writebacks, NT - 4, "the accelerator wrote its tiles back");
+    cr_assert_geq(tsr_memory_link_bytes(0, dk), (uint64_t)(NT - 10) * TILE,
+                  "the host sent the rest to disk");
+    cr_assert_eq(unbounded, 0, "the host always had copies on their way to disk");
+    cr_assert_leq(host.peak, host.capacity + 2 * TILE,
+                  "host peak %zu: over its capacity %zu by more than 2 tiles of %zu", host.peak,
+                  host.capacity, (size_t)TILE);
+    for (int i = 0; i < NT; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    cr_assert_eq(tsr_shutdown(), TSR_OK, "%s", tsr_error_message());
 }
 
 /* The environment's names for the disk tier, and the trace: the disk's
