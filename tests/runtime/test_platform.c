@@ -432,7 +432,9 @@ Test(codelets, every_one_has_estimates)
     }
     cr_expect_eq(n, 57); /* 37, less regroup_bf16, with the 5 fused GEMM epilogues, the 6
                           * Llama layers (RMSNorm, SwiGLU, RoPE forward and backward) and
-                          * their 4 bf16 producers (RMSNorm, SwiGLU forward and backward) */
+                          * their 4 bf16 producers (RMSNorm, SwiGLU forward and backward),
+                          * and LayerNorm over row tiles' 6 (partial sums, deviations,
+                          * combine, apply, gradient partials, gradient apply) */
     cr_expect_null(tsr__op_codelet("nope"));
 }
 
