@@ -77,9 +77,9 @@ int tsr__op_bias_grad(const tsr_tensor_t *dy, tsr_tensor_t *dbias);
 /* LayerNorm over the rows of each column, eps 1e-5:
  *   out(:, t) = (x(:, t) - mean[t]) rstd[t] gamma + beta,
  *   rstd[t] = 1 / sqrt(var[t] + eps) (biased variance, two passes).
- * x (C, N), out tiled like x (written; may not be x where x has several tile
- * rows); gamma, beta (C, 1) in one tile per tile row of x (else TSR_EINVAL
- * with both tilings); mean, rstd (1, N) tiled like x's columns (written).
+ * x (C, N), out tiled like x (written); gamma, beta (C, 1) in one tile per
+ * tile row of x (else TSR_EINVAL with both tilings); mean, rstd (1, N)
+ * tiled like x's columns (written).
  * One tile row (the whole feature dimension): the fused kernel, one task per
  * column tile. R > 1 tile rows (channel tiles, the last possibly smaller):
  * tsr__op_layernorm_fwd_rows with a scratch `part` (2R, N) fp32 tiled (2,
