@@ -851,23 +851,349 @@ TILE_CODELET(cl_ln_bwd, "layernorm_bwd", 8, mn_args_t, ln_bwd_flops, ln_bwd_byte
              (tsr_cuda_layernorm_bwd(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], buf[3],
                buf[4], buf[5], buf[6], buf[7], e->deterministic)));
 
+/* The statistics follow x's token tiles: (1, N) tiled (1, tt). */
 static int check_ln(const tsr_tensor_t *x, const tsr_tensor_t *stat, const char *op)
+{
+    if (stat->rows != 1 || stat->cols != x->cols || stat->tile_cols != x->tile_cols)
+        return tsr__fail(TSR_EINVAL, "%s: statistics tiling does not follow the tokens", op);
+    return TSR_OK;
+}
+
+/* The fused one-tile kernels only: x has one tile row (the bf16 producers). */
+static int check_ln_one_row(const tsr_tensor_t *x, const char *op)
 {
     if (x->grid_rows != 1)
         return tsr__fail(TSR_EINVAL, "%s: features (%d) split into tiles of %d", op, x->rows,
                          x->tile_rows);
-    if (stat->rows != 1 || stat->cols != x->cols || stat->tile_cols != x->tile_cols)
-        return tsr__fail(TSR_EINVAL, "%s: statistics tiling does not follow the tokens", op);
     return TSR_OK;
+}
+
+/* gamma, beta (and their gradients): (C, 1) in one tile per row tile of x. */
+static int check_ln_param(const tsr_tensor_t *p, const char *what, const tsr_tensor_t *x,
+                          const char *op)
+{
+    if (p->rows != x->rows || p->cols != 1 || p->grid_rows != x->grid_rows ||
+        (x->grid_rows > 1 && p->tile_rows != x->tile_rows))
+        return tsr__fail(TSR_EINVAL, "%s: %s (%d, %d) in tiles of %d rows for x (%d, %d) in "
+                                     "tiles of %d rows",
+                         op, what, p->rows, p->cols, p->tile_rows, x->rows, x->cols,
+                         x->tile_rows);
+    return TSR_OK;
+}
+
+/* ---- LayerNorm over row tiles (channel tiles) ------------------------------
+ * x (C, N) in R > 1 row tiles (tc, tt), gamma and beta (C, 1) in tiles (tc,
+ * 1), mean and rstd (1, N) in tiles (1, tt) as in one tile row. Per token
+ * tile b, every sum over the features is R partial sums (one task per tile
+ * (a, b)) that one task per b combines in the order a = 0 … R-1, so that the
+ * result is the same bits whatever runs the tasks (kernels/layernorm.h):
+ *   forward:  part(a, b) = sum x                     → mean(b)
+ *             part(a, b) = sum (x - mean)^2          → rstd(b)
+ *             out(a, b)  = (x - mean) rstd gamma_a + beta_a
+ *   backward: part(a, b) = (sum g, sum g xhat)       → part(0, b) = their means
+ *             dx(a, b) += …, dgamma_a, dbeta_a += …  (COMMUTE over b)
+ * The partials live in the caller's scratch `part` (2R, N) tiled (2, tt):
+ * tile (a, b) holds 2 tt floats (the forward uses the first tt). A combine
+ * task reads up to TSR_LN_PARTS partials (more: a chain of tasks in the
+ * same order, the first writing the sum, the next ones adding to it). */
+
+typedef tsr__ln_combine_args_t ln_combine_args_t;
+
+/* The partial sums: x (m, n) read, n sums written; m n additions (the
+ * deviations: 3 m n, and the means read). */
+static double ln_part_flops(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return (double)a->m * a->n;
+}
+static double ln_part_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 4.0 * ((double)a->m * a->n + a->n);
+}
+static double ln_part_dev_flops(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 3.0 * a->m * a->n;
+}
+static double ln_part_dev_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 4.0 * ((double)a->m * a->n + 2.0 * a->n);
+}
+/* k n additions and the finish per value (mean 1, rstd 4); the partials
+ * read, acc written (and read unless init) */
+static double ln_combine_flops(const void *args, const size_t *sizes)
+{
+    const ln_combine_args_t *a = args;
+    (void)sizes;
+    double fin = a->fin == TSR_LN_FIN_MEAN ? 1.0 : a->fin == TSR_LN_FIN_RSTD ? 4.0 : 0.0;
+    return (double)a->n * (a->k + fin);
+}
+static double ln_combine_bytes(const void *args, const size_t *sizes)
+{
+    const ln_combine_args_t *a = args;
+    (void)sizes;
+    return 4.0 * a->n * (a->k + (a->init ? 1.0 : 2.0));
+}
+/* out = (x - mean) rstd gamma + beta: 4 per element; x read, out written,
+ * gamma, beta, mean, rstd read */
+static double ln_apply_flops(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 4.0 * a->m * a->n;
+}
+static double ln_apply_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 4.0 * (2.0 * a->m * a->n + 2.0 * a->m + 2.0 * a->n);
+}
+/* the two sums: 6 per element (g 1, its sum 1, g xhat 3, its sum 1); dout,
+ * x read, gamma, mean, rstd read, 2n sums written */
+static double ln_part_grad_flops(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 6.0 * a->m * a->n;
+}
+static double ln_part_grad_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 4.0 * (2.0 * a->m * a->n + a->m + 4.0 * a->n);
+}
+/* the update, 11 per element as layernorm_bwd's (xhat 2, dgamma 2, dbeta 1,
+ * dx 6); dout, x read, dx read and written, gamma read, dgamma, dbeta read
+ * and written, mean, rstd and the two means read */
+static double ln_apply_grad_flops(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 11.0 * a->m * a->n;
+}
+static double ln_apply_grad_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    (void)sizes;
+    return 4.0 * (4.0 * a->m * a->n + 5.0 * a->m + 4.0 * a->n);
+}
+
+/* x (M, T) → part (T) = sum_i x */
+TILE_CODELET(cl_ln_part, "layernorm_part", 2, mn_args_t, ln_part_flops, ln_part_bytes,
+             (tsr_cpu_layernorm_part(a->m, a->n, buf[0], NULL, buf[1])),
+             (tsr_cuda_layernorm_part(e->cuda_stream, a->m, a->n, buf[0], NULL, buf[1])));
+/* x (M, T), mean (T) → part (T) = sum_i (x - mean)^2 */
+TILE_CODELET(cl_ln_part_dev, "layernorm_part_dev", 3, mn_args_t, ln_part_dev_flops,
+             ln_part_dev_bytes, (tsr_cpu_layernorm_part(a->m, a->n, buf[0], buf[1], buf[2])),
+             (tsr_cuda_layernorm_part(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2])));
+/* x (M, T), gamma, beta (M), mean, rstd (T) → out (M, T) */
+TILE_CODELET(cl_ln_apply, "layernorm_apply", 6, mn_args_t, ln_apply_flops, ln_apply_bytes,
+             (tsr_cpu_layernorm_apply(a->m, a->n, buf[0], buf[1], buf[2], buf[3], buf[4],
+               buf[5])),
+             (tsr_cuda_layernorm_apply(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2],
+               buf[3], buf[4], buf[5])));
+/* dout, x (M, T), gamma (M), mean, rstd (T) → part (2T) */
+TILE_CODELET(cl_ln_part_grad, "layernorm_part_grad", 6, mn_args_t, ln_part_grad_flops,
+             ln_part_grad_bytes,
+             (tsr_cpu_layernorm_part_grad(a->m, a->n, buf[0], buf[1], buf[2], buf[3], buf[4],
+               buf[5])),
+             (tsr_cuda_layernorm_part_grad(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2],
+               buf[3], buf[4], buf[5])));
+/* dout, x (M, T), gamma (M), mean, rstd, m2 (T, 2T) → dx (M, T), dgamma, dbeta
+ * (M), accumulated */
+TILE_CODELET(cl_ln_apply_grad, "layernorm_apply_grad", 9, mn_args_t, ln_apply_grad_flops,
+             ln_apply_grad_bytes,
+             (tsr_cpu_layernorm_apply_grad(a->m, a->n, buf[0], buf[1], buf[2], buf[3], buf[4],
+               buf[5], buf[6], buf[7], buf[8])),
+             (tsr_cuda_layernorm_apply_grad(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2],
+               buf[3], buf[4], buf[5], buf[6], buf[7], buf[8])));
+
+/* acc (n) (+)= parts 1 … k (n each), in order, then finished: buffers acc, then
+ * the k partials */
+static int ln_combine_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const ln_combine_args_t *a = args;
+    (void)e;
+    tsr_cpu_layernorm_combine(a->n, a->k, (const float *const *)(buf + 1), a->init, a->fin,
+                              a->C, a->eps, buf[0]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int ln_combine_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const ln_combine_args_t *a = args;
+    return tsr_cuda_layernorm_combine(e->cuda_stream, a->n, a->k,
+                                      (const float *const *)(buf + 1), a->init, a->fin, a->C,
+                                      a->eps, buf[0]);
+}
+#endif
+/* one codelet per buffer count: cl_ln_combine[k] adds k partials */
+#define LN_COMBINE_CL(k) CODELET(cl_ln_combine_##k, "layernorm_combine", (k) + 1,            \
+                                 ln_combine_cpu, ln_combine_cuda, ln_combine_flops,           \
+                                 ln_combine_bytes)
+LN_COMBINE_CL(1); LN_COMBINE_CL(2); LN_COMBINE_CL(3); LN_COMBINE_CL(4); LN_COMBINE_CL(5);
+LN_COMBINE_CL(6); LN_COMBINE_CL(7); LN_COMBINE_CL(8); LN_COMBINE_CL(9); LN_COMBINE_CL(10);
+LN_COMBINE_CL(11); LN_COMBINE_CL(12); LN_COMBINE_CL(13); LN_COMBINE_CL(14); LN_COMBINE_CL(15);
+_Static_assert(TSR_LN_PARTS == 15 && TSR_LN_PARTS < TSR_MAX_BUFFERS,
+               "one combine codelet per partial count");
+static const tsr_codelet_t *const cl_ln_combine[TSR_LN_PARTS + 1] = {
+    NULL,             &cl_ln_combine_1,  &cl_ln_combine_2,  &cl_ln_combine_3,
+    &cl_ln_combine_4, &cl_ln_combine_5,  &cl_ln_combine_6,  &cl_ln_combine_7,
+    &cl_ln_combine_8, &cl_ln_combine_9,  &cl_ln_combine_10, &cl_ln_combine_11,
+    &cl_ln_combine_12, &cl_ln_combine_13, &cl_ln_combine_14, &cl_ln_combine_15,
+};
+
+/* acc (n floats) = the partials part(a0 … R-1, b), added in that order (to
+ * acc's own value where !init), finished by fin: ceil((R - a0) / 15) tasks,
+ * a chain on acc (W for the first where init, else RW). */
+static int ln_combine(const tsr_tensor_t *part, int b, int a0, tsr_handle_t acc, int init,
+                      int n, int fin, int C)
+{
+    int R = part->grid_rows, rc = TSR_OK;
+    for (int g = a0; !rc && g < R; g += TSR_LN_PARTS) {
+        int k = R - g < TSR_LN_PARTS ? R - g : TSR_LN_PARTS;
+        ln_combine_args_t c = {n, k, g == a0 && init, g + k == R ? fin : TSR_LN_FIN_NONE, C,
+                               LN_EPS};
+        tsr_access_t acc_[TSR_MAX_BUFFERS];
+        acc_[0] = (tsr_access_t){acc, c.init ? TSR_W : TSR_RW};
+        for (int i = 0; i < k; i++)
+            acc_[1 + i] = (tsr_access_t){tsr__tile(part, g + i, b), TSR_R};
+        rc = submit(cl_ln_combine[k], &c, sizeof c, k + 1, acc_);
+    }
+    return rc;
+}
+
+/* The scratch of the row-tile path: (2R, N) fp32 tiled (2, tt). */
+static int check_ln_part(const tsr_tensor_t *part, const tsr_tensor_t *x, const char *op)
+{
+    if (!part)
+        return tsr__fail(TSR_EINVAL, "%s: x (%d, %d) in %d row tiles of %d needs a scratch for "
+                                     "its partial sums (%s_rows)",
+                         op, x->rows, x->cols, x->grid_rows, x->tile_rows, op);
+    if (part->rows != 2 * x->grid_rows || part->tile_rows != 2 || part->cols != x->cols ||
+        part->tile_cols != x->tile_cols || tsr__tensor_is_bf16(part))
+        return tsr__fail(TSR_EINVAL, "%s: scratch (%d, %d) in tiles (%d, %d) for x (%d, %d) in "
+                                     "tiles (%d, %d): it is (2 * %d, %d) fp32 in tiles (2, %d)",
+                         op, part->rows, part->cols, part->tile_rows, part->tile_cols, x->rows,
+                         x->cols, x->tile_rows, x->tile_cols, x->grid_rows, x->cols,
+                         x->tile_cols);
+    return TSR_OK;
+}
+
+static int check_f32(const tsr_tensor_t *t, const char *what, const char *op)
+{
+    if (tsr__tensor_is_bf16(t))
+        return tsr__fail(TSR_EINVAL, "%s: %s is bf16 (the fp32 operation)", op, what);
+    return TSR_OK;
+}
+
+/* x (C, N) in R row tiles → out, mean, rstd: per token tile 3R + 2 ceil(R / 15)
+ * tasks (partials, combine, deviations, combine, apply). */
+static int ln_fwd_rows(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
+                       const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
+                       tsr_tensor_t *rstd, tsr_tensor_t *part)
+{
+    int R = x->grid_rows, C = x->rows, rc = TSR_OK;
+    for (int b = 0; !rc && b < x->grid_cols; b++) {
+        int T = tsr__tile_n(x, b);
+        tsr_handle_t mu = tsr__tile(mean, 0, b), rs = tsr__tile(rstd, 0, b);
+        /* pass 1: part(a, b) (T) = sum_i x(a, b) → mean(b) (T) */
+        for (int a = 0; !rc && a < R; a++) {
+            mn_args_t m = {tsr__tile_m(x, a), T};
+            rc = SUBMIT(cl_ln_part, m, ACC(tsr__tile(x, a, b), TSR_R),
+                        ACC(tsr__tile(part, a, b), TSR_W));
+        }
+        if (!rc)
+            rc = ln_combine(part, b, 0, mu, 1, T, TSR_LN_FIN_MEAN, C);
+        /* pass 2: part(a, b) (T) = sum_i (x(a, b) - mean)^2 → rstd(b) (T) */
+        for (int a = 0; !rc && a < R; a++) {
+            mn_args_t m = {tsr__tile_m(x, a), T};
+            rc = SUBMIT(cl_ln_part_dev, m, ACC(tsr__tile(x, a, b), TSR_R), ACC(mu, TSR_R),
+                        ACC(tsr__tile(part, a, b), TSR_W));
+        }
+        if (!rc)
+            rc = ln_combine(part, b, 0, rs, 1, T, TSR_LN_FIN_RSTD, C);
+        /* pass 3: out(a, b) (tc, T) = (x - mean) rstd gamma_a + beta_a */
+        for (int a = 0; !rc && a < R; a++) {
+            mn_args_t m = {tsr__tile_m(x, a), T};
+            rc = SUBMIT(cl_ln_apply, m, ACC(tsr__tile(x, a, b), TSR_R),
+                        ACC(gamma->tiles[a], TSR_R), ACC(beta->tiles[a], TSR_R),
+                        ACC(mu, TSR_R), ACC(rs, TSR_R), ACC(tsr__tile(out, a, b), TSR_W));
+        }
+    }
+    return rc ? rc : tsr__tensor_invalidate(part);
+}
+
+/* dout, x (C, N) in R row tiles → dx, dgamma, dbeta (accumulated): per token
+ * tile 2R + ceil((R - 1) / 15) tasks (partials, combine into part(0, b),
+ * apply). */
+static int ln_bwd_rows(const tsr_tensor_t *dout, const tsr_tensor_t *x,
+                       const tsr_tensor_t *gamma, const tsr_tensor_t *mean,
+                       const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dgamma,
+                       tsr_tensor_t *dbeta, tsr_tensor_t *part)
+{
+    int R = x->grid_rows, C = x->rows, rc = TSR_OK;
+    for (int b = 0; !rc && b < x->grid_cols; b++) {
+        int T = tsr__tile_n(x, b);
+        tsr_handle_t mu = tsr__tile(mean, 0, b), rs = tsr__tile(rstd, 0, b);
+        tsr_handle_t m2 = tsr__tile(part, 0, b);
+        /* pass 1: part(a, b) (2T) = (sum_i g, sum_i g xhat), g = gamma_a dout */
+        for (int a = 0; !rc && a < R; a++) {
+            mn_args_t m = {tsr__tile_m(x, a), T};
+            rc = SUBMIT(cl_ln_part_grad, m, ACC(tsr__tile(dout, a, b), TSR_R),
+                        ACC(tsr__tile(x, a, b), TSR_R), ACC(gamma->tiles[a], TSR_R),
+                        ACC(mu, TSR_R), ACC(rs, TSR_R), ACC(tsr__tile(part, a, b), TSR_W));
+        }
+        /* part(0, b) (2T) = (part(0, b) + … + part(R-1, b)) / C: (ma, mb) */
+        if (!rc)
+            rc = ln_combine(part, b, 1, m2, 0, 2 * T, TSR_LN_FIN_MEAN, C);
+        /* pass 2: dx(a, b) += …, dgamma_a, dbeta_a += … */
+        for (int a = 0; !rc && a < R; a++) {
+            mn_args_t m = {tsr__tile_m(x, a), T};
+            rc = SUBMIT(cl_ln_apply_grad, m, ACC(tsr__tile(dout, a, b), TSR_R),
+                        ACC(tsr__tile(x, a, b), TSR_R), ACC(gamma->tiles[a], TSR_R),
+                        ACC(mu, TSR_R), ACC(rs, TSR_R), ACC(m2, TSR_R),
+                        ACC(tsr__tile(dx, a, b), TSR_RW), ACC(dgamma->tiles[a], TSR_COMMUTE),
+                        ACC(dbeta->tiles[a], TSR_COMMUTE));
+        }
+    }
+    return rc ? rc : tsr__tensor_invalidate(part);
 }
 
 int tsr__op_layernorm_fwd(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
                           const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
                           tsr_tensor_t *rstd)
 {
-    int rc = check_ln(x, mean, "layernorm_fwd");
+    return tsr__op_layernorm_fwd_rows(x, gamma, beta, out, mean, rstd, NULL);
+}
+
+int tsr__op_layernorm_fwd_rows(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
+                               const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
+                               tsr_tensor_t *rstd, tsr_tensor_t *part)
+{
+    const char *op = "layernorm_fwd";
+    int rc = check_ln(x, mean, op);
     if (!rc)
-        rc = same_tiling(x, out, "layernorm_fwd");
+        rc = check_ln(x, rstd, op);
+    if (!rc)
+        rc = same_tiling(x, out, op);
+    if (!rc)
+        rc = check_ln_param(gamma, "gamma", x, op);
+    if (!rc)
+        rc = check_ln_param(beta, "beta", x, op);
+    if (!rc && x->grid_rows > 1) {
+        if ((rc = check_ln_part(part, x, op)) || (rc = check_f32(x, "x", op)) ||
+            (rc = check_f32(out, "out", op)))
+            return rc;
+        return ln_fwd_rows(x, gamma, beta, out, mean, rstd, part);
+    }
+    /* one tile row: the fused kernel, one task per token tile */
     for (int j = 0; !rc && j < x->grid_cols; j++) {
         mn_args_t a = {x->rows, tsr__tile_n(x, j)};
         rc = SUBMIT(cl_ln_fwd, a, ACC(tsr__tile(x, 0, j), TSR_R), ACC(gamma->tiles[0], TSR_R),
@@ -882,11 +1208,35 @@ int tsr__op_layernorm_bwd(const tsr_tensor_t *dout, const tsr_tensor_t *x,
                           const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dgamma,
                           tsr_tensor_t *dbeta)
 {
-    int rc = check_ln(x, mean, "layernorm_bwd");
+    return tsr__op_layernorm_bwd_rows(dout, x, gamma, mean, rstd, dx, dgamma, dbeta, NULL);
+}
+
+int tsr__op_layernorm_bwd_rows(const tsr_tensor_t *dout, const tsr_tensor_t *x,
+                               const tsr_tensor_t *gamma, const tsr_tensor_t *mean,
+                               const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dgamma,
+                               tsr_tensor_t *dbeta, tsr_tensor_t *part)
+{
+    const char *op = "layernorm_bwd";
+    int rc = check_ln(x, mean, op);
     if (!rc)
-        rc = same_tiling(x, dout, "layernorm_bwd");
+        rc = check_ln(x, rstd, op);
     if (!rc)
-        rc = same_tiling(x, dx, "layernorm_bwd");
+        rc = same_tiling(x, dout, op);
+    if (!rc)
+        rc = same_tiling(x, dx, op);
+    if (!rc)
+        rc = check_ln_param(gamma, "gamma", x, op);
+    if (!rc)
+        rc = check_ln_param(dgamma, "dgamma", x, op);
+    if (!rc)
+        rc = check_ln_param(dbeta, "dbeta", x, op);
+    if (!rc && x->grid_rows > 1) {
+        if ((rc = check_ln_part(part, x, op)) || (rc = check_f32(x, "x", op)) ||
+            (rc = check_f32(dout, "dout", op)) || (rc = check_f32(dx, "dx", op)))
+            return rc;
+        return ln_bwd_rows(dout, x, gamma, mean, rstd, dx, dgamma, dbeta, part);
+    }
+    /* one tile row: the fused kernel, one task per token tile */
     for (int j = 0; !rc && j < x->grid_cols; j++) {
         mn_args_t a = {x->rows, tsr__tile_n(x, j)};
         rc = SUBMIT(cl_ln_bwd, a, ACC(tsr__tile(dout, 0, j), TSR_R),
@@ -2207,6 +2557,8 @@ int tsr__op_layernorm_fwd_bf16(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
 {
     int rc = check_ln(x, mean, "layernorm_fwd_bf16");
     if (!rc)
+        rc = check_ln_one_row(x, "layernorm_fwd_bf16");
+    if (!rc)
         rc = same_tiling(x, out, "layernorm_fwd_bf16");
     if (!rc)
         rc = check_dtypes(x, out, "layernorm_fwd_bf16");
@@ -2257,6 +2609,8 @@ int tsr__op_layernorm_bwd_bf16(const tsr_tensor_t *dout, const tsr_tensor_t *x,
                                tsr_tensor_t *dgamma, tsr_tensor_t *dbeta)
 {
     int rc = check_ln(x, mean, "layernorm_bwd_bf16");
+    if (!rc)
+        rc = check_ln_one_row(x, "layernorm_bwd_bf16");
     if (!rc)
         rc = same_tiling(x, dout, "layernorm_bwd_bf16");
     if (!rc)
@@ -2663,6 +3017,8 @@ static const tsr_codelet_t *const all_codelets[] = {
     &cl_gemm_bias, &cl_gemm_bias_gelu, &cl_gemm_dgelu, &cl_gemm_dgelu_bgrad, &cl_gemm_bgrada,
     &cl_rms_fwd,   &cl_rms_bwd,  &cl_swiglu_fwd, &cl_swiglu_bwd, &cl_rope_fwd,   &cl_rope_bwd,
     &cl_rms_fwd_bf16, &cl_rms_bwd_bf16, &cl_swiglu_fwd_bf16, &cl_swiglu_bwd_bf16,
+    &cl_ln_part,   &cl_ln_part_dev, &cl_ln_combine_1, &cl_ln_apply, &cl_ln_part_grad,
+    &cl_ln_apply_grad,
 };
 
 const tsr_codelet_t *tsr__op_codelet(const char *name)

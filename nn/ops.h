@@ -74,16 +74,43 @@ int tsr__op_bias_add(const tsr_tensor_t *bias, tsr_tensor_t *x);
 /* dbias(i) += sum_j dy(i, j), accumulated over column tiles (COMMUTE) */
 int tsr__op_bias_grad(const tsr_tensor_t *dy, tsr_tensor_t *dbias);
 
-/* LayerNorm over the rows of each column (x has one tile row: the whole
- * feature dimension), eps 1e-5.  mean, rstd: (1, cols) tiled like x's columns. */
+/* LayerNorm over the rows of each column, eps 1e-5:
+ *   out(:, t) = (x(:, t) - mean[t]) rstd[t] gamma + beta,
+ *   rstd[t] = 1 / sqrt(var[t] + eps) (biased variance, two passes).
+ * x (C, N), out tiled like x (written); gamma, beta (C, 1) in one tile per
+ * tile row of x (else TSR_EINVAL with both tilings); mean, rstd (1, N)
+ * tiled like x's columns (written).
+ * One tile row (the whole feature dimension): the fused kernel, one task per
+ * column tile. R > 1 tile rows (channel tiles, the last possibly smaller):
+ * tsr__op_layernorm_fwd_rows with a scratch `part` (2R, N) fp32 tiled (2,
+ * tt) for the partial sums (without one: TSR_EINVAL); per column tile 3R +
+ * 2 ceil(R / 15) tasks (partial sums per tile, their combine in the fixed
+ * order of the rows, the deviations' partials, their combine, the apply per
+ * tile): the same bits whatever runs them. The scratch is invalidated once
+ * the tasks are submitted (its memory goes back after them). */
 int tsr__op_layernorm_fwd(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
                           const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
                           tsr_tensor_t *rstd);
-/* dx += LayerNorm'(dout) (RW); dgamma, dbeta += … (COMMUTE over column tiles) */
+int tsr__op_layernorm_fwd_rows(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
+                               const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
+                               tsr_tensor_t *rstd, tsr_tensor_t *part);
+/* Its backward, with xhat = (x - mean) rstd and g = dout gamma, all three
+ * ACCUMULATED:
+ *   dx += rstd (g - mean_i(g) - xhat mean_i(g xhat))   (RW: a chain per tile)
+ *   dgamma += sum_t dout xhat,  dbeta += sum_t dout      (COMMUTE over column tiles)
+ * dout, dx tiled like x; gamma, dgamma, dbeta (C, 1) tiled like x's rows.
+ * One tile row: one task per column tile. R > 1 tile rows:
+ * tsr__op_layernorm_bwd_rows with the scratch as above; per column tile
+ * 2R + ceil((R - 1) / 15) tasks (the two sums' partials per tile, their
+ * combine in row order into part's tile (0, b), the update per tile). */
 int tsr__op_layernorm_bwd(const tsr_tensor_t *dout, const tsr_tensor_t *x,
                           const tsr_tensor_t *gamma, const tsr_tensor_t *mean,
                           const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dgamma,
                           tsr_tensor_t *dbeta);
+int tsr__op_layernorm_bwd_rows(const tsr_tensor_t *dout, const tsr_tensor_t *x,
+                               const tsr_tensor_t *gamma, const tsr_tensor_t *mean,
+                               const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dgamma,
+                               tsr_tensor_t *dbeta, tsr_tensor_t *part);
 
 /* out = gelu(x);  d = gelu'(x) * d (in place) */
 int tsr__op_gelu_fwd(const tsr_tensor_t *x, tsr_tensor_t *out);
@@ -235,11 +262,12 @@ int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tenso
 
 /* y = x converted: fp32 → bf16 or bf16 → fp32 (same tiling) */
 int tsr__op_convert(const tsr_tensor_t *x, tsr_tensor_t *y);
-/* tsr__op_layernorm_fwd with out bf16 (mean, rstd fp32) */
+/* tsr__op_layernorm_fwd with out bf16 (mean, rstd fp32); x in one tile row */
 int tsr__op_layernorm_fwd_bf16(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
                                const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
                                tsr_tensor_t *rstd, tsr_handle_t scratch);
-/* tsr__op_layernorm_bwd, then dx16 = bf16(dx) (what the next GEMMs read) */
+/* tsr__op_layernorm_bwd, then dx16 = bf16(dx) (what the next GEMMs read); x in
+ * one tile row */
 int tsr__op_layernorm_bwd_bf16(const tsr_tensor_t *dout, const tsr_tensor_t *x,
                                const tsr_tensor_t *gamma, const tsr_tensor_t *mean,
                                const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dx16,
@@ -311,6 +339,13 @@ typedef struct tsr__slice_args {
 typedef struct tsr__mn_args {
     int m, n;
 } tsr__mn_args_t;
+/* layernorm_combine over row tiles: acc (n) = (init ? 0 : acc) + k partials
+ * in order, finished by fin (TSR_LN_FIN_*, kernels/layernorm.h) over C
+ * features with eps */
+typedef struct tsr__ln_combine_args {
+    int n, k, init, fin, C;
+    float eps;
+} tsr__ln_combine_args_t;
 /* copy_rows: nrows rows of ncols columns from src to dst */
 typedef struct tsr__rows_args {
     int src_rows, dst_rows, src_off, dst_off, nrows, ncols;

@@ -271,3 +271,171 @@ int tsr_cuda_layernorm_bwd(void *stream, int C, int T, const float *dout, const 
                dbeta);
     return tsr_cuda_launched("k_ln_bwd_params");
 }
+
+/* ---- row tiles (channel tiles): kernels/layernorm.h ----------------------
+ * Plain scalar kernels: each reads its tile once; the sums per token are a
+ * warp's in a fixed shuffle order, the combine a thread's over the partials
+ * in order, dgamma/dbeta a thread's per channel over the tokens in order. */
+
+/* x: (M, T); mean: (T) or null; part: (T). One warp per token: the sum of
+ * its M features (mean null) or of their squared deviations from mean. */
+__global__ void k_ln_part(int M, int T, const float *x, const float *mean, float *part)
+{
+    int lane = threadIdx.x & 31;
+    int t = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    if (t >= T)
+        return;
+    const float *xt = x + (size_t)t * M;
+    float s = 0.0f;
+    if (!mean) {
+        for (int i = lane; i < M; i += 32)
+            s += xt[i];
+    } else {
+        float mu = mean[t];
+        for (int i = lane; i < M; i += 32) {
+            float dv = xt[i] - mu;
+            s += dv * dv;
+        }
+    }
+    s = tsr_warp_sum(s);
+    if (lane == 0)
+        part[t] = s;
+}
+
+/* dout, x: (M, T); gamma: (M); mean, rstd: (T); part: (2T). One warp per
+ * token: part[t] = sum gamma dout, part[T + t] = sum gamma dout xhat. */
+__global__ void k_ln_part_grad(int M, int T, const float *dout, const float *x,
+                               const float *gamma, const float *mean, const float *rstd,
+                               float *part)
+{
+    int lane = threadIdx.x & 31;
+    int t = blockIdx.x * WARPS + (threadIdx.x >> 5);
+    if (t >= T)
+        return;
+    const float *dt = dout + (size_t)t * M, *xt = x + (size_t)t * M;
+    float mu = mean[t], rs = rstd[t], a = 0.0f, b = 0.0f;
+    for (int i = lane; i < M; i += 32) {
+        float g = gamma[i] * dt[i];
+        a += g;
+        b += g * (xt[i] - mu) * rs;
+    }
+    a = tsr_warp_sum(a);
+    b = tsr_warp_sum(b);
+    if (lane == 0) {
+        part[t] = a;
+        part[T + t] = b;
+    }
+}
+
+/* the partials of one combine, passed by value (k of them used) */
+struct ln_parts {
+    const float *p[TSR_LN_PARTS];
+};
+
+/* acc: (n); parts: k arrays of (n). One thread per value, partials in order. */
+__global__ void k_ln_combine(int n, int k, ln_parts parts, int init, int fin, int C, float eps,
+                             float *acc)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        float s = init ? 0.0f : acc[i];
+        for (int p = 0; p < k; p++)
+            s += parts.p[p][i];
+        if (fin == TSR_LN_FIN_MEAN)
+            s = s / (float)C;
+        else if (fin == TSR_LN_FIN_RSTD)
+            s = 1.0f / sqrtf(s / (float)C + eps);
+        acc[i] = s;
+    }
+}
+
+/* x, out: (M, T); gamma, beta: (M); mean, rstd: (T). Per element. */
+__global__ void k_ln_apply(int M, int T, const float *x, const float *gamma, const float *beta,
+                           const float *mean, const float *rstd, float *out)
+{
+    size_t n = (size_t)M * (size_t)T;
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+         e += (size_t)gridDim.x * blockDim.x) {
+        int i = (int)(e % (size_t)M), t = (int)(e / (size_t)M);
+        out[e] = (x[e] - mean[t]) * rstd[t] * gamma[i] + beta[i];
+    }
+}
+
+/* dout, x, dx: (M, T); gamma: (M); mean, rstd: (T); m2: (2T). dx += … per
+ * element. */
+__global__ void k_ln_apply_grad(int M, int T, const float *dout, const float *x,
+                                const float *gamma, const float *mean, const float *rstd,
+                                const float *m2, float *dx)
+{
+    size_t n = (size_t)M * (size_t)T;
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+         e += (size_t)gridDim.x * blockDim.x) {
+        int i = (int)(e % (size_t)M), t = (int)(e / (size_t)M);
+        float rs = rstd[t], xhat = (x[e] - mean[t]) * rs;
+        dx[e] += rs * (gamma[i] * dout[e] - m2[t] - xhat * m2[T + t]);
+    }
+}
+
+int tsr_cuda_layernorm_part(void *stream, int M, int T, const float *x, const float *mean,
+                            float *part)
+{
+    if (M <= 0 || T <= 0)
+        return 0;
+    TSR_LAUNCH(k_ln_part, (T + WARPS - 1) / WARPS, WARPS * 32, 0, TSR_STREAM(stream), M, T, x,
+               mean, part);
+    return tsr_cuda_launched("k_ln_part");
+}
+
+int tsr_cuda_layernorm_part_grad(void *stream, int M, int T, const float *dout, const float *x,
+                                 const float *gamma, const float *mean, const float *rstd,
+                                 float *part)
+{
+    if (M <= 0 || T <= 0)
+        return 0;
+    TSR_LAUNCH(k_ln_part_grad, (T + WARPS - 1) / WARPS, WARPS * 32, 0, TSR_STREAM(stream), M, T,
+               dout, x, gamma, mean, rstd, part);
+    return tsr_cuda_launched("k_ln_part_grad");
+}
+
+int tsr_cuda_layernorm_combine(void *stream, int n, int k, const float *const *parts, int init,
+                               int fin, int C, float eps, float *acc)
+{
+    if (k < 1 || k > TSR_LN_PARTS)
+        return tsr_cuda_invalid("layernorm_combine: %d partials (1 to %d)", k, TSR_LN_PARTS);
+    if (n <= 0)
+        return 0;
+    ln_parts p = {};
+    for (int i = 0; i < k; i++)
+        p.p[i] = parts[i];
+    TSR_LAUNCH(k_ln_combine, tsr_blocks((size_t)n, 256), 256, 0, TSR_STREAM(stream), n, k, p,
+               init, fin, C, eps, acc);
+    return tsr_cuda_launched("k_ln_combine");
+}
+
+int tsr_cuda_layernorm_apply(void *stream, int M, int T, const float *x, const float *gamma,
+                             const float *beta, const float *mean, const float *rstd,
+                             float *out)
+{
+    if (M <= 0 || T <= 0)
+        return 0;
+    TSR_LAUNCH(k_ln_apply, tsr_blocks((size_t)M * (size_t)T, 256), 256, 0, TSR_STREAM(stream),
+               M, T, x, gamma, beta, mean, rstd, out);
+    return tsr_cuda_launched("k_ln_apply");
+}
+
+int tsr_cuda_layernorm_apply_grad(void *stream, int M, int T, const float *dout, const float *x,
+                                  const float *gamma, const float *mean, const float *rstd,
+                                  const float *m2, float *dx, float *dgamma, float *dbeta)
+{
+    if (M <= 0 || T <= 0)
+        return 0;
+    cudaStream_t s = TSR_STREAM(stream);
+    TSR_LAUNCH(k_ln_apply_grad, tsr_blocks((size_t)M * (size_t)T, 256), 256, 0, s, M, T, dout, x,
+               gamma, mean, rstd, m2, dx);
+    int rc = tsr_cuda_launched("k_ln_apply_grad");
+    if (rc)
+        return rc;
+    /* dgamma, dbeta: the fused kernel's deterministic parameter sums */
+    TSR_LAUNCH(k_ln_bwd_params, (M + 127) / 128, 128, 0, s, M, T, dout, x, mean, rstd, dgamma,
+               dbeta);
+    return tsr_cuda_launched("k_ln_bwd_params");
+}

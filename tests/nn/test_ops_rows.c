@@ -1,0 +1,247 @@
+/* tests/nn/test_ops_rows.c — LayerNorm over channel tiles: x (C, N) cut into
+ * several row tiles (the last possibly smaller), gamma and beta tiled like
+ * x's rows, against a naive double-precision LayerNorm forward and backward
+ * (the one of test_ops_bf16.c, over whole columns); one tile row as the
+ * fused path's check. The row-tile sums are fixed-order: two runs on 1 and
+ * 2 CPU workers in deterministic mode give the same bits. Misuse: a gamma
+ * tiled unlike x, a missing or misshapen scratch. Under the CUDA emulation
+ * the suite runs on emulated GPUs too (tests/nn/meson.build). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/ops.h"
+#include "tests/kernels/kt_util.h"
+
+#define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
+
+static void rt_start(int ncpu, int deterministic)
+{
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = ncpu;
+    cfg.bind = 0;
+    cfg.deterministic = deterministic;
+    OK(tsr_init(&cfg));
+}
+
+static void tensor_from(tsr_tensor_t *t, int rows, int cols, int tr, int tc, const void *src)
+{
+    OK(tsr__tensor_init(t, rows, cols, tr, tc));
+    if (src)
+        OK(tsr__tensor_write(t, src, (size_t)rows));
+}
+
+static float *tensor_get(const tsr_tensor_t *t)
+{
+    float *x = kt_alloc(tsr__tensor_numel(t));
+    OK(tsr__tensor_read(t, x, (size_t)t->rows));
+    return x;
+}
+
+/* The naive LayerNorm in double over whole columns, eps 1e-5:
+ *   x, dout (C, N); g, b (C) → out (C, N), mean, rstd (N) (written);
+ *   dx (C, N), dg, db (C) += the gradients (accumulated onto their values) */
+static void ln_ref(int C, int N, const float *x, const float *g, const float *b,
+                   const float *dout, double *out, double *mean, double *rstd, double *dx,
+                   double *dg, double *db)
+{
+    for (int t = 0; t < N; t++) {
+        const float *xc = x + (size_t)t * C, *dc = dout + (size_t)t * C;
+        double mu = 0, var = 0;
+        for (int i = 0; i < C; i++)
+            mu += xc[i];
+        mu /= C;
+        for (int i = 0; i < C; i++)
+            var += (xc[i] - mu) * (xc[i] - mu);
+        double rs = 1.0 / sqrt(var / C + 1e-5), mg = 0, mgx = 0;
+        mean[t] = mu;
+        rstd[t] = rs;
+        for (int i = 0; i < C; i++) {
+            double xh = (xc[i] - mu) * rs;
+            out[i + (size_t)t * C] = xh * g[i] + b[i];
+            dg[i] += dc[i] * xh;
+            db[i] += dc[i];
+            mg += dc[i] * g[i];
+            mgx += dc[i] * g[i] * xh;
+        }
+        mg /= C, mgx /= C;
+        for (int i = 0; i < C; i++) {
+            double xh = (xc[i] - mu) * rs;
+            dx[i + (size_t)t * C] += rs * (dc[i] * g[i] - mg - xh * mgx);
+        }
+    }
+}
+
+/* What one case produces, read back (floats, caller frees). */
+typedef struct ln_got {
+    float *out, *mean, *rstd, *dx, *dg, *db;
+} ln_got_t;
+
+static void got_free(ln_got_t *g)
+{
+    free(g->out), free(g->mean), free(g->rstd), free(g->dx), free(g->dg), free(g->db);
+}
+
+/* x (C, N) in tiles (tc, tt): the forward, then the backward onto nonzero
+ * dx, dgamma, dbeta, through the ops; the inputs from one seed. */
+static ln_got_t ln_run(int C, int N, int tc, int tt, uint64_t seed)
+{
+    kt_rng r = kt_seed(seed);
+    size_t cn = (size_t)C * N;
+    float *x = kt_rand(&r, cn, -2, 2), *g = kt_rand(&r, (size_t)C, 0.5f, 1.5f);
+    float *b = kt_rand(&r, (size_t)C, -0.5f, 0.5f), *dout = kt_rand(&r, cn, -1, 1);
+    float *dx0 = kt_rand(&r, cn, -1, 1), *dg0 = kt_rand(&r, (size_t)C, -1, 1);
+    float *db0 = kt_rand(&r, (size_t)C, -1, 1), *junk = kt_rand(&r, cn, -3, 3);
+    int R = (C + tc - 1) / tc;
+    tsr_tensor_t X, G, B, O, Mu, Rs, D, DX, DG, DB, P;
+    tensor_from(&X, C, N, tc, tt, x);
+    tensor_from(&G, C, 1, tc, 1, g);
+    tensor_from(&B, C, 1, tc, 1, b);
+    tensor_from(&O, C, N, tc, tt, junk); /* overwritten */
+    tensor_from(&Mu, 1, N, 1, tt, NULL);
+    tensor_from(&Rs, 1, N, 1, tt, NULL);
+    tensor_from(&D, C, N, tc, tt, dout);
+    tensor_from(&DX, C, N, tc, tt, dx0);
+    tensor_from(&DG, C, 1, tc, 1, dg0);
+    tensor_from(&DB, C, 1, tc, 1, db0);
+    tensor_from(&P, 2 * R, N, 2, tt, NULL); /* the partial sums' scratch */
+    cr_assert_eq(X.grid_rows, R);
+    if (R == 1) { /* the fused path: no scratch */
+        OK(tsr__op_layernorm_fwd(&X, &G, &B, &O, &Mu, &Rs));
+        OK(tsr__op_layernorm_bwd(&D, &X, &G, &Mu, &Rs, &DX, &DG, &DB));
+    } else {
+        OK(tsr__op_layernorm_fwd_rows(&X, &G, &B, &O, &Mu, &Rs, &P));
+        OK(tsr__op_layernorm_bwd_rows(&D, &X, &G, &Mu, &Rs, &DX, &DG, &DB, &P));
+    }
+    ln_got_t got = {tensor_get(&O), tensor_get(&Mu), tensor_get(&Rs),
+                    tensor_get(&DX), tensor_get(&DG), tensor_get(&DB)};
+    tsr_tensor_t *all[] = {&X, &G, &B, &O, &Mu, &Rs, &D, &DX, &DG, &DB, &P};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tsr__tensor_free(all[i]);
+    free(x), free(g), free(b), free(dout), free(dx0), free(dg0), free(db0), free(junk);
+    return got;
+}
+
+/* ln_run against ln_ref on the same inputs */
+static void ln_case(int C, int N, int tc, int tt)
+{
+    uint64_t seed = (uint64_t)(tc * 100 + tt);
+    ln_got_t got = ln_run(C, N, tc, tt, seed);
+    kt_rng r = kt_seed(seed); /* the same draws as ln_run's */
+    size_t cn = (size_t)C * N;
+    float *x = kt_rand(&r, cn, -2, 2), *g = kt_rand(&r, (size_t)C, 0.5f, 1.5f);
+    float *b = kt_rand(&r, (size_t)C, -0.5f, 0.5f), *dout = kt_rand(&r, cn, -1, 1);
+    float *dx0 = kt_rand(&r, cn, -1, 1), *dg0 = kt_rand(&r, (size_t)C, -1, 1);
+    float *db0 = kt_rand(&r, (size_t)C, -1, 1);
+    double *out = kt_dalloc(cn), *mean = kt_dalloc((size_t)N), *rstd = kt_dalloc((size_t)N);
+    double *dx = kt_dalloc(cn), *dg = kt_dalloc((size_t)C), *db = kt_dalloc((size_t)C);
+    for (size_t i = 0; i < cn; i++)
+        dx[i] = dx0[i];
+    for (int i = 0; i < C; i++)
+        dg[i] = dg0[i], db[i] = db0[i];
+    ln_ref(C, N, x, g, b, dout, out, mean, rstd, dx, dg, db);
+    cr_log_info("layernorm C %d N %d in tiles (%d, %d)", C, N, tc, tt);
+    kt_assert_close("layernorm out", got.out, out, cn, 1e-5, 1e-5);
+    kt_assert_close("layernorm mean", got.mean, mean, (size_t)N, 1e-5, 1e-5);
+    kt_assert_close("layernorm rstd", got.rstd, rstd, (size_t)N, 1e-5, 1e-5);
+    kt_assert_close("layernorm dx", got.dx, dx, cn, 1e-4, 1e-4);
+    kt_assert_close("layernorm dgamma", got.dg, dg, (size_t)C, 1e-4, 1e-4);
+    kt_assert_close("layernorm dbeta", got.db, db, (size_t)C, 1e-4, 1e-4);
+    got_free(&got);
+    free(x), free(g), free(b), free(dout), free(dx0), free(dg0), free(db0);
+    free(out), free(mean), free(rstd), free(dx), free(dg), free(db);
+}
+
+/* C = 96 in row tiles of 32 (3), 40 (3, the last 16), 96 (1: the fused
+ * path) and 5 (20, the last 1: the combine a chain of two tasks), token tiles
+ * with and without an edge. */
+Test(nn_ops_rows, layernorm_over_row_tiles_against_loops, .timeout = 120)
+{
+    rt_start(2, 0);
+    static const int tcs[] = {32, 40, 96, 5}, tts[] = {8, 16, 37};
+    for (size_t i = 0; i < sizeof tcs / sizeof *tcs; i++)
+        for (size_t j = 0; j < sizeof tts / sizeof *tts; j++)
+            ln_case(96, 37, tcs[i], tts[j]);
+    tsr_shutdown();
+}
+
+/* Whether the runs may put one codelet on CPU workers and on (emulated)
+ * GPUs, which round differently (docs/runtime.md, "Deterministic mode"). */
+static int mixed_devices(void)
+{
+    const char *g = getenv("TESSERA_NCUDA"), *c = getenv("TESSERA_NCPU");
+    return g && atoi(g) != 0 && !(c && atoi(c) < 0);
+}
+
+/* Deterministic mode: the same bits on 1 and 2 CPU workers (the partials
+ * combined in row order; dgamma, dbeta's COMMUTE in submission order). */
+Test(nn_ops_rows, layernorm_over_row_tiles_is_bitwise_on_any_workers, .timeout = 120)
+{
+    if (mixed_devices()) {
+        cr_log_info("CPU workers beside GPUs: which device runs a task varies; skipped");
+        return;
+    }
+    enum { C = 96, N = 37, tc = 40, tt = 8 };
+    rt_start(1, 1);
+    ln_got_t a = ln_run(C, N, tc, tt, 7);
+    tsr_shutdown();
+    rt_start(2, 1);
+    ln_got_t b = ln_run(C, N, tc, tt, 7);
+    tsr_shutdown();
+    size_t cn = (size_t)C * N;
+    cr_expect_eq(memcmp(a.out, b.out, cn * 4), 0, "out");
+    cr_expect_eq(memcmp(a.mean, b.mean, (size_t)N * 4), 0, "mean");
+    cr_expect_eq(memcmp(a.rstd, b.rstd, (size_t)N * 4), 0, "rstd");
+    cr_expect_eq(memcmp(a.dx, b.dx, cn * 4), 0, "dx");
+    cr_expect_eq(memcmp(a.dg, b.dg, (size_t)C * 4), 0, "dgamma");
+    cr_expect_eq(memcmp(a.db, b.db, (size_t)C * 4), 0, "dbeta");
+    got_free(&a);
+    got_free(&b);
+}
+
+/* gamma tiled unlike x's rows, no scratch, a scratch of the wrong shape:
+ * TSR_EINVAL naming both tilings, before any task. */
+Test(nn_ops_rows, layernorm_over_row_tiles_refuses_mismatches)
+{
+    rt_start(2, 0);
+    enum { C = 96, N = 10, tc = 32, tt = 4 };
+    tsr_tensor_t X, G, G16, B, O, Mu, Rs, DX, DG, P, P1;
+    tensor_from(&X, C, N, tc, tt, NULL);
+    tensor_from(&G, C, 1, tc, 1, NULL);
+    tensor_from(&G16, C, 1, 16, 1, NULL);
+    tensor_from(&B, C, 1, tc, 1, NULL);
+    tensor_from(&O, C, N, tc, tt, NULL);
+    tensor_from(&Mu, 1, N, 1, tt, NULL);
+    tensor_from(&Rs, 1, N, 1, tt, NULL);
+    tensor_from(&DX, C, N, tc, tt, NULL);
+    tensor_from(&DG, C, 1, tc, 1, NULL);
+    tensor_from(&P, 6, N, 2, tt, NULL);
+    tensor_from(&P1, 4, N, 2, tt, NULL); /* two row tiles' partials, x has three */
+    cr_assert_eq(tsr__op_layernorm_fwd_rows(&X, &G16, &B, &O, &Mu, &Rs, &P), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "gamma (96, 1) in tiles of 16 rows for x (96, 10) "
+                                          "in tiles of 32 rows"),
+              "%s", tsr_error_message());
+    cr_assert_eq(tsr__op_layernorm_fwd_rows(&X, &G, &G16, &O, &Mu, &Rs, &P), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "beta"), "%s", tsr_error_message());
+    cr_assert_eq(tsr__op_layernorm_bwd_rows(&O, &X, &G, &Mu, &Rs, &DX, &G16, &DG, &P),
+                 TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "dgamma (96, 1) in tiles of 16"), "%s",
+              tsr_error_message());
+    cr_assert_eq(tsr__op_layernorm_fwd(&X, &G, &B, &O, &Mu, &Rs), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "needs a scratch"), "%s", tsr_error_message());
+    cr_assert_eq(tsr__op_layernorm_bwd(&O, &X, &G, &Mu, &Rs, &DX, &DG, &B), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "needs a scratch"), "%s", tsr_error_message());
+    cr_assert_eq(tsr__op_layernorm_fwd_rows(&X, &G, &B, &O, &Mu, &Rs, &P1), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "scratch (4, 10)"), "%s", tsr_error_message());
+    /* the bf16 producers keep one tile row */
+    tsr_handle_t scratch;
+    OK(tsr_handle_alloc(&scratch, (size_t)tc * tt * 4));
+    cr_assert_eq(tsr__op_layernorm_fwd_bf16(&X, &G, &B, &O, &Mu, &Rs, scratch), TSR_EINVAL);
+    OK(tsr_handle_unregister(scratch));
+    tsr_tensor_t *all[] = {&X, &G, &G16, &B, &O, &Mu, &Rs, &DX, &DG, &P, &P1};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tsr__tensor_free(all[i]);
+    tsr_shutdown();
+}
