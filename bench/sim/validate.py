@@ -463,14 +463,16 @@ def part_project(build, out, quick, platform):
     # docs/gpt2.md "Waves"), first without the disk tier, then with it
     # (the platforms' NVMe drives), and one H200 + 1.5 TB host.
     largest_rows = []
-    cases = [("dgx-a100", platform, 8, 10.0, 120.0, False),
-             ("dgx-a100+nvme", platform, 8, 60.0, 200.0, True),
-             ("h200+nvme", os.path.join(PLATFORMS, "h200.json"), 8, 60.0, 200.0, True)]
+    # (with the disk tier, 8 layers reach the widest model whose (C, C)
+    # tiles hold at most 2^31 elements, C = 46336: the search's upper end)
+    widest = 46336 + 512
+    cases = [("dgx-a100", platform, 8, 10.0, channels_for(8, 120.0), False),
+             ("dgx-a100+nvme", platform, 8, 60.0, widest, True),
+             ("h200+nvme", os.path.join(PLATFORMS, "h200.json"), 8, 60.0, widest, True)]
     if quick:
         cases = cases[:1] + cases[2:]
-    for name, plat, layers, lo_b, hi_b, disk in cases:
-        lo, r = largest(build, plat, layers, channels_for(layers, lo_b),
-                        channels_for(layers, hi_b), disk)
+    for name, plat, layers, lo_b, hi_c, disk in cases:
+        lo, r = largest(build, plat, layers, channels_for(layers, lo_b), hi_c, disk)
         if not r:
             continue
         row = (name, layers, lo, params_of(layers, lo) / 1e9, r["tflops"], r.get("wave"),
