@@ -3,7 +3,7 @@
  * each micro-batch's forward, then its backward. In waves of k: block l runs
  * for the k micro-batches before block l + 1 starts, the head for each, then
  * the backward block by block in reverse, again k micro-batches per block.
- Within a block each step (a Linear, the attention, a LayerNorm) runs for
+ * Within a block each step (a Linear, the attention, a LayerNorm) runs for
  * the k micro-batches before the next, so each weight matrix is read by k
  * consecutive groups of tasks: a model whose weights do not stay on its
  * GPUs streams them once per wave instead of once per micro-batch. The
@@ -19,8 +19,11 @@
  * its embedding both add to its gradient).
  *
  * Both model families use it, and so does everything that trains them.
- * Must never: know a model's layers, tensors or names, or submit tasks of
- * its own: it calls the model's phases in order.
+ * It checks the micro-batches' ids (tsr__trainer_check_batch) before
+ * anything is submitted, and narrows the runtime's submission window while
+ * a wave is submitted (tsr__wave_window). Must never: know a model's
+ * layers, tensors or names, or submit tasks of its own: it calls the
+ * model's phases in order.
  */
 #ifndef TSR_NN_WAVE_H
 #define TSR_NN_WAVE_H
@@ -28,7 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A model's phases for micro-batch slot s (0 <= s < slots). */
+/* A model's phases for micro-batch slot s (0 <= s < slots); block_fwd and
+ * block_bwd take the k slots of a wave at once (FOR_SLOTS in the models). */
 typedef struct tsr__wave_model {
     void *m;
     int layers;
