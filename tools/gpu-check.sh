@@ -30,6 +30,8 @@
 #               step evicts and writes back
 #   kernels     tessera-bench-kernels --gpu-only against cuBLAS and copies
 #   offload     tessera-bench-offload: GEMM out of core over the real PCIe
+#   waves-*     the 124M step, 8 micro-batches, on the card capped at 512 MiB:
+#               one micro-batch at a time against waves of 8 (docs/gpt2.md)
 #   sanitizer   compute-sanitizer memcheck and racecheck on the kernel suite
 #               (where the tool runs; skipped, and said, where it does not)
 #   tiles-*     the same 124M step under other tile shapes (tokens/vocab/
@@ -344,6 +346,26 @@ attn_rate() { grep '^{' "$OUTDIR/kernels.log" 2>/dev/null | grep "\"case\":\"$1\
 record kernels "$(verdict)" "$SECS" "$(count_json kernels) figures (kernels.log); causal attention TF32 fwd $(attn_rate attn_fwd_diag) bwd $(attn_rate attn_bwd_diag), bf16 fwd $(attn_rate attn_fwd_diag_bf16) bwd $(attn_rate attn_bwd_diag_bf16) TFLOP/s"
 run offload 90 "$BIN/tessera-bench-offload" --quick
 record offload "$(verdict)" "$SECS" "$(count_json offload) figures (offload.log)"
+
+# ---- waves: the 124M step on a card capped below its weights ---------------
+# (docs/gpt2.md, "Waves") 8 micro-batches of 4 x 1024 per step with
+# recompute, the GPU capped at 512 MiB (weights and gradients: 1 GB): one
+# micro-batch at a time against waves of 8; seconds per step and MiB copied
+# into the card over the 3 steps (TESSERA_STATS's cuda0 row, in_MiB)
+WSHAPE="--layers 12 --heads 12 --channels 768 --vocab 50257 --ctx 1024 --batch 4 --seq 1024 --micro 8 --recompute 1"
+waves_step() { # NAME WAVE
+    run "$1" 120 env TESSERA_NCPU=-1 TESSERA_NCUDA=1 TESSERA_STATS=1 TESSERA_LIMIT_CUDA_MEM=512 \
+        "$BIN/bench-gpt2-step" $WSHAPE --wave "$2" --warmup 1 --steps 2 --json-tag "124M-8x4x1024-512MiB"
+    if [ "$STATUS" = pass ]; then
+        local mib; mib=$(awk '$1 == "cuda0" && NF == 10 { print $9 }' "$OUTDIR/$1.log" | tail -1)
+        record "$1" pass "$SECS" "$(field s_per_step "$OUTDIR/$1.log") s/step, ${mib:-?} MiB into the GPU in 3 steps (waves of $2)" \
+            "\"s_per_step\":$(field s_per_step "$OUTDIR/$1.log"),\"mib_in_3_steps\":${mib:-null},\"wave\":$2"
+    else
+        record "$1" "$(verdict)" "$SECS" "see $1.log"
+    fi
+}
+waves_step waves-1 1
+waves_step waves-8 8
 
 # ---- compute-sanitizer -----------------------------------------------------
 if command -v compute-sanitizer >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then

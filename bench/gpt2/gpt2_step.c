@@ -56,6 +56,8 @@ typedef struct options {
     const char *tag;
     int recompute; /* 0, 1, or 2: both, compared */
     int precision; /* TSR_GPT2_FP32 or TSR_GPT2_BF16 */
+    int micro;     /* micro-batches per step (1: forward + backward) */
+    int wave;      /* tsr_gpt2_config_t.wave (0: the model's choice) */
 } options_t;
 
 static void usage(void)
@@ -75,6 +77,10 @@ static void usage(void)
             "                      both: each mode under its own runtime, compared\n"
             "  --precision fp32|bf16  the GEMMs' arithmetic (default fp32; bf16: mixed\n"
             "                      precision, docs/gpt2.md)\n"
+            "  --micro K           micro-batches per step, run by tsr_gpt2_forward_backward\n"
+            "                      (default 1: tsr_gpt2_forward + _backward)\n"
+            "  --wave W            micro-batches per wave (default 0: the model's choice;\n"
+            "                      docs/gpt2.md, \"Waves\")\n"
             "  --lr X --seed N     learning rate (3e-4), token and weight seed (1)\n");
 }
 
@@ -110,7 +116,8 @@ static int parse_args(int argc, char **argv, options_t *o)
         {"--seq", &o->seq, 1},            {"--steps", &o->steps, 1},
         {"--warmup", &o->warmup, 0},      {"--threads", &o->threads, 0},
         {"--tile-tokens", &o->tile_tokens, 0}, {"--tile-vocab", &o->tile_vocab, 0},
-        {"--tile-hidden", &o->tile_hidden, 0},
+        {"--tile-hidden", &o->tile_hidden, 0}, {"--micro", &o->micro, 1},
+        {"--wave", &o->wave, 0},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -204,18 +211,31 @@ static void make_tokens(const options_t *o, int32_t *inputs, int32_t *targets)
 
 typedef bench_steps_t result_t;
 
-/* One step for bench_train_steps (bench/train_steps.h). */
-static int one_step(void *model, const int32_t *inputs, const int32_t *targets, float lr,
+/* What one step runs: the model and its micro-batches per step. */
+typedef struct step_ctx {
+    tsr_gpt2_t *m;
+    int micro;
+} step_ctx_t;
+
+/* One step for bench_train_steps (bench/train_steps.h); inputs, targets:
+ * micro micro-batches side by side. */
+static int one_step(void *ctx, const int32_t *inputs, const int32_t *targets, float lr,
                     float *loss)
 {
-    tsr_gpt2_t *m = model;
+    const step_ctx_t *c = ctx;
+    tsr_gpt2_t *m = c->m;
     tsr_adamw_config_t opt;
     tsr_adamw_config_default(&opt);
     float norm = 0;
-    if (failed(tsr_gpt2_zero_grad(m), "tsr_gpt2_zero_grad") ||
-        failed(tsr_gpt2_forward(m, inputs, targets, NULL), "tsr_gpt2_forward") ||
-        failed(tsr_gpt2_backward(m, 1.0f), "tsr_gpt2_backward") ||
-        failed(tsr_gpt2_step(m, &opt, lr, &norm), "tsr_gpt2_step") ||
+    if (failed(tsr_gpt2_zero_grad(m), "tsr_gpt2_zero_grad"))
+        return TSR_EINVAL;
+    if (c->micro == 1 ? failed(tsr_gpt2_forward(m, inputs, targets, NULL), "tsr_gpt2_forward") ||
+                            failed(tsr_gpt2_backward(m, 1.0f), "tsr_gpt2_backward")
+                      : failed(tsr_gpt2_forward_backward(m, c->micro, inputs, targets,
+                                                         1.0f / (float)c->micro, NULL),
+                               "tsr_gpt2_forward_backward"))
+        return TSR_EINVAL;
+    if (failed(tsr_gpt2_step(m, &opt, lr, &norm), "tsr_gpt2_step") ||
         failed(tsr_gpt2_loss(m, loss), "tsr_gpt2_loss"))
         return TSR_EINVAL;
     return TSR_OK;
@@ -225,7 +245,8 @@ static int one_step(void *model, const int32_t *inputs, const int32_t *targets, 
 static int run_steps(tsr_gpt2_t *m, const options_t *o, const int32_t *inputs,
                      const int32_t *targets, result_t *r)
 {
-    return bench_train_steps("bench-gpt2-step", m, one_step, o->warmup, o->steps, (float)o->lr,
+    step_ctx_t c = {m, o->micro};
+    return bench_train_steps("bench-gpt2-step", &c, one_step, o->warmup, o->steps, (float)o->lr,
                              inputs, targets, r);
 }
 
@@ -238,15 +259,17 @@ static void report(tsr_gpt2_t *m, const options_t *o, const char *tag, const res
 {
     const tsr_gpt2_config_t *eff = tsr_gpt2_config(m);
     const char *sched = o->sched ? o->sched : getenv("TESSERA_SCHED");
-    bench_step_run_t d = {tag, tsr_gpt2_num_params(m), o->batch, o->seq, o->warmup, o->steps,
+    /* a step's sequences: micro micro-batches of batch */
+    bench_step_run_t d = {tag, tsr_gpt2_num_params(m), o->batch * o->micro, o->seq, o->warmup,
+                          o->steps,
                           {eff->tile_tokens, eff->tile_vocab, eff->tile_hidden}, eff->recompute,
                           precision_name(eff->precision), bench_loadavg()};
     bench_step_print_line(&d, r);
     printf("{\"bench\":\"gpt2-step\",\"case\":\"%s\",\"impl\":\"tessera\",\"workers\":%d,"
            "\"sched\":%s%s%s,\"layers\":%d,\"heads\":%d,\"channels\":%d,\"vocab\":%d,"
-           "\"ctx\":%d,",
+           "\"ctx\":%d,\"micro\":%d,\"wave\":%d,",
            tag, tsr_worker_count(), sched ? "\"" : "", sched ? sched : "null", sched ? "\"" : "",
-           o->layers, o->heads, o->channels, o->vocab, o->ctx);
+           o->layers, o->heads, o->channels, o->vocab, o->ctx, o->micro, eff->wave);
     bench_step_print_json_tail(&d, r);
 }
 
@@ -292,6 +315,7 @@ static int run_mode(const options_t *o, int recompute, const char *tag, const in
     mc.tile_hidden = o->tile_hidden;
     mc.recompute = recompute;
     mc.precision = o->precision;
+    mc.wave = o->wave;
 
     int status = 1;
     tsr_gpt2_t *m = NULL;
@@ -347,7 +371,7 @@ int main(int argc, char **argv)
 {
     options_t o = {.layers = 12, .heads = 12, .channels = 768, .vocab = 50257,
                    .ctx = 1024, .batch = 4, .seq = 64, .steps = 5, .warmup = 1,
-                   .threads = 0, .seed = 1, .lr = 3e-4};
+                   .threads = 0, .seed = 1, .lr = 3e-4, .micro = 1};
     if (parse_args(argc, argv, &o)) {
         usage();
         return 2;
@@ -359,8 +383,8 @@ int main(int argc, char **argv)
         snprintf(tag, sizeof tag, "%dx%dx%d/%d", o.layers, o.heads, o.channels, o.vocab);
 
     size_t ntok = (size_t)o.batch * o.seq;
-    int32_t *inputs = malloc(ntok * sizeof *inputs);
-    int32_t *targets = malloc(ntok * sizeof *targets);
+    int32_t *inputs = malloc(ntok * (size_t)o.micro * sizeof *inputs);
+    int32_t *targets = malloc(ntok * (size_t)o.micro * sizeof *targets);
     if (!inputs || !targets) {
         fprintf(stderr, "bench-gpt2-step: out of memory\n");
         free(inputs);
@@ -368,6 +392,10 @@ int main(int argc, char **argv)
         return 1;
     }
     make_tokens(&o, inputs, targets);
+    for (int k = 1; k < o.micro; k++) { /* the same micro-batch again: the timing's the point */
+        memcpy(inputs + (size_t)k * ntok, inputs, ntok * sizeof *inputs);
+        memcpy(targets + (size_t)k * ntok, targets, ntok * sizeof *targets);
+    }
 
     int status = 0;
     result_t keep, re;
