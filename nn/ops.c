@@ -1694,55 +1694,62 @@ static int check_embed(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
 {
     int tt = x->tile_cols;
     if (tokens->rows != 1 || tokens->cols != x->cols || tokens->tile_cols != tt ||
-        x->grid_rows != 1 || wte->rows != x->rows || wte->grid_rows != 1 ||
-        (wpe && (wpe->rows != x->rows || wpe->tile_cols != (tt < seq_len ? tt : seq_len) ||
-                 seq_len > wpe->cols)) || x->cols % seq_len ||
-        !tsr__tokens_tile_ok(tt, seq_len, x->cols / seq_len))
+        wte->rows != x->rows || wte->tile_rows != x->tile_rows ||
+        (wpe && (wpe->rows != x->rows || wpe->tile_rows != x->tile_rows ||
+                 wpe->tile_cols != (tt < seq_len ? tt : seq_len) || seq_len > wpe->cols)) ||
+        x->cols % seq_len || !tsr__tokens_tile_ok(tt, seq_len, x->cols / seq_len))
         return tsr__fail(TSR_EINVAL, "embedding: tilings of tokens, tables and activations "
-                                     "do not agree");
+                                     "do not agree (activations (%d, %d) in tiles (%d, %d), "
+                                     "table (%d, %d) in tiles (%d, %d))",
+                         x->rows, x->cols, x->tile_rows, x->tile_cols, wte->rows, wte->cols,
+                         wte->tile_rows, wte->tile_cols);
     return TSR_OK;
 }
 
-/* Position rows of token tile j (nb whole sequences side by side when the
- * tile is longer than a sequence, else part of one sequence).
+/* Position rows of token tile j in row tile a (nb whole sequences side by
+ * side when the tile is longer than a sequence, else part of one sequence).
  *   forward:  x = wpe rows (W) — a multi-sequence tile is zeroed first, then
  *             wpe's first tile (one whole sequence) is added at each offset;
  *   backward: dwpe += the tile's rows (COMMUTE). */
-static int embed_positions(const tsr_tensor_t *wpe, int seq_len, int tt, int j, tsr_handle_t x,
-                           int backward)
+static int embed_positions(const tsr_tensor_t *wpe, int seq_len, int tt, int a, int j,
+                           tsr_handle_t x, int backward)
 {
     float one = 1.0f;
     if (tt <= seq_len) {
-        tsr_handle_t p = tsr__tile(wpe, 0, j % (seq_len / tt));
+        tsr_handle_t p = tsr__tile(wpe, a, j % (seq_len / tt));
         return backward ? SUBMIT(cl_axpy, one, ACC(x, TSR_R), ACC(p, TSR_COMMUTE))
                         : SUBMIT0(cl_copy, ACC(p, TSR_R), ACC(x, TSR_W));
     }
-    tsr_handle_t p = tsr__tile(wpe, 0, 0);
-    size_t seq = (size_t)wpe->rows * (size_t)seq_len;
+    tsr_handle_t p = tsr__tile(wpe, a, 0);
+    size_t seq = (size_t)tsr__tile_m(wpe, a) * (size_t)seq_len;
     int rc = backward ? TSR_OK : tsr__op_fill_handle(x, 0.0f);
     for (int b = 0; !rc && b < tt / seq_len; b++) {
-        slice_args_t a = {backward ? b * seq : 0, backward ? 0 : b * seq, seq};
-        rc = backward ? SUBMIT(cl_slice_add, a, ACC(x, TSR_R), ACC(p, TSR_COMMUTE))
-                      : SUBMIT(cl_slice_add, a, ACC(p, TSR_R), ACC(x, TSR_RW));
+        slice_args_t s = {backward ? b * seq : 0, backward ? 0 : b * seq, seq};
+        rc = backward ? SUBMIT(cl_slice_add, s, ACC(x, TSR_R), ACC(p, TSR_COMMUTE))
+                      : SUBMIT(cl_slice_add, s, ACC(p, TSR_R), ACC(x, TSR_RW));
     }
     return rc;
 }
 
+/* Row tile a (channels) of token tile j: one task per vocabulary tile,
+ * each copying (adding) the columns of its ids; the tables' and the
+ * activations' row tiles match (check_embed), a tile's rows are its ld. */
 int tsr__op_embed_fwd(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
                       const tsr_tensor_t *wpe, int seq_len, tsr_tensor_t *out)
 {
     int rc = check_embed(tokens, wte, wpe, seq_len, out);
-    for (int j = 0; !rc && j < out->grid_cols; j++) {
-        tsr_handle_t o = tsr__tile(out, 0, j);
-        rc = wpe ? embed_positions(wpe, seq_len, out->tile_cols, j, o, 0)
-                 : tsr__op_fill_handle(o, 0.0f);
-        for (int v = 0; !rc && v < wte->grid_cols; v++) {
-            embed_args_t a = {out->rows, tsr__tile_n(out, j), tsr__tile_n(wte, v),
-                              v * wte->tile_cols, wte->cols};
-            rc = SUBMIT(cl_embed_fwd, a, ACC(tsr__tile(tokens, 0, j), TSR_R),
-                        ACC(tsr__tile(wte, 0, v), TSR_R), ACC(o, TSR_RW));
+    for (int a = 0; !rc && a < out->grid_rows; a++)
+        for (int j = 0; !rc && j < out->grid_cols; j++) {
+            tsr_handle_t o = tsr__tile(out, a, j);
+            rc = wpe ? embed_positions(wpe, seq_len, out->tile_cols, a, j, o, 0)
+                     : tsr__op_fill_handle(o, 0.0f);
+            for (int v = 0; !rc && v < wte->grid_cols; v++) {
+                embed_args_t e = {tsr__tile_m(out, a), tsr__tile_n(out, j), tsr__tile_n(wte, v),
+                                  v * wte->tile_cols, wte->cols};
+                rc = SUBMIT(cl_embed_fwd, e, ACC(tsr__tile(tokens, 0, j), TSR_R),
+                            ACC(tsr__tile(wte, a, v), TSR_R), ACC(o, TSR_RW));
+            }
         }
-    }
     return rc;
 }
 
@@ -1750,17 +1757,18 @@ int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int 
                       tsr_tensor_t *dwte, tsr_tensor_t *dwpe)
 {
     int rc = check_embed(tokens, dwte, dwpe, seq_len, dout);
-    for (int j = 0; !rc && j < dout->grid_cols; j++) {
-        tsr_handle_t d = tsr__tile(dout, 0, j);
-        for (int v = 0; !rc && v < dwte->grid_cols; v++) {
-            embed_args_t a = {dout->rows, tsr__tile_n(dout, j), tsr__tile_n(dwte, v),
-                              v * dwte->tile_cols, dwte->cols};
-            rc = SUBMIT(cl_embed_bwd, a, ACC(tsr__tile(tokens, 0, j), TSR_R), ACC(d, TSR_R),
-                        ACC(tsr__tile(dwte, 0, v), TSR_COMMUTE));
+    for (int a = 0; !rc && a < dout->grid_rows; a++)
+        for (int j = 0; !rc && j < dout->grid_cols; j++) {
+            tsr_handle_t d = tsr__tile(dout, a, j);
+            for (int v = 0; !rc && v < dwte->grid_cols; v++) {
+                embed_args_t e = {tsr__tile_m(dout, a), tsr__tile_n(dout, j),
+                                  tsr__tile_n(dwte, v), v * dwte->tile_cols, dwte->cols};
+                rc = SUBMIT(cl_embed_bwd, e, ACC(tsr__tile(tokens, 0, j), TSR_R), ACC(d, TSR_R),
+                            ACC(tsr__tile(dwte, a, v), TSR_COMMUTE));
+            }
+            if (!rc && dwpe)
+                rc = embed_positions(dwpe, seq_len, dout->tile_cols, a, j, d, 1);
         }
-        if (!rc && dwpe)
-            rc = embed_positions(dwpe, seq_len, dout->tile_cols, j, d, 1);
-    }
     return rc;
 }
 

@@ -178,8 +178,10 @@ int tsr__rope_table(tsr_handle_t *out, int head_dim, const double *inv_freq);
 int tsr__tokens_tile_ok(int tt, int seq_len, int nseq);
 
 /* out(:, t) = wte(:, tokens[t]) + wpe(:, t mod seq_len).
- *   tokens (1, N) int32, wte (C, V) tiled (C, tv), wpe (C, ctx) tiled
- *   (C, min(tt, seq_len)), out (C, N) tiled (C, tt); tt as above.
+ *   tokens (1, N) int32, wte (C, V) tiled (tc, tv), wpe (C, ctx) tiled
+ *   (tc, min(tt, seq_len)), out (C, N) tiled (tc, tt); tt as above; tc = C
+ *   or row tiles of the channels (the tables' rows tiled like out's). One
+ *   task per (row tile, token tile, vocabulary tile).
  *   wpe NULL: no position embedding (Llama), out = the token rows alone. */
 int tsr__op_embed_fwd(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
                       const tsr_tensor_t *wpe, int seq_len, tsr_tensor_t *out);

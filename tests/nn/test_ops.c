@@ -1,7 +1,8 @@
 /* tests/nn/test_ops.c — tensor operations over tile grids (with edge tiles)
  * against naive double-precision loops over the whole dense tensors: GEMM in
  * every transposition and accumulation mode, Linear layers, causal attention
- * forward and backward, cross-entropy, embeddings. */
+ * forward and backward, cross-entropy, embeddings (also over row tiles of
+ * the channels). */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <math.h>
@@ -562,7 +563,9 @@ Test(nn_ops, cross_entropy_over_vocabulary_tiles)
     rt_stop();
 }
 
-static void embedding_case(int tt)
+/* tt tokens and tc channels per tile (tc < C: row tiles of the channels,
+ * the tables tiled alike; the last row tile shorter) */
+static void embedding_case(int tt, int tc)
 {
     int C = 6, V = 23, ctx = 10, T = 8, S = 4, N = S * T, tv = 7;
     kt_rng r = kt_seed(9);
@@ -573,12 +576,12 @@ static void embedding_case(int tt)
         tok[t] = t % 5 == 0 ? 4 : kt_randint(&r, 0, V); /* repeated ids add up */
     tsr_tensor_t Tk, E, P, X, DE, DP, DO;
     tensor_from(&Tk, 1, N, 1, tt, tok);
-    tensor_from(&E, C, V, C, tv, wte);
-    tensor_from(&P, C, ctx, C, tt < T ? tt : T, wpe);
-    tensor_from(&X, C, N, C, tt, NULL);
-    tensor_from(&DE, C, V, C, tv, NULL);
-    tensor_from(&DP, C, ctx, C, tt < T ? tt : T, NULL);
-    tensor_from(&DO, C, N, C, tt, dout);
+    tensor_from(&E, C, V, tc, tv, wte);
+    tensor_from(&P, C, ctx, tc, tt < T ? tt : T, wpe);
+    tensor_from(&X, C, N, tc, tt, NULL);
+    tensor_from(&DE, C, V, tc, tv, NULL);
+    tensor_from(&DP, C, ctx, tc, tt < T ? tt : T, NULL);
+    tensor_from(&DO, C, N, tc, tt, dout);
     OK(tsr__op_embed_fwd(&Tk, &E, &P, T, &X));
     OK(tsr__op_embed_bwd(&Tk, &DO, T, &DE, &DP));
     double *x = kt_dalloc((size_t)C * N), *de = kt_dalloc((size_t)C * V);
@@ -610,7 +613,9 @@ static void embedding_case(int tt)
 Test(nn_ops, embeddings_forward_and_backward)
 {
     rt_start();
-    embedding_case(4);  /* two tiles per sequence */
-    embedding_case(16); /* two whole sequences per tile */
+    embedding_case(4, 6);  /* two tiles per sequence */
+    embedding_case(16, 6); /* two whole sequences per tile */
+    embedding_case(4, 4);  /* channels in row tiles of 4 and 2 */
+    embedding_case(16, 4);
     rt_stop();
 }
