@@ -17,6 +17,7 @@
 
 #include "nn/ops.h"
 #include "tests/kernels/kt_util.h"
+#include "tests/nn/ops_util.h"
 
 static void rt_start(void)
 {
@@ -27,27 +28,12 @@ static void rt_start(void)
     cr_assert_eq(tsr_init(&cfg), TSR_OK, "%s", tsr_error_message());
 }
 
-#define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
 #define REFUSED(call, what)                                                             \
     do {                                                                                \
         cr_assert_eq((call), TSR_EINVAL, "%s was not refused", #call);                  \
         cr_assert(strstr(tsr_error_message(), (what)), "%s: %s", #call,                 \
                   tsr_error_message());                                                 \
     } while (0)
-
-static void tensor_from(tsr_tensor_t *t, int rows, int cols, int tr, int tc, const void *src)
-{
-    OK(tsr__tensor_init(t, rows, cols, tr, tc));
-    if (src)
-        OK(tsr__tensor_write(t, src, (size_t)rows));
-}
-
-static float *tensor_get(const tsr_tensor_t *t)
-{
-    float *x = kt_alloc(tsr__tensor_numel(t));
-    OK(tsr__tensor_read(t, x, (size_t)t->rows));
-    return x;
-}
 
 /* ---- RMSNorm ---------------------------------------------------------------- */
 

@@ -9,6 +9,7 @@
 
 #include "nn/ops.h"
 #include "tests/kernels/kt_util.h"
+#include "tests/nn/ops_util.h"
 
 static void rt_start(void)
 {
@@ -22,23 +23,6 @@ static void rt_start(void)
 static void rt_stop(void)
 {
     tsr_shutdown();
-}
-
-
-#define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
-
-static void tensor_from(tsr_tensor_t *t, int rows, int cols, int tr, int tc, const void *src)
-{
-    OK(tsr__tensor_init(t, rows, cols, tr, tc));
-    if (src)
-        OK(tsr__tensor_write(t, src, (size_t)rows));
-}
-
-static float *tensor_get(const tsr_tensor_t *t)
-{
-    float *x = kt_alloc(tsr__tensor_numel(t));
-    OK(tsr__tensor_read(t, x, (size_t)t->rows));
-    return x;
 }
 
 /* element (i, j) of op(X) for X stored column-major (r rows) */

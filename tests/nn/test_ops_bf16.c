@@ -16,8 +16,7 @@
 
 #include "nn/ops.h"
 #include "tests/kernels/kt_util.h"
-
-#define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
+#include "tests/nn/ops_util.h"
 
 static void rt_start(void)
 {
@@ -26,13 +25,6 @@ static void rt_start(void)
     cfg.ncpu = 2;
     cfg.bind = 0;
     OK(tsr_init(&cfg));
-}
-
-static void f32_tensor(tsr_tensor_t *t, int rows, int cols, int tr, int tc, const void *src)
-{
-    OK(tsr__tensor_init(t, rows, cols, tr, tc));
-    if (src)
-        OK(tsr__tensor_write(t, src, (size_t)rows));
 }
 
 /* a bf16 tensor holding kt_bf16_round(src) (src NULL: zeros) */
@@ -48,13 +40,6 @@ static void bf16_tensor(tsr_tensor_t *t, int rows, int cols, int tr, int tc, con
         h[i] = kt_bf16_round(src[i]);
     OK(tsr__tensor_write(t, h, (size_t)rows));
     free(h);
-}
-
-static float *f32_get(const tsr_tensor_t *t)
-{
-    float *x = kt_alloc(tsr__tensor_numel(t));
-    OK(tsr__tensor_read(t, x, (size_t)t->rows));
-    return x;
 }
 
 /* a bf16 tensor's values, widened */
@@ -109,12 +94,12 @@ static void gemm_case(int ta, int tb, int m, int n, int k, int tm, int tn, int t
     if (c_bf16)
         bf16_tensor(&Cm, m, n, tm, tn, c);
     else
-        f32_tensor(&Cm, m, n, tm, tn, c);
+        tensor_from(&Cm, m, n, tm, tn, c);
     float alpha = 0.75f;
     OK(tsr__op_gemm(ta, tb, alpha, &A, &Bm, beta, &Cm, mode));
     if (mode == TSR_COMMUTE)
         OK(tsr__op_gemm(ta, tb, alpha, &A, &Bm, beta, &Cm, mode));
-    float *got = c_bf16 ? bf16_get(&Cm) : f32_get(&Cm);
+    float *got = c_bf16 ? bf16_get(&Cm) : tensor_get(&Cm);
     double *want = kt_dalloc((size_t)m * n);
     int reps = mode == TSR_COMMUTE ? 2 : 1;
     for (int j = 0; j < n; j++)
@@ -167,14 +152,14 @@ Test(nn_ops_bf16, conversions_both_ways)
     kt_rng r = kt_seed(3);
     float *x = kt_rand(&r, (size_t)rows * cols, -100, 100);
     tsr_tensor_t X, H, Y;
-    f32_tensor(&X, rows, cols, 5, 4, x);
+    tensor_from(&X, rows, cols, 5, 4, x);
     bf16_tensor(&H, rows, cols, 5, 4, NULL);
-    f32_tensor(&Y, rows, cols, 5, 4, NULL);
+    tensor_from(&Y, rows, cols, 5, 4, NULL);
     OK(tsr__op_convert(&X, &H));
     OK(tsr__op_convert(&H, &Y));
     uint16_t *h = malloc(sizeof(uint16_t) * rows * cols);
     OK(tsr__tensor_read(&H, h, (size_t)rows));
-    float *y = f32_get(&Y);
+    float *y = tensor_get(&Y);
     for (int i = 0; i < rows * cols; i++) {
         cr_assert_eq(h[i], kt_bf16_round(x[i]), "bf16(%.9g) = 0x%04x", (double)x[i], h[i]);
         cr_assert_eq((double)y[i], kt_bf16_value(h[i]), "widened 0x%04x = %.9g", h[i], (double)y[i]);
@@ -197,17 +182,17 @@ Test(nn_ops_bf16, layernorm_forward_and_backward)
     float *dx0 = kt_rand(&r, Cf * Nt, -1, 1);
     tsr_tensor_t X, G, Bt, O, Mu, Rs, D, DX, DX16, DG, DB;
     tsr_handle_t scratch;
-    f32_tensor(&X, Cf, Nt, Cf, tt, x);
-    f32_tensor(&G, Cf, 1, Cf, 1, g);
-    f32_tensor(&Bt, Cf, 1, Cf, 1, bb);
+    tensor_from(&X, Cf, Nt, Cf, tt, x);
+    tensor_from(&G, Cf, 1, Cf, 1, g);
+    tensor_from(&Bt, Cf, 1, Cf, 1, bb);
     bf16_tensor(&O, Cf, Nt, Cf, tt, NULL);
-    f32_tensor(&Mu, 1, Nt, 1, tt, NULL);
-    f32_tensor(&Rs, 1, Nt, 1, tt, NULL);
-    f32_tensor(&D, Cf, Nt, Cf, tt, dout);
-    f32_tensor(&DX, Cf, Nt, Cf, tt, dx0);
+    tensor_from(&Mu, 1, Nt, 1, tt, NULL);
+    tensor_from(&Rs, 1, Nt, 1, tt, NULL);
+    tensor_from(&D, Cf, Nt, Cf, tt, dout);
+    tensor_from(&DX, Cf, Nt, Cf, tt, dx0);
     bf16_tensor(&DX16, Cf, Nt, Cf, tt, NULL);
-    f32_tensor(&DG, Cf, 1, Cf, 1, NULL);
-    f32_tensor(&DB, Cf, 1, Cf, 1, NULL);
+    tensor_from(&DG, Cf, 1, Cf, 1, NULL);
+    tensor_from(&DB, Cf, 1, Cf, 1, NULL);
     /* a scratch smaller than a tile is refused */
     OK(tsr_handle_alloc(&scratch, (size_t)Cf * tt * 4 - 4));
     cr_assert_eq(tsr__op_layernorm_fwd_bf16(&X, &G, &Bt, &O, &Mu, &Rs, scratch), TSR_EINVAL);
@@ -215,8 +200,8 @@ Test(nn_ops_bf16, layernorm_forward_and_backward)
     OK(tsr_handle_alloc(&scratch, (size_t)Cf * tt * 4));
     OK(tsr__op_layernorm_fwd_bf16(&X, &G, &Bt, &O, &Mu, &Rs, scratch));
     OK(tsr__op_layernorm_bwd_bf16(&D, &X, &G, &Mu, &Rs, &DX, &DX16, &DG, &DB));
-    float *o = bf16_get(&O), *dx = f32_get(&DX), *dx16 = bf16_get(&DX16);
-    float *dg = f32_get(&DG), *db = f32_get(&DB);
+    float *o = bf16_get(&O), *dx = tensor_get(&DX), *dx16 = bf16_get(&DX16);
+    float *dg = tensor_get(&DG), *db = tensor_get(&DB);
     double *wo = kt_dalloc(Cf * Nt), *wdx = kt_dalloc(Cf * Nt), *wdg = kt_dalloc(Cf),
            *wdb = kt_dalloc(Cf), *dx_d = kt_dalloc(Cf * Nt);
     for (int t = 0; t < Nt; t++) {
@@ -271,14 +256,14 @@ Test(nn_ops_bf16, gelu_forward_and_backward)
     float *x = kt_rand(&r, R * Nt, -4, 4), *d0 = kt_rand(&r, R * Nt, -1, 1);
     tsr_tensor_t X, O, D, D16;
     tsr_handle_t scratch;
-    f32_tensor(&X, R, Nt, tr, tt, x);
+    tensor_from(&X, R, Nt, tr, tt, x);
     bf16_tensor(&O, R, Nt, tr, tt, NULL);
-    f32_tensor(&D, R, Nt, tr, tt, d0);
+    tensor_from(&D, R, Nt, tr, tt, d0);
     bf16_tensor(&D16, R, Nt, tr, tt, NULL);
     OK(tsr_handle_alloc(&scratch, (size_t)tr * tt * 4));
     OK(tsr__op_gelu_fwd_bf16(&X, &O, scratch));
     OK(tsr__op_gelu_bwd_bf16(&X, &D, &D16));
-    float *o = bf16_get(&O), *d = f32_get(&D), *d16 = bf16_get(&D16);
+    float *o = bf16_get(&O), *d = tensor_get(&D), *d16 = bf16_get(&D16);
     double *wo = kt_dalloc(R * Nt), *wd = kt_dalloc(R * Nt), *dd = kt_dalloc(R * Nt);
     for (int i = 0; i < R * Nt; i++) {
         double h = 1e-4; /* the derivative by central differences: error ~ h^2 */
@@ -306,16 +291,16 @@ Test(nn_ops_bf16, cross_entropy_gradient)
         tg[t] = t == 3 ? -1 : kt_randint(&r, 0, Vv);
     tsr_tensor_t L, Tg, ms, lse, loss, DL;
     tsr_handle_t scratch;
-    f32_tensor(&L, Vv, Nt, tv, tt, logits);
-    f32_tensor(&Tg, 1, Nt, 1, tt, tg);
-    f32_tensor(&ms, 2, Nt, 2, tt, NULL);
-    f32_tensor(&lse, 1, Nt, 1, tt, NULL);
-    f32_tensor(&loss, 1, Nt, 1, tt, NULL);
+    tensor_from(&L, Vv, Nt, tv, tt, logits);
+    tensor_from(&Tg, 1, Nt, 1, tt, tg);
+    tensor_from(&ms, 2, Nt, 2, tt, NULL);
+    tensor_from(&lse, 1, Nt, 1, tt, NULL);
+    tensor_from(&loss, 1, Nt, 1, tt, NULL);
     bf16_tensor(&DL, Vv, Nt, tv, tt, NULL);
     OK(tsr_handle_alloc(&scratch, (size_t)tv * tt * 4));
     OK(tsr__op_xent_fwd(&L, &Tg, &ms, &lse, &loss));
     OK(tsr__op_xent_bwd_bf16(&L, &Tg, &lse, 0.5f, &DL, scratch));
-    float *dl = bf16_get(&DL), *l_after = f32_get(&L);
+    float *dl = bf16_get(&DL), *l_after = tensor_get(&L);
     double *want = kt_dalloc(Vv * Nt);
     for (int t = 0; t < Nt; t++) {
         double mx = -INFINITY, s = 0;
@@ -336,7 +321,6 @@ Test(nn_ops_bf16, cross_entropy_gradient)
     OK(tsr_handle_unregister(scratch));
     tsr_shutdown();
 }
-
 
 /* ---- the Llama layers into bf16 ------------------------------------------- */
 
@@ -413,18 +397,18 @@ static void rmsnorm_bf16_case(int C, int N, int tt)
     float *dw0 = kt_rand(&r, (size_t)C, -1, 1);
     tsr_tensor_t X, W, O16, RS, DOUT, DX, DX16, DW, O32, RS32, DX32, DW32;
     tsr_handle_t scratch;
-    f32_tensor(&X, C, N, C, tt, x);
-    f32_tensor(&W, C, 1, C, 1, w);
+    tensor_from(&X, C, N, C, tt, x);
+    tensor_from(&W, C, 1, C, 1, w);
     bf16_tensor(&O16, C, N, C, tt, NULL);
-    f32_tensor(&RS, 1, N, 1, tt, NULL);
-    f32_tensor(&DOUT, C, N, C, tt, dout);
-    f32_tensor(&DX, C, N, C, tt, dx0);
+    tensor_from(&RS, 1, N, 1, tt, NULL);
+    tensor_from(&DOUT, C, N, C, tt, dout);
+    tensor_from(&DX, C, N, C, tt, dx0);
     bf16_tensor(&DX16, C, N, C, tt, NULL);
-    f32_tensor(&DW, C, 1, C, 1, dw0);
-    f32_tensor(&O32, C, N, C, tt, NULL);
-    f32_tensor(&RS32, 1, N, 1, tt, NULL);
-    f32_tensor(&DX32, C, N, C, tt, dx0);
-    f32_tensor(&DW32, C, 1, C, 1, dw0);
+    tensor_from(&DW, C, 1, C, 1, dw0);
+    tensor_from(&O32, C, N, C, tt, NULL);
+    tensor_from(&RS32, 1, N, 1, tt, NULL);
+    tensor_from(&DX32, C, N, C, tt, dx0);
+    tensor_from(&DW32, C, 1, C, 1, dw0);
     cr_assert_gt(X.grid_cols, 2);
     /* a scratch smaller than a tile, an fp32 output: refused */
     OK(tsr_handle_alloc(&scratch, (size_t)C * tt * 4 - 4));
@@ -440,9 +424,9 @@ static void rmsnorm_bf16_case(int C, int N, int tt)
     OK(tsr__op_rmsnorm_bwd_bf16(&DOUT, &X, &W, &RS, &DX, &DX16, &DW));
     OK(tsr__op_rmsnorm_fwd(&X, &W, eps, &O32, &RS32));
     OK(tsr__op_rmsnorm_bwd(&DOUT, &X, &W, &RS32, &DX32, &DW32));
-    float *o = bf16_get(&O16), *rs = f32_get(&RS), *dx = f32_get(&DX), *dw = f32_get(&DW);
-    float *o32 = f32_get(&O32), *rs32 = f32_get(&RS32), *dx32 = f32_get(&DX32);
-    float *dw32 = f32_get(&DW32);
+    float *o = bf16_get(&O16), *rs = tensor_get(&RS), *dx = tensor_get(&DX), *dw = tensor_get(&DW);
+    float *o32 = tensor_get(&O32), *rs32 = tensor_get(&RS32), *dx32 = tensor_get(&DX32);
+    float *dw32 = tensor_get(&DW32);
     uint16_t *o16 = bf16_bits(&O16), *dx16 = bf16_bits(&DX16);
     double *wo = kt_dalloc(n), *wrs = kt_dalloc((size_t)N), *wdx = kt_dalloc(n);
     double *wdw = kt_dalloc((size_t)C);
@@ -518,15 +502,15 @@ Test(nn_ops_bf16, swiglu_forward_and_backward)
     g[n - 2] = 90.0f;
     tsr_tensor_t G, U, DH, H16, DG16, DU16, H, DG, DU;
     tsr_handle_t scratch;
-    f32_tensor(&G, F, N, tf, tt, g);
-    f32_tensor(&U, F, N, tf, tt, u);
-    f32_tensor(&DH, F, N, tf, tt, dh);
+    tensor_from(&G, F, N, tf, tt, g);
+    tensor_from(&U, F, N, tf, tt, u);
+    tensor_from(&DH, F, N, tf, tt, dh);
     bf16_tensor(&H16, F, N, tf, tt, NULL);
     bf16_tensor(&DG16, F, N, tf, tt, NULL);
     bf16_tensor(&DU16, F, N, tf, tt, NULL);
-    f32_tensor(&H, F, N, tf, tt, NULL);
-    f32_tensor(&DG, F, N, tf, tt, NULL);
-    f32_tensor(&DU, F, N, tf, tt, NULL);
+    tensor_from(&H, F, N, tf, tt, NULL);
+    tensor_from(&DG, F, N, tf, tt, NULL);
+    tensor_from(&DU, F, N, tf, tt, NULL);
     cr_assert(G.grid_rows == 3 && G.grid_cols == 4);
     /* one fp32 tile of scratch: enough forward, not backward (two) */
     OK(tsr_handle_alloc(&scratch, (size_t)tf * tt * 4));
@@ -551,7 +535,7 @@ Test(nn_ops_bf16, swiglu_forward_and_backward)
     OK(tsr__op_swiglu_fwd(&G, &U, &H));
     OK(tsr__op_swiglu_bwd(&G, &U, &DH, &DG, &DU));
     float *h16 = bf16_get(&H16), *dg16 = bf16_get(&DG16), *du16 = bf16_get(&DU16);
-    float *h = f32_get(&H), *dg = f32_get(&DG), *du = f32_get(&DU);
+    float *h = tensor_get(&H), *dg = tensor_get(&DG), *du = tensor_get(&DU);
     uint16_t *bh = bf16_bits(&H16), *bdg = bf16_bits(&DG16), *bdu = bf16_bits(&DU16);
     double *wh = kt_dalloc(n), *wdg = kt_dalloc(n), *wdu = kt_dalloc(n);
     for (size_t i = 0; i < n; i++) {

@@ -13,8 +13,7 @@
 
 #include "nn/ops.h"
 #include "tests/kernels/kt_util.h"
-
-#define OK(call) cr_assert_eq((call), TSR_OK, "%s: %s", #call, tsr_error_message())
+#include "tests/nn/ops_util.h"
 
 static void rt_start(int ncpu, int deterministic)
 {
@@ -24,20 +23,6 @@ static void rt_start(int ncpu, int deterministic)
     cfg.bind = 0;
     cfg.deterministic = deterministic;
     OK(tsr_init(&cfg));
-}
-
-static void tensor_from(tsr_tensor_t *t, int rows, int cols, int tr, int tc, const void *src)
-{
-    OK(tsr__tensor_init(t, rows, cols, tr, tc));
-    if (src)
-        OK(tsr__tensor_write(t, src, (size_t)rows));
-}
-
-static float *tensor_get(const tsr_tensor_t *t)
-{
-    float *x = kt_alloc(tsr__tensor_numel(t));
-    OK(tsr__tensor_read(t, x, (size_t)t->rows));
-    return x;
 }
 
 /* The naive LayerNorm in double over whole columns, eps 1e-5:
