@@ -27,6 +27,25 @@ static int gpu_workers(size_t *min_capacity)
     return n;
 }
 
+tsr__machine_memory_t tsr__machine_memory(void)
+{
+    tsr__machine_memory_t m = {-1.0, 0.0, 0.0};
+    int nodes = tsr_memory_node_count();
+    for (int i = 0; i < nodes; i++) {
+        tsr_node_stats_t ns;
+        if (tsr_memory_node_stats(i, &ns) != TSR_OK)
+            continue;
+        double cap = ns.capacity == SIZE_MAX ? -1.0 : (double)ns.capacity;
+        if (ns.kind == TSR_NODE_DISK)
+            m.disk += cap > 0 ? cap : 0.0;
+        else if (i == 0)
+            m.host = cap;
+        else if (cap > 0)
+            m.accel += cap;
+    }
+    return m;
+}
+
 /* The largest token tile that tsr__tokens_tile_ok accepts and that is at
  * most `most` tokens: a divisor of the sequence, or whole sequences dividing
  * the micro-batch; 0 if none. */

@@ -2,7 +2,9 @@
  * its shapes and the running runtime's workers (CPU cores, GPUs and their
  * memory): tokens per activation tile, vocabulary rows per embedding, head
  * and logits tile, rows per tile of the MLP's hidden activations. Both
- * model families use it (docs/gpt2.md, "Tiles", and "Tiles on GPUs").
+ * model families use it (docs/gpt2.md, "Tiles", and "Tiles on GPUs"), and
+ * so do the other defaults of nn/ that depend on the machine (the
+ * trainer's moments, the wave size) through tsr__machine_memory.
  *
  * Must never: change a size the caller set (non-zero), or submit anything.
  */
@@ -22,5 +24,12 @@ typedef struct tsr__tiling {
  * TSR_EINVAL (prefixed by `model`) when the token tile fits neither rule. */
 int tsr__tiling_resolve(tsr__tiling_t *t, const char *model, int channels, long long hidden_rows,
                         int vocab, int batch, int seq_len);
+
+/* The running runtime's memory by kind, in bytes: the host's (-1:
+ * unbounded), the accelerators' together, the disk tier's (0: none). */
+typedef struct tsr__machine_memory {
+    double host, accel, disk;
+} tsr__machine_memory_t;
+tsr__machine_memory_t tsr__machine_memory(void);
 
 #endif

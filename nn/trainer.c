@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "nn/ops.h"
+#include "nn/tiling.h"
 #include "runtime/error.h"
 
 /* Write a double into a small handle (from the host). */
@@ -74,19 +75,14 @@ static int zero_owners(tsr__trainer_t *tr)
  * parameters and gradients go down and up once per step). */
 static int moments_on_host(const tsr__params_t *ps)
 {
-    size_t accel = 0;
-    int cpus = 0, nodes = tsr_memory_node_count();
-    for (int n = 1; n < nodes; n++) {
-        tsr_node_stats_t ns;
-        if (tsr_memory_node_stats(n, &ns) == TSR_OK && ns.kind != TSR_NODE_DISK)
-            accel += ns.capacity == SIZE_MAX ? 0 : ns.capacity;
-    }
+    double accel = tsr__machine_memory().accel;
+    int cpus = 0;
     for (int w = 0; w < tsr_worker_count(); w++) {
         tsr_worker_stats_t st;
         if (tsr_worker_stats(w, &st) == TSR_OK && st.memory_node == 0)
             cpus++;
     }
-    return accel > 0 && cpus > 0 && 16.0 * (double)tsr__params_numel(ps) > (double)accel;
+    return accel > 0 && cpus > 0 && 16.0 * (double)tsr__params_numel(ps) > accel;
 }
 
 static int place_state(tsr__trainer_t *tr)

@@ -7,6 +7,7 @@
 
 #include <tessera/tessera.h>
 
+#include "nn/tiling.h"
 #include "nn/trainer.h"
 #include "runtime/error.h"
 
@@ -70,29 +71,6 @@ int tsr__wave_run(const tsr__wave_model_t *w, const char *fn, int vocab, int mic
     return rc;
 }
 
-/* The accelerators' memory; the host's in *host (-1: unbounded) and the
- * disk tier's in *disk (0: none). */
-static double accelerator_bytes(double *host, double *disk)
-{
-    double accel = 0.0;
-    *host = -1.0;
-    *disk = 0.0;
-    int nodes = tsr_memory_node_count();
-    for (int i = 0; i < nodes; i++) {
-        tsr_node_stats_t ns;
-        if (tsr_memory_node_stats(i, &ns) != TSR_OK)
-            continue;
-        double cap = ns.capacity == SIZE_MAX ? -1.0 : (double)ns.capacity;
-        if (ns.kind == TSR_NODE_DISK)
-            *disk += cap > 0 ? cap : 0.0;
-        else if (i == 0)
-            *host = cap;
-        else if (cap > 0)
-            accel += cap;
-    }
-    return accel;
-}
-
 /* Whether weights of this size stay on the accelerators: owner placement
  * homes up to 70 % of each (docs/placement.md). */
 static int weights_stay(double accel, double weight_bytes)
@@ -102,7 +80,8 @@ static int weights_stay(double accel, double weight_bytes)
 
 int tsr__wave_auto(double weight_bytes, double state_bytes, double slot_bytes)
 {
-    double host, disk, accel = accelerator_bytes(&host, &disk);
+    tsr__machine_memory_t mm = tsr__machine_memory();
+    double host = mm.host, disk = mm.disk, accel = mm.accel;
     if (weights_stay(accel, weight_bytes))
         return 1;
     if (host < 0.0) /* unbounded host memory */
@@ -118,6 +97,6 @@ int tsr__wave_auto(double weight_bytes, double state_bytes, double slot_bytes)
 
 size_t tsr__wave_window(double weight_bytes)
 {
-    double host, disk, accel = accelerator_bytes(&host, &disk);
+    double accel = tsr__machine_memory().accel;
     return weights_stay(accel, weight_bytes) ? 0 : (size_t)(TSR__WAVE_WINDOW * accel);
 }

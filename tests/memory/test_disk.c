@@ -191,6 +191,15 @@ static void run_rounds(tsr_handle_t h[NT])
     free(ref);
 }
 
+/* run_rounds(h), and how many copies went past the host's overdraft bound
+ * meanwhile (tsr__mem_overdraft_unbounded: nothing was on its way to disk) */
+static uint64_t rounds_past_the_bound(tsr_handle_t *h)
+{
+    uint64_t before = atomic_load(&tsr__mem_overdraft_unbounded);
+    run_rounds(h);
+    return atomic_load(&tsr__mem_overdraft_unbounded) - before;
+}
+
 /* 32 tiles of 64 KiB through a host capped at 8: every round every tile
  * is written to disk and read back. */
 static void travel_with(const char *sched, int ncpu, int nsim)
@@ -200,9 +209,7 @@ static void travel_with(const char *sched, int ncpu, int nsim)
     cr_assert_eq(dir_entries(), 0, "the file is unlinked at once");
     int dk = disk_node();
     tsr_handle_t h[NT];
-    uint64_t unbounded = atomic_load(&tsr__mem_overdraft_unbounded);
-    run_rounds(h);
-    unbounded = atomic_load(&tsr__mem_overdraft_unbounded) - unbounded;
+    uint64_t unbounded = rounds_past_the_bound(h);
 
     tsr_node_stats_t host, disk;
     cr_assert_eq(tsr_memory_node_stats(0, &host), TSR_OK);
@@ -323,9 +330,7 @@ Test(disk, simulated_overdraft_stays_within_its_bound)
     unlink(plat);
     int dk = disk_node();
     tsr_handle_t h[NT];
-    uint64_t unbounded = atomic_load(&tsr__mem_overdraft_unbounded);
-    run_rounds(h);
-    unbounded = atomic_load(&tsr__mem_overdraft_unbounded) - unbounded;
+    uint64_t unbounded = rounds_past_the_bound(h);
     tsr_node_stats_t host, acc;
     cr_assert_eq(tsr_memory_node_stats(0, &host), TSR_OK);
     cr_assert_eq(tsr_memory_node_stats(1, &acc), TSR_OK);
