@@ -530,7 +530,7 @@ static int ln_fwd(tsr_gpt2_t *m, const tsr_tensor_t *x, const param_t *w, const 
                   tsr_tensor_t *out, tsr_tensor_t *mean, tsr_tensor_t *rstd)
 {
     if (bf16(m))
-        return tsr__op_layernorm_fwd_bf16(x, &w->p, &b->p, out, mean, rstd, m->scratch);
+        return tsr__op_layernorm_fwd_bf16(x, &w->p, &b->p, out, mean, rstd, m->scratch, NULL);
     return tsr__op_layernorm_fwd(x, &w->p, &b->p, out, mean, rstd);
 }
 
@@ -707,7 +707,7 @@ static int ln_bwd(tsr_gpt2_t *m, int s, const tsr_tensor_t *x, param_t *w, param
     gpt2_slot_t *sl = &m->slot[s];
     if (bf16(m) && to16)
         return tsr__op_layernorm_bwd_bf16(&sl->dln, x, &w->p, mean, rstd, &sl->d, &sl->d16,
-                                          &w->g, &b->g);
+                                          &w->g, &b->g, NULL);
     return tsr__op_layernorm_bwd(&sl->dln, x, &w->p, mean, rstd, &sl->d, &w->g, &b->g);
 }
 

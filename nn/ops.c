@@ -859,15 +859,6 @@ static int check_ln(const tsr_tensor_t *x, const tsr_tensor_t *stat, const char 
     return TSR_OK;
 }
 
-/* The fused one-tile kernels only: x has one tile row (the bf16 producers). */
-static int check_ln_one_row(const tsr_tensor_t *x, const char *op)
-{
-    if (x->grid_rows != 1)
-        return tsr__fail(TSR_EINVAL, "%s: features (%d) split into tiles of %d", op, x->rows,
-                         x->tile_rows);
-    return TSR_OK;
-}
-
 /* gamma, beta (and their gradients): (C, 1) in one tile per row tile of x. */
 static int check_ln_param(const tsr_tensor_t *p, const char *what, const tsr_tensor_t *x,
                           const char *op)
@@ -1093,11 +1084,40 @@ static int check_f32(const tsr_tensor_t *t, const char *what, const char *op)
     return TSR_OK;
 }
 
+/* layernorm_apply into bf16: out written in 2 bytes instead of 4, the
+ * scratch written and read */
+static double ln_apply_bf16_bytes(const void *args, const size_t *sizes)
+{
+    const mn_args_t *a = args;
+    return ln_apply_bytes(args, sizes) + 6.0 * a->m * a->n;
+}
+/* x (M, T), gamma, beta (M), mean, rstd (T) → out (M, T) bf16 through the
+ * fp32 scratch (M, T) */
+static int ln_apply_bf16_cpu(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    (void)e;
+    tsr_cpu_layernorm_apply(a->m, a->n, buf[0], buf[1], buf[2], buf[3], buf[4], buf[6]);
+    tsr_cpu_f32_to_bf16((size_t)a->m * a->n, buf[6], buf[5]);
+    return 0;
+}
+#ifdef TSR_HAVE_CUDA
+static int ln_apply_bf16_cuda(void **buf, const void *args, const tsr_exec_t *e)
+{
+    const mn_args_t *a = args;
+    int rc = tsr_cuda_layernorm_apply(e->cuda_stream, a->m, a->n, buf[0], buf[1], buf[2], buf[3],
+                                      buf[4], buf[6]);
+    return rc ? rc : tsr_cuda_f32_to_bf16(e->cuda_stream, (size_t)a->m * a->n, buf[6], buf[5]);
+}
+#endif
+CODELET(cl_ln_apply_bf16, "layernorm_apply_bf16", 7, ln_apply_bf16_cpu, ln_apply_bf16_cuda,
+        ln_apply_flops, ln_apply_bf16_bytes);
+
 /* x (C, N) in R row tiles → out, mean, rstd: per token tile 3R + 2 ceil(R / 15)
  * tasks (partials, combine, deviations, combine, apply). */
 static int ln_fwd_rows(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
                        const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
-                       tsr_tensor_t *rstd, tsr_tensor_t *part)
+                       tsr_tensor_t *rstd, tsr_tensor_t *part, tsr_handle_t scratch)
 {
     int R = x->grid_rows, C = x->rows, rc = TSR_OK;
     for (int b = 0; !rc && b < x->grid_cols; b++) {
@@ -1122,9 +1142,15 @@ static int ln_fwd_rows(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
         /* pass 3: out(a, b) (tc, T) = (x - mean) rstd gamma_a + beta_a */
         for (int a = 0; !rc && a < R; a++) {
             mn_args_t m = {tsr__tile_m(x, a), T};
-            rc = SUBMIT(cl_ln_apply, m, ACC(tsr__tile(x, a, b), TSR_R),
-                        ACC(gamma->tiles[a], TSR_R), ACC(beta->tiles[a], TSR_R),
-                        ACC(mu, TSR_R), ACC(rs, TSR_R), ACC(tsr__tile(out, a, b), TSR_W));
+            if (tsr__tensor_is_bf16(out)) /* through the scratch */
+                rc = SUBMIT(cl_ln_apply_bf16, m, ACC(tsr__tile(x, a, b), TSR_R),
+                            ACC(gamma->tiles[a], TSR_R), ACC(beta->tiles[a], TSR_R),
+                            ACC(mu, TSR_R), ACC(rs, TSR_R), ACC(tsr__tile(out, a, b), TSR_W),
+                            ACC(scratch, TSR_SCRATCH));
+            else
+                rc = SUBMIT(cl_ln_apply, m, ACC(tsr__tile(x, a, b), TSR_R),
+                            ACC(gamma->tiles[a], TSR_R), ACC(beta->tiles[a], TSR_R),
+                            ACC(mu, TSR_R), ACC(rs, TSR_R), ACC(tsr__tile(out, a, b), TSR_W));
         }
     }
     return rc ? rc : tsr__tensor_invalidate(part);
@@ -1191,7 +1217,7 @@ int tsr__op_layernorm_fwd_rows(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
         if ((rc = check_ln_part(part, x, op)) || (rc = check_f32(x, "x", op)) ||
             (rc = check_f32(out, "out", op)))
             return rc;
-        return ln_fwd_rows(x, gamma, beta, out, mean, rstd, part);
+        return ln_fwd_rows(x, gamma, beta, out, mean, rstd, part, NULL);
     }
     /* one tile row: the fused kernel, one task per token tile */
     for (int j = 0; !rc && j < x->grid_cols; j++) {
@@ -2016,11 +2042,15 @@ TILE_CODELET(cl_attn_bwd, "attn_bwd", 9, attn_args_t, attn_bwd_flops, attn_bwd_b
 /* How token tiles map onto sequences: a tile is either part of one sequence
  * (per_seq tiles of tq tokens each) or nseq whole sequences side by side.
  * C = heads d query rows, Ckv = kv_heads d rows each of k and v; fused: q,
- * k, v in one (C + 2 Ckv, tt) tile row (else three (C, tt) tile rows). */
+ * k, v in one (C + 2 Ckv, tt) tile row; else q, k, v are R tile rows each
+ * of tc = C / R rows (whole heads: tc a multiple of d, R = 1 the common
+ * case), nb = heads / R heads per tile, and every tensor of the attention
+ * (y, lse, ms, acc, D) is cut into R tile rows alike (channel tiles). */
 typedef struct attn_layout {
     int d, tq, nseq, per_seq, groups;
     float scale;
     int C, Ckv, kv_group, fused;
+    int R, nb; /* head row tiles, heads per tile */
 } attn_layout_t;
 
 static attn_layout_t attn_layout(const tsr_tensor_t *qkv, int heads, int kv_heads, int seq_len)
@@ -2032,6 +2062,10 @@ static attn_layout_t attn_layout(const tsr_tensor_t *qkv, int heads, int kv_head
     L.kv_group = heads / kv_heads;
     L.fused = qkv->tile_rows == qkv->rows;
     L.d = L.C / heads;
+    L.R = L.fused || qkv->tile_rows <= 0 ? 1 : L.C / qkv->tile_rows;
+    if (L.R < 1)
+        L.R = 1;
+    L.nb = heads / L.R;
     L.tq = tt < seq_len ? tt : seq_len;
     L.nseq = tt / L.tq;
     L.per_seq = seq_len / L.tq;
@@ -2040,10 +2074,11 @@ static attn_layout_t attn_layout(const tsr_tensor_t *qkv, int heads, int kv_head
     return L;
 }
 
-/* tensor t is (rows, qkv's columns) in tiles of (rows, qkv's token tile) */
-static int attn_tiles_ok(const tsr_tensor_t *t, int rows, const tsr_tensor_t *qkv)
+/* tensor t is (rows, qkv's columns) in tiles of (rows / R, qkv's token
+ * tile): R tile rows, one per head row tile */
+static int attn_tiles_ok(const tsr_tensor_t *t, int rows, int R, const tsr_tensor_t *qkv)
 {
-    return t->rows == rows && t->tile_rows == rows && t->cols == qkv->cols &&
+    return t->rows == rows && (long long)t->tile_rows * R == rows && t->cols == qkv->cols &&
            t->tile_cols == qkv->tile_cols && !tsr__tensor_is_bf16(t);
 }
 
@@ -2059,45 +2094,51 @@ static int check_attn(const tsr_tensor_t *qkv, int heads, int kv_heads, int seq_
                                      "any head size",
                          qkv->rows, kv_heads, heads);
     attn_layout_t L = attn_layout(qkv, heads, kv_heads, seq_len);
-    int split = kv_heads == heads && qkv->tile_rows == L.C;
+    int split = kv_heads == heads && qkv->tile_rows > 0 && L.C % qkv->tile_rows == 0 &&
+                qkv->tile_rows % L.d == 0;
     if (!L.fused && !split)
         return tsr__fail(TSR_EINVAL, "attention: qkv (%d, %d) in tiles of %d rows: q, k, v "
                                      "must be one tile row of %d (or, with as many K/V heads "
-                                     "as query heads, three of %d)",
-                         qkv->rows, qkv->cols, qkv->tile_rows, qkv->rows, L.C);
+                                     "as query heads, tiles of whole heads of %d rows that "
+                                     "divide %d)",
+                         qkv->rows, qkv->cols, qkv->tile_rows, qkv->rows, L.d, L.C);
     int C = L.C;
-    if (tsr__tensor_is_bf16(qkv) || !attn_tiles_ok(y, C, qkv) || !attn_tiles_ok(lse, heads, qkv) ||
-        seq_len <= 0 || qkv->cols % seq_len ||
+    if (tsr__tensor_is_bf16(qkv) || !attn_tiles_ok(y, C, L.R, qkv) ||
+        !attn_tiles_ok(lse, heads, L.R, qkv) || seq_len <= 0 || qkv->cols % seq_len ||
         !tsr__tokens_tile_ok(qkv->tile_cols, seq_len, qkv->cols / seq_len))
         return tsr__fail(TSR_EINVAL, "attention: qkv (%d, %d) in tiles (%d, %d) does not fit "
-                                     "%d heads over sequences of %d",
-                         qkv->rows, qkv->cols, qkv->tile_rows, qkv->tile_cols, heads, seq_len);
+                                     "%d heads over sequences of %d (y and lse in %d tile "
+                                     "rows, one per head row tile of qkv)",
+                         qkv->rows, qkv->cols, qkv->tile_rows, qkv->tile_cols, heads, seq_len,
+                         L.R);
     return TSR_OK;
 }
 
-/* The arguments of the pair (query tile qi, key tile ki) of every head */
-static attn_args_t attn_args(const attn_layout_t *L, int heads, int qi, int ki, int bf16)
+/* The arguments of the pair (query tile qi, key tile ki) of a head row
+ * tile's nb heads */
+static attn_args_t attn_args(const attn_layout_t *L, int qi, int ki, int bf16)
 {
-    int ld = L->fused ? L->C + 2 * L->Ckv : L->C;
-    attn_args_t a = {L->d,    L->tq,   L->tq,       heads,       qi * L->tq,
+    int tc = L->C / L->R;
+    int ld = L->fused ? L->C + 2 * L->Ckv : tc;
+    attn_args_t a = {L->d,    L->tq,   L->tq,       L->nb,       qi * L->tq,
                      ki * L->tq, L->scale, 0,        L->nseq,     ld,
-                     L->C,    bf16 != 0, L->kv_group, L->fused ? L->C : 0,
+                     tc,      bf16 != 0, L->kv_group, L->fused ? L->C : 0,
                      L->fused ? L->C + L->Ckv : 0};
     return a;
 }
 
-/* The tiles of q (query tile j), k and v (key tile jk) */
-static tsr_handle_t attn_q(const tsr_tensor_t *t, int j)
+/* The tiles of q (query tile j), k and v (key tile jk) of head row tile r */
+static tsr_handle_t attn_q(const tsr_tensor_t *t, int r, int j)
 {
-    return tsr__tile(t, 0, j);
+    return tsr__tile(t, r, j);
 }
-static tsr_handle_t attn_k(const tsr_tensor_t *t, const attn_layout_t *L, int jk)
+static tsr_handle_t attn_k(const tsr_tensor_t *t, const attn_layout_t *L, int r, int jk)
 {
-    return tsr__tile(t, L->fused ? 0 : 1, jk);
+    return tsr__tile(t, L->fused ? 0 : L->R + r, jk);
 }
-static tsr_handle_t attn_v(const tsr_tensor_t *t, const attn_layout_t *L, int jk)
+static tsr_handle_t attn_v(const tsr_tensor_t *t, const attn_layout_t *L, int r, int jk)
 {
-    return tsr__tile(t, L->fused ? 0 : 2, jk);
+    return tsr__tile(t, L->fused ? 0 : 2 * L->R + r, jk);
 }
 
 int tsr__op_attention_gqa_fwd(const tsr_tensor_t *qkv, int heads, int kv_heads, int seq_len,
@@ -2109,31 +2150,33 @@ int tsr__op_attention_gqa_fwd(const tsr_tensor_t *qkv, int heads, int kv_heads, 
         return rc;
     attn_layout_t L = attn_layout(qkv, heads, kv_heads, seq_len);
     int C = L.C;
-    if (!attn_tiles_ok(ms, 2 * heads, qkv) || !attn_tiles_ok(acc, C, qkv))
+    if (!attn_tiles_ok(ms, 2 * heads, L.R, qkv) || !attn_tiles_ok(acc, C, L.R, qkv))
         return tsr__fail(TSR_EINVAL, "attention: the state ms (%d, %d) in tiles (%d, %d) and acc "
                                      "(%d, %d) in tiles (%d, %d) do not fit qkv",
                          ms->rows, ms->cols, ms->tile_rows, ms->tile_cols, acc->rows, acc->cols,
                          acc->tile_rows, acc->tile_cols);
     for (int g = 0; g < L.groups; g++)
-        for (int qi = 0; qi < L.per_seq; qi++) {
-            int j = g * L.per_seq + qi;
-            tsr_handle_t hms = tsr__tile(ms, 0, j), hacc = tsr__tile(acc, 0, j);
-            attn_args_t a = attn_args(&L, heads, qi, 0, bf16);
-            if ((rc = SUBMIT(cl_attn_init, a, ACC(hms, TSR_W), ACC(hacc, TSR_W))))
-                return rc;
-            for (int ki = 0; ki <= qi; ki++) {
-                int jk = g * L.per_seq + ki;
-                a.k0 = ki * L.tq;
-                if ((rc = SUBMIT(cl_attn_fwd, a, ACC(attn_q(qkv, j), TSR_R),
-                                 ACC(attn_k(qkv, &L, jk), TSR_R),
-                                 ACC(attn_v(qkv, &L, jk), TSR_R), ACC(hms, TSR_RW),
-                                 ACC(hacc, TSR_RW))))
+        for (int qi = 0; qi < L.per_seq; qi++)
+            for (int r = 0; r < L.R; r++) { /* head row tile r, query tile j */
+                int j = g * L.per_seq + qi;
+                tsr_handle_t hms = tsr__tile(ms, r, j), hacc = tsr__tile(acc, r, j);
+                attn_args_t a = attn_args(&L, qi, 0, bf16);
+                if ((rc = SUBMIT(cl_attn_init, a, ACC(hms, TSR_W), ACC(hacc, TSR_W))))
+                    return rc;
+                for (int ki = 0; ki <= qi; ki++) {
+                    int jk = g * L.per_seq + ki;
+                    a.k0 = ki * L.tq;
+                    if ((rc = SUBMIT(cl_attn_fwd, a, ACC(attn_q(qkv, r, j), TSR_R),
+                                     ACC(attn_k(qkv, &L, r, jk), TSR_R),
+                                     ACC(attn_v(qkv, &L, r, jk), TSR_R), ACC(hms, TSR_RW),
+                                     ACC(hacc, TSR_RW))))
+                        return rc;
+                }
+                if ((rc = SUBMIT(cl_attn_fin, a, ACC(hms, TSR_R), ACC(hacc, TSR_R),
+                                 ACC(tsr__tile(y, r, j), TSR_W),
+                                 ACC(tsr__tile(lse, r, j), TSR_W))))
                     return rc;
             }
-            if ((rc = SUBMIT(cl_attn_fin, a, ACC(hms, TSR_R), ACC(hacc, TSR_R),
-                             ACC(tsr__tile(y, 0, j), TSR_W), ACC(tsr__tile(lse, 0, j), TSR_W))))
-                return rc;
-        }
     return TSR_OK;
 }
 
@@ -2158,34 +2201,40 @@ int tsr__op_attention_gqa_bwd(const tsr_tensor_t *qkv, int heads, int kv_heads, 
         return rc;
     attn_layout_t L = attn_layout(qkv, heads, kv_heads, seq_len);
     for (int g = 0; g < L.groups; g++)
-        for (int qi = 0; qi < L.per_seq; qi++) {
-            int j = g * L.per_seq + qi;
-            attn_args_t a = attn_args(&L, heads, qi, 0, bf16);
-            if ((rc = SUBMIT(cl_attn_dot, a, ACC(tsr__tile(y, 0, j), TSR_R),
-                             ACC(tsr__tile(dy, 0, j), TSR_R), ACC(tsr__tile(D, 0, j), TSR_W))))
-                return rc;
-            /* In this order, query tile qi's dq first hears from key tile 0,
-             * and key tile ki's dk, dv from query tile ki: those pairs
-             * overwrite (zeroing first in the task), so dqkv needs no fill.
-             * Fused, dq, dk, dv share a tile, first touched by the pair
-             * (qi, 0), which zeroes all of it (dq's first contribution). */
-            for (int ki = 0; ki <= qi; ki++) {
-                int jk = g * L.per_seq + ki;
-                a.k0 = ki * L.tq;
-                int fdq = ki == 0, fdkv = !L.fused && ki == qi;
-                a.first = (fdq ? TSR_ATTN_FIRST_DQ : 0) | (fdkv ? TSR_ATTN_FIRST_DKV : 0);
-                tsr_mode_t mq = fdq ? TSR_W : TSR_RW, mkv = fdkv ? TSR_W : TSR_RW;
-                if (L.fused && jk == j)
-                    mkv = mq; /* one tile: dq's mode is the tile's */
-                if ((rc = SUBMIT(cl_attn_bwd, a, ACC(attn_q(qkv, j), TSR_R),
-                                 ACC(attn_k(qkv, &L, jk), TSR_R),
-                                 ACC(attn_v(qkv, &L, jk), TSR_R), ACC(tsr__tile(dy, 0, j), TSR_R),
-                                 ACC(tsr__tile(lse, 0, j), TSR_R), ACC(tsr__tile(D, 0, j), TSR_R),
-                                 ACC(attn_q(dqkv, j), mq), ACC(attn_k(dqkv, &L, jk), mkv),
-                                 ACC(attn_v(dqkv, &L, jk), mkv))))
+        for (int qi = 0; qi < L.per_seq; qi++)
+            for (int r = 0; r < L.R; r++) { /* head row tile r, query tile j */
+                int j = g * L.per_seq + qi;
+                attn_args_t a = attn_args(&L, qi, 0, bf16);
+                if ((rc = SUBMIT(cl_attn_dot, a, ACC(tsr__tile(y, r, j), TSR_R),
+                                 ACC(tsr__tile(dy, r, j), TSR_R),
+                                 ACC(tsr__tile(D, r, j), TSR_W))))
                     return rc;
+                /* In this order, query tile qi's dq first hears from key tile
+                 * 0, and key tile ki's dk, dv from query tile ki: those pairs
+                 * overwrite (zeroing first in the task), so dqkv needs no
+                 * fill. Fused, dq, dk, dv share a tile, first touched by the
+                 * pair (qi, 0), which zeroes all of it (dq's first
+                 * contribution). */
+                for (int ki = 0; ki <= qi; ki++) {
+                    int jk = g * L.per_seq + ki;
+                    a.k0 = ki * L.tq;
+                    int fdq = ki == 0, fdkv = !L.fused && ki == qi;
+                    a.first = (fdq ? TSR_ATTN_FIRST_DQ : 0) | (fdkv ? TSR_ATTN_FIRST_DKV : 0);
+                    tsr_mode_t mq = fdq ? TSR_W : TSR_RW, mkv = fdkv ? TSR_W : TSR_RW;
+                    if (L.fused && jk == j)
+                        mkv = mq; /* one tile: dq's mode is the tile's */
+                    if ((rc = SUBMIT(cl_attn_bwd, a, ACC(attn_q(qkv, r, j), TSR_R),
+                                     ACC(attn_k(qkv, &L, r, jk), TSR_R),
+                                     ACC(attn_v(qkv, &L, r, jk), TSR_R),
+                                     ACC(tsr__tile(dy, r, j), TSR_R),
+                                     ACC(tsr__tile(lse, r, j), TSR_R),
+                                     ACC(tsr__tile(D, r, j), TSR_R),
+                                     ACC(attn_q(dqkv, r, j), mq),
+                                     ACC(attn_k(dqkv, &L, r, jk), mkv),
+                                     ACC(attn_v(dqkv, &L, r, jk), mkv))))
+                        return rc;
+                }
             }
-        }
     return TSR_OK;
 }
 
@@ -2561,17 +2610,26 @@ CODELET(cl_ln_fwd_bf16, "layernorm_fwd_bf16", 7, ln_fwd_bf16_cpu, ln_fwd_bf16_cu
 
 int tsr__op_layernorm_fwd_bf16(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
                                const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
-                               tsr_tensor_t *rstd, tsr_handle_t scratch)
+                               tsr_tensor_t *rstd, tsr_handle_t scratch, tsr_tensor_t *part)
 {
-    int rc = check_ln(x, mean, "layernorm_fwd_bf16");
+    const char *op = "layernorm_fwd_bf16";
+    int rc = check_ln(x, mean, op);
     if (!rc)
-        rc = check_ln_one_row(x, "layernorm_fwd_bf16");
+        rc = check_ln(x, rstd, op);
     if (!rc)
-        rc = same_tiling(x, out, "layernorm_fwd_bf16");
+        rc = same_tiling(x, out, op);
     if (!rc)
-        rc = check_dtypes(x, out, "layernorm_fwd_bf16");
+        rc = check_dtypes(x, out, op);
     if (!rc)
-        rc = check_scratch(scratch, max_tile_f32(x), "layernorm_fwd_bf16");
+        rc = check_scratch(scratch, max_tile_f32(x), op);
+    if (!rc)
+        rc = check_ln_param(gamma, "gamma", x, op);
+    if (!rc)
+        rc = check_ln_param(beta, "beta", x, op);
+    if (!rc && x->grid_rows > 1) /* over row tiles, the apply into bf16 */
+        return (rc = check_ln_part(part, x, op)) ? rc
+                                                 : ln_fwd_rows(x, gamma, beta, out, mean, rstd,
+                                                               part, scratch);
     for (int j = 0; !rc && j < x->grid_cols; j++) {
         mn_args_t a = {x->rows, tsr__tile_n(x, j)};
         rc = SUBMIT(cl_ln_fwd_bf16, a, ACC(tsr__tile(x, 0, j), TSR_R),
@@ -2614,19 +2672,26 @@ CODELET(cl_ln_bwd_bf16, "layernorm_bwd_bf16", 9, ln_bwd_bf16_cpu, ln_bwd_bf16_cu
 int tsr__op_layernorm_bwd_bf16(const tsr_tensor_t *dout, const tsr_tensor_t *x,
                                const tsr_tensor_t *gamma, const tsr_tensor_t *mean,
                                const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dx16,
-                               tsr_tensor_t *dgamma, tsr_tensor_t *dbeta)
+                               tsr_tensor_t *dgamma, tsr_tensor_t *dbeta, tsr_tensor_t *part)
 {
-    int rc = check_ln(x, mean, "layernorm_bwd_bf16");
+    const char *op = "layernorm_bwd_bf16";
+    int rc = same_tiling(x, dx16, op);
     if (!rc)
-        rc = check_ln_one_row(x, "layernorm_bwd_bf16");
+        rc = check_dtypes(dx, dx16, op);
+    if (!rc && x->grid_rows > 1) { /* over row tiles, then dx16 = bf16(dx) */
+        rc = tsr__op_layernorm_bwd_rows(dout, x, gamma, mean, rstd, dx, dgamma, dbeta, part);
+        return rc ? rc : tsr__op_convert(dx, dx16);
+    }
     if (!rc)
-        rc = same_tiling(x, dout, "layernorm_bwd_bf16");
+        rc = check_ln(x, mean, op);
     if (!rc)
-        rc = same_tiling(x, dx, "layernorm_bwd_bf16");
+        rc = check_ln(x, rstd, op);
     if (!rc)
-        rc = same_tiling(x, dx16, "layernorm_bwd_bf16");
+        rc = same_tiling(x, dout, op);
     if (!rc)
-        rc = check_dtypes(dx, dx16, "layernorm_bwd_bf16");
+        rc = same_tiling(x, dx, op);
+    if (!rc)
+        rc = check_ln_param(gamma, "gamma", x, op);
     for (int j = 0; !rc && j < x->grid_cols; j++) {
         mn_args_t a = {x->rows, tsr__tile_n(x, j)};
         rc = SUBMIT(cl_ln_bwd_bf16, a, ACC(tsr__tile(dout, 0, j), TSR_R),

@@ -264,16 +264,19 @@ int tsr__op_adamw(const tsr_adamw_args_t *args, const tsr_tensor_t *g, tsr_tenso
 
 /* y = x converted: fp32 → bf16 or bf16 → fp32 (same tiling) */
 int tsr__op_convert(const tsr_tensor_t *x, tsr_tensor_t *y);
-/* tsr__op_layernorm_fwd with out bf16 (mean, rstd fp32); x in one tile row */
+/* tsr__op_layernorm_fwd with out bf16 (mean, rstd fp32) through the fp32
+ * scratch handle (a tile of x); x in row tiles: the row-tile path above
+ * (its scratch `part`), its apply into bf16 */
 int tsr__op_layernorm_fwd_bf16(const tsr_tensor_t *x, const tsr_tensor_t *gamma,
                                const tsr_tensor_t *beta, tsr_tensor_t *out, tsr_tensor_t *mean,
-                               tsr_tensor_t *rstd, tsr_handle_t scratch);
-/* tsr__op_layernorm_bwd, then dx16 = bf16(dx) (what the next GEMMs read); x in
- * one tile row */
+                               tsr_tensor_t *rstd, tsr_handle_t scratch, tsr_tensor_t *part);
+/* tsr__op_layernorm_bwd, then dx16 = bf16(dx) (what the next GEMMs read); x
+ * in row tiles: tsr__op_layernorm_bwd_rows (scratch `part`), then a
+ * conversion per tile */
 int tsr__op_layernorm_bwd_bf16(const tsr_tensor_t *dout, const tsr_tensor_t *x,
                                const tsr_tensor_t *gamma, const tsr_tensor_t *mean,
                                const tsr_tensor_t *rstd, tsr_tensor_t *dx, tsr_tensor_t *dx16,
-                               tsr_tensor_t *dgamma, tsr_tensor_t *dbeta);
+                               tsr_tensor_t *dgamma, tsr_tensor_t *dbeta, tsr_tensor_t *part);
 /* out = bf16(gelu(x)) */
 int tsr__op_gelu_fwd_bf16(const tsr_tensor_t *x, tsr_tensor_t *out, tsr_handle_t scratch);
 /* d = gelu'(x) * d (fp32, in place), then d16 = bf16(d) */

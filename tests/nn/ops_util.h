@@ -1,5 +1,6 @@
 /* tests/nn/ops_util.h — what the tile-operation tests (the nn_ops suite)
- * share: a status assertion and fp32 tensors from and to dense host arrays.
+ * share: a status assertion and fp32 and bf16 tensors from and to dense host
+ * arrays.
  *
  * Never hide a failure here: every call is asserted.
  */
@@ -7,6 +8,9 @@
 #define TSR_TESTS_NN_OPS_UTIL_H
 
 #include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "nn/tensor.h"
 #include "tests/kernels/kt_util.h"
@@ -29,6 +33,46 @@ static inline float *tensor_get(const tsr_tensor_t *t)
     float *x = kt_alloc(tsr__tensor_numel(t));
     OK(tsr__tensor_read(t, x, (size_t)t->rows));
     return x;
+}
+
+/* a bf16 tensor holding kt_bf16_round(src) (src NULL: zeros) */
+static inline void bf16_tensor(tsr_tensor_t *t, int rows, int cols, int tr, int tc, const float *src)
+{
+    OK(tsr__tensor_init_bf16(t, rows, cols, tr, tc));
+    cr_assert_eq(t->elem_bytes, 2);
+    if (!src)
+        return;
+    size_t n = (size_t)rows * cols;
+    uint16_t *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++)
+        h[i] = kt_bf16_round(src[i]);
+    OK(tsr__tensor_write(t, h, (size_t)rows));
+    free(h);
+}
+
+/* a bf16 tensor's values, widened */
+static inline float *bf16_get(const tsr_tensor_t *t)
+{
+    size_t n = tsr__tensor_numel(t);
+    uint16_t *h = malloc(n * sizeof *h);
+    OK(tsr__tensor_read(t, h, (size_t)t->rows));
+    float *x = kt_alloc(n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)kt_bf16_value(h[i]);
+    free(h);
+    return x;
+}
+
+/* every got[i] is want[i] rounded to bf16 by a correct rounding of a value
+ * within rtol of it: |got - want| <= (2^-8 + rtol) |want| + atol */
+static inline void assert_bf16_of(const char *what, const float *got, const double *want,
+                                  size_t n, double rtol, double atol)
+{
+    for (size_t i = 0; i < n; i++) {
+        double bound = (ldexp(1.0, -8) + rtol) * fabs(want[i]) + atol;
+        cr_assert(fabs(got[i] - want[i]) <= bound, "%s[%zu]: %.9g, want %.9g (bound %.3g)",
+                  what, i, (double)got[i], want[i], bound);
+    }
 }
 
 #endif

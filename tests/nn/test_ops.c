@@ -387,25 +387,26 @@ static void attention_ref(const float *qkv, int H, int d, int S, int T, const fl
     free(dp);
 }
 
-/* The attention ops on the fused layout: qkv (3C, N) in (C, tt) tiles (q, k,
- * v rows of every head, read in place), y and dy (C, N) in (C, tt) tiles,
- * lse and D (H, N) in (H, tt), the state ms (2H, N), acc (C, N). */
-static void attention_case(int tt)
+/* The attention ops on qkv (3C, N) in (tc, tt) tiles: q, k, v rows of
+ * C / tc head row tiles each (tc = C: every head in one tile, read in
+ * place), y and dy (C, N) in (tc, tt) tiles, lse and D (H, N) in (H tc / C,
+ * tt), the state ms (2H, N) and acc (C, N) cut alike. */
+static void attention_case(int tt, int tc)
 {
-    int H = 3, d = 8, S = 4, T = 12, C = H * d, N = S * T;
+    int H = 4, d = 8, S = 4, T = 12, C = H * d, N = S * T, R = C / tc, hr = H / R;
     kt_rng r = kt_seed(77);
     float *qkv = kt_rand(&r, (size_t)3 * C * N, -1, 1), *dy = kt_rand(&r, (size_t)C * N, -1, 1);
     tsr_tensor_t tq, ty, tl, tms, tacc, tD, tdy, tdq;
-    tensor_from(&tq, 3 * C, N, C, tt, qkv);
+    tensor_from(&tq, 3 * C, N, tc, tt, qkv);
     /* y, the state and dqkv start dirty: the ops overwrite them */
     float *dirty = kt_rand(&r, (size_t)3 * C * N, 5, 9);
-    tensor_from(&ty, C, N, C, tt, dirty);
-    tensor_from(&tl, H, N, H, tt, NULL);
-    tensor_from(&tms, 2 * H, N, 2 * H, tt, dirty);
-    tensor_from(&tacc, C, N, C, tt, dirty);
-    tensor_from(&tD, H, N, H, tt, NULL);
-    tensor_from(&tdy, C, N, C, tt, dy);
-    tensor_from(&tdq, 3 * C, N, C, tt, dirty);
+    tensor_from(&ty, C, N, tc, tt, dirty);
+    tensor_from(&tl, H, N, hr, tt, NULL);
+    tensor_from(&tms, 2 * H, N, 2 * hr, tt, dirty);
+    tensor_from(&tacc, C, N, tc, tt, dirty);
+    tensor_from(&tD, H, N, hr, tt, NULL);
+    tensor_from(&tdy, C, N, tc, tt, dy);
+    tensor_from(&tdq, 3 * C, N, tc, tt, dirty);
     free(dirty);
     OK(tsr__op_attention_fwd(&tq, H, T, 0, &tms, &tacc, &ty, &tl));
     OK(tsr__op_attention_bwd(&tq, H, T, 0, &ty, &tdy, &tl, &tD, &tdq));
@@ -414,11 +415,14 @@ static void attention_case(int tt)
     float *gy = tensor_get(&ty), *gdq = tensor_get(&tdq);
     kt_assert_close("attention y", gy, y, (size_t)C * N, 1e-5, 1e-4);
     kt_assert_close("attention dqkv", gdq, dq, (size_t)3 * C * N, 1e-5, 1e-4);
-    /* per-head tiles (the layout before the fused one) are refused */
+    /* refused: tiles that cut a head (12 rows of heads of 8), y or the
+     * state not cut like qkv, a head count that does not divide C */
     tsr_tensor_t hq, hy;
-    tensor_from(&hq, 3 * C, N, d, tt, NULL);
-    tensor_from(&hy, C, N, d, tt, NULL);
-    cr_assert_eq(tsr__op_attention_fwd(&hq, H, T, 0, &tms, &tacc, &hy, &tl), TSR_EINVAL);
+    tensor_from(&hq, 3 * C, N, 12, tt, NULL);
+    tensor_from(&hy, C, N, tc == C ? d : C, tt, NULL);
+    cr_assert_eq(tsr__op_attention_fwd(&hq, H, T, 0, &tms, &tacc, &ty, &tl), TSR_EINVAL);
+    cr_assert_eq(tsr__op_attention_fwd(&tq, H, T, 0, &tms, &tacc, &hy, &tl), TSR_EINVAL);
+    cr_assert_eq(tsr__op_attention_bwd(&tq, H, T, 0, &ty, &hy, &tl, &tD, &tdq), TSR_EINVAL);
     cr_assert_eq(tsr__op_attention_fwd(&tq, H + 1, T, 0, &tms, &tacc, &ty, &tl), TSR_EINVAL);
     tsr_tensor_t *all[] = {&tq, &ty, &tl, &tms, &tacc, &tD, &tdy, &tdq, &hq, &hy};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
@@ -498,9 +502,11 @@ Test(nn_ops, regroup_split_and_merge)
 Test(nn_ops, causal_attention_forward_and_backward)
 {
     rt_start();
-    attention_case(4);  /* three tiles per sequence */
-    attention_case(12); /* one tile per sequence */
-    attention_case(24); /* two whole sequences per tile */
+    attention_case(4, 32);  /* three tiles per sequence */
+    attention_case(12, 32); /* one tile per sequence */
+    attention_case(24, 32); /* two whole sequences per tile */
+    attention_case(4, 16);  /* two head row tiles of two heads */
+    attention_case(24, 8);  /* a tile per head */
     rt_stop();
 }
 

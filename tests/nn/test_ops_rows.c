@@ -61,17 +61,19 @@ static void ln_ref(int C, int N, const float *x, const float *g, const float *b,
 
 /* What one case produces, read back (floats, caller frees). */
 typedef struct ln_got {
-    float *out, *mean, *rstd, *dx, *dg, *db;
+    float *out, *mean, *rstd, *dx, *dg, *db, *dx16; /* dx16: bf16 runs only */
 } ln_got_t;
 
 static void got_free(ln_got_t *g)
 {
     free(g->out), free(g->mean), free(g->rstd), free(g->dx), free(g->dg), free(g->db);
+    free(g->dx16);
 }
 
 /* x (C, N) in tiles (tc, tt): the forward, then the backward onto nonzero
- * dx, dgamma, dbeta, through the ops; the inputs from one seed. */
-static ln_got_t ln_run(int C, int N, int tc, int tt, uint64_t seed)
+ * dx, dgamma, dbeta, through the ops; the inputs from one seed. bf16: the
+ * mixed-precision producers (out bf16, dx16 = bf16(dx) beside dx). */
+static ln_got_t ln_run(int C, int N, int tc, int tt, uint64_t seed, int bf16)
 {
     kt_rng r = kt_seed(seed);
     size_t cn = (size_t)C * N;
@@ -80,11 +82,18 @@ static ln_got_t ln_run(int C, int N, int tc, int tt, uint64_t seed)
     float *dx0 = kt_rand(&r, cn, -1, 1), *dg0 = kt_rand(&r, (size_t)C, -1, 1);
     float *db0 = kt_rand(&r, (size_t)C, -1, 1), *junk = kt_rand(&r, cn, -3, 3);
     int R = (C + tc - 1) / tc;
-    tsr_tensor_t X, G, B, O, Mu, Rs, D, DX, DG, DB, P;
+    tsr_tensor_t X, G, B, O, Mu, Rs, D, DX, DG, DB, P, DX16 = {0};
+    tsr_handle_t scratch = NULL;
     tensor_from(&X, C, N, tc, tt, x);
     tensor_from(&G, C, 1, tc, 1, g);
     tensor_from(&B, C, 1, tc, 1, b);
-    tensor_from(&O, C, N, tc, tt, junk); /* overwritten */
+    if (bf16) {
+        bf16_tensor(&O, C, N, tc, tt, junk); /* overwritten */
+        bf16_tensor(&DX16, C, N, tc, tt, junk);
+        OK(tsr_handle_alloc(&scratch, (size_t)tc * tt * 4));
+    } else {
+        tensor_from(&O, C, N, tc, tt, junk);
+    }
     tensor_from(&Mu, 1, N, 1, tt, NULL);
     tensor_from(&Rs, 1, N, 1, tt, NULL);
     tensor_from(&D, C, N, tc, tt, dout);
@@ -93,27 +102,35 @@ static ln_got_t ln_run(int C, int N, int tc, int tt, uint64_t seed)
     tensor_from(&DB, C, 1, tc, 1, db0);
     tensor_from(&P, 2 * R, N, 2, tt, NULL); /* the partial sums' scratch */
     cr_assert_eq(X.grid_rows, R);
-    if (R == 1) { /* the fused path: no scratch */
+    if (bf16) { /* one tile row: the fused kernels, which take no scratch */
+        OK(tsr__op_layernorm_fwd_bf16(&X, &G, &B, &O, &Mu, &Rs, scratch, R > 1 ? &P : NULL));
+        OK(tsr__op_layernorm_bwd_bf16(&D, &X, &G, &Mu, &Rs, &DX, &DX16, &DG, &DB,
+                                      R > 1 ? &P : NULL));
+    } else if (R == 1) { /* the fused path: no scratch */
         OK(tsr__op_layernorm_fwd(&X, &G, &B, &O, &Mu, &Rs));
         OK(tsr__op_layernorm_bwd(&D, &X, &G, &Mu, &Rs, &DX, &DG, &DB));
     } else {
         OK(tsr__op_layernorm_fwd_rows(&X, &G, &B, &O, &Mu, &Rs, &P));
         OK(tsr__op_layernorm_bwd_rows(&D, &X, &G, &Mu, &Rs, &DX, &DG, &DB, &P));
     }
-    ln_got_t got = {tensor_get(&O), tensor_get(&Mu), tensor_get(&Rs),
-                    tensor_get(&DX), tensor_get(&DG), tensor_get(&DB)};
-    tsr_tensor_t *all[] = {&X, &G, &B, &O, &Mu, &Rs, &D, &DX, &DG, &DB, &P};
+    ln_got_t got = {bf16 ? bf16_get(&O) : tensor_get(&O), tensor_get(&Mu), tensor_get(&Rs),
+                    tensor_get(&DX), tensor_get(&DG), tensor_get(&DB),
+                    bf16 ? bf16_get(&DX16) : NULL};
+    tsr_tensor_t *all[] = {&X, &G, &B, &O, &Mu, &Rs, &D, &DX, &DG, &DB, &P, &DX16};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         tsr__tensor_free(all[i]);
+    if (scratch)
+        OK(tsr_handle_unregister(scratch));
     free(x), free(g), free(b), free(dout), free(dx0), free(dg0), free(db0), free(junk);
     return got;
 }
 
-/* ln_run against ln_ref on the same inputs */
-static void ln_case(int C, int N, int tc, int tt)
+/* ln_run against ln_ref on the same inputs; bf16: out and dx16 are the
+ * reference's values rounded to bf16 */
+static void ln_case_of(int C, int N, int tc, int tt, int bf16)
 {
     uint64_t seed = (uint64_t)(tc * 100 + tt);
-    ln_got_t got = ln_run(C, N, tc, tt, seed);
+    ln_got_t got = ln_run(C, N, tc, tt, seed, bf16);
     kt_rng r = kt_seed(seed); /* the same draws as ln_run's */
     size_t cn = (size_t)C * N;
     float *x = kt_rand(&r, cn, -2, 2), *g = kt_rand(&r, (size_t)C, 0.5f, 1.5f);
@@ -127,8 +144,13 @@ static void ln_case(int C, int N, int tc, int tt)
     for (int i = 0; i < C; i++)
         dg[i] = dg0[i], db[i] = db0[i];
     ln_ref(C, N, x, g, b, dout, out, mean, rstd, dx, dg, db);
-    cr_log_info("layernorm C %d N %d in tiles (%d, %d)", C, N, tc, tt);
-    kt_assert_close("layernorm out", got.out, out, cn, 1e-5, 1e-5);
+    cr_log_info("layernorm C %d N %d in tiles (%d, %d)%s", C, N, tc, tt, bf16 ? ", bf16" : "");
+    if (bf16) {
+        assert_bf16_of("layernorm out (bf16)", got.out, out, cn, 1e-5, 1e-5);
+        assert_bf16_of("layernorm dx16", got.dx16, dx, cn, 1e-4, 1e-4);
+    } else {
+        kt_assert_close("layernorm out", got.out, out, cn, 1e-5, 1e-5);
+    }
     kt_assert_close("layernorm mean", got.mean, mean, (size_t)N, 1e-5, 1e-5);
     kt_assert_close("layernorm rstd", got.rstd, rstd, (size_t)N, 1e-5, 1e-5);
     kt_assert_close("layernorm dx", got.dx, dx, cn, 1e-4, 1e-4);
@@ -137,6 +159,11 @@ static void ln_case(int C, int N, int tc, int tt)
     got_free(&got);
     free(x), free(g), free(b), free(dout), free(dx0), free(dg0), free(db0);
     free(out), free(mean), free(rstd), free(dx), free(dg), free(db);
+}
+
+static void ln_case(int C, int N, int tc, int tt)
+{
+    ln_case_of(C, N, tc, tt, 0);
 }
 
 /* C = 96 in row tiles of 32 (3), 40 (3, the last 16), 96 (1: the fused
@@ -149,6 +176,8 @@ Test(nn_ops_rows, layernorm_over_row_tiles_against_loops, .timeout = 120)
     for (size_t i = 0; i < sizeof tcs / sizeof *tcs; i++)
         for (size_t j = 0; j < sizeof tts / sizeof *tts; j++)
             ln_case(96, 37, tcs[i], tts[j]);
+    for (size_t i = 0; i < sizeof tcs / sizeof *tcs; i++) /* the bf16 producers */
+        ln_case_of(96, 37, tcs[i], 16, 1);
     tsr_shutdown();
 }
 
@@ -173,10 +202,10 @@ Test(nn_ops_rows, layernorm_over_row_tiles_is_bitwise_on_any_workers, .timeout =
     char *ncuda = env_put("TESSERA_NCUDA", "0"), *ncpu = env_put("TESSERA_NCPU", NULL);
     enum { C = 96, N = 37, tc = 40, tt = 8 };
     rt_start(1, 1);
-    ln_got_t a = ln_run(C, N, tc, tt, 7);
+    ln_got_t a = ln_run(C, N, tc, tt, 7, 0);
     tsr_shutdown();
     rt_start(2, 1);
-    ln_got_t b = ln_run(C, N, tc, tt, 7);
+    ln_got_t b = ln_run(C, N, tc, tt, 7, 0);
     tsr_shutdown();
     size_t cn = (size_t)C * N;
     cr_expect_eq(memcmp(a.out, b.out, cn * 4), 0, "out");
@@ -227,11 +256,23 @@ Test(nn_ops_rows, layernorm_over_row_tiles_refuses_mismatches)
     cr_assert(strstr(tsr_error_message(), "needs a scratch"), "%s", tsr_error_message());
     cr_assert_eq(tsr__op_layernorm_fwd_rows(&X, &G, &B, &O, &Mu, &Rs, &P1), TSR_EINVAL);
     cr_assert(strstr(tsr_error_message(), "scratch (4, 10)"), "%s", tsr_error_message());
-    /* the bf16 producers keep one tile row */
+    /* the bf16 producers over row tiles need the scratch too */
     tsr_handle_t scratch;
+    tsr_tensor_t O16, DX16;
+    bf16_tensor(&O16, C, N, tc, tt, NULL);
+    bf16_tensor(&DX16, C, N, tc, tt, NULL);
     OK(tsr_handle_alloc(&scratch, (size_t)tc * tt * 4));
-    cr_assert_eq(tsr__op_layernorm_fwd_bf16(&X, &G, &B, &O, &Mu, &Rs, scratch), TSR_EINVAL);
+    cr_assert_eq(tsr__op_layernorm_fwd_bf16(&X, &G, &B, &O16, &Mu, &Rs, scratch, NULL),
+                 TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "needs a scratch"), "%s", tsr_error_message());
+    cr_assert_eq(tsr__op_layernorm_bwd_bf16(&O, &X, &G, &Mu, &Rs, &DX, &DX16, &DG, &B, NULL),
+                 TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "needs a scratch"), "%s", tsr_error_message());
+    cr_assert_eq(tsr__op_layernorm_fwd_bf16(&X, &G, &B, &O, &Mu, &Rs, scratch, &P), TSR_EINVAL);
+    cr_assert(strstr(tsr_error_message(), "bf16 output"), "%s", tsr_error_message());
     OK(tsr_handle_unregister(scratch));
+    tsr__tensor_free(&O16);
+    tsr__tensor_free(&DX16);
     tsr_tensor_t *all[] = {&X, &G, &G16, &B, &O, &Mu, &Rs, &DX, &DG, &P, &P1};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         tsr__tensor_free(all[i]);
