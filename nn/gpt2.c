@@ -77,12 +77,13 @@ float tsr_lr_schedule(int step, int warmup, int total, float max_lr, float min_l
  * (nn/tiling.h); the MLP's hidden activations have 4C rows. */
 static int resolve_tiles(tsr_gpt2_config_t *c, int batch, int seq_len)
 {
-    tsr__tiling_t t = {c->tile_tokens, c->tile_vocab, c->tile_hidden};
-    TSR_TRY(tsr__tiling_resolve(&t, "gpt2", c->channels, 4LL * c->channels, c->vocab_size, batch,
-                            seq_len));
+    tsr__tiling_t t = {c->tile_tokens, c->tile_vocab, c->tile_hidden, c->tile_channels};
+    TSR_TRY(tsr__tiling_resolve(&t, "gpt2", c->channels, c->channels / c->heads,
+                                4LL * c->channels, c->vocab_size, batch, seq_len));
     c->tile_tokens = t.tokens;
     c->tile_vocab = t.vocab;
     c->tile_hidden = t.hidden;
+    c->tile_channels = t.channels;
     return TSR_OK;
 }
 
@@ -120,6 +121,12 @@ static int check_config(const tsr_gpt2_config_t *c, int batch, int seq_len)
     if (c->zero && !c->data_parallel)
         return tsr__fail(TSR_EINVAL, "gpt2: zero = 1 shards the optimizer state over the "
                                      "ranks of a data-parallel model: it needs data_parallel = 1");
+    int d = c->channels / c->heads;
+    if (c->tile_channels < 0 || c->tile_channels > c->channels ||
+        (c->tile_channels > 0 && (c->channels % c->tile_channels || c->tile_channels % d)))
+        return tsr__fail(TSR_EINVAL, "gpt2: tile_channels %d must be 0 (derived) or a multiple "
+                                     "of the head width %d that divides channels %d",
+                         c->tile_channels, d, c->channels);
     if (c->wave < 0 || c->wave > 4096)
         return tsr__fail(TSR_EINVAL, "gpt2: wave must be 0 (chosen at create), 1 (one "
                                      "micro-batch at a time) or up to 4096, not %d", c->wave);
@@ -211,7 +218,7 @@ static int add_param(tsr_gpt2_t *m, param_t **out, const char *name, const char 
 static int make_params(tsr_gpt2_t *m)
 {
     const tsr_gpt2_config_t *c = &m->cfg;
-    long long C = c->channels, tf = c->tile_hidden;
+    long long C = c->channels, tf = c->tile_hidden, tc = c->tile_channels;
     if (!m->build.dry) {
         TSR_TRY(tsr__params_reserve(&m->params, 4 + 12 * c->layers));
         m->lp = calloc((size_t)c->layers, sizeof *m->lp);
@@ -219,38 +226,39 @@ static int make_params(tsr_gpt2_t *m)
             return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the parameter table");
     }
     TSR_TRY(add_param(m, &m->wte, "wte.weight", "vocab_size, channels, tile_vocab", C,
-                  c->vocab_size, C, c->tile_vocab, 1, 1));
-    TSR_TRY(add_param(m, &m->wpe, "wpe.weight", "context, channels, tile_tokens", C, c->context, C,
-                  c->tile_tokens < m->T ? c->tile_tokens : m->T, 1, 0));
-    const char *f = "layers, channels, tile_hidden";
+                  c->vocab_size, tc, c->tile_vocab, 1, 1));
+    TSR_TRY(add_param(m, &m->wpe, "wpe.weight", "context, channels, tile_tokens", C, c->context,
+                  tc, c->tile_tokens < m->T ? c->tile_tokens : m->T, 1, 0));
+    const char *f = "layers, channels, tile_hidden, tile_channels";
     char n[64];
 #define P(member, suffix, rows, cols, tr, tc, decay)                                    \
     snprintf(n, sizeof n, "h.%d.%s", l, suffix);                                        \
     TSR_TRY(add_param(m, &lp->member, n, f, rows, cols, tr, tc, decay, decay));
     for (int l = 0; l < c->layers; l++) {
         layer_params_t dry_lp, *lp = m->build.dry ? &dry_lp : &m->lp[l];
-        P(ln1_w, "ln_1.weight", C, 1, C, 1, 0)
-        P(ln1_b, "ln_1.bias", C, 1, C, 1, 0)
-        P(attn_w, "attn.c_attn.weight", 3 * C, C, C, C, 1)
-        P(attn_b, "attn.c_attn.bias", 3 * C, 1, C, 1, 0)
-        P(proj_w, "attn.c_proj.weight", C, C, C, C, 1)
-        P(proj_b, "attn.c_proj.bias", C, 1, C, 1, 0)
-        P(ln2_w, "ln_2.weight", C, 1, C, 1, 0)
-        P(ln2_b, "ln_2.bias", C, 1, C, 1, 0)
-        P(fc_w, "mlp.c_fc.weight", 4 * C, C, tf, C, 1)
+        P(ln1_w, "ln_1.weight", C, 1, tc, 1, 0)
+        P(ln1_b, "ln_1.bias", C, 1, tc, 1, 0)
+        P(attn_w, "attn.c_attn.weight", 3 * C, C, tc, tc, 1)
+        P(attn_b, "attn.c_attn.bias", 3 * C, 1, tc, 1, 0)
+        P(proj_w, "attn.c_proj.weight", C, C, tc, tc, 1)
+        P(proj_b, "attn.c_proj.bias", C, 1, tc, 1, 0)
+        P(ln2_w, "ln_2.weight", C, 1, tc, 1, 0)
+        P(ln2_b, "ln_2.bias", C, 1, tc, 1, 0)
+        P(fc_w, "mlp.c_fc.weight", 4 * C, C, tf, tc, 1)
         P(fc_b, "mlp.c_fc.bias", 4 * C, 1, tf, 1, 0)
-        P(fcproj_w, "mlp.c_proj.weight", C, 4 * C, C, tf, 1)
-        P(fcproj_b, "mlp.c_proj.bias", C, 1, C, 1, 0)
+        P(fcproj_w, "mlp.c_proj.weight", C, 4 * C, tc, tf, 1)
+        P(fcproj_b, "mlp.c_proj.bias", C, 1, tc, 1, 0)
     }
 #undef P
-    TSR_TRY(add_param(m, &m->lnf_w, "ln_f.weight", f, C, 1, C, 1, 0, 0));
-    return add_param(m, &m->lnf_b, "ln_f.bias", f, C, 1, C, 1, 0, 0);
+    TSR_TRY(add_param(m, &m->lnf_w, "ln_f.weight", f, C, 1, tc, 1, 0, 0));
+    return add_param(m, &m->lnf_b, "ln_f.bias", f, C, 1, tc, 1, 0, 0);
 }
 
 static int make_acts(tsr_gpt2_t *m)
 {
     const tsr_gpt2_config_t *c = &m->cfg;
-    long long C = c->channels, H = c->heads, tf = c->tile_hidden;
+    long long C = c->channels, H = c->heads, tf = c->tile_hidden, tc = c->tile_channels;
+    long long R = C / tc, hr = H / R; /* channel tiles, heads per tile */
     int S = m->slots, L = c->layers;
     if (!m->build.dry) {
         m->la = calloc((size_t)S * (size_t)L, sizeof *m->la);
@@ -259,37 +267,39 @@ static int make_acts(tsr_gpt2_t *m)
             return tsr__fail(TSR_ENOMEM, "gpt2: no memory for the activation table");
     }
     /* every activation has N token columns in tiles of tt */
-    const char *f = "layers, channels, batch x seq_len, tile_tokens, wave";
+    const char *f = "layers, channels, batch x seq_len, tile_tokens, tile_channels, wave";
 #define A(t, rows, trows) TSR_TRY(tensor(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
 #define G(t, rows, trows) TSR_TRY(gemm_input(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens));
 #define B16(t, rows, trows)                                                             \
     TSR_TRY(tensor_of(m, &(t), #t, f, rows, m->N, trows, c->tile_tokens, 1));
     for (int i = 0; i < S * L; i++) { /* slot i / L, block i % L */
         layer_acts_t dry_la, *a = m->build.dry ? &dry_la : &m->la[i];
-        A(a->x, C, C)
+        A(a->x, C, tc)
         if (c->recompute && i % L > 0)
             continue; /* the block's other activations are its slot's block 0's */
-        G(a->ln1, C, C) A(a->ln1_mean, 1, 1) A(a->ln1_rstd, 1, 1)
-        A(a->qkv, 3 * C, C) A(a->att_lse, H, H) G(a->yb, C, C)
+        G(a->ln1, C, tc) A(a->ln1_mean, 1, 1) A(a->ln1_rstd, 1, 1)
+        A(a->qkv, 3 * C, tc) A(a->att_lse, H, hr) G(a->yb, C, tc)
         if (bf16(m)) /* the attention's fp32 output, yb its bf16 copy */
-            A(a->atty, C, C)
-        A(a->res1, C, C)
-        G(a->ln2, C, C) A(a->ln2_mean, 1, 1) A(a->ln2_rstd, 1, 1)
+            A(a->atty, C, tc)
+        A(a->res1, C, tc)
+        G(a->ln2, C, tc) A(a->ln2_mean, 1, 1) A(a->ln2_rstd, 1, 1)
         A(a->fch, 4 * C, tf) G(a->fcg, 4 * C, tf)
     }
     for (int i = 0; i < S; i++) {
         gpt2_slot_t dry_slot, *sl = m->build.dry ? &dry_slot : &m->slot[i];
-        A(sl->xL, C, C) A(sl->tokens, 1, 1) A(sl->targets, 1, 1) A(sl->ce_loss, 1, 1)
-        A(sl->d, C, C) A(sl->dln, C, C) A(sl->dfc, 4 * C, tf)
-        A(sl->dqkvb, 3 * C, C) A(sl->dyb, C, C)
+        A(sl->xL, C, tc) A(sl->tokens, 1, 1) A(sl->targets, 1, 1) A(sl->ce_loss, 1, 1)
+        A(sl->d, C, tc) A(sl->dln, C, tc) A(sl->dfc, 4 * C, tf)
+        A(sl->dqkvb, 3 * C, tc) A(sl->dyb, C, tc)
         if (bf16(m)) {
-            B16(sl->d16, C, C) B16(sl->dfc16, 4 * C, tf) B16(sl->dqkvb16, 3 * C, C)
+            B16(sl->d16, C, tc) B16(sl->dfc16, 4 * C, tf) B16(sl->dqkvb16, 3 * C, tc)
         }
+        if (R > 1)
+            A(sl->ln_part, 2 * R, 2)
     }
-    f = "channels, batch x seq_len, tile_tokens";
-    G(m->lnf, C, C) A(m->lnf_mean, 1, 1) A(m->lnf_rstd, 1, 1)
+    f = "channels, batch x seq_len, tile_tokens, tile_channels";
+    G(m->lnf, C, tc) A(m->lnf_mean, 1, 1) A(m->lnf_rstd, 1, 1)
     A(m->ce_ms, 2, 2) A(m->ce_lse, 1, 1)
-    A(m->att_ms, 2 * H, 2 * H) A(m->att_acc, C, C) A(m->att_D, H, H)
+    A(m->att_ms, 2 * H, 2 * hr) A(m->att_acc, C, tc) A(m->att_D, H, hr)
     f = "vocab_size, batch x seq_len, tile_vocab, tile_tokens";
     A(m->logits, c->vocab_size, c->tile_vocab)
     if (bf16(m))
@@ -300,8 +310,8 @@ static int make_acts(tsr_gpt2_t *m)
     if (m->build.dry || !bf16(m))
         return TSR_OK;
     /* the bf16 producers' fp32 scratch: their largest output tile (a
-     * (C, tt) LayerNorm, (tf, tt) GELU or (tv, tt) logits tile) */
-    long long tt = m->la[0].x.tile_cols, rows = C;
+     * (tc, tt) LayerNorm, (tf, tt) GELU or (tv, tt) logits tile) */
+    long long tt = m->la[0].x.tile_cols, rows = tc;
     if (m->la[0].fch.tile_rows > rows)
         rows = m->la[0].fch.tile_rows;
     if (m->logits.tile_rows > rows)
@@ -325,7 +335,8 @@ static void for_each_tensor(tsr_gpt2_t *m, void (*fn)(tsr_tensor_t *))
         gpt2_slot_t *sl = &m->slot[i];
         tsr_tensor_t *all[] = {&sl->xL,    &sl->tokens, &sl->targets, &sl->ce_loss,
                                &sl->d,     &sl->dln,    &sl->dfc,     &sl->dqkvb,
-                               &sl->dyb,   &sl->d16,    &sl->dfc16,   &sl->dqkvb16};
+                               &sl->dyb,   &sl->d16,    &sl->dfc16,   &sl->dqkvb16,
+                               &sl->ln_part};
         for (size_t k = 0; k < sizeof all / sizeof *all; k++)
             fn(all[k]);
     }
@@ -387,6 +398,7 @@ static void resolve_wave(tsr_gpt2_t *m)
 static int build(tsr_gpt2_t *m)
 {
     TSR_TRY(resolve_tiles(&m->cfg, m->B, m->T));
+    m->tc = m->cfg.tile_channels;
     resolve_wave(m);
     m->build = (tsr__build_t){.model = "gpt2", .dry = 1};
     TSR_TRY(make_params(m));
@@ -525,13 +537,22 @@ static const tsr_tensor_t *wmat(const param_t *p)
     return tsr__params_wmat(p);
 }
 
-/* LayerNorm forward into out (bf16 in bf16 precision, through the scratch) */
-static int ln_fwd(tsr_gpt2_t *m, const tsr_tensor_t *x, const param_t *w, const param_t *b,
-                  tsr_tensor_t *out, tsr_tensor_t *mean, tsr_tensor_t *rstd)
+/* LayerNorm's scratch for its sums over the channel tiles of slot s (NULL
+ * with one channel tile: the fused kernels) */
+static tsr_tensor_t *ln_part(tsr_gpt2_t *m, int s)
+{
+    return m->tc < m->cfg.channels ? &m->slot[s].ln_part : NULL;
+}
+
+/* LayerNorm forward of slot s into out (bf16 in bf16 precision, through
+ * the scratch) */
+static int ln_fwd(tsr_gpt2_t *m, int s, const tsr_tensor_t *x, const param_t *w,
+                  const param_t *b, tsr_tensor_t *out, tsr_tensor_t *mean, tsr_tensor_t *rstd)
 {
     if (bf16(m))
-        return tsr__op_layernorm_fwd_bf16(x, &w->p, &b->p, out, mean, rstd, m->scratch, NULL);
-    return tsr__op_layernorm_fwd(x, &w->p, &b->p, out, mean, rstd);
+        return tsr__op_layernorm_fwd_bf16(x, &w->p, &b->p, out, mean, rstd, m->scratch,
+                                          ln_part(m, s));
+    return tsr__op_layernorm_fwd_rows(x, &w->p, &b->p, out, mean, rstd, ln_part(m, s));
 }
 
 /* Linear backward (nn/ops.h) with dy's bf16 copy dy16 in bf16 precision;
@@ -592,7 +613,7 @@ static int block_forward(tsr_gpt2_t *m, int l, int k, int keep, int rerun)
     FOR_SLOTS(k) {
         layer_acts_t *a = block_acts(m, l, s);
         tsr_tensor_t *x = block_in(m, l, s);
-        TSR_TRY(ln_fwd(m, x, p->ln1_w, p->ln1_b, &a->ln1, &a->ln1_mean, &a->ln1_rstd)); /* (C, N) */
+        TSR_TRY(ln_fwd(m, s, x, p->ln1_w, p->ln1_b, &a->ln1, &a->ln1_mean, &a->ln1_rstd)); /* (C, N) */
         TSR_TRY(TSR_DROP_IF(discard, &a->ln1_mean, &a->ln1_rstd));          /* backward's only */
     }
     FOR_SLOTS(k) {
@@ -622,7 +643,7 @@ static int block_forward(tsr_gpt2_t *m, int l, int k, int keep, int rerun)
     /* MLP */
     FOR_SLOTS(k) {
         layer_acts_t *a = block_acts(m, l, s);
-        TSR_TRY(ln_fwd(m, &a->res1, p->ln2_w, p->ln2_b, &a->ln2, &a->ln2_mean, &a->ln2_rstd));
+        TSR_TRY(ln_fwd(m, s, &a->res1, p->ln2_w, p->ln2_b, &a->ln2, &a->ln2_mean, &a->ln2_rstd));
                                                                   /* (C, N) */
         TSR_TRY(TSR_DROP_IF(discard, &a->ln2_mean, &a->ln2_rstd));
     }
@@ -681,7 +702,7 @@ static int phase_head_fwd(tsr_gpt2_t *m, int s, const int32_t *targets, int ntar
 {
     gpt2_slot_t *sl = &m->slot[s];
     m->have_logits = m->have_targets = m->have_loss = 0;
-    TSR_TRY(ln_fwd(m, &sl->xL, m->lnf_w, m->lnf_b, &m->lnf, &m->lnf_mean, &m->lnf_rstd));
+    TSR_TRY(ln_fwd(m, s, &sl->xL, m->lnf_w, m->lnf_b, &m->lnf, &m->lnf_mean, &m->lnf_rstd));
                                                                              /* (C, N) */
     /* the head is tied to the token embedding: logits = wte^T lnf (fp32) */
     TSR_TRY(tsr__op_gemm(OP_T, OP_N, 1.0f, wmat(m->wte), &m->lnf, 0.0f, &m->logits, TSR_RW));
@@ -707,8 +728,9 @@ static int ln_bwd(tsr_gpt2_t *m, int s, const tsr_tensor_t *x, param_t *w, param
     gpt2_slot_t *sl = &m->slot[s];
     if (bf16(m) && to16)
         return tsr__op_layernorm_bwd_bf16(&sl->dln, x, &w->p, mean, rstd, &sl->d, &sl->d16,
-                                          &w->g, &b->g, NULL);
-    return tsr__op_layernorm_bwd(&sl->dln, x, &w->p, mean, rstd, &sl->d, &w->g, &b->g);
+                                          &w->g, &b->g, ln_part(m, s));
+    return tsr__op_layernorm_bwd_rows(&sl->dln, x, &w->p, mean, rstd, &sl->d, &w->g, &b->g,
+                                      ln_part(m, s));
 }
 
 /* The head's backward of slot s (after its phase_head_fwd with targets):

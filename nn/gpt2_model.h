@@ -33,10 +33,11 @@ typedef struct layer_params {
 typedef struct layer_acts {
     tsr_tensor_t x;                  /* (C, N) input of the block */
     tsr_tensor_t ln1, ln1_mean, ln1_rstd;
-    tsr_tensor_t qkv;                /* (3C, N) tiles (C, tt): q, k, v rows */
-    tsr_tensor_t atty, att_lse;      /* (C, N) tiles (C, tt), bf16 precision
-                                        only (else yb is it); (H, N) tiles (H, tt) */
-    tsr_tensor_t yb;                 /* attention output (C, N) tiles (C, tt), for c_proj */
+    tsr_tensor_t qkv;                /* (3C, N) tiles (tc, tt): q, k, v rows */
+    tsr_tensor_t atty, att_lse;      /* (C, N) tiles (tc, tt), bf16 precision
+                                        only (else yb is it); (H, N) tiles
+                                        (H tc / C, tt) */
+    tsr_tensor_t yb;                 /* attention output (C, N) tiles (tc, tt), for c_proj */
     tsr_tensor_t res1;               /* x + attention */
     tsr_tensor_t ln2, ln2_mean, ln2_rstd;
     tsr_tensor_t fch, fcg;           /* (4C, N): before and after GELU */
@@ -52,7 +53,10 @@ typedef struct gpt2_slot {
     tsr_tensor_t d;                  /* (C, N) the residual stream's gradient */
     /* a block's backward, from one step to the next (nn/gpt2.c, FOR_SLOTS) */
     tsr_tensor_t dln, dfc;           /* (C, N), (4C, N) */
-    tsr_tensor_t dqkvb, dyb;         /* (3C, N), (C, N) in tiles (C, tt) */
+    tsr_tensor_t dqkvb, dyb;         /* (3C, N), (C, N) in tiles (tc, tt) */
+    /* channel tiles only (R = C / tc > 1; zeroed otherwise): LayerNorm's
+     * partial sums over the R tiles, (2R, N) tiles (2, tt) */
+    tsr_tensor_t ln_part;
     /* bf16 precision only (zeroed otherwise): the bf16 gradients the GEMMs
      * of the backward pass read */
     tsr_tensor_t d16, dfc16, dqkvb16;
@@ -64,6 +68,7 @@ struct tsr_gpt2 {
     tsr__build_t build; /* create's two passes (nn/params.h) */
     tsr_gpt2_config_t cfg;
     int B, T, N, hd; /* hd: head width */
+    int tc;          /* cfg.tile_channels: rows per channel tile */
     tsr__params_t params;  /* in checkpoint order */
     tsr__trainer_t train;  /* the optimizer step, data parallelism */
     param_t *wte, *wpe, *lnf_w, *lnf_b;

@@ -413,8 +413,11 @@ int tsr_llama_free(tsr_llama_t *m)
 static int resolve_tiles(tsr_llama_t *m)
 {
     tsr_llama_config_t *c = &m->cfg;
-    tsr__tiling_t t = {c->tile_tokens, c->tile_vocab, c->tile_hidden};
-    TSR_TRY(tsr__tiling_resolve(&t, "llama", m->C, m->F, c->vocab_size, m->B, m->T));
+    /* one channel tile: Llama's RMSNorm and fused grouped-query attention
+     * read whole columns (docs/llama.md) */
+    tsr__tiling_t t = {c->tile_tokens, c->tile_vocab, c->tile_hidden, m->C};
+    TSR_TRY(tsr__tiling_resolve(&t, "llama", m->C, m->C / c->heads, m->F, c->vocab_size, m->B,
+                                m->T));
     c->tile_tokens = t.tokens;
     c->tile_vocab = t.vocab;
     c->tile_hidden = t.hidden;

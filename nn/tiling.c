@@ -113,6 +113,24 @@ static void resolve_gpu_tiles(tsr__tiling_t *c, long long C, long long F, int vo
     }
 }
 
+/* The channel tile (tsr__tiling_resolve): C, or the largest multiple of d
+ * dividing C whose (tc, tc) fp32 tile is within the bound; d where none. */
+static int channel_tile(int C, int d, size_t gpu_capacity)
+{
+    double bound = (double)(1ll << 30);
+    tsr__machine_memory_t mem = tsr__machine_memory();
+    if (gpu_capacity != SIZE_MAX && (double)gpu_capacity / 64 < bound)
+        bound = (double)gpu_capacity / 64;
+    if (mem.host > 0 && mem.host / 64 < bound)
+        bound = mem.host / 64;
+    if (d <= 0 || C % d)
+        return C; /* the model's own check refuses the shape */
+    for (int k = C / d; k >= 1; k--) /* tc = k d, from C down */
+        if ((C / d) % k == 0 && 4.0 * k * d * (double)k * d <= bound)
+            return k * d;
+    return d;
+}
+
 /* Tile sizes derived from the shapes: on GPUs, resolve_gpu_tiles; on CPUs,
  * token tiles of about 256 tokens (the
  * largest divisor of the sequence up to 256, or as many whole sequences of
@@ -125,12 +143,16 @@ static void resolve_gpu_tiles(tsr__tiling_t *c, long long C, long long F, int vo
  * so the narrower tiles cost no GEMM speed; below 64 the per-task cost and
  * the short sums of the weight gradients would. Vocabulary tiles of 1024
  * rows; MLP tiles of C rows (GPT-2's 4C in 4 tiles). */
-int tsr__tiling_resolve(tsr__tiling_t *c, const char *model, int channels, long long hidden_rows,
-                        int vocab, int batch, int seq_len)
+int tsr__tiling_resolve(tsr__tiling_t *c, const char *model, int channels, int head_dim,
+                        long long hidden_rows, int vocab, int batch, int seq_len)
 {
     enum { TOKENS = 256, MIN_TOKENS = 64 };
     size_t capacity;
     int gpus = gpu_workers(&capacity);
+    if (c->channels <= 0)
+        c->channels = channel_tile(channels, head_dim, capacity);
+    if (c->hidden <= 0 && c->channels < channels) /* square (tc, tc) MLP tiles */
+        c->hidden = c->channels;
     if (gpus > 0)
         resolve_gpu_tiles(c, channels, hidden_rows, vocab, batch, seq_len, gpus, capacity);
     if (c->tokens <= 0) {

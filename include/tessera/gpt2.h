@@ -67,10 +67,21 @@ typedef struct tsr_gpt2_config {
      * k sets of the tensors that cross blocks (each block's input with
      * recompute, every activation without). 1: one micro-batch at a time.
      * 0 (default): chosen at tsr_gpt2_create (tsr_gpt2_config tells): 1
-     * where the weights fit the GPUs (or there are none), else as many as a
-     * quarter of the host memory beside the training state holds, at most
-     * 16. At most 4096. */
+     * where the weights fit 70 % of the GPUs' memory (or there are none),
+     * else as many as 3/4 of the memory beside the training state holds
+     * (host, GPUs and disk; at most half the host's), at most 16. At most
+     * 4096. */
     int wave;
+    /* Rows per channel tile (docs/gpt2.md, "Channel tiles"): the residual
+     * stream's C rows cut into tiles of tile_channels, so a (C, C) weight
+     * is (tile_channels, tile_channels) tiles, an activation (C, N) is
+     * (tile_channels, tokens) tiles, and LayerNorm and the attention run
+     * per tile (fixed-order sums over the tiles: the results do not depend
+     * on who runs them). A multiple of the head width that divides
+     * channels. 0 (default): derived (tsr_gpt2_config tells): channels
+     * itself while a (C, C) fp32 tile is at most 1 GiB (and a 64th of the
+     * smallest GPU's memory), else the largest such divisor that fits. */
+    int tile_channels;
 } tsr_gpt2_config_t;
 
 /* tsr_gpt2_config_t.precision */

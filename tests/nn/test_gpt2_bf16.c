@@ -30,15 +30,21 @@ static void rt_start(void)
     OK(tsr_init(&cfg));
 }
 
-static tsr_gpt2_t *model(int precision, int recompute, uint64_t seed)
+static tsr_gpt2_t *model_tiled(int precision, int recompute, uint64_t seed, int tile_channels)
 {
     tsr_gpt2_config_t c = tiny(recompute, 0);
     c.precision = precision;
+    c.tile_channels = tile_channels;
     tsr_gpt2_t *m;
     OK(tsr_gpt2_create(&m, &c, B, T));
     cr_assert_eq(tsr_gpt2_config(m)->precision, precision);
     OK(tsr_gpt2_init_weights(m, seed));
     return m;
+}
+
+static tsr_gpt2_t *model(int precision, int recompute, uint64_t seed)
+{
+    return model_tiled(precision, recompute, seed, 0);
 }
 
 /* ||a - b||_2 / ||b||_2 in double */
@@ -64,10 +70,12 @@ static float *all_logits(tsr_gpt2_t *m)
     return z;
 }
 
-Test(gpt2_bf16, logits_and_gradients_within_bf16_tolerance)
+/* The bf16 model in channel tiles of tc rows (0: one tile) against the fp32
+ * model in one. */
+static void bf16_case(int tc)
 {
-    rt_start();
-    tsr_gpt2_t *ref = model(TSR_GPT2_FP32, 0, 7), *bf = model(TSR_GPT2_BF16, 0, 7);
+    cr_log_info("bf16 in channel tiles of %d rows", tc);
+    tsr_gpt2_t *ref = model(TSR_GPT2_FP32, 0, 7), *bf = model_tiled(TSR_GPT2_BF16, 0, 7, tc);
     int32_t tok[N], tgt[N];
     batch(tok, tgt);
     float loss_ref, loss_bf;
@@ -105,6 +113,13 @@ Test(gpt2_bf16, logits_and_gradients_within_bf16_tolerance)
     free(zr), free(zb);
     OK(tsr_gpt2_free(ref));
     OK(tsr_gpt2_free(bf));
+}
+
+Test(gpt2_bf16, logits_and_gradients_within_bf16_tolerance)
+{
+    rt_start();
+    bf16_case(0);
+    bf16_case(C / 2); /* the LayerNorms' bf16 producers over channel tiles */
     OK(tsr_shutdown());
 }
 

@@ -268,12 +268,19 @@ Test(gpt2_misuse, sizes_up_to_int_max_fail_cleanly)
     c = tiny(), c.tile_tokens = INT_MAX;
     huge(c, B, T, "tile_tokens");
     c = (tsr_gpt2_config_t){INT_MAX, INT_MAX, INT_MAX, INT_MAX, INT_MAX, INT_MAX, INT_MAX,
-                            INT_MAX, 0, 0, 0, 0, 0};
+                            INT_MAX, 0, 0, 0, 0, 0, 0};
     huge(c, 1, 1, "tile_tokens");
     c.tile_tokens = 0;
     huge(c, 1, 1, "channels");
-    c = (tsr_gpt2_config_t){INT_MIN, INT_MIN, INT_MIN, INT_MIN, INT_MIN, 0, 0, 0, 0, 0, 0, 0, 0};
+    c = (tsr_gpt2_config_t){INT_MIN, INT_MIN, INT_MIN, INT_MIN, INT_MIN, 0, 0, 0, 0, 0, 0, 0, 0,
+                            0};
     huge(c, INT_MIN, INT_MIN, "positive");
+    /* channel tiles: whole heads (of 8) dividing the 16 channels */
+    static const int bad_tc[] = {-1, 4, 12, 17, INT_MAX, INT_MIN};
+    for (size_t i = 0; i < sizeof bad_tc / sizeof *bad_tc; i++) {
+        c = tiny(), c.tile_channels = bad_tc[i];
+        huge(c, B, T, "tile_channels");
+    }
     /* a hidden tile larger than the 4C rows is one tile of them: a valid model */
     tsr_gpt2_t *m;
     c = tiny(), c.tile_hidden = INT_MAX, c.tile_vocab = INT_MAX;

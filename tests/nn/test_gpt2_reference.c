@@ -70,27 +70,16 @@ static size_t compare_params(tsr_gpt2_t *m, tsr__st_reader_t *ref, int which, co
     return bad;
 }
 
-Test(gpt2_reference, forward_backward_and_adamw_steps_match_pytorch)
+/* The model from `init` in tiles with edges on every axis they can have
+ * them, tile_channels rows per channel tile (0: derived, one tile here),
+ * against the reference's outputs in `expected` (torch: the reference can
+ * run again, on our checkpoint). */
+static void match_reference(const char *init, const char *expected, int torch, int tile_channels)
 {
     const char *src = env_or("TESSERA_SOURCE_ROOT", ".");
     const char *tmp = env_or("TESSERA_BUILD_DIR", "/tmp");
-    char init[1024], expected[1024], ckpt[1024], relog[1024], cmd[4096];
-    snprintf(init, sizeof init, "%s/tests/nn/fixtures/gpt2_tiny_init.safetensors", src);
-    snprintf(expected, sizeof expected, "%s/tests/nn/fixtures/gpt2_tiny_expected.safetensors",
-             src);
-    int torch = have_torch();
-    if (torch) {
-        snprintf(expected, sizeof expected, "%s/gpt2_tiny_expected.fresh.safetensors", tmp);
-        snprintf(cmd, sizeof cmd,
-                 "/usr/bin/python3 '%s/tools/gpt2_reference.py' --init '%s' --out '%s' "
-                 "--threads 2 >/dev/null",
-                 src, init, expected);
-        cr_assert_eq(system(cmd), 0, "the PyTorch reference failed: %s", cmd);
-        cr_log_info("PyTorch found: the reference was run again (%s)", expected);
-    } else {
-        cr_log_info("no torch for /usr/bin/python3: comparing with the committed outputs");
-    }
-
+    char ckpt[1024], relog[1024], cmd[4096];
+    cr_log_info("channel tiles of %d rows", tile_channels);
     tsr__st_reader_t *ref;
     OK(tsr__st_open(&ref, expected));
     const tsr__st_tensor_t *in = tsr__st_find(ref, "inputs");
@@ -106,6 +95,7 @@ Test(gpt2_reference, forward_backward_and_adamw_steps_match_pytorch)
     cfg.tile_tokens = T / 2;
     cfg.tile_vocab = 128;
     cfg.tile_hidden = 96;
+    cfg.tile_channels = tile_channels;
     tsr_gpt2_t *m;
     OK(tsr_gpt2_create(&m, &cfg, B, T));
     OK(tsr_gpt2_load(m, init));
@@ -166,10 +156,11 @@ Test(gpt2_reference, forward_backward_and_adamw_steps_match_pytorch)
     /* a checkpoint we save loads in the reference and gives our logits */
     OK(tsr_gpt2_forward(m, tok, NULL, NULL));
     z = our_logits(m, B, T, V);
-    snprintf(ckpt, sizeof ckpt, "%s/gpt2_tiny_trained.safetensors", tmp);
+    snprintf(ckpt, sizeof ckpt, "%s/gpt2_tiny_trained_%d.safetensors", tmp, tile_channels);
     OK(tsr_gpt2_save(m, ckpt));
     if (torch) {
-        snprintf(relog, sizeof relog, "%s/gpt2_tiny_trained.logits.safetensors", tmp);
+        snprintf(relog, sizeof relog, "%s/gpt2_tiny_trained_%d.logits.safetensors", tmp,
+                 tile_channels);
         snprintf(cmd, sizeof cmd,
                  "/usr/bin/python3 '%s/tools/gpt2_reference.py' --logits '%s' --inputs '%s' "
                  "--out '%s' >/dev/null",
@@ -195,4 +186,32 @@ Test(gpt2_reference, forward_backward_and_adamw_steps_match_pytorch)
     free(tgt);
     tsr__st_close(ref);
     tsr_gpt2_free(m);
+}
+
+Test(gpt2_reference, forward_backward_and_adamw_steps_match_pytorch)
+{
+    const char *src = env_or("TESSERA_SOURCE_ROOT", ".");
+    const char *tmp = env_or("TESSERA_BUILD_DIR", "/tmp");
+    char init[1024], expected[1024], cmd[4096];
+    snprintf(init, sizeof init, "%s/tests/nn/fixtures/gpt2_tiny_init.safetensors", src);
+    snprintf(expected, sizeof expected, "%s/tests/nn/fixtures/gpt2_tiny_expected.safetensors",
+             src);
+    int torch = have_torch();
+    if (torch) {
+        snprintf(expected, sizeof expected, "%s/gpt2_tiny_expected.fresh.safetensors", tmp);
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 '%s/tools/gpt2_reference.py' --init '%s' --out '%s' "
+                 "--threads 2 >/dev/null",
+                 src, init, expected);
+        cr_assert_eq(system(cmd), 0, "the PyTorch reference failed: %s", cmd);
+        cr_log_info("PyTorch found: the reference was run again (%s)", expected);
+    } else {
+        cr_log_info("no torch for /usr/bin/python3: comparing with the committed outputs");
+    }
+
+    /* C = 64 in heads of 16: one channel tile, two, and one per head (the
+     * LayerNorms' sums over tiles, the attention per head row tile) */
+    match_reference(init, expected, torch, 0);
+    match_reference(init, expected, torch, 32);
+    match_reference(init, expected, torch, 16);
 }
