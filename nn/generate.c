@@ -143,6 +143,11 @@ int tsr_gpt2_gen_create(tsr_gpt2_gen_t **out, tsr_gpt2_t *model, int batch, int 
         return tsr__fail(TSR_EINVAL, "gpt2_gen_create: out is NULL");
     TSR_TRY(tsr__gpt2_check(model, "gpt2_gen_create"));
     const tsr_gpt2_config_t *c = &model->cfg;
+    if (c->tile_channels < c->channels)
+        return tsr__fail(TSR_EINVAL, "gpt2_gen_create: the KV-cache kernels read a model in one "
+                                     "channel tile; this one is in tiles of %d of its %d "
+                                     "channels (create it with tile_channels = channels)",
+                         c->tile_channels, c->channels);
     tsr__gen_t *g;
     TSR_TRY(tsr__gen_create(&gpt2_gen, model, batch, max_len, c->context, c->layers,
                             c->vocab_size, c->channels, model->hd, &g));

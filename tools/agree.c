@@ -38,6 +38,7 @@ static const struct field {
     {"the token tile (--tile-tokens)", offsetof(agree_rec_t, tile_tokens), F_I32},
     {"the vocabulary tile (--tile-vocab)", offsetof(agree_rec_t, tile_vocab), F_I32},
     {"the hidden tile (--tile-hidden)", offsetof(agree_rec_t, tile_hidden), F_I32},
+    {"the channel tile (--tile-channels)", offsetof(agree_rec_t, tile_channels), F_I32},
     {"the precision (--precision; 0 fp32, 1 bf16)", offsetof(agree_rec_t, precision), F_I32},
     {"--recompute", offsetof(agree_rec_t, recompute), F_I32},
     {"--zero", offsetof(agree_rec_t, zero), F_I32},

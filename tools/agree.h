@@ -42,6 +42,7 @@ typedef struct agree_rec {
     uint64_t hash;    /* FNV-1a 64 of the fields below, to `run` */
     /* the model's shape (tiles as resolved: they cut the all-reduces) */
     int32_t vocab, context, layers, heads, channels, tile_tokens, tile_vocab, tile_hidden;
+    int32_t tile_channels; /* a Llama's: its channels (one tile) */
     /* a Llama's K/V heads, head width and SwiGLU width (0 for a GPT-2) */
     int32_t kv_heads, head_dim, intermediate;
     int32_t precision, recompute;

@@ -308,6 +308,7 @@ void cli_model_opts(cli_opt_t *opts, tsr_gpt2_config_t *cfg)
         {"tile-tokens", 0, CLI_INT, &cfg->tile_tokens, 0, 1e7, 0},
         {"tile-vocab", 0, CLI_INT, &cfg->tile_vocab, 0, 1e7, 0},
         {"tile-hidden", 0, CLI_INT, &cfg->tile_hidden, 0, 1e7, 0},
+        {"tile-channels", 0, CLI_INT, &cfg->tile_channels, 0, 1e6, 0},
     };
     memcpy(opts, o, sizeof o);
 }
@@ -329,6 +330,7 @@ int cli_config_from_checkpoint(const char *what, const tsr_gpt2_config_t *ckpt,
     out->tile_tokens = flags->tile_tokens;
     out->tile_vocab = flags->tile_vocab;
     out->tile_hidden = flags->tile_hidden;
+    out->tile_channels = flags->tile_channels;
     out->recompute = flags->recompute;
     out->precision = flags->precision;
     return 0;

@@ -100,9 +100,10 @@ int cli_refuse_simulation(const char *consequence);
 int cli_runtime_init(int threads, const char *sched);
 
 /* Number of option entries cli_model_opts writes. */
-#define CLI_MODEL_NOPTS 8
+#define CLI_MODEL_NOPTS 9
 /* Write the model shape flags (--vocab, --context, --layers, --heads,
- * --channels, --tile-tokens, --tile-vocab, --tile-hidden) into opts[0 ..
+ * --channels, --tile-tokens, --tile-vocab, --tile-hidden, --tile-channels)
+ * into opts[0 ..
  * CLI_MODEL_NOPTS), bound to the fields of cfg. */
 void cli_model_opts(cli_opt_t *opts, tsr_gpt2_config_t *cfg);
 

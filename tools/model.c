@@ -139,6 +139,9 @@ int model_flags_resolve(model_arch_t arch, cli_opt_t *gopts, const tsr_gpt2_conf
             if (cli_seen(gopts, CLI_MODEL_NOPTS, gpt2_only[i]))
                 return cli_usage_error("--%s is a GPT-2 flag; a Llama's is --%s", gpt2_only[i],
                                        instead[i]);
+        if (cli_seen(gopts, CLI_MODEL_NOPTS, "tile-channels"))
+            return cli_usage_error("--tile-channels is a GPT-2 flag (a Llama keeps its channels "
+                                   "in one tile)");
         tsr_llama_config_t *l = &out->llama;
         if (cli_seen(gopts, CLI_MODEL_NOPTS, "vocab"))
             l->vocab_size = gflags->vocab_size;

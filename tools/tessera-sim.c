@@ -54,7 +54,7 @@ static const char usage[] =
     "  --layers L --channels C --heads H --vocab V --context N\n"
     "                       the shape (default: 4 layers, 1024 channels, heads\n"
     "                       of 128 channels, vocabulary 50257, context 1024)\n"
-    "  --tile-tokens N --tile-vocab N --tile-hidden N\n"
+    "  --tile-tokens N --tile-vocab N --tile-hidden N --tile-channels N\n"
     "                       tile sizes (default: derived, docs/gpt2.md)\n"
     "  --recompute          recompute the activations in backward (docs/gpt2.md)\n"
     "  --precision P        fp32 (default) or bf16: the GEMMs on bf16 inputs (docs/gpt2.md)\n"
@@ -490,10 +490,10 @@ int main(int argc, char **argv)
         const tsr_gpt2_config_t *c = &resolved.gpt2;
         printf(",\"layers\":%d,\"channels\":%d,\"heads\":%d,\"vocab\":%d,\"seq\":%d,"
                "\"batch\":%d,\"micro\":%d,\"accumulate\":%d,\"tile_tokens\":%d,"
-               "\"tile_hidden\":%d,\"tile_vocab\":%d,\"recompute\":%d,\"precision\":\"%s\","
-               "\"params\":%zu,",
+               "\"tile_hidden\":%d,\"tile_vocab\":%d,\"tile_channels\":%d,\"recompute\":%d,"
+               "\"precision\":\"%s\",\"params\":%zu,",
                c->layers, c->channels, c->heads, c->vocab_size, seq, batch, micro, accumulate,
-               c->tile_tokens, c->tile_hidden, c->tile_vocab, c->recompute,
+               c->tile_tokens, c->tile_hidden, c->tile_vocab, c->tile_channels, c->recompute,
                c->precision == TSR_GPT2_BF16 ? "bf16" : "fp32", params);
     }
     if (rc == TSR_OK) {

@@ -58,6 +58,8 @@ static const char usage[] =
     "  --tile-tokens N      tokens per activation tile (default 0: derived)\n"
     "  --tile-vocab N       vocabulary rows per tile (default 0: derived)\n"
     "  --tile-hidden N      MLP hidden rows per tile (default 0: derived)\n"
+    "  --tile-channels N    GPT-2: rows per channel tile, whole heads dividing the\n"
+    "                       channels (default 0: derived, the channels up to 16384)\n"
     "  --init CKPT          start from this HF GPT-2 safetensors checkpoint (a Llama:\n"
     "                       an HF checkpoint folder, whose config.json sets the shape)\n"
     "  --seed S             initialisation seed (default 1337)\n"
@@ -625,11 +627,14 @@ static void print_header(const run_t *r)
         tt = l->tile_tokens, tv = l->tile_vocab, th = l->tile_hidden;
         rec = l->recompute, prec = l->precision;
     }
-    char waves[48] = "";
+    char waves[48] = "", chan[48] = "";
+    if (resolved.arch != MODEL_LLAMA && resolved.gpt2.tile_channels < resolved.gpt2.channels)
+        snprintf(chan, sizeof chan, ", %d channel rows", resolved.gpt2.tile_channels);
     if (model_wave(&r->m) > 1)
         snprintf(waves, sizeof waves, ", waves of %d micro-batches", model_wave(&r->m));
-    printf("model: %s, %.2fM parameters (tiles: %d tokens, %d vocab rows, %d hidden rows)%s%s%s\n",
-           desc, (double)model_num_params(&r->m) / 1e6, tt, tv, th,
+    printf("model: %s, %.2fM parameters (tiles: %d tokens, %d vocab rows, %d hidden rows%s)"
+           "%s%s%s\n",
+           desc, (double)model_num_params(&r->m) / 1e6, tt, tv, th, chan,
            rec ? ", activations recomputed in backward" : "",
            prec == TSR_GPT2_BF16 ? ", bf16 mixed precision" : "", waves);
     printf("data: %s, %zu tokens (%zu micro-batches per pass)", s->data, r->ntrain,
@@ -692,12 +697,14 @@ static void fill_record(const run_t *r, int status, agree_rec_t *rec)
         rec->kv_heads = c->kv_heads, rec->intermediate = c->intermediate;
         rec->head_dim = c->head_dim ? c->head_dim : (c->heads ? c->hidden / c->heads : 0);
         rec->tile_vocab = c->tile_vocab, rec->tile_hidden = c->tile_hidden;
+        rec->tile_channels = c->hidden;
         rec->precision = c->precision, rec->recompute = c->recompute;
     } else {
         const tsr_gpt2_config_t *c = &mc.gpt2;
         rec->vocab = c->vocab_size, rec->context = c->context, rec->layers = c->layers;
         rec->heads = c->heads, rec->channels = c->channels, rec->tile_tokens = c->tile_tokens;
         rec->tile_vocab = c->tile_vocab, rec->tile_hidden = c->tile_hidden;
+        rec->tile_channels = c->tile_channels;
         rec->precision = c->precision, rec->recompute = c->recompute;
     }
     rec->zero = s->zero, rec->steps = s->steps, rec->last = r->last, rec->batch = s->batch;

@@ -49,7 +49,7 @@
 typedef struct options {
     int layers, heads, channels, vocab, ctx;
     int batch, seq, steps, warmup, threads;
-    int tile_tokens, tile_vocab, tile_hidden;
+    int tile_tokens, tile_vocab, tile_hidden, tile_channels;
     long seed;
     double lr;
     const char *sched;
@@ -72,7 +72,8 @@ static void usage(void)
             "  --threads N         CPU workers (tsr_config.ncpu; default: one per core)\n"
             "  --sched NAME        scheduling policy (default the runtime's)\n"
             "  --json-tag TAG      the JSON line's case (default LxHxC/V)\n"
-            "  --tile-tokens N --tile-vocab N --tile-hidden N   tile sizes (0: derived)\n"
+            "  --tile-tokens N --tile-vocab N --tile-hidden N --tile-channels N\n"
+            "                       tile sizes (0: derived)\n"
             "  --recompute 0|1|both  recompute the activations in backward (default 0);\n"
             "                      both: each mode under its own runtime, compared\n"
             "  --precision fp32|bf16  the GEMMs' arithmetic (default fp32; bf16: mixed\n"
@@ -117,7 +118,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         {"--warmup", &o->warmup, 0},      {"--threads", &o->threads, 0},
         {"--tile-tokens", &o->tile_tokens, 0}, {"--tile-vocab", &o->tile_vocab, 0},
         {"--tile-hidden", &o->tile_hidden, 0}, {"--micro", &o->micro, 1},
-        {"--wave", &o->wave, 0},
+        {"--wave", &o->wave, 0},          {"--tile-channels", &o->tile_channels, 0},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -313,6 +314,7 @@ static int run_mode(const options_t *o, int recompute, const char *tag, const in
     mc.tile_tokens = o->tile_tokens;
     mc.tile_vocab = o->tile_vocab;
     mc.tile_hidden = o->tile_hidden;
+    mc.tile_channels = o->tile_channels;
     mc.recompute = recompute;
     mc.precision = o->precision;
     mc.wave = o->wave;

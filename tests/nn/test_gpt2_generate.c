@@ -662,6 +662,17 @@ Test(gpt2_generate, misuse_is_refused_with_a_message)
     FAILS(tsr_gpt2_gen_create(&g, m, 0, 8), TSR_EINVAL);
     FAILS(tsr_gpt2_gen_create(&g, m, 1, 0), TSR_EINVAL);
     FAILS(tsr_gpt2_gen_create(&g, m, 1, 65), TSR_EINVAL); /* context 64 */
+    { /* a model in channel tiles: generation reads one tile of C rows */
+        tsr_gpt2_config_t c = *tsr_gpt2_config(m);
+        c.tile_channels = c.channels / 2, c.tile_tokens = c.tile_hidden = c.tile_vocab = 0;
+        c.wave = 0;
+        tsr_gpt2_t *tiled;
+        OK(tsr_gpt2_create(&tiled, &c, 1, 16));
+        FAILS(tsr_gpt2_gen_create(&g, tiled, 1, 8), TSR_EINVAL);
+        cr_assert(strstr(tsr_error_message(), "tile_channels = channels"), "%s",
+                  tsr_error_message());
+        OK(tsr_gpt2_free(tiled));
+    }
     OK(tsr_gpt2_gen_create(&g, m, 2, 8));
     int32_t ids[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, bad[2] = {1, V};
     float *logits = malloc((size_t)2 * V * sizeof *logits);
