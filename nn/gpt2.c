@@ -73,13 +73,28 @@ float tsr_lr_schedule(int step, int warmup, int total, float max_lr, float min_l
     return (float)(min_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (max_lr - min_lr));
 }
 
-/* The tile sizes left 0 in c, derived from the shapes and the workers
- * (nn/tiling.h); the MLP's hidden activations have 4C rows. */
+/* The bytes of c's weights (p and g, and the bf16 copies in bf16
+ * precision: 8 or 10 per parameter) and of its training state (the weights
+ * and the AdamW moments: what the trainer groups for homes). */
+static void model_bytes(const tsr_gpt2_config_t *c, double *weight, double *state)
+{
+    double C = c->channels, L = c->layers;
+    double numel = C * ((double)c->vocab_size + c->context + 2.0) +
+                   L * (12.0 * C * C + 13.0 * C);
+    *weight = numel * (c->precision == TSR_GPT2_BF16 ? 10.0 : 8.0);
+    *state = *weight + 8.0 * numel;
+}
+
+/* The tile sizes left 0 in c, derived from the shapes, the workers and the
+ * placement the state will get (nn/tiling.h); the MLP's hidden
+ * activations have 4C rows. */
 static int resolve_tiles(tsr_gpt2_config_t *c, int batch, int seq_len)
 {
+    double weight, state;
+    model_bytes(c, &weight, &state);
     tsr__tiling_t t = {c->tile_tokens, c->tile_vocab, c->tile_hidden, c->tile_channels};
     TSR_TRY(tsr__tiling_resolve(&t, "gpt2", c->channels, c->channels / c->heads,
-                                4LL * c->channels, c->vocab_size, batch, seq_len));
+                                4LL * c->channels, c->vocab_size, batch, seq_len, state));
     c->tile_tokens = t.tokens;
     c->tile_vocab = t.vocab;
     c->tile_hidden = t.hidden;
@@ -383,10 +398,8 @@ int tsr_gpt2_free(tsr_gpt2_t *m)
 static void resolve_wave(tsr_gpt2_t *m)
 {
     tsr_gpt2_config_t *c = &m->cfg;
-    double C = c->channels, L = c->layers, N = m->N;
-    double numel = C * ((double)c->vocab_size + c->context + 2.0) +
-                   L * (12.0 * C * C + 13.0 * C);
-    double weight = numel * (bf16(m) ? 10.0 : 8.0), state = weight + 8.0 * numel;
+    double C = c->channels, L = c->layers, N = m->N, weight, state;
+    model_bytes(c, &weight, &state);
     double slot = 4.0 * C * N * (c->recompute ? L + 27.0 : 17.0 * L + 12.0);
     if (c->wave == 0)
         c->wave = tsr__wave_auto(weight, state, slot);

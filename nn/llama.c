@@ -417,7 +417,7 @@ static int resolve_tiles(tsr_llama_t *m)
      * read whole columns (docs/llama.md) */
     tsr__tiling_t t = {c->tile_tokens, c->tile_vocab, c->tile_hidden, m->C};
     TSR_TRY(tsr__tiling_resolve(&t, "llama", m->C, m->C / c->heads, m->F, c->vocab_size, m->B,
-                                m->T));
+                                m->T, 0.0));
     c->tile_tokens = t.tokens;
     c->tile_vocab = t.vocab;
     c->tile_hidden = t.hidden;

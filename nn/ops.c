@@ -100,6 +100,13 @@ static int submit(const tsr_codelet_t *cl, const void *args, size_t args_size, i
            (tsr_access_t[]){__VA_ARGS__})
 #define ACC(h, mode) {(h), (mode)}
 
+/* How the ops accumulate into t: TSR_REDUX where tsr__op_set_redux chose
+ * it, else TSR_COMMUTE. */
+static tsr_mode_t acc_of(const tsr_tensor_t *t)
+{
+    return t->redux ? TSR_REDUX : TSR_COMMUTE;
+}
+
 static int same_tiling(const tsr_tensor_t *x, const tsr_tensor_t *y, const char *op)
 {
     if (x->rows != y->rows || x->cols != y->cols || x->tile_rows != y->tile_rows ||
@@ -346,7 +353,7 @@ static int gemm_tiles(int transa, int transb, float alpha, const tsr_tensor_t *a
                 tsr_handle_t ha = transa ? tsr__tile(a, p, i) : tsr__tile(a, i, p);
                 tsr_handle_t hb = transb ? tsr__tile(b, j, p) : tsr__tile(b, p, j);
                 tsr_handle_t hc = tsr__tile(c, i, j);
-                tsr_mode_t mc = acc_mode == TSR_COMMUTE ? TSR_COMMUTE
+                tsr_mode_t mc = acc_mode == TSR_COMMUTE ? acc_of(c)
                                 : g.beta == 0.0f        ? TSR_W
                                                         : TSR_RW;
                 int k = kind;
@@ -370,11 +377,11 @@ static int gemm_tiles(int transa, int transb, float alpha, const tsr_tensor_t *a
                 case TSR_EPI_DGELU_BGRAD:
                     rc = SUBMIT(cl_gemm_dgelu_bgrad, ge, ACC(ha, TSR_R), ACC(hb, TSR_R),
                                 ACC(hc, TSR_W), ACC(tsr__tile(fuse->aux, i, j), TSR_R),
-                                ACC(tsr__tile(fuse->vec, i, 0), TSR_COMMUTE));
+                                ACC(tsr__tile(fuse->vec, i, 0), acc_of(fuse->vec)));
                     break;
                 case TSR_EPI_BGRADA:
                     rc = SUBMIT(cl_gemm_bgrada, ge, ACC(ha, TSR_R), ACC(hb, TSR_R), ACC(hc, mc),
-                                ACC(tsr__tile(fuse->vec, i, 0), TSR_COMMUTE));
+                                ACC(tsr__tile(fuse->vec, i, 0), acc_of(fuse->vec)));
                     break;
                 default:
                     if (ab16) {
@@ -472,6 +479,33 @@ TILE_CODELET(cl_axpy, "axpy", 2, float, two_n, axpy_bytes,
              (tsr_cpu_axpy(nelem(e, 0), *a, buf[0], buf[1])),
              (tsr_cuda_axpy(e->cuda_stream, nelem(e, 0), *a, buf[0], buf[1])));
 
+/* The reduction of a REDUX tile (tsr__op_set_redux): a worker's
+ * accumulator starts at 0; two are summed, dst += src. */
+TILE_CODELET(cl_redux_zero, "redux_zero", 1, void, zero_flops, write_n,
+             (tsr_cpu_fill(nelem(e, 0), 0.0f, buf[0])),
+             (tsr_cuda_fill(e->cuda_stream, nelem(e, 0), 0.0f, buf[0])));
+/* dst (n) += src (n): dst buffer 0, src buffer 1 */
+static double redux_add_bytes(const void *args, const size_t *sizes)
+{
+    (void)args;
+    return 3.0 * (double)sizes[0];
+}
+TILE_CODELET(cl_redux_add, "redux_add", 2, void, two_n, redux_add_bytes,
+             (tsr_cpu_axpy(nelem(e, 0), 1.0f, buf[1], buf[0])),
+             (tsr_cuda_axpy(e->cuda_stream, nelem(e, 0), 1.0f, buf[1], buf[0])));
+
+int tsr__op_set_redux(tsr_tensor_t *t)
+{
+    if (tsr__tensor_is_bf16(t))
+        return tsr__fail(TSR_EINVAL, "set_redux: a bf16 tensor (the sums are fp32)");
+    size_t ntiles = (size_t)t->grid_rows * t->grid_cols;
+    for (size_t i = 0; i < ntiles; i++)
+        TSR_TRY(tsr_handle_set_reduction(t->tiles[i], &cl_redux_zero, &cl_redux_add));
+    t->redux = 1;
+    return TSR_OK;
+}
+
+
 typedef tsr__slice_args_t slice_args_t;
 
 /* an axpy of a->n elements (not the whole tiles) */
@@ -564,7 +598,7 @@ int tsr__op_bias_add(const tsr_tensor_t *bias, tsr_tensor_t *x)
 
 int tsr__op_bias_grad(const tsr_tensor_t *dy, tsr_tensor_t *dbias)
 {
-    return bias_loop(&cl_bias_grad, dbias, TSR_COMMUTE, dy, TSR_R, "bias_grad");
+    return bias_loop(&cl_bias_grad, dbias, acc_of(dbias), dy, TSR_R, "bias_grad");
 }
 
 /* ---- Linear layers --------------------------------------------------------
@@ -1185,8 +1219,8 @@ static int ln_bwd_rows(const tsr_tensor_t *dout, const tsr_tensor_t *x,
             rc = SUBMIT(cl_ln_apply_grad, m, ACC(tsr__tile(dout, a, b), TSR_R),
                         ACC(tsr__tile(x, a, b), TSR_R), ACC(gamma->tiles[a], TSR_R),
                         ACC(mu, TSR_R), ACC(rs, TSR_R), ACC(m2, TSR_R),
-                        ACC(tsr__tile(dx, a, b), TSR_RW), ACC(dgamma->tiles[a], TSR_COMMUTE),
-                        ACC(dbeta->tiles[a], TSR_COMMUTE));
+                        ACC(tsr__tile(dx, a, b), TSR_RW), ACC(dgamma->tiles[a], acc_of(dgamma)),
+                        ACC(dbeta->tiles[a], acc_of(dbeta)));
         }
     }
     return rc ? rc : tsr__tensor_invalidate(part);
@@ -1268,8 +1302,8 @@ int tsr__op_layernorm_bwd_rows(const tsr_tensor_t *dout, const tsr_tensor_t *x,
         rc = SUBMIT(cl_ln_bwd, a, ACC(tsr__tile(dout, 0, j), TSR_R),
                     ACC(tsr__tile(x, 0, j), TSR_R), ACC(gamma->tiles[0], TSR_R),
                     ACC(tsr__tile(mean, 0, j), TSR_R), ACC(tsr__tile(rstd, 0, j), TSR_R),
-                    ACC(tsr__tile(dx, 0, j), TSR_RW), ACC(dgamma->tiles[0], TSR_COMMUTE),
-                    ACC(dbeta->tiles[0], TSR_COMMUTE));
+                    ACC(tsr__tile(dx, 0, j), TSR_RW), ACC(dgamma->tiles[0], acc_of(dgamma)),
+                    ACC(dbeta->tiles[0], acc_of(dbeta)));
     }
     return rc;
 }
@@ -1407,7 +1441,7 @@ int tsr__op_rmsnorm_bwd(const tsr_tensor_t *dout, const tsr_tensor_t *x, const t
         rc = SUBMIT(cl_rms_bwd, a, ACC(tsr__tile(dout, 0, j), TSR_R),
                     ACC(tsr__tile(x, 0, j), TSR_R), ACC(w->tiles[0], TSR_R),
                     ACC(tsr__tile(rstd, 0, j), TSR_R), ACC(tsr__tile(dx, 0, j), TSR_RW),
-                    ACC(dw->tiles[0], TSR_COMMUTE));
+                    ACC(dw->tiles[0], acc_of(dw)));
     }
     return rc;
 }
@@ -1736,14 +1770,14 @@ static int check_embed(const tsr_tensor_t *tokens, const tsr_tensor_t *wte,
  * side when the tile is longer than a sequence, else part of one sequence).
  *   forward:  x = wpe rows (W) — a multi-sequence tile is zeroed first, then
  *             wpe's first tile (one whole sequence) is added at each offset;
- *   backward: dwpe += the tile's rows (COMMUTE). */
+ *   backward: dwpe += the tile's rows (COMMUTE, or REDUX: acc_of). */
 static int embed_positions(const tsr_tensor_t *wpe, int seq_len, int tt, int a, int j,
                            tsr_handle_t x, int backward)
 {
     float one = 1.0f;
     if (tt <= seq_len) {
         tsr_handle_t p = tsr__tile(wpe, a, j % (seq_len / tt));
-        return backward ? SUBMIT(cl_axpy, one, ACC(x, TSR_R), ACC(p, TSR_COMMUTE))
+        return backward ? SUBMIT(cl_axpy, one, ACC(x, TSR_R), ACC(p, acc_of(wpe)))
                         : SUBMIT0(cl_copy, ACC(p, TSR_R), ACC(x, TSR_W));
     }
     tsr_handle_t p = tsr__tile(wpe, a, 0);
@@ -1751,7 +1785,7 @@ static int embed_positions(const tsr_tensor_t *wpe, int seq_len, int tt, int a, 
     int rc = backward ? TSR_OK : tsr__op_fill_handle(x, 0.0f);
     for (int b = 0; !rc && b < tt / seq_len; b++) {
         slice_args_t s = {backward ? b * seq : 0, backward ? 0 : b * seq, seq};
-        rc = backward ? SUBMIT(cl_slice_add, s, ACC(x, TSR_R), ACC(p, TSR_COMMUTE))
+        rc = backward ? SUBMIT(cl_slice_add, s, ACC(x, TSR_R), ACC(p, acc_of(wpe)))
                       : SUBMIT(cl_slice_add, s, ACC(p, TSR_R), ACC(x, TSR_RW));
     }
     return rc;
@@ -1790,7 +1824,7 @@ int tsr__op_embed_bwd(const tsr_tensor_t *tokens, const tsr_tensor_t *dout, int 
                 embed_args_t e = {tsr__tile_m(dout, a), tsr__tile_n(dout, j),
                                   tsr__tile_n(dwte, v), v * dwte->tile_cols, dwte->cols};
                 rc = SUBMIT(cl_embed_bwd, e, ACC(tsr__tile(tokens, 0, j), TSR_R), ACC(d, TSR_R),
-                            ACC(tsr__tile(dwte, a, v), TSR_COMMUTE));
+                            ACC(tsr__tile(dwte, a, v), acc_of(dwte)));
             }
             if (!rc && dwpe)
                 rc = embed_positions(dwpe, seq_len, dout->tile_cols, a, j, d, 1);
@@ -2697,8 +2731,8 @@ int tsr__op_layernorm_bwd_bf16(const tsr_tensor_t *dout, const tsr_tensor_t *x,
         rc = SUBMIT(cl_ln_bwd_bf16, a, ACC(tsr__tile(dout, 0, j), TSR_R),
                     ACC(tsr__tile(x, 0, j), TSR_R), ACC(gamma->tiles[0], TSR_R),
                     ACC(tsr__tile(mean, 0, j), TSR_R), ACC(tsr__tile(rstd, 0, j), TSR_R),
-                    ACC(tsr__tile(dx, 0, j), TSR_RW), ACC(dgamma->tiles[0], TSR_COMMUTE),
-                    ACC(dbeta->tiles[0], TSR_COMMUTE), ACC(tsr__tile(dx16, 0, j), TSR_W));
+                    ACC(tsr__tile(dx, 0, j), TSR_RW), ACC(dgamma->tiles[0], acc_of(dgamma)),
+                    ACC(dbeta->tiles[0], acc_of(dbeta)), ACC(tsr__tile(dx16, 0, j), TSR_W));
     }
     return rc;
 }
@@ -2960,7 +2994,7 @@ int tsr__op_rmsnorm_bwd_bf16(const tsr_tensor_t *dout, const tsr_tensor_t *x,
         rc = SUBMIT(cl_rms_bwd_bf16, a, ACC(tsr__tile(dout, 0, j), TSR_R),
                     ACC(tsr__tile(x, 0, j), TSR_R), ACC(w->tiles[0], TSR_R),
                     ACC(tsr__tile(rstd, 0, j), TSR_R), ACC(tsr__tile(dx, 0, j), TSR_RW),
-                    ACC(dw->tiles[0], TSR_COMMUTE), ACC(tsr__tile(dx16, 0, j), TSR_W));
+                    ACC(dw->tiles[0], acc_of(dw)), ACC(tsr__tile(dx16, 0, j), TSR_W));
     }
     return rc;
 }

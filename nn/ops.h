@@ -62,6 +62,12 @@ int tsr__op_linear_gelu_bwd(const tsr_tensor_t *w, const tsr_tensor_t *x, const 
 
 /* x = value */
 int tsr__op_fill(tsr_tensor_t *x, float value);
+/* From now on the ops accumulate into t (weight and bias gradients, the
+ * LayerNorm and embedding tables' gradients: every COMMUTE sum below) in
+ * TSR_REDUX: each worker adds into its own accumulator of a tile, combined
+ * once at the tile's next other access, instead of the tile moving between
+ * the workers' memories at every contribution. fp32 t only. */
+int tsr__op_set_redux(tsr_tensor_t *t);
 /* y = x (same tiling) */
 int tsr__op_copy(const tsr_tensor_t *x, tsr_tensor_t *y);
 /* dst = src, where the two tensors differ only in their row tiling and one

@@ -28,6 +28,8 @@ typedef struct tsr_tensor {
     int grid_rows, grid_cols;  /* number of tiles along each axis */
     tsr_handle_t *tiles;       /* tile (a, b) at tiles[a + b * grid_rows] */
     int elem_bytes;            /* 4 (fp32, int32) or 2 (bf16) */
+    int redux;                 /* 1: the ops accumulate into it in TSR_REDUX
+                                  (tsr__op_set_redux), else TSR_COMMUTE */
 } tsr_tensor_t;
 
 /* The most tiles one tensor may have: each is a runtime handle with its

@@ -23,14 +23,17 @@ typedef struct tsr__tiling {
 /* Fill the zero fields of t for a model of `channels` (the residual
  * stream's rows) in heads of `head_dim`, `hidden_rows` (4C for GPT-2, the
  * intermediate size for Llama) and `vocab`, over micro-batches of batch x
- * seq_len tokens. The channel tile: C while a (C, C) fp32 tile is within
- * the bound (1 GiB, and a 64th of the smallest GPU's or a bounded host's
- * memory), else the largest multiple of head_dim dividing C whose square
- * tile is (head_dim where none is); then the hidden tile is the channel
- * tile too, unless set. TSR_EINVAL (prefixed by `model`) when the token
- * tile fits neither rule. */
+ * seq_len tokens, whose weights (the state it groups for homes) are
+ * state_bytes. The channel tile: the largest multiple of head_dim dividing
+ * C whose (tc, tc) fp32 tile is within the bound (1 GiB, and a 64th of the
+ * smallest GPU's memory; head_dim where none is), and
+ * at most C / 2 where the runtime homes the weights (tsr_placement_homes)
+ * and tiles of 2048 rows or more remain; then the hidden tile is the
+ * channel tile too, unless set. TSR_EINVAL (prefixed by `model`) when the
+ * token tile fits neither rule. */
 int tsr__tiling_resolve(tsr__tiling_t *t, const char *model, int channels, int head_dim,
-                        long long hidden_rows, int vocab, int batch, int seq_len);
+                        long long hidden_rows, int vocab, int batch, int seq_len,
+                        double state_bytes);
 
 /* The running runtime's memory by kind, in bytes: the host's (-1:
  * unbounded), the accelerators' together, the disk tier's (0: none). */

@@ -5,6 +5,7 @@
 #include <tessera/mpi.h>
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "nn/ops.h"
@@ -104,12 +105,43 @@ static int place_state(tsr__trainer_t *tr)
     return TSR_OK;
 }
 
+/* Whether the gradients accumulate in REDUX (tsr__op_set_redux): the
+ * state is replicated (no homes: tsr_placement_homes) over two GPUs or
+ * more, so that every GPU runs a share of every micro-batch's weight
+ * gradient products; each then keeps its own accumulator of each gradient
+ * tile for the whole step, summed once when the step reads it, where
+ * COMMUTE moves every tile between the GPUs at every micro-batch (GPT-2
+ * 1.5 B on 8 simulated A100s, docs/gpt2.md "Gradients"). Only while every
+ * worker's accumulators fit a quarter of its memory kind. */
+static int grads_redux(const tsr__params_t *ps)
+{
+    double numel = (double)tsr__params_numel(ps), grad = 4.0 * numel;
+    double state = numel * (ps->bf16 ? 18.0 : 16.0);
+    int gpus = 0, cpus = 0;
+    for (int w = 0; w < tsr_worker_count(); w++) {
+        tsr_worker_stats_t st;
+        if (tsr_worker_stats(w, &st) != TSR_OK)
+            continue;
+        if (st.device_kind == TSR_DEVICE_CUDA)
+            gpus++;
+        else
+            cpus++;
+    }
+    tsr__machine_memory_t mem = tsr__machine_memory();
+    size_t sb = state < (double)SIZE_MAX ? (size_t)state : SIZE_MAX;
+    return gpus >= 2 && tsr_placement_homes(sb) == 0 && gpus * grad <= 0.25 * mem.accel &&
+           (mem.host < 0 || cpus * grad <= 0.25 * mem.host);
+}
+
 int tsr__trainer_init(tsr__trainer_t *tr, tsr__params_t *ps, const char *model,
                       int data_parallel, int zero)
 {
     tr->model = model;
     tr->params = ps;
     TSR_TRY(place_state(tr));
+    if (grads_redux(ps))
+        for (int k = 0; k < ps->n; k++)
+            TSR_TRY(tsr__op_set_redux(&ps->p[k].g));
     TSR_TRY(tsr_handle_alloc(&tr->norm, sizeof(float)));
     tr->dp_size = data_parallel ? tsr_mpi_size() : 1;
     tr->dp_rank = data_parallel ? tsr_mpi_rank() : 0;

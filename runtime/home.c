@@ -32,6 +32,7 @@
  * take a lock on the path of a task whose handles all have their homes
  * already (the first sight of a handle takes home_m, once).
  */
+#include "runtime/instance.h"
 #include "runtime/internal.h"
 
 #include <stdlib.h>
@@ -217,21 +218,42 @@ static int least_owned1(size_t bytes)
     return best;
 }
 
-/* Whether h, without a home at its first submission, gets one (home_m
- * held): under owner placement, when it is large; under auto, when it is
- * large and part of the state the application declared (a home group:
- * parameters, gradients, moments), once that state is more than three
- * quarters of the smallest accelerator's memory (replicas of it on every
- * accelerator would crowd out the tiles that flow through; below that,
- * replication measured faster: docs/placement.md). */
-static bool wants_home(const tsr_data_t *h)
+/* Whether state of `bytes` gets homes (tsr_placement_homes): always under
+ * owner placement, under auto once it is more than three quarters of the
+ * smallest accelerator's memory (replicas of it on every accelerator would
+ * crowd out the tiles that flow through; below that, replication measured
+ * faster: docs/placement.md); never without an accelerator to be a home. */
+static bool homes_state(size_t bytes)
 {
-    if (h->size < tsr__rt.home_min)
-        return false;
+    if (tsr__rt.home_auto_bytes == SIZE_MAX)
+        return false; /* no home candidate */
     if (tsr__rt.cfg.placement == TSR_PLACEMENT_OWNER)
         return true;
-    return tsr__rt.cfg.placement == TSR_PLACEMENT_AUTO && h->home_group &&
-           tsr__rt.grouped_bytes > tsr__rt.home_auto_bytes;
+    return tsr__rt.cfg.placement == TSR_PLACEMENT_AUTO && bytes > tsr__rt.home_auto_bytes;
+}
+
+int tsr_placement_homes(size_t state_bytes)
+{
+    if (!tsr__runtime_instance())
+        return tsr__fail(TSR_ESTATE, "placement_homes: the runtime is not initialized");
+    return homes_state(state_bytes) ? 1 : 0;
+}
+
+/* Whether h, without a home at its first submission, gets one (home_m
+ * held): under owner placement, when it is large (home_min); under auto,
+ * when it is part of the state the application declared (a home group:
+ * parameters, gradients, moments) and of at least a sixteenth of home_min,
+ * once that state gets homes (homes_state). Auto's lower bound lets a
+ * model cut into channel tiles be placed like one in large tiles (GPT-2 at
+ * 4.5 B parameters on 8 simulated A100s: 583 TFLOPS with 256 MiB, 859
+ * with 16 MiB, docs/placement.md), while the small handles (biases,
+ * LayerNorm weights) stay unhomed. */
+static bool wants_home(const tsr_data_t *h)
+{
+    if (tsr__rt.cfg.placement == TSR_PLACEMENT_OWNER)
+        return h->size >= tsr__rt.home_min;
+    return h->size >= tsr__rt.home_min / 16 && h->home_group &&
+           homes_state(tsr__rt.grouped_bytes);
 }
 
 /* h at its first submission (home_m held): count it where its home is;

@@ -204,6 +204,45 @@ static bool reap_running(tsr_worker_t *w, bool wait)
  * are reused in stream order), else the lane with the fewest of w's
  * launched tasks (the first such after the last one chosen): independent
  * ready tasks run side by side on the device. */
+/* Whether t adds into a REDUX accumulator (this worker's, runtime/redux.c)
+ * that running task r adds into too. */
+static bool shares_accumulator(tsr_task_t r, tsr_task_t t)
+{
+    for (int i = 0; i < t->nbuffers; i++)
+        for (int k = 0; t->acc_of[i] && k < r->nbuffers; k++)
+            if (r->acc_of[k] && r->data[k] == t->data[i])
+                return true;
+    return false;
+}
+
+/* The lane of w's last running task that adds into an accumulator t adds
+ * into; -1 if none. */
+static int accumulator_lane(const tsr_worker_t *w, tsr_task_t t)
+{
+    for (int k = w->nrunning - 1; k >= 0; k--)
+        if (shares_accumulator(w->running[k], t))
+            return w->run_lane[k];
+    return -1;
+}
+
+/* Whether running tasks add into t's accumulators on two lanes or more,
+ * or on another lane than 0 where t has a scratch buffer (which puts it on
+ * lane 0: pick_lane). */
+static bool accumulators_on_lanes(const tsr_worker_t *w, tsr_task_t t)
+{
+    int lane = -1;
+    for (int i = 0; i < t->nbuffers; i++)
+        if (t->slot[i] < 0)
+            lane = 0;
+    for (int k = 0; k < w->nrunning; k++)
+        if (shares_accumulator(w->running[k], t)) {
+            if (lane >= 0 && w->run_lane[k] != lane)
+                return true;
+            lane = w->run_lane[k];
+        }
+    return false;
+}
+
 static int pick_lane(tsr_worker_t *w, tsr_task_t t, const tsr_node_t *node)
 {
     if (node->exec_lanes <= 1)
@@ -211,6 +250,14 @@ static int pick_lane(tsr_worker_t *w, tsr_task_t t, const tsr_node_t *node)
     for (int i = 0; i < t->nbuffers; i++)
         if (t->slot[i] < 0)
             return 0;
+    /* A REDUX member behind the running members that add into the same
+     * accumulator (run_task leaves them on one lane): on their lane, so
+     * that its read-modify-write follows theirs in stream order. */
+    int acc_lane = accumulator_lane(w, t);
+    if (acc_lane >= 0) {
+        w->last_lane = acc_lane;
+        return acc_lane;
+    }
     /* Behind a running predecessor (device-ordered): on its lane, where
      * stream order alone keeps t after it. */
     if (follows_all(t) && w->nrunning > 0) {
@@ -284,6 +331,12 @@ static void run_task(tsr_worker_t *w, tsr_task_t t)
     if (w->nrunning > 0 && scratch_grows(w, t))
         while (w->nrunning > 0)
             reap_running(w, true);
+    /* The members of a REDUX group on one worker add into one accumulator
+     * (read-modify-write): never two at once on two lanes. t goes on the
+     * lane of the running ones (pick_lane); where they run on several,
+     * they finish first. */
+    while (w->nrunning > 0 && accumulators_on_lanes(w, t))
+        reap_running(w, true);
     void *bufs[TSR_MAX_BUFFERS];
     if (tsr__worker_buffers(w, t, bufs) != TSR_OK)
         return;

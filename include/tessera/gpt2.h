@@ -80,7 +80,9 @@ typedef struct tsr_gpt2_config {
      * on who runs them). A multiple of the head width that divides
      * channels. 0 (default): derived (tsr_gpt2_config tells): channels
      * itself while a (C, C) fp32 tile is at most 1 GiB (and a 64th of the
-     * smallest GPU's memory), else the largest such divisor that fits. */
+     * smallest GPU's memory), else the largest such divisor that fits; at
+     * most C / 2 where the runtime homes the training state on the GPUs
+     * (tsr_placement_homes) and tiles of 2048 rows or more remain. */
     int tile_channels;
 } tsr_gpt2_config_t;
 

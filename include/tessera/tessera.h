@@ -132,7 +132,8 @@ typedef struct tsr_config {
                                   large handle gets an accelerator home, its
                                   tasks run there) */
     size_t home_min;           /* owner placement homes handles of at least
-                                  this many bytes; 0: 256 MiB */
+                                  this many bytes, auto the declared state's
+                                  of at least a sixteenth; 0: 256 MiB */
     int simulate_no_disk;      /* under simulation, 1: leave out the disk tier
                                   the platform describes (host_mem and
                                   disk_mem, when set, replace the platform's
@@ -256,6 +257,13 @@ TSR_API int tsr_handle_home(tsr_handle_t h);
  * sets both; owner placement gives the group one home). Before any task
  * used h (TSR_ESTATE after); TSR_EINVAL if h already shares another home. */
 TSR_API int tsr_handle_share_home(tsr_handle_t h, tsr_handle_t with);
+/* Whether the running runtime gives accelerator homes to declared state
+ * (handles grouped by tsr_handle_share_home) of state_bytes in all: 1
+ * under owner placement, and under auto where it exceeds three quarters of
+ * the smallest accelerator's memory; 0 under replicate, below that, or
+ * without an accelerator. Lets a library cut its state for the placement
+ * it will get (GPT-2's channel tiles). TSR_ESTATE before tsr_init. */
+TSR_API int tsr_placement_homes(size_t state_bytes);
 
 /* ---- codelets ---------------------------------------------------------- */
 

@@ -121,7 +121,9 @@ Test(nn_ops, tensor_grids_up_to_int_max)
 /* A Linear layer (out, in) over N token columns, tiled (to, ti) x (ti, tt)
  * with edge tiles: forward in both forms, backward twice (dw, db accumulate
  * COMMUTE), against double loops. */
-static void linear_case(int out, int in, int N, int to, int ti, int tt)
+/* redux: dw and db accumulate in TSR_REDUX (tsr__op_set_redux), each
+ * worker into its own accumulator of a tile, summed when read. */
+static void linear_case_of(int out, int in, int N, int to, int ti, int tt, int redux)
 {
     kt_rng r = kt_seed((uint64_t)(out * 1000 + in));
     float *w = kt_rand(&r, (size_t)out * in, -1, 1), *b = kt_rand(&r, (size_t)out, -1, 1);
@@ -138,6 +140,10 @@ static void linear_case(int out, int in, int N, int to, int ti, int tt)
     tensor_from(&DX, in, N, ti, tt, y0); /* overwritten: garbage in */
     tensor_from(&DW, out, in, to, ti, dw0);
     tensor_from(&DB, out, 1, to, 1, db0);
+    if (redux) {
+        OK(tsr__op_set_redux(&DW));
+        OK(tsr__op_set_redux(&DB));
+    }
     OK(tsr__op_linear_fwd(&W, &Bt, &X, 0.0f, &Y));
     OK(tsr__op_linear_fwd(&W, &Bt, &X, 1.0f, &Yres));
     OK(tsr__op_linear_bwd(&W, &X, &DY, &DX, &DW, &DB));
@@ -189,6 +195,11 @@ static void linear_case(int out, int in, int N, int to, int ti, int tt)
     double *dl[] = {y, res, dx, dw, db};
     for (size_t i = 0; i < sizeof dl / sizeof *dl; i++)
         free(dl[i]);
+}
+
+static void linear_case(int out, int in, int N, int to, int ti, int tt)
+{
+    linear_case_of(out, in, N, to, ti, tt, 0);
 }
 
 static double gelu_ref(double x)
@@ -307,6 +318,10 @@ Test(nn_ops, linear_forward_and_backward_against_loops)
     rt_start();
     linear_case(24, 16, 12, 8, 16, 12);  /* one tile along in and N */
     linear_case(37, 29, 23, 16, 12, 8);  /* edge tiles on every axis */
+    /* the gradients in REDUX: 48 token tiles add into each dw and db tile,
+     * on every worker at once (on a GPU, several on its lanes) */
+    linear_case_of(64, 48, 192, 32, 48, 4, 1);
+    linear_case_of(37, 29, 23, 16, 12, 8, 1);
     /* a beta that is neither form, and a bias tiled unlike W's rows */
     tsr_tensor_t W, Bt, X, Y;
     tensor_from(&W, 8, 4, 4, 4, NULL);

@@ -234,12 +234,17 @@ Test(home, owner_placement_balances_homes_by_bytes_within_a_budget)
 /* Auto placement homes only declared state (handles in home groups), and
  * only once it exceeds three quarters of the smallest accelerator (768 KiB
  * of 1 MiB): a 300 KiB pair stays unhomed; after a 500 KiB pair is
- * declared (800 KiB grouped), large grouped handles used from then on get
- * homes (the pair's 500 KiB within node 1's budget of 716.8); an ungrouped
- * one never does. */
+ * declared (800 KiB grouped), grouped handles of at least a sixteenth of
+ * home_min (256 bytes of 4 KiB) used from then on get homes (the pair's
+ * 500 KiB within node 1's budget of 716.8, then a 1 KiB pair), a smaller
+ * grouped one and an ungrouped one never do. tsr_placement_homes answers
+ * the same rule before anything is grouped. */
 Test(home, auto_placement_starts_when_the_declared_state_outgrows_an_accelerator)
 {
+    cr_assert_eq(tsr_placement_homes(1), TSR_ESTATE, "no runtime");
     start(1, "eager", TSR_PLACEMENT_AUTO, 4 << 10);
+    cr_assert_eq(tsr_placement_homes(768 << 10), 0, "3/4 of 1 MiB fits replicated");
+    cr_assert_eq(tsr_placement_homes((768 << 10) + 1), 1, "beyond: homes");
     tsr_handle_t p0, g0, p1, g1, loose;
     int n[3]; /* each task its own slot: they may run at once */
     OK(tsr_handle_alloc(&p0, 150 << 10));
@@ -259,7 +264,20 @@ Test(home, auto_placement_starts_when_the_declared_state_outgrows_an_accelerator
     cr_assert_eq(tsr_handle_home(g1), 1, "and its gradient with it");
     cr_assert_eq(tsr_handle_home(loose), -1, "not declared state: no home");
     cr_assert_eq(tsr_handle_home(p0), -1, "a home is given at first use only");
-    tsr_handle_t hs[] = {p0, g0, p1, g1, loose};
+    tsr_handle_t p2, g2, tiny, tiny_g;
+    int m[2];
+    OK(tsr_handle_alloc(&p2, 1 << 10));
+    OK(tsr_handle_alloc(&g2, 1 << 10));
+    OK(tsr_handle_share_home(g2, p2));
+    OK(tsr_handle_alloc(&tiny, 128));
+    OK(tsr_handle_alloc(&tiny_g, 128));
+    OK(tsr_handle_share_home(tiny_g, tiny));
+    submit_step(p2, 1, &m[0]);
+    submit_step(tiny, 1, &m[1]);
+    OK(tsr_wait_all());
+    cr_assert_neq(tsr_handle_home(p2), -1, "1 KiB of declared state: a home (home_min 4 KiB)");
+    cr_assert_eq(tsr_handle_home(tiny), -1, "128 bytes: under a sixteenth of home_min");
+    tsr_handle_t hs[] = {p0, g0, p1, g1, loose, p2, g2, tiny, tiny_g};
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
         OK(tsr_handle_unregister(hs[i]));
     stop_runtime();
@@ -401,4 +419,25 @@ Test(home, under_owner_placement_unhomed_tasks_run_on_accelerators, .timeout = 6
         OK(tsr_handle_unregister(host));
         stop_runtime();
     }
+}
+
+/* tsr_placement_homes per placement: replicate never, owner always, and
+ * nothing without an accelerator to be a home. */
+Test(home, placement_homes_follows_the_configuration)
+{
+    start(1, "eager", TSR_PLACEMENT_REPLICATE, 0);
+    cr_assert_eq(tsr_placement_homes(SIZE_MAX), 0, "replicate");
+    stop_runtime();
+    start(1, "eager", TSR_PLACEMENT_OWNER, 0);
+    cr_assert_eq(tsr_placement_homes(1), 1, "owner");
+    stop_runtime();
+    tsr_config_t cfg;
+    tsr_config_init(&cfg);
+    cfg.ncpu = 1;
+    cfg.bind = 0;
+    cfg.ncuda = 0;
+    cfg.placement = TSR_PLACEMENT_OWNER;
+    OK(tsr_init(&cfg));
+    cr_assert_eq(tsr_placement_homes(SIZE_MAX), 0, "no accelerator");
+    stop_runtime();
 }
