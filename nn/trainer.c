@@ -105,14 +105,16 @@ static int place_state(tsr__trainer_t *tr)
     return TSR_OK;
 }
 
-/* Whether the gradients accumulate in REDUX (tsr__op_set_redux): the
- * state is replicated (no homes: tsr_placement_homes) over two GPUs or
- * more, so that every GPU runs a share of every micro-batch's weight
- * gradient products; each then keeps its own accumulator of each gradient
- * tile for the whole step, summed once when the step reads it, where
- * COMMUTE moves every tile between the GPUs at every micro-batch (GPT-2
- * 1.5 B on 8 simulated A100s, docs/gpt2.md "Gradients"). Only while every
- * worker's accumulators fit a quarter of its memory kind. */
+/* Whether the gradients accumulate in REDUX (tsr__op_set_redux): auto
+ * placement replicates the state over two GPUs or more (tsr_placement_homes:
+ * homes for some state, not for this one; an explicit replicate placement
+ * keeps the plain COMMUTE sums). Every GPU then runs a share of every
+ * micro-batch's weight-gradient products and keeps its own accumulator of
+ * each gradient tile for the whole step, summed once when the step reads
+ * it, where COMMUTE moves every tile between the GPUs at every micro-batch
+ * (GPT-2 1.5 B on 8 simulated A100s: 649 -> 826 TFLOPS, docs/gpt2.md
+ * "Gradients"). Only while every worker's accumulators fit a quarter of
+ * its kind of memory. */
 static int grads_redux(const tsr__params_t *ps)
 {
     double numel = (double)tsr__params_numel(ps), grad = 4.0 * numel;
@@ -129,7 +131,8 @@ static int grads_redux(const tsr__params_t *ps)
     }
     tsr__machine_memory_t mem = tsr__machine_memory();
     size_t sb = state < (double)SIZE_MAX ? (size_t)state : SIZE_MAX;
-    return gpus >= 2 && tsr_placement_homes(sb) == 0 && gpus * grad <= 0.25 * mem.accel &&
+    return gpus >= 2 && tsr_placement_homes(SIZE_MAX) == 1 && tsr_placement_homes(sb) == 0 &&
+           gpus * grad <= 0.25 * mem.accel &&
            (mem.host < 0 || cpus * grad <= 0.25 * mem.host);
 }
 

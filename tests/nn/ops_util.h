@@ -63,6 +63,36 @@ static inline float *bf16_get(const tsr_tensor_t *t)
     return x;
 }
 
+/* The attention ops' tensors over N tokens in token tiles of tt: qkv
+ * (rows, N) holding `qkv` in tiles of qr rows; y, acc and dy (C, N) in
+ * tiles of cr rows, dy holding `dy`; lse and D (H, N) in tiles of hr rows,
+ * ms (2H, N) of 2 hr; dqkv tiled like qkv. y, the state and dqkv start
+ * from `dirty` (at least rows x N values): the ops overwrite them. */
+typedef struct attn_set {
+    tsr_tensor_t q, y, lse, ms, acc, D, dy, dq;
+} attn_set_t;
+
+static inline void attn_set_make(attn_set_t *s, int rows, int qr, int C, int cr, int H, int hr,
+                                 int N, int tt, const float *qkv, const float *dy,
+                                 const float *dirty)
+{
+    tensor_from(&s->q, rows, N, qr, tt, qkv);
+    tensor_from(&s->y, C, N, cr, tt, dirty);
+    tensor_from(&s->lse, H, N, hr, tt, NULL);
+    tensor_from(&s->ms, 2 * H, N, 2 * hr, tt, dirty);
+    tensor_from(&s->acc, C, N, cr, tt, dirty);
+    tensor_from(&s->D, H, N, hr, tt, NULL);
+    tensor_from(&s->dy, C, N, cr, tt, dy);
+    tensor_from(&s->dq, rows, N, qr, tt, dirty);
+}
+
+static inline void attn_set_free(attn_set_t *s)
+{
+    tsr_tensor_t *all[] = {&s->q, &s->y, &s->lse, &s->ms, &s->acc, &s->D, &s->dy, &s->dq};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tsr__tensor_free(all[i]);
+}
+
 /* every got[i] is want[i] rounded to bf16 by a correct rounding of a value
  * within rtol of it: |got - want| <= (2^-8 + rtol) |want| + atol */
 static inline void assert_bf16_of(const char *what, const float *got, const double *want,

@@ -360,26 +360,17 @@ static void gqa_case(int H, int Hkv, int d, int S, int T, int tt)
     kt_rng r = kt_seed((uint64_t)(H * 100 + Hkv * 10 + tt));
     float *qkv = kt_rand(&r, (size_t)R * N, -1, 1), *dy = kt_rand(&r, (size_t)C * N, -1, 1);
     float *dirty = kt_rand(&r, (size_t)R * N, 5, 9);
-    tsr_tensor_t tq, ty, tl, tms, tacc, tD, tdy, tdq;
-    tensor_from(&tq, R, N, R, tt, qkv);
-    tensor_from(&ty, C, N, C, tt, dirty);
-    tensor_from(&tl, H, N, H, tt, NULL);
-    tensor_from(&tms, 2 * H, N, 2 * H, tt, dirty);
-    tensor_from(&tacc, C, N, C, tt, dirty);
-    tensor_from(&tD, H, N, H, tt, NULL);
-    tensor_from(&tdy, C, N, C, tt, dy);
-    tensor_from(&tdq, R, N, R, tt, dirty);
+    attn_set_t a;
+    attn_set_make(&a, R, R, C, C, H, H, N, tt, qkv, dy, dirty);
     free(dirty);
-    OK(tsr__op_attention_gqa_fwd(&tq, H, Hkv, T, 0, &tms, &tacc, &ty, &tl));
-    OK(tsr__op_attention_gqa_bwd(&tq, H, Hkv, T, 0, &ty, &tdy, &tl, &tD, &tdq));
+    OK(tsr__op_attention_gqa_fwd(&a.q, H, Hkv, T, 0, &a.ms, &a.acc, &a.y, &a.lse));
+    OK(tsr__op_attention_gqa_bwd(&a.q, H, Hkv, T, 0, &a.y, &a.dy, &a.lse, &a.D, &a.dq));
     double *y = kt_dalloc((size_t)C * N), *dq = kt_dalloc((size_t)R * N);
     gqa_ref(qkv, H, Hkv, d, S, T, dy, y, dq);
-    float *gy = tensor_get(&ty), *gdq = tensor_get(&tdq);
+    float *gy = tensor_get(&a.y), *gdq = tensor_get(&a.dq);
     kt_assert_close("gqa y", gy, y, (size_t)C * N, 1e-5, 1e-4);
     kt_assert_close("gqa dqkv", gdq, dq, (size_t)R * N, 1e-5, 1e-4);
-    tsr_tensor_t *all[] = {&tq, &ty, &tl, &tms, &tacc, &tD, &tdy, &tdq};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        tsr__tensor_free(all[i]);
+    attn_set_free(&a);
     float *fl[] = {qkv, dy, gy, gdq};
     for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
         free(fl[i]);

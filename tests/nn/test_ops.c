@@ -411,23 +411,15 @@ static void attention_case(int tt, int tc)
     int H = 4, d = 8, S = 4, T = 12, C = H * d, N = S * T, R = C / tc, hr = H / R;
     kt_rng r = kt_seed(77);
     float *qkv = kt_rand(&r, (size_t)3 * C * N, -1, 1), *dy = kt_rand(&r, (size_t)C * N, -1, 1);
-    tsr_tensor_t tq, ty, tl, tms, tacc, tD, tdy, tdq;
-    tensor_from(&tq, 3 * C, N, tc, tt, qkv);
-    /* y, the state and dqkv start dirty: the ops overwrite them */
     float *dirty = kt_rand(&r, (size_t)3 * C * N, 5, 9);
-    tensor_from(&ty, C, N, tc, tt, dirty);
-    tensor_from(&tl, H, N, hr, tt, NULL);
-    tensor_from(&tms, 2 * H, N, 2 * hr, tt, dirty);
-    tensor_from(&tacc, C, N, tc, tt, dirty);
-    tensor_from(&tD, H, N, hr, tt, NULL);
-    tensor_from(&tdy, C, N, tc, tt, dy);
-    tensor_from(&tdq, 3 * C, N, tc, tt, dirty);
+    attn_set_t a;
+    attn_set_make(&a, 3 * C, tc, C, tc, H, hr, N, tt, qkv, dy, dirty);
     free(dirty);
-    OK(tsr__op_attention_fwd(&tq, H, T, 0, &tms, &tacc, &ty, &tl));
-    OK(tsr__op_attention_bwd(&tq, H, T, 0, &ty, &tdy, &tl, &tD, &tdq));
+    OK(tsr__op_attention_fwd(&a.q, H, T, 0, &a.ms, &a.acc, &a.y, &a.lse));
+    OK(tsr__op_attention_bwd(&a.q, H, T, 0, &a.y, &a.dy, &a.lse, &a.D, &a.dq));
     double *y = kt_dalloc((size_t)C * N), *dq = kt_dalloc((size_t)3 * C * N);
     attention_ref(qkv, H, d, S, T, dy, y, dq);
-    float *gy = tensor_get(&ty), *gdq = tensor_get(&tdq);
+    float *gy = tensor_get(&a.y), *gdq = tensor_get(&a.dq);
     kt_assert_close("attention y", gy, y, (size_t)C * N, 1e-5, 1e-4);
     kt_assert_close("attention dqkv", gdq, dq, (size_t)3 * C * N, 1e-5, 1e-4);
     /* refused: tiles that cut a head (12 rows of heads of 8), y or the
@@ -435,13 +427,15 @@ static void attention_case(int tt, int tc)
     tsr_tensor_t hq, hy;
     tensor_from(&hq, 3 * C, N, 12, tt, NULL);
     tensor_from(&hy, C, N, tc == C ? d : C, tt, NULL);
-    cr_assert_eq(tsr__op_attention_fwd(&hq, H, T, 0, &tms, &tacc, &ty, &tl), TSR_EINVAL);
-    cr_assert_eq(tsr__op_attention_fwd(&tq, H, T, 0, &tms, &tacc, &hy, &tl), TSR_EINVAL);
-    cr_assert_eq(tsr__op_attention_bwd(&tq, H, T, 0, &ty, &hy, &tl, &tD, &tdq), TSR_EINVAL);
-    cr_assert_eq(tsr__op_attention_fwd(&tq, H + 1, T, 0, &tms, &tacc, &ty, &tl), TSR_EINVAL);
-    tsr_tensor_t *all[] = {&tq, &ty, &tl, &tms, &tacc, &tD, &tdy, &tdq, &hq, &hy};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        tsr__tensor_free(all[i]);
+    cr_assert_eq(tsr__op_attention_fwd(&hq, H, T, 0, &a.ms, &a.acc, &a.y, &a.lse), TSR_EINVAL);
+    cr_assert_eq(tsr__op_attention_fwd(&a.q, H, T, 0, &a.ms, &a.acc, &hy, &a.lse), TSR_EINVAL);
+    cr_assert_eq(tsr__op_attention_bwd(&a.q, H, T, 0, &a.y, &hy, &a.lse, &a.D, &a.dq),
+                 TSR_EINVAL);
+    cr_assert_eq(tsr__op_attention_fwd(&a.q, H + 1, T, 0, &a.ms, &a.acc, &a.y, &a.lse),
+                 TSR_EINVAL);
+    attn_set_free(&a);
+    tsr__tensor_free(&hq);
+    tsr__tensor_free(&hy);
     free(qkv);
     free(dy);
     free(y);
