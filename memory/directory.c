@@ -312,6 +312,31 @@ static void order_move(int nd, tsr_replica_t *r, bool matters)
     pthread_mutex_unlock(&n->lock);
 }
 
+/* r (of node nd) was fetched ahead (prefetched: kept unless a request
+ * needs room) or is no longer. The order keeps prefetched copies in its
+ * kept-aside heap (memory/evict.h), which the evictions that may not take
+ * them never visit: the flag and the heap change together, under both
+ * locks. A fresh prefetch is also a use (a new stamp). Entry lock held,
+ * node lock not held. */
+static void order_prefetched(int nd, tsr_replica_t *r, bool prefetched)
+{
+    tsr_node_t *n = node(nd);
+    if (!ordered(n)) {
+        r->prefetched = prefetched;
+        return;
+    }
+    pthread_mutex_lock(&n->lock);
+    r->prefetched = prefetched;
+    if (r->alloc && r->ord.idx != TSR_EVICT_NOWHERE) {
+        if (prefetched)
+            tsr__evict_touch(&n->order, &r->ord, true);
+        /* (a kept heap that cannot grow leaves the copy with the others:
+         * the walks check the flag as well) */
+        (void)tsr__evict_set_kept(&n->order, &r->ord, prefetched);
+    }
+    pthread_mutex_unlock(&n->lock);
+}
+
 /* Allocate e's replica on node nd. Entry lock held. `reserved`: the bytes
  * are already counted in node->used (and, until the replica is linked, in
  * node->reserving, by the caller); else they are counted here and the
@@ -1004,12 +1029,22 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
      * passes therefore count what they cannot take (`res`), and pass 1
      * takes whatever is idle by then: a copy neither taken nor counted
      * would make a waiting request think nothing can ever be freed (the
-     * "nothing can be evicted" failure of runtime_stress under TSan). */
+     * "nothing can be evicted" failure of runtime_stress under TSan).
+     * Pass 0 does not even look at the prefetched copies (the order keeps
+     * them aside): what it would have counted of them, pass 1 counts, and
+     * the callers read `res` only where pass 1 ran (a pass 0 that freed or
+     * started enough makes its request fit, or wait for the write-backs,
+     * whatever `res` says). */
     tsr_evict_visit_t vis = {0};
     for (int pass = 0; pass < (demand ? 2 : 1) && freed + pending < want; pass++) {
         if (pass == 1 && tsr__mem_evict_test_hook)
             tsr__mem_evict_test_hook(n, 1);
-        tsr__evict_visit_start(&n->order, &vis);
+        /* (pass 0 never looks at the prefetched copies: the order keeps
+         * them aside) */
+        if (pass == 0)
+            tsr__evict_visit_start_unkept(&n->order, &vis);
+        else
+            tsr__evict_visit_start(&n->order, &vis);
         tsr_evict_item_t *it;
         while (freed + pending < want && (it = tsr__evict_visit_next(&n->order, &vis))) {
             tsr_replica_t *r = (tsr_replica_t *)((char *)it - offsetof(tsr_replica_t, ord));
@@ -1319,7 +1354,9 @@ static void start_fetches(tsr_mem_req_t *r)
         int rc = TSR_OK;
         pthread_mutex_lock(&e->lock);
         tsr_replica_t *R = &e->rep[nd];
-        R->prefetched = R->wont_use = false;
+        if (R->prefetched)
+            order_prefetched(nd, R, false);
+        R->wont_use = false;
         r->ptr[k] = R->ptr;
         /* A copy into the replica in flight must land before the task
          * touches it, whatever the mode; a writer also waits for the
@@ -1708,8 +1745,7 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
         }
         reserved_here = true;
     }
-    R->prefetched = true;
-    order_move(nd, R, true);
+    order_prefetched(nd, R, true);
     if (e->zero && nd == 0) {
         if (!n->ops->alloc_zeroed)
             memset(R->ptr, 0, e->size);
