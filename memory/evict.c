@@ -36,8 +36,28 @@ bool tsr__evict_before(const tsr_evict_order_t *o, const tsr_evict_item_t *a,
     return a->stamp < b->stamp;
 }
 
+/* The slot of it: its key as a heap holds it (evict.h). The window
+ * rule's part is 0 wherever tsr__evict_before ignores the next use (tier
+ * 0, the LRU rule), so that a next use changed in place there leaves the
+ * slot as it is. */
+static tsr_evict_slot_t slot_of(const tsr_evict_order_t *o, tsr_evict_item_t *it)
+{
+    bool by_use = it->tier == 1 && o->rule == TSR_MEM_EVICT_WINDOW;
+    return (tsr_evict_slot_t){by_use ? ~it->next_use : 0, it->stamp, it, it->tier};
+}
+
+/* tsr__evict_before on slots. */
+static inline bool slot_before(const tsr_evict_slot_t *a, const tsr_evict_slot_t *b)
+{
+    if (a->tier != b->tier)
+        return a->tier < b->tier;
+    if (a->hi != b->hi)
+        return a->hi < b->hi;
+    return a->stamp < b->stamp;
+}
+
 /* The heap that holds it (the kept one or the other) and its size. */
-static tsr_evict_item_t **heap_of(const tsr_evict_order_t *o, const tsr_evict_item_t *it)
+static tsr_evict_slot_t *heap_of(const tsr_evict_order_t *o, const tsr_evict_item_t *it)
 {
     return it->kept ? o->kv : o->v;
 }
@@ -47,41 +67,44 @@ static uint32_t size_of(const tsr_evict_order_t *o, const tsr_evict_item_t *it)
     return it->kept ? o->nk : o->n;
 }
 
-static void put(tsr_evict_item_t **v, uint32_t i, tsr_evict_item_t *it)
+static void put(tsr_evict_slot_t *v, uint32_t i, const tsr_evict_slot_t *s)
 {
-    v[i] = it;
-    it->idx = i;
+    v[i] = *s;
+    s->it->idx = i;
 }
 
+/* it, at position i, with its key changed (or new): up. */
 static void sift_up(tsr_evict_order_t *o, uint32_t i, tsr_evict_item_t *it)
 {
-    tsr_evict_item_t **v = heap_of(o, it);
+    tsr_evict_slot_t *v = heap_of(o, it);
+    tsr_evict_slot_t s = slot_of(o, it);
     while (i > 0) {
         uint32_t p = (i - 1) / 2;
-        if (!tsr__evict_before(o, it, v[p]))
+        if (!slot_before(&s, &v[p]))
             break;
-        put(v, i, v[p]);
+        put(v, i, &v[p]);
         i = p;
     }
-    put(v, i, it);
+    put(v, i, &s);
 }
 
 static void sift_down(tsr_evict_order_t *o, uint32_t i, tsr_evict_item_t *it)
 {
-    tsr_evict_item_t **v = heap_of(o, it);
+    tsr_evict_slot_t *v = heap_of(o, it);
+    tsr_evict_slot_t s = slot_of(o, it);
     uint32_t n = size_of(o, it);
     for (;;) {
         uint32_t c = 2 * i + 1;
         if (c >= n)
             break;
-        if (c + 1 < n && tsr__evict_before(o, v[c + 1], v[c]))
+        if (c + 1 < n && slot_before(&v[c + 1], &v[c]))
             c++;
-        if (!tsr__evict_before(o, v[c], it))
+        if (!slot_before(&v[c], &s))
             break;
-        put(v, i, v[c]);
+        put(v, i, &v[c]);
         i = c;
     }
-    put(v, i, it);
+    put(v, i, &s);
 }
 
 /* After it's key changed in place. */
@@ -97,16 +120,16 @@ static void fix(tsr_evict_order_t *o, tsr_evict_item_t *it)
  * into its place. */
 static void heap_remove(tsr_evict_order_t *o, tsr_evict_item_t *it)
 {
-    tsr_evict_item_t **v = heap_of(o, it);
+    tsr_evict_slot_t *v = heap_of(o, it);
     uint32_t *n = it->kept ? &o->nk : &o->n;
     uint32_t i = it->idx;
-    assert(i < *n && v[i] == it);
+    assert(i < *n && v[i].it == it);
     it->idx = TSR_EVICT_NOWHERE;
-    tsr_evict_item_t *last = v[--*n];
+    tsr_evict_slot_t last = v[--*n];
     if (i == *n)
         return;
-    put(v, i, last);
-    fix(o, last);
+    put(v, i, &last);
+    fix(o, last.it);
 }
 
 /* Take it off the dirty list with its pending key applied to the item
@@ -175,7 +198,7 @@ bool tsr__evict_insert(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
         if (o->cap >= TSR_EVICT_KEPT_BIT)
             return false; /* (positions must leave the frontier's bit free) */
         uint32_t cap = o->cap ? o->cap * 2 : 64;
-        tsr_evict_item_t **v = realloc(o->v, (size_t)cap * sizeof *v);
+        tsr_evict_slot_t *v = realloc(o->v, (size_t)cap * sizeof *v);
         if (!v)
             return false;
         o->v = v;
@@ -184,8 +207,7 @@ bool tsr__evict_insert(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
     it->dirty = false; /* not in the order: not in its dirty list */
     it->kept = false;
     new_stamp(o, matters, &it->tier, &it->stamp);
-    put(o->v, o->n++, it);
-    sift_up(o, it->idx, it);
+    sift_up(o, o->n++, it);
     return true;
 }
 
@@ -202,7 +224,7 @@ bool tsr__evict_set_kept(tsr_evict_order_t *o, tsr_evict_item_t *it, bool kept)
         return it->kept == kept;
     if (kept && o->nk == o->capk) {
         uint32_t cap = o->capk ? o->capk * 2 : 64;
-        tsr_evict_item_t **v = realloc(o->kv, (size_t)cap * sizeof *v);
+        tsr_evict_slot_t *v = realloc(o->kv, (size_t)cap * sizeof *v);
         if (!v)
             return false;
         o->kv = v;
@@ -214,8 +236,7 @@ bool tsr__evict_set_kept(tsr_evict_order_t *o, tsr_evict_item_t *it, bool kept)
     it->kept = kept;
     uint32_t *n = kept ? &o->nk : &o->n;
     assert(kept || o->n + o->nk < o->cap); /* its place in v was kept free */
-    put(heap_of(o, it), (*n)++, it);
-    sift_up(o, it->idx, it);
+    sift_up(o, (*n)++, it);
     return true;
 }
 
@@ -256,15 +277,15 @@ void tsr__evict_set_next_use(tsr_evict_order_t *o, tsr_evict_item_t *it, uint64_
  * were not yet (the roots of both heaps to start with): its least item is
  * the next in key order, since every item not yet visited lies under one
  * of them and comes after it. */
-static tsr_evict_item_t *f_item(const tsr_evict_order_t *o, uint32_t pos)
+static const tsr_evict_slot_t *f_slot(const tsr_evict_order_t *o, uint32_t pos)
 {
-    return pos & TSR_EVICT_KEPT_BIT ? o->kv[pos & ~TSR_EVICT_KEPT_BIT] : o->v[pos];
+    return pos & TSR_EVICT_KEPT_BIT ? &o->kv[pos & ~TSR_EVICT_KEPT_BIT] : &o->v[pos];
 }
 
 static bool f_less(const tsr_evict_order_t *o, const tsr_evict_visit_t *v, uint32_t a,
                    uint32_t b)
 {
-    return tsr__evict_before(o, f_item(o, v->f[a]), f_item(o, v->f[b]));
+    return slot_before(f_slot(o, v->f[a]), f_slot(o, v->f[b]));
 }
 
 static void f_push(const tsr_evict_order_t *o, tsr_evict_visit_t *v, uint32_t pos)
@@ -349,7 +370,7 @@ tsr_evict_item_t *tsr__evict_visit_next(const tsr_evict_order_t *o, tsr_evict_vi
     uint32_t n = bit ? o->nk : o->n;
     for (uint32_t c = 2 * i + 1; c <= 2 * i + 2 && c < n; c++)
         f_push(o, v, c | bit);
-    return f_item(o, pos);
+    return f_slot(o, pos)->it;
 }
 
 void tsr__evict_visit_removed(tsr_evict_order_t *o, tsr_evict_visit_t *v)

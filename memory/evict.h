@@ -63,11 +63,22 @@ typedef struct tsr_evict_item {
  * every pending key first (a removal applies the copy's own). Keys are
  * unique (the stamps), so the order a visit sees does not depend on when
  * the heap was fixed. */
+/* A heap's slot: an item and its key as the heap holds it, so that the
+ * heap's and the visits' comparisons read the array, not the items
+ * (scattered over the replicas: a cache miss each). hi is the window
+ * rule's part of the key (~next_use in tier 1 under it, else 0). */
+typedef struct tsr_evict_slot {
+    uint64_t hi;
+    uint64_t stamp;
+    tsr_evict_item_t *it;
+    uint32_t tier;
+} tsr_evict_slot_t;
+
 typedef struct tsr_evict_order {
-    tsr_evict_item_t **v; /* the heap of the copies not kept aside */
+    tsr_evict_slot_t *v; /* the heap of the copies not kept aside */
     uint32_t n, cap;      /* cap >= n + nk: an item coming back from the
                              kept heap never needs to grow v */
-    tsr_evict_item_t **kv; /* the kept-aside heap */
+    tsr_evict_slot_t *kv; /* the kept-aside heap */
     uint32_t nk, capk;
     int rule;           /* TSR_MEM_EVICT_… */
     uint64_t clock;     /* the node's use counter */
