@@ -133,9 +133,24 @@ static int count_valid(const tsr_entry_t *e)
 
 /* e's replicas or `zero` changed: its node mask is to compute again.
  * Entry lock held (or e not yet shared). */
+/* The disk generation: moves at every change that could let a disk copy
+ * be evicted where none could — a copy of an entry with a disk copy
+ * becoming valid or invalid, a disk copy becoming idle or entering or
+ * leaving the disk's order — so that an eviction on the disk that found nothing to
+ * take is not done again, copy by copy, while the generation stands (the
+ * disk, full of copies that exist nowhere else, was asked for room at
+ * every write-back the host tried: thousands of copies each time). It may
+ * move more often than needed, never less. */
+static _Atomic uint64_t disk_gen;
+
+static void disk_changed(void) { atomic_fetch_add(&disk_gen, 1); }
+
 static void nodes_changed(tsr_entry_t *e)
 {
     atomic_store_explicit(&e->nodes, 0, memory_order_release);
+    int disk = tsr__mem_disk_node();
+    if (disk >= 0 && disk < e->nnodes && e->rep[disk].alloc)
+        disk_changed();
 }
 
 /* When one valid copy is left, it is the modified one (MSI). */
@@ -164,6 +179,8 @@ static bool unpin(tsr_replica_t *r)
 {
     if (--r->busy == 0) {
         atomic_fetch_sub(&node(r->node)->npinned, 1);
+        if (r->node == tsr__mem_disk_node())
+            disk_changed(); /* (idle: it may be evicted now) */
         return true;
     }
     return false;
@@ -282,6 +299,8 @@ static bool ordered(const tsr_node_t *n) { return n->capacity != SIZE_MAX; }
 static void order_unlink(tsr_node_t *n, tsr_replica_t *r)
 {
     if (r->ord.idx != TSR_EVICT_NOWHERE) {
+        if (n->id == tsr__mem_disk_node())
+            disk_changed(); /* (n->barren_locked may name it) */
         tsr__evict_remove(&n->order, &r->ord);
         atomic_fetch_sub(&r->entry->nordered, 1);
     }
@@ -294,6 +313,8 @@ static void order_link(tsr_node_t *n, tsr_replica_t *r, bool matters)
     if (!ordered(n))
         return;
     atomic_fetch_add(&r->entry->nordered, 1);
+    if (n->id == tsr__mem_disk_node())
+        disk_changed();
     r->ord.next_use = atomic_load(&r->entry->next_use);
     if (!tsr__evict_insert(&n->order, &r->ord, matters))
         atomic_fetch_sub(&r->entry->nordered, 1);
@@ -309,6 +330,33 @@ static void order_move(int nd, tsr_replica_t *r, bool matters)
     pthread_mutex_lock(&n->lock);
     if (r->alloc && r->ord.idx != TSR_EVICT_NOWHERE)
         tsr__evict_touch(&n->order, &r->ord, matters);
+    pthread_mutex_unlock(&n->lock);
+}
+
+/* r (of node nd) was fetched ahead (prefetched: kept unless a request
+ * needs room) or is no longer. The order keeps prefetched copies in its
+ * kept-aside heap (memory/evict.h), which the evictions that may not take
+ * them never visit: the flag and the heap change together, under both
+ * locks. A fresh prefetch is also a use (a new stamp). Entry lock held,
+ * node lock not held. */
+static void order_prefetched(int nd, tsr_replica_t *r, bool prefetched)
+{
+    tsr_node_t *n = node(nd);
+    if (!ordered(n)) {
+        r->prefetched = prefetched;
+        return;
+    }
+    pthread_mutex_lock(&n->lock);
+    r->prefetched = prefetched;
+    if (!prefetched && nd == tsr__mem_disk_node())
+        disk_changed();
+    if (r->alloc && r->ord.idx != TSR_EVICT_NOWHERE) {
+        if (prefetched)
+            tsr__evict_touch(&n->order, &r->ord, true);
+        /* (a kept heap that cannot grow leaves the copy with the others:
+         * the walks check the flag as well) */
+        (void)tsr__evict_set_kept(&n->order, &r->ord, prefetched);
+    }
     pthread_mutex_unlock(&n->lock);
 }
 
@@ -976,6 +1024,29 @@ static bool req_has(const tsr_mem_req_t *r, const tsr_entry_t *e)
  * whose next use is later than `later_than` (the prefetched entry's): it
  * then never evicts what will be needed before what it brings (Belady).
  * Copies whose contents no longer matter go regardless. */
+#define TSR_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* n->barren holds (the generation checked by the caller): whether the
+ * copies the barren walk could not look at would still give nothing to a
+ * walk — each still locked (skipped again), or not one that pass 0 of a
+ * walk without backing takes (idle, not prefetched, its contents valid
+ * elsewhere or not mattering). Node lock held. */
+static bool barren_still(tsr_node_t *n)
+{
+    for (int i = 0; i < n->nbarren_locked; i++) {
+        tsr_replica_t *r = n->barren_locked[i];
+        tsr_entry_t *e = r->entry;
+        if (pthread_mutex_trylock(&e->lock) != 0)
+            continue;
+        bool idle = r->alloc && r->busy == 0 && !r->fetch && !r->evicting && !e->dead;
+        bool takes = idle && !r->prefetched && (!valid(r) || e->zero || count_valid(e) > 1);
+        pthread_mutex_unlock(&e->lock);
+        if (takes)
+            return false;
+    }
+    return true;
+}
+
 static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_result *res,
                          const tsr_mem_req_t *self, bool bounded, uint64_t later_than)
 {
@@ -991,7 +1062,31 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
      * otherwise ask, and make the host evict, for every dirty copy it
      * holds. */
     size_t overdrawn = SIZE_MAX;
+    /* Likewise the smallest write-back the disk refused as full in this
+     * walk (the host's walk; a disk copy to allocate): the disk has found
+     * nothing to evict, and nothing this walk does gives it room or a copy
+     * to evict (it frees host copies, which makes disk copies the only
+     * ones, and starts write-backs, which take disk room), so one as large
+     * is refused too, with the same counts and message, without asking the
+     * disk to look at every copy it holds again. */
+    int disk = tsr__mem_disk_node();
+    size_t disk_full = SIZE_MAX;
+    /* The last such refusal's message, written into n->wb_err once the
+     * walk is over (nothing reads it meanwhile), not at each refusal. */
+    bool full_msg = false;
+    size_t full_size = 0, full_used = 0;
     bounded = bounded && n->order.rule == TSR_MEM_EVICT_WINDOW;
+    /* The disk tier (no backing: its only copies stay) found nothing to
+     * take last time, and nothing that could change that has happened
+     * since (disk_gen): this walk would look at every copy again and take
+     * none. Walks that count what they see (res) or are bounded are always
+     * done. */
+    bool memo = res == &dummy && !demand && !bounded && n->id == tsr__mem_disk_node() &&
+                backing(n->id) < 0;
+    uint64_t gen = memo ? atomic_load(&disk_gen) : 0;
+    if (memo && n->barren && n->barren_gen == gen && barren_still(n))
+        return 0;
+    int nlocked = 0; /* copies skipped, locked (memo: into n->barren_locked) */
     /* n->order visits in eviction order: pass 0 takes every idle copy but
      * those prefetched for queued work, pass 1 (a demand only: a granted
      * request would otherwise wait forever) every idle copy, those too. A
@@ -1004,13 +1099,25 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
      * passes therefore count what they cannot take (`res`), and pass 1
      * takes whatever is idle by then: a copy neither taken nor counted
      * would make a waiting request think nothing can ever be freed (the
-     * "nothing can be evicted" failure of runtime_stress under TSan). */
+     * "nothing can be evicted" failure of runtime_stress under TSan).
+     * Pass 0 does not even look at the prefetched copies (the order keeps
+     * them aside): what it would have counted of them, pass 1 counts, and
+     * the callers read `res` only where pass 1 ran (a pass 0 that freed or
+     * started enough makes its request fit, or wait for the write-backs,
+     * whatever `res` says). */
     tsr_evict_visit_t vis = {0};
+    bool exhausted = false; /* a pass saw every copy */
+    size_t pending0 = pending;
     for (int pass = 0; pass < (demand ? 2 : 1) && freed + pending < want; pass++) {
         if (pass == 1 && tsr__mem_evict_test_hook)
             tsr__mem_evict_test_hook(n, 1);
-        tsr__evict_visit_start(&n->order, &vis);
-        tsr_evict_item_t *it;
+        /* (pass 0 never looks at the prefetched copies: the order keeps
+         * them aside) */
+        if (pass == 0)
+            tsr__evict_visit_start_unkept(&n->order, &vis);
+        else
+            tsr__evict_visit_start(&n->order, &vis);
+        tsr_evict_item_t *it = NULL;
         while (freed + pending < want && (it = tsr__evict_visit_next(&n->order, &vis))) {
             tsr_replica_t *r = (tsr_replica_t *)((char *)it - offsetof(tsr_replica_t, ord));
             if (bounded && it->tier == 1 && it->next_use <= later_than)
@@ -1018,6 +1125,9 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
             tsr_entry_t *e = r->entry;
             if (pthread_mutex_trylock(&e->lock) != 0) {
                 res->skipped++;
+                if (memo && nlocked < (int)TSR_ARRAY_LEN(n->barren_locked))
+                    n->barren_locked[nlocked] = r;
+                nlocked++;
                 continue;
             }
             bool idle = r->alloc && r->busy == 0 && !r->fetch && !r->evicting && !e->dead;
@@ -1041,12 +1151,31 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
             } else if (backing(n->id) == 0 && e->size >= overdrawn && !e->rep[0].alloc &&
                        !e->rep[0].user && !e->rep[0].fetch) {
                 res->blocked++; /* (a host copy to allocate: refused too) */
+            } else if (disk >= 0 && backing(n->id) == disk && e->size >= disk_full &&
+                       !e->rep[disk].alloc && !e->rep[disk].user && !e->rep[disk].fetch &&
+                       e->rep[disk].wbusy == 0) {
+                /* (fetch_start's failure, as it would be: rep_alloc's count,
+                 * rep_alloc_unrequested's message) */
+                tsr_node_t *dn = node(disk);
+                atomic_fetch_add(&dn->alloc_failures, 1);
+                pthread_mutex_lock(&dn->lock);
+                size_t used = dn->used;
+                pthread_mutex_unlock(&dn->lock);
+                if (n->wb_status == 0) {
+                    full_msg = true;
+                    full_size = e->size;
+                    full_used = used;
+                }
             } else if (backing(n->id) >= 0) {
                 /* The only valid copy: write it back to the backing node
                  * (an accelerator's to the host, the host's to disk). */
                 char err[TSR_MEM_ERR];
                 r->evicting = true;
                 pin(r);
+                /* (a refusal as full counts one more failure there) */
+                uint64_t failures = disk >= 0 && backing(n->id) == disk
+                                        ? atomic_load(&node(disk)->alloc_failures)
+                                        : 0;
                 int rc = fetch_start(e, backing(n->id), (waiter_t){evict_done, r, 0}, false,
                                      err);
                 if (rc == TSR_OK) {
@@ -1062,8 +1191,14 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
                     res->blocked += rc == TSR_EBUSY || rc == OVERDRAWN;
                     if (rc == OVERDRAWN && e->size < overdrawn)
                         overdrawn = e->size;
-                    if (rc != TSR_EBUSY && rc != OVERDRAWN && n->wb_status == 0)
+                    if (rc == TSR_ENOMEM && disk >= 0 && backing(n->id) == disk &&
+                        atomic_load(&node(disk)->alloc_failures) != failures &&
+                        !e->rep[disk].alloc && e->size < disk_full)
+                        disk_full = e->size;
+                    if (rc != TSR_EBUSY && rc != OVERDRAWN && n->wb_status == 0) {
                         snprintf(n->wb_err, sizeof n->wb_err, "%s", err);
+                        full_msg = false;
+                    }
                     r->evicting = false;
                     unpin(r);
                 }
@@ -1071,8 +1206,19 @@ static size_t evict_walk(tsr_node_t *n, size_t want, bool demand, struct evict_r
             pthread_mutex_unlock(&e->lock);
         }
         res->skipped += vis.truncated;
+        exhausted = !it && freed + pending < want && !vis.truncated;
     }
     tsr__evict_visit_end(&vis);
+    if (full_msg)
+        seterr(n->wb_err, "disk full: %zu bytes needed, %zu of %zu in use by copies that "
+               "exist nowhere else", full_size, full_used, node(disk)->capacity);
+    if (memo && exhausted) {
+        n->barren = freed == 0 && pending == pending0 && res->skipped == nlocked &&
+                    nlocked <= (int)TSR_ARRAY_LEN(n->barren_locked) &&
+                    atomic_load(&disk_gen) == gen;
+        n->nbarren_locked = nlocked;
+        n->barren_gen = gen;
+    }
     if (demand && tsr__mem_evict_test_hook)
         tsr__mem_evict_test_hook(n, 2);
     return freed;
@@ -1319,7 +1465,9 @@ static void start_fetches(tsr_mem_req_t *r)
         int rc = TSR_OK;
         pthread_mutex_lock(&e->lock);
         tsr_replica_t *R = &e->rep[nd];
-        R->prefetched = R->wont_use = false;
+        if (R->prefetched)
+            order_prefetched(nd, R, false);
+        R->wont_use = false;
         r->ptr[k] = R->ptr;
         /* A copy into the replica in flight must land before the task
          * touches it, whatever the mode; a writer also waits for the
@@ -1708,8 +1856,7 @@ void tsr__mem_prefetch(tsr_entry_t *e, int nd)
         }
         reserved_here = true;
     }
-    R->prefetched = true;
-    order_move(nd, R, true);
+    order_prefetched(nd, R, true);
     if (e->zero && nd == 0) {
         if (!n->ops->alloc_zeroed)
             memset(R->ptr, 0, e->size);

@@ -3,6 +3,7 @@
 
 #include "memory/memory.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 void tsr__evict_init(tsr_evict_order_t *o, int rule)
@@ -15,6 +16,9 @@ void tsr__evict_fini(tsr_evict_order_t *o)
     free(o->v);
     o->v = NULL;
     o->n = o->cap = 0;
+    free(o->kv);
+    o->kv = NULL;
+    o->nk = o->capk = 0;
     free(o->dirty);
     o->dirty = NULL;
     o->ndirty = o->capdirty = 0;
@@ -32,49 +36,100 @@ bool tsr__evict_before(const tsr_evict_order_t *o, const tsr_evict_item_t *a,
     return a->stamp < b->stamp;
 }
 
-static void put(tsr_evict_order_t *o, uint32_t i, tsr_evict_item_t *it)
+/* The slot of it: its key as a heap holds it (evict.h). The window
+ * rule's part is 0 wherever tsr__evict_before ignores the next use (tier
+ * 0, the LRU rule), so that a next use changed in place there leaves the
+ * slot as it is. */
+static tsr_evict_slot_t slot_of(const tsr_evict_order_t *o, tsr_evict_item_t *it)
 {
-    o->v[i] = it;
-    it->idx = i;
+    bool by_use = it->tier == 1 && o->rule == TSR_MEM_EVICT_WINDOW;
+    return (tsr_evict_slot_t){by_use ? ~it->next_use : 0, it->stamp, it, it->tier};
 }
 
-static void sift_up(tsr_evict_order_t *o, uint32_t i)
+/* tsr__evict_before on slots. */
+static inline bool slot_before(const tsr_evict_slot_t *a, const tsr_evict_slot_t *b)
 {
-    tsr_evict_item_t *it = o->v[i];
+    if (a->tier != b->tier)
+        return a->tier < b->tier;
+    if (a->hi != b->hi)
+        return a->hi < b->hi;
+    return a->stamp < b->stamp;
+}
+
+/* The heap that holds it (the kept one or the other) and its size. */
+static tsr_evict_slot_t *heap_of(const tsr_evict_order_t *o, const tsr_evict_item_t *it)
+{
+    return it->kept ? o->kv : o->v;
+}
+
+static uint32_t size_of(const tsr_evict_order_t *o, const tsr_evict_item_t *it)
+{
+    return it->kept ? o->nk : o->n;
+}
+
+static void put(tsr_evict_slot_t *v, uint32_t i, const tsr_evict_slot_t *s)
+{
+    v[i] = *s;
+    s->it->idx = i;
+}
+
+/* it, at position i, with its key changed (or new): up. */
+static void sift_up(tsr_evict_order_t *o, uint32_t i, tsr_evict_item_t *it)
+{
+    tsr_evict_slot_t *v = heap_of(o, it);
+    tsr_evict_slot_t s = slot_of(o, it);
     while (i > 0) {
         uint32_t p = (i - 1) / 2;
-        if (!tsr__evict_before(o, it, o->v[p]))
+        if (!slot_before(&s, &v[p]))
             break;
-        put(o, i, o->v[p]);
+        put(v, i, &v[p]);
         i = p;
     }
-    put(o, i, it);
+    put(v, i, &s);
 }
 
-static void sift_down(tsr_evict_order_t *o, uint32_t i)
+static void sift_down(tsr_evict_order_t *o, uint32_t i, tsr_evict_item_t *it)
 {
-    tsr_evict_item_t *it = o->v[i];
+    tsr_evict_slot_t *v = heap_of(o, it);
+    tsr_evict_slot_t s = slot_of(o, it);
+    uint32_t n = size_of(o, it);
     for (;;) {
         uint32_t c = 2 * i + 1;
-        if (c >= o->n)
+        if (c >= n)
             break;
-        if (c + 1 < o->n && tsr__evict_before(o, o->v[c + 1], o->v[c]))
+        if (c + 1 < n && slot_before(&v[c + 1], &v[c]))
             c++;
-        if (!tsr__evict_before(o, o->v[c], it))
+        if (!slot_before(&v[c], &s))
             break;
-        put(o, i, o->v[c]);
+        put(v, i, &v[c]);
         i = c;
     }
-    put(o, i, it);
+    put(v, i, &s);
 }
 
 /* After it's key changed in place. */
 static void fix(tsr_evict_order_t *o, tsr_evict_item_t *it)
 {
     uint32_t i = it->idx;
-    sift_up(o, i);
+    sift_up(o, i, it);
     if (it->idx == i)
-        sift_down(o, i);
+        sift_down(o, i, it);
+}
+
+/* Take it out of its heap (its key as it is), the last item of that heap
+ * into its place. */
+static void heap_remove(tsr_evict_order_t *o, tsr_evict_item_t *it)
+{
+    tsr_evict_slot_t *v = heap_of(o, it);
+    uint32_t *n = it->kept ? &o->nk : &o->n;
+    uint32_t i = it->idx;
+    assert(i < *n && v[i].it == it);
+    it->idx = TSR_EVICT_NOWHERE;
+    tsr_evict_slot_t last = v[--*n];
+    if (i == *n)
+        return;
+    put(v, i, &last);
+    fix(o, last.it);
 }
 
 /* Take it off the dirty list with its pending key applied to the item
@@ -139,31 +194,50 @@ static void new_stamp(tsr_evict_order_t *o, bool matters, uint8_t *tier, uint64_
 
 bool tsr__evict_insert(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
 {
-    if (o->n == o->cap) {
+    if (o->n + o->nk == o->cap) {
+        if (o->cap >= TSR_EVICT_KEPT_BIT)
+            return false; /* (positions must leave the frontier's bit free) */
         uint32_t cap = o->cap ? o->cap * 2 : 64;
-        tsr_evict_item_t **v = realloc(o->v, (size_t)cap * sizeof *v);
+        tsr_evict_slot_t *v = realloc(o->v, (size_t)cap * sizeof *v);
         if (!v)
             return false;
         o->v = v;
         o->cap = cap;
     }
     it->dirty = false; /* not in the order: not in its dirty list */
+    it->kept = false;
     new_stamp(o, matters, &it->tier, &it->stamp);
-    put(o, o->n++, it);
-    sift_up(o, it->idx);
+    sift_up(o, o->n++, it);
     return true;
 }
 
 void tsr__evict_remove(tsr_evict_order_t *o, tsr_evict_item_t *it)
 {
     undirty(o, it);
-    uint32_t i = it->idx;
-    it->idx = TSR_EVICT_NOWHERE;
-    tsr_evict_item_t *last = o->v[--o->n];
-    if (i == o->n)
-        return;
-    put(o, i, last);
-    fix(o, last);
+    heap_remove(o, it);
+    it->kept = false;
+}
+
+bool tsr__evict_set_kept(tsr_evict_order_t *o, tsr_evict_item_t *it, bool kept)
+{
+    if (it->idx == TSR_EVICT_NOWHERE || it->kept == kept)
+        return it->kept == kept;
+    if (kept && o->nk == o->capk) {
+        uint32_t cap = o->capk ? o->capk * 2 : 64;
+        tsr_evict_slot_t *v = realloc(o->kv, (size_t)cap * sizeof *v);
+        if (!v)
+            return false;
+        o->kv = v;
+        o->capk = cap;
+    }
+    /* Its pending key first: the heap it enters holds it by its key. */
+    undirty(o, it);
+    heap_remove(o, it);
+    it->kept = kept;
+    uint32_t *n = kept ? &o->nk : &o->n;
+    assert(kept || o->n + o->nk < o->cap); /* its place in v was kept free */
+    sift_up(o, (*n)++, it);
+    return true;
 }
 
 void tsr__evict_touch(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
@@ -200,12 +274,18 @@ void tsr__evict_set_next_use(tsr_evict_order_t *o, tsr_evict_item_t *it, uint64_
 /* ---- visits ------------------------------------------------------------ */
 
 /* The frontier holds the heap positions whose parent was visited and that
- * were not yet: its least item is the next in key order, since every item
- * not yet visited lies under one of them and comes after it. */
+ * were not yet (the roots of both heaps to start with): its least item is
+ * the next in key order, since every item not yet visited lies under one
+ * of them and comes after it. */
+static const tsr_evict_slot_t *f_slot(const tsr_evict_order_t *o, uint32_t pos)
+{
+    return pos & TSR_EVICT_KEPT_BIT ? &o->kv[pos & ~TSR_EVICT_KEPT_BIT] : &o->v[pos];
+}
+
 static bool f_less(const tsr_evict_order_t *o, const tsr_evict_visit_t *v, uint32_t a,
                    uint32_t b)
 {
-    return tsr__evict_before(o, o->v[v->f[a]], o->v[v->f[b]]);
+    return slot_before(f_slot(o, v->f[a]), f_slot(o, v->f[b]));
 }
 
 static void f_push(const tsr_evict_order_t *o, tsr_evict_visit_t *v, uint32_t pos)
@@ -255,7 +335,7 @@ static uint32_t f_pop(const tsr_evict_order_t *o, tsr_evict_visit_t *v)
     return top;
 }
 
-void tsr__evict_visit_start(tsr_evict_order_t *o, tsr_evict_visit_t *v)
+static void visit_start(tsr_evict_order_t *o, tsr_evict_visit_t *v, bool skip_kept)
 {
     sync(o);
     if (!v->f) {
@@ -264,10 +344,21 @@ void tsr__evict_visit_start(tsr_evict_order_t *o, tsr_evict_visit_t *v)
     }
     v->n = 0;
     v->truncated = false;
-    if (o->n > 0) {
-        v->f[0] = 0;
-        v->n = 1;
-    }
+    v->skip_kept = skip_kept;
+    if (o->n > 0)
+        v->f[v->n++] = 0;
+    if (!skip_kept && o->nk > 0)
+        f_push(o, v, TSR_EVICT_KEPT_BIT);
+}
+
+void tsr__evict_visit_start(tsr_evict_order_t *o, tsr_evict_visit_t *v)
+{
+    visit_start(o, v, false);
+}
+
+void tsr__evict_visit_start_unkept(tsr_evict_order_t *o, tsr_evict_visit_t *v)
+{
+    visit_start(o, v, true);
 }
 
 tsr_evict_item_t *tsr__evict_visit_next(const tsr_evict_order_t *o, tsr_evict_visit_t *v)
@@ -275,14 +366,16 @@ tsr_evict_item_t *tsr__evict_visit_next(const tsr_evict_order_t *o, tsr_evict_vi
     if (v->n == 0)
         return NULL;
     uint32_t pos = f_pop(o, v);
-    for (uint32_t c = 2 * pos + 1; c <= 2 * pos + 2 && c < o->n; c++)
-        f_push(o, v, c);
-    return o->v[pos];
+    uint32_t bit = pos & TSR_EVICT_KEPT_BIT, i = pos & ~TSR_EVICT_KEPT_BIT;
+    uint32_t n = bit ? o->nk : o->n;
+    for (uint32_t c = 2 * i + 1; c <= 2 * i + 2 && c < n; c++)
+        f_push(o, v, c | bit);
+    return f_slot(o, pos)->it;
 }
 
 void tsr__evict_visit_removed(tsr_evict_order_t *o, tsr_evict_visit_t *v)
 {
-    tsr__evict_visit_start(o, v);
+    visit_start(o, v, v->skip_kept);
 }
 
 void tsr__evict_visit_end(tsr_evict_visit_t *v)

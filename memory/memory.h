@@ -143,6 +143,15 @@ struct tsr_node {
      * message of a request that finds nothing to evict. */
     int wb_status;
     char wb_err[TSR_MEM_ERR];
+    /* The disk tier only (memory/directory.c, evict_walk): an eviction here
+     * looked at every copy and none could go but those it could not look
+     * at (their entries locked: barren_locked), and nothing that could
+     * make one go has happened since (the directory's disk generation is
+     * still barren_gen): the next eviction looks at those few only. */
+    bool barren;
+    int nbarren_locked;
+    uint64_t barren_gen;
+    tsr_replica_t *barren_locked[4];
 
     atomic_int nwaiting;    /* requests in the wait queue */
     atomic_long npinned;    /* replicas with busy > 0 */
