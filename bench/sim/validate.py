@@ -466,8 +466,10 @@ def part_project(build, out, quick, platform):
     # docs/gpt2.md "Waves"), first without the disk tier, then with it
     # (the platforms' NVMe drives), and one H200 + 1.5 TB host.
     largest_rows = []
-    # (with the disk tier, 8 layers reach the widest model whose (C, C)
-    # tiles hold at most 2^31 elements, C = 46336: the search's upper end)
+    # (with the disk tier, 8 layers reach the search's upper end, C =
+    # 46080: channel tiles lifted the (C, C) tile's 2^31 elements that
+    # stopped it there; wider searches cost minutes a step, so deeper
+    # models are simulated one by one: docs/simulation.md)
     widest = 46336 + 512
     cases = [("dgx-a100", platform, 8, 10.0, channels_for(8, 120.0), False),
              ("dgx-a100+nvme", platform, 8, 60.0, widest, True),
