@@ -192,17 +192,26 @@ static void new_stamp(tsr_evict_order_t *o, bool matters, uint8_t *tier, uint64_
     *stamp = matters ? c : UINT64_MAX - c;
 }
 
+/* Double a heap's array (64 slots first); false, unchanged, when out of
+ * memory. */
+static bool grow(tsr_evict_slot_t **v, uint32_t *cap)
+{
+    uint32_t c = *cap ? *cap * 2 : 64;
+    tsr_evict_slot_t *nv = realloc(*v, (size_t)c * sizeof *nv);
+    if (!nv)
+        return false;
+    *v = nv;
+    *cap = c;
+    return true;
+}
+
 bool tsr__evict_insert(tsr_evict_order_t *o, tsr_evict_item_t *it, bool matters)
 {
     if (o->n + o->nk == o->cap) {
         if (o->cap >= TSR_EVICT_KEPT_BIT)
             return false; /* (positions must leave the frontier's bit free) */
-        uint32_t cap = o->cap ? o->cap * 2 : 64;
-        tsr_evict_slot_t *v = realloc(o->v, (size_t)cap * sizeof *v);
-        if (!v)
+        if (!grow(&o->v, &o->cap))
             return false;
-        o->v = v;
-        o->cap = cap;
     }
     it->dirty = false; /* not in the order: not in its dirty list */
     it->kept = false;
@@ -222,14 +231,8 @@ bool tsr__evict_set_kept(tsr_evict_order_t *o, tsr_evict_item_t *it, bool kept)
 {
     if (it->idx == TSR_EVICT_NOWHERE || it->kept == kept)
         return it->kept == kept;
-    if (kept && o->nk == o->capk) {
-        uint32_t cap = o->capk ? o->capk * 2 : 64;
-        tsr_evict_slot_t *v = realloc(o->kv, (size_t)cap * sizeof *v);
-        if (!v)
-            return false;
-        o->kv = v;
-        o->capk = cap;
-    }
+    if (kept && o->nk == o->capk && !grow(&o->kv, &o->capk))
+        return false;
     /* Its pending key first: the heap it enters holds it by its key. */
     undirty(o, it);
     heap_remove(o, it);
