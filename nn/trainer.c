@@ -74,15 +74,24 @@ static int zero_owners(tsr__trainer_t *tr)
  * parameter) is more than the accelerators can hold, and CPU workers are
  * there to run AdamW beside them (the moments then never cross PCIe; the
  * parameters and gradients go down and up once per step). */
+/* The running runtime's GPU workers and its workers on the host's memory. */
+static void count_workers(int *gpus, int *cpus)
+{
+    *gpus = *cpus = 0;
+    for (int w = 0; w < tsr_worker_count(); w++) {
+        tsr_worker_stats_t st;
+        if (tsr_worker_stats(w, &st) != TSR_OK)
+            continue;
+        *gpus += st.device_kind == TSR_DEVICE_CUDA;
+        *cpus += st.memory_node == 0;
+    }
+}
+
 static int moments_on_host(const tsr__params_t *ps)
 {
     double accel = tsr__machine_memory().accel;
-    int cpus = 0;
-    for (int w = 0; w < tsr_worker_count(); w++) {
-        tsr_worker_stats_t st;
-        if (tsr_worker_stats(w, &st) == TSR_OK && st.memory_node == 0)
-            cpus++;
-    }
+    int gpus, cpus;
+    count_workers(&gpus, &cpus);
     return accel > 0 && cpus > 0 && 16.0 * (double)tsr__params_numel(ps) > accel;
 }
 
@@ -119,16 +128,8 @@ static int grads_redux(const tsr__params_t *ps)
 {
     double numel = (double)tsr__params_numel(ps), grad = 4.0 * numel;
     double state = numel * (ps->bf16 ? 18.0 : 16.0);
-    int gpus = 0, cpus = 0;
-    for (int w = 0; w < tsr_worker_count(); w++) {
-        tsr_worker_stats_t st;
-        if (tsr_worker_stats(w, &st) != TSR_OK)
-            continue;
-        if (st.device_kind == TSR_DEVICE_CUDA)
-            gpus++;
-        else
-            cpus++;
-    }
+    int gpus, cpus;
+    count_workers(&gpus, &cpus);
     tsr__machine_memory_t mem = tsr__machine_memory();
     size_t sb = state < (double)SIZE_MAX ? (size_t)state : SIZE_MAX;
     return gpus >= 2 && tsr_placement_homes(SIZE_MAX) == 1 && tsr_placement_homes(sb) == 0 &&
