@@ -111,12 +111,12 @@ void tsr_cpu_attn_bwd_gqa(int d, int tq, int tk, int nb, int kv_group, int q0, i
  *                  kernels/cuda/attention.cu);
  *   TSR_ATTN_TF32: TF32 tensor cores (mma.sync) with FP32 softmax and
  *                  accumulation, about 1e-3 relative error
- *                  (kernels/cuda/attention_tc.cu) for d <= 64; larger head
- *                  dimensions run the FP32 kernels;
+ *                  (kernels/cuda/attention_tc.cu) for d <= 128; larger
+ *                  head dimensions run the FP32 kernels;
  *   TSR_ATTN_BF16: the same kernels with the products' operands rounded to
  *                  bf16 (q, k, v, p, ds; fp32 storage, softmax and
  *                  accumulation), about 4e-3 relative error per score, twice
- *                  the tensor-core rate of TF32; d > 64 runs FP32.
+ *                  the tensor-core rate of TF32; d > 128 runs FP32.
  *
  * fwd and bwd take nseq sequences of nb heads each, back to back in the
  * views (a tile of several whole sequences): sequence s of q, dq starts
@@ -130,6 +130,9 @@ void tsr_cpu_attn_bwd_gqa(int d, int tq, int tk, int nb, int kv_group, int q0, i
  * block), which loops over the kv_group query heads in order with the sums
  * in registers and adds to dk and dv once: deterministic, without atomics,
  * whatever kv_group. */
+/* the widest head the tensor-core kernels take (TSR_ATTN_TF32, _BF16);
+ * wider ones run the FP32 kernels in every mode */
+#define TSR_ATTN_TC_MAX_D 128
 enum {
     TSR_ATTN_FP32 = 0,
     TSR_ATTN_TF32 = 1,

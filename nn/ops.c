@@ -1931,6 +1931,12 @@ static int attn_fwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
 #endif
 TILE_CODELET(cl_attn_fwd, "attn_fwd", 5, attn_args_t, attn_flops, attn_fwd_bytes,
              attn_fwd_cpu(a, buf), attn_fwd_cuda(a, buf, e));
+/* the same for heads wider than the tensor-core kernels take (d above
+ * TSR_ATTN_TC_MAX_D): its own name, so that its performance history and a
+ * simulated platform's rate (platform.c prices "attn_fwd" on the tensor
+ * cores) are those of the FP32 kernels it runs */
+TILE_CODELET(cl_attn_fwd_wide, "attn_fwd_wide", 5, attn_args_t, attn_flops, attn_fwd_bytes,
+             attn_fwd_cpu(a, buf), attn_fwd_cuda(a, buf, e));
 
 /* Per row: 1/l, d products, m + log l (2); ms, acc read, o (a (C, tt) tile)
  * and lse written. */
@@ -2072,6 +2078,8 @@ static int attn_bwd_cuda(const attn_args_t *a, void **buf, const tsr_exec_t *e)
 #endif
 TILE_CODELET(cl_attn_bwd, "attn_bwd", 9, attn_args_t, attn_bwd_flops, attn_bwd_bytes,
              attn_bwd_cpu(a, buf, e), attn_bwd_cuda(a, buf, e));
+TILE_CODELET(cl_attn_bwd_wide, "attn_bwd_wide", 9, attn_args_t, attn_bwd_flops, attn_bwd_bytes,
+             attn_bwd_cpu(a, buf, e), attn_bwd_cuda(a, buf, e));
 
 /* How token tiles map onto sequences: a tile is either part of one sequence
  * (per_seq tiles of tq tokens each) or nseq whole sequences side by side.
@@ -2183,6 +2191,7 @@ int tsr__op_attention_gqa_fwd(const tsr_tensor_t *qkv, int heads, int kv_heads, 
     if (rc)
         return rc;
     attn_layout_t L = attn_layout(qkv, heads, kv_heads, seq_len);
+    const tsr_codelet_t *fwd = L.d <= TSR_ATTN_TC_MAX_D ? &cl_attn_fwd : &cl_attn_fwd_wide;
     int C = L.C;
     if (!attn_tiles_ok(ms, 2 * heads, L.R, qkv) || !attn_tiles_ok(acc, C, L.R, qkv))
         return tsr__fail(TSR_EINVAL, "attention: the state ms (%d, %d) in tiles (%d, %d) and acc "
@@ -2200,7 +2209,7 @@ int tsr__op_attention_gqa_fwd(const tsr_tensor_t *qkv, int heads, int kv_heads, 
                 for (int ki = 0; ki <= qi; ki++) {
                     int jk = g * L.per_seq + ki;
                     a.k0 = ki * L.tq;
-                    if ((rc = SUBMIT(cl_attn_fwd, a, ACC(attn_q(qkv, r, j), TSR_R),
+                    if ((rc = SUBMIT(*fwd, a, ACC(attn_q(qkv, r, j), TSR_R),
                                      ACC(attn_k(qkv, &L, r, jk), TSR_R),
                                      ACC(attn_v(qkv, &L, r, jk), TSR_R), ACC(hms, TSR_RW),
                                      ACC(hacc, TSR_RW))))
@@ -2234,6 +2243,7 @@ int tsr__op_attention_gqa_bwd(const tsr_tensor_t *qkv, int heads, int kv_heads, 
     if (rc)
         return rc;
     attn_layout_t L = attn_layout(qkv, heads, kv_heads, seq_len);
+    const tsr_codelet_t *bwd = L.d <= TSR_ATTN_TC_MAX_D ? &cl_attn_bwd : &cl_attn_bwd_wide;
     for (int g = 0; g < L.groups; g++)
         for (int qi = 0; qi < L.per_seq; qi++)
             for (int r = 0; r < L.R; r++) { /* head row tile r, query tile j */
@@ -2257,7 +2267,7 @@ int tsr__op_attention_gqa_bwd(const tsr_tensor_t *qkv, int heads, int kv_heads, 
                     tsr_mode_t mq = fdq ? TSR_W : TSR_RW, mkv = fdkv ? TSR_W : TSR_RW;
                     if (L.fused && jk == j)
                         mkv = mq; /* one tile: dq's mode is the tile's */
-                    if ((rc = SUBMIT(cl_attn_bwd, a, ACC(attn_q(qkv, r, j), TSR_R),
+                    if ((rc = SUBMIT(*bwd, a, ACC(attn_q(qkv, r, j), TSR_R),
                                      ACC(attn_k(qkv, &L, r, jk), TSR_R),
                                      ACC(attn_v(qkv, &L, r, jk), TSR_R),
                                      ACC(tsr__tile(dy, r, j), TSR_R),
@@ -3118,6 +3128,7 @@ static const tsr_codelet_t *const all_codelets[] = {
     &cl_bias_add,  &cl_bias_grad, &cl_rows,     &cl_regroup_1,    &cl_ln_fwd,   &cl_ln_bwd,
     &cl_gelu_fwd,  &cl_gelu_bwd, &cl_embed_fwd, &cl_embed_bwd,    &cl_attn_init,
     &cl_attn_fwd,  &cl_attn_fin, &cl_attn_dot,  &cl_attn_bwd,     &cl_maxsumexp,
+    &cl_attn_fwd_wide, &cl_attn_bwd_wide,
     &cl_logsumexp, &cl_xent_fwd, &cl_xent_bwd,  &cl_sumsq,        &cl_sumsq_2,      &cl_adamw,        &cl_adamw_bf16,
     &cl_gemm_bf16, &cl_to_bf16,  &cl_to_f32,    &cl_ln_fwd_bf16,
     &cl_ln_bwd_bf16, &cl_gelu_fwd_bf16, &cl_gelu_bwd_bf16, &cl_xent_bwd_bf16,

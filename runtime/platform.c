@@ -616,7 +616,9 @@ double tsr__platform_task_seconds(const tsr_platform_t *p, int kind, const tsr_c
         }
     }
     /* the codelets whose CUDA kernels run on tensor cores in TF32 mode:
-     * GEMMs and the attention's products (kernels/cuda/attention_tc.cu) */
+     * GEMMs and the attention's products (kernels/cuda/attention_tc.cu,
+     * heads up to 128 wide; wider ones are the FP32 kernels of the codelets
+     * "attn_fwd_wide" and "attn_bwd_wide", priced at the FP32 peak) */
     double peak = d->peak_flops;
     if (kind == TSR_DEVICE_CUDA && cuda_fp32 == TSR_CUDA_FP32_TF32 && d->peak_flops_tf32 > 0 &&
         cl->name &&

@@ -538,34 +538,35 @@ static void g_adamw_bf16(void)
 static void g_sumsq(void) { GCHECK(tsr_cuda_sumsq(gs, gN, gA, gAcc, 0)); }
 static void g_f2bf(void) { GCHECK(tsr_cuda_f32_to_bf16(gs, gN, gA, gH)); }
 static void g_bf2f(void) { GCHECK(tsr_cuda_bf16_to_f32(gs, gN, gH, gB)); }
-/* the attention cases: precision (TSR_ATTN_TF32 by default), heads, where
+/* the attention cases: precision (TSR_ATTN_TF32 by default), head width
+ * gAd (64: GPT-2's; 128: Llama's, half as many heads in the same buffers), heads, where
  * the queries start (gATQ: every key visible; 0: the causal diagonal), and
  * the layout: contiguous (d, tq, nb) tiles, or (gAfused) GPT-2's, q, k, v
  * read in place from the fused (3C, T) qkv activation (ld = 3C, hs = d,
  * C = nb d; dq, dk, dv likewise into gdq), o and dout in (C, T) */
-static int gAprec = TSR_ATTN_TF32, gAnb = 0, gAq0 = 0, gAfused = 0;
+static int gAprec = TSR_ATTN_TF32, gAd = 64, gAnb = 0, gAq0 = 0, gAfused = 0;
 static void g_attn_fwd(void)
 {
     if (gAfused) {
-        long long C = (long long)gAnb * gAD;
-        GCHECK(tsr_cuda_attn_fwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, 1, gAq0, 0, 0.125f, (int)(3 * C),
-                                 gAD, gq, gq + C, gq + 2 * C, gms, gacc));
+        long long C = (long long)gAnb * gAd;
+        GCHECK(tsr_cuda_attn_fwd(gs, gAprec, gAd, gATQ, gATQ, gAnb, 1, gAq0, 0, 0.125f, (int)(3 * C),
+                                 gAd, gq, gq + C, gq + 2 * C, gms, gacc));
     } else {
-        GCHECK(tsr_cuda_attn_fwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, 1, gAq0, 0, 0.125f, gAD,
-                                 (long long)gATQ * gAD, gq, gk, gv, gms, gacc));
+        GCHECK(tsr_cuda_attn_fwd(gs, gAprec, gAd, gATQ, gATQ, gAnb, 1, gAq0, 0, 0.125f, gAd,
+                                 (long long)gATQ * gAd, gq, gk, gv, gms, gacc));
     }
 }
 static void g_attn_bwd(void)
 {
     if (gAfused) {
-        long long C = (long long)gAnb * gAD;
-        GCHECK(tsr_cuda_attn_bwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, 1, gAq0, 0, 0.125f, (int)(3 * C),
-                                 gAD, gq, gq + C, gq + 2 * C, (int)C, gAD, gdo, glse, gDD, gdq,
+        long long C = (long long)gAnb * gAd;
+        GCHECK(tsr_cuda_attn_bwd(gs, gAprec, gAd, gATQ, gATQ, gAnb, 1, gAq0, 0, 0.125f, (int)(3 * C),
+                                 gAd, gq, gq + C, gq + 2 * C, (int)C, gAd, gdo, glse, gDD, gdq,
                                  gdq + C, gdq + 2 * C));
     } else {
-        long long hs = (long long)gATQ * gAD;
-        GCHECK(tsr_cuda_attn_bwd(gs, gAprec, gAD, gATQ, gATQ, gAnb, 1, gAq0, 0, 0.125f, gAD, hs, gq,
-                                 gk, gv, gAD, hs, gdo, glse, gDD, gdq, gdk, gdv));
+        long long hs = (long long)gATQ * gAd;
+        GCHECK(tsr_cuda_attn_bwd(gs, gAprec, gAd, gATQ, gATQ, gAnb, 1, gAq0, 0, 0.125f, gAd, hs, gq,
+                                 gk, gv, gAd, hs, gdo, glse, gDD, gdq, gdk, gdv));
     }
 }
 
@@ -686,21 +687,28 @@ static void run_gpu(void)
          * products) */
         const struct {
             const char *name;
-            int prec, nb, q0, fused;
+            int prec, d, nb, q0, fused;
         } ac[] = {
-            {"attn_fwd", TSR_ATTN_TF32, gANB, gATQ, 0},
-            {"attn_fwd_bf16", TSR_ATTN_BF16, gANB, gATQ, 0},
-            {"attn_fwd_fp32", TSR_ATTN_FP32, gANB, gATQ, 0},
-            {"attn_fwd_diag", TSR_ATTN_TF32, 12, 0, 1},
-            {"attn_fwd_diag_bf16", TSR_ATTN_BF16, 12, 0, 1},
-            {"attn_fwd_diag_fp32", TSR_ATTN_FP32, 12, 0, 1},
+            {"attn_fwd", TSR_ATTN_TF32, gAD, gANB, gATQ, 0},
+            {"attn_fwd_bf16", TSR_ATTN_BF16, gAD, gANB, gATQ, 0},
+            {"attn_fwd_fp32", TSR_ATTN_FP32, gAD, gANB, gATQ, 0},
+            {"attn_fwd_diag", TSR_ATTN_TF32, gAD, 12, 0, 1},
+            {"attn_fwd_diag_bf16", TSR_ATTN_BF16, gAD, 12, 0, 1},
+            {"attn_fwd_diag_fp32", TSR_ATTN_FP32, gAD, 12, 0, 1},
+            /* 128-wide heads (Llama's; the large GPT-2 projections'): the
+             * tensor-core kernels' 16-row chunks, against the same ceilings */
+            {"attn_fwd_d128", TSR_ATTN_TF32, 2 * gAD, gANB / 2, gATQ, 0},
+            {"attn_fwd_d128_bf16", TSR_ATTN_BF16, 2 * gAD, gANB / 2, gATQ, 0},
+            {"attn_fwd_d128_fp32", TSR_ATTN_FP32, 2 * gAD, gANB / 2, gATQ, 0},
         };
         for (size_t c = 0; c < sizeof ac / sizeof ac[0] && !gerr; c++) {
             gAprec = ac[c].prec, gAnb = ac[c].nb < gANB ? ac[c].nb : gANB, gAq0 = ac[c].q0;
-            gAfused = ac[c].fused;
-            snprintf(shape, sizeof shape, "d%d,%dx%d,h%d%s%s", gAD, gATQ, gATQ, gAnb,
+            gAfused = ac[c].fused, gAd = ac[c].d;
+            if (gAnb < 1)
+                continue; /* --quick's 2 heads hold one of 128 */
+            snprintf(shape, sizeof shape, "d%d,%dx%d,h%d%s%s", gAd, gATQ, gATQ, gAnb,
                      gAq0 ? "" : ",causal", gAfused ? ",fused" : "");
-            double f = (double)gAD * gATQ * gATQ * gAnb * (gAq0 ? 1.0 : 0.5);
+            double f = (double)gAd * gATQ * gATQ * gAnb * (gAq0 ? 1.0 : 0.5);
             double ceil = gAprec == TSR_ATTN_TF32   ? ceiltf
                           : gAprec == TSR_ATTN_BF16 ? ceilbf
                                                     : ceil32;

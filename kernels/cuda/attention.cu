@@ -22,7 +22,7 @@
  * These are the FP32 CUDA-core kernels: the strict mode (prec =
  * TSR_ATTN_FP32) and the readable reference.  prec = TSR_ATTN_TF32 runs the
  * tensor-core kernels of attention_tc.cu where they take the head dimension
- * (d <= 64), these ones otherwise.
+ * (d <= 128), these ones otherwise.
  *
  * Must never: allocate, synchronize, or use float atomics (the backward is
  * deterministic). */

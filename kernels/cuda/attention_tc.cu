@@ -1,6 +1,6 @@
 /* kernels/cuda/attention_tc.cu — the TF32 tensor-core versions of the CUDA
  * attention forward and backward (kernels/attention.h, prec = TSR_ATTN_TF32)
- * for head dimensions d <= 64; kernels/cuda/attention.cu dispatches here and
+ * for head dimensions d <= 128; kernels/cuda/attention.cu dispatches here and
  * keeps the FP32 CUDA-core kernels as the strict path and the reference.
  *
  * Mechanism: the PTX warp-wide product mma.sync m16n8k8 TF32 (kernels/cuda/
@@ -29,12 +29,16 @@
  *
  * Geometry (tc_geo): a block is 4 warps, each warp owns 16 rows (queries in
  * the forward and the dq kernel, keys in the dk/dv kernel), 64 rows per block,
- * and streams the other side in chunks of BC = 32 rows (two stages of
- * (BC, DMAX) pairs in 35 KiB of static shared memory).  For the GPT-2 call
+ * and streams the other side in chunks of BC = 32 rows, 16 for DMAX = 128
+ * (two stages of (BC, DMAX) pairs in 35 or 33 KiB of static shared memory).  For the GPT-2 call
  * (tq = tk = 1024, 12 heads) a launch is 16 x 12 blocks of 128 threads.
  * Causal work per block is uneven, so blocks are numbered heaviest first.
- * Head dimensions are padded with zeros to DMAX = 32 or 64; d = 65..256 runs
- * the FP32 kernels (attention.cu).  Rows may be strided (tsr__attn_strides):
+ * Head dimensions are padded with zeros to DMAX = 32, 64 or 128 (Llama's
+ * head and the wide heads of the large GPT-2 projections); d = 129..256 runs
+ * the FP32 kernels (attention.cu).  Registers (ptxas, CUDA 13, sm_80/sm_90):
+ * the forward 192 at DMAX = 128; the dk/dv kernel, which holds k, v and
+ * both sums per lane, reaches the 255 cap from DMAX = 64 on and spills
+ * 248/304 bytes at 128 (TF32), 16/36 (bf16): local memory, cached in L1.  Rows may be strided (tsr__attn_strides):
  * q, k, v read in place from a fused (3C, T) tile.
  *
  * Backward: two kernels as in attention.cu (dk/dv over keys, dq over
@@ -61,7 +65,9 @@ template <int DMAX> struct tc_geo {
     static constexpr int WARPS = 4;
     static constexpr int THREADS = 32 * WARPS;
     static constexpr int BR = 16 * WARPS; /* rows owned per block, 16 per warp */
-    static constexpr int BC = 32;         /* streamed rows per chunk */
+    /* streamed rows per chunk: 32, 16 for DMAX = 128 (two stages of (k, v)
+     * chunks stay in 48 KiB of static shared memory: 33 KiB) */
+    static constexpr int BC = DMAX > 64 ? 16 : 32;
     /* shared row stride (floats): +4 keeps the 16-byte cp.async alignment
      * and puts the 32 lanes of every fragment read on 32 distinct banks */
     static constexpr int LDS = DMAX + 4;
@@ -604,7 +610,7 @@ __global__ void __launch_bounds__(tc_geo<DMAX>::THREADS)
 
 bool tsr__cuda_attn_tc_takes(int d)
 {
-    return d >= 1 && d <= 64;
+    return d >= 1 && d <= TSR_ATTN_TC_MAX_D;
 }
 
 /* the kernels' shape: cp.async when every staged row is 16-byte aligned */
@@ -637,8 +643,11 @@ int tsr__cuda_attn_fwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int n
     if (d <= 32)
         return bf16 ? launch_fwd_tc<32, true>(s, nb, sp, q, k, v, ms, acc)
                     : launch_fwd_tc<32, false>(s, nb, sp, q, k, v, ms, acc);
-    return bf16 ? launch_fwd_tc<64, true>(s, nb, sp, q, k, v, ms, acc)
-                : launch_fwd_tc<64, false>(s, nb, sp, q, k, v, ms, acc);
+    if (d <= 64)
+        return bf16 ? launch_fwd_tc<64, true>(s, nb, sp, q, k, v, ms, acc)
+                    : launch_fwd_tc<64, false>(s, nb, sp, q, k, v, ms, acc);
+    return bf16 ? launch_fwd_tc<128, true>(s, nb, sp, q, k, v, ms, acc)
+                : launch_fwd_tc<128, false>(s, nb, sp, q, k, v, ms, acc);
 }
 
 template <int DMAX, bool BF16>
@@ -668,6 +677,9 @@ int tsr__cuda_attn_bwd_tc(cudaStream_t s, int bf16, int d, int tq, int tk, int n
     if (d <= 32)
         return bf16 ? launch_bwd_tc<32, true>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv)
                     : launch_bwd_tc<32, false>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv);
-    return bf16 ? launch_bwd_tc<64, true>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv)
-                : launch_bwd_tc<64, false>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv);
+    if (d <= 64)
+        return bf16 ? launch_bwd_tc<64, true>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv)
+                    : launch_bwd_tc<64, false>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv);
+    return bf16 ? launch_bwd_tc<128, true>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv)
+                : launch_bwd_tc<128, false>(s, nb, sp, q, k, v, dout, lse, D, dq, dk, dv);
 }

@@ -21,7 +21,7 @@ struct tsr__attn_strides {
     long long hsq, hsk, hso;
 };
 
-/* true when the tensor-core kernels take head dimension d (1..64) */
+/* true when the tensor-core kernels take head dimension d (1..128) */
 bool tsr__cuda_attn_tc_takes(int d);
 
 /* as tsr_cuda_attn_fwd_gqa / tsr_cuda_attn_bwd_gqa (kernels/attention.h), on

@@ -445,9 +445,10 @@ static void attn_ref_case(tcase c, const rmode *md, void *st, uint64_t salt)
     free(omark);
 }
 
-/* Head dimensions off 16 and both tensor-core variants (DMAX 32, 64), those
- * that fall back to the FP32 kernels (80, 128, 200); tiles of 16..256 rows,
- * edge tiles off 16 and off the 64-row blocks and 32-row chunks; the diagonal
+/* Head dimensions off 16 and the three tensor-core variants (DMAX 32, 64,
+ * 128: 80 and 96 padded to 128, whose chunks are 16 rows), those that fall
+ * back to the FP32 kernels (136, 200); tiles of 16..256 rows, edge tiles off
+ * 16 and off the 64-row blocks and 32-row chunks; the diagonal
  * at a corner, crossing inside, q0 != k0 either way; fully visible pairs;
  * rows that see no key (o = 0, lse = -inf from a fresh state). */
 Test(cuda_attention, tensor_cores_against_double)
@@ -466,8 +467,11 @@ Test(cuda_attention, tensor_cores_against_double)
         {64, 130, 10, 2, 0, 64, 1},    /* the first query block sees no key */
         {40, 97, 113, 1, 200, 180, 1}, /* the diagonal crossing off every multiple of 16 */
         {64, 128, 192, 1, 64, 0, 0},   /* more keys than queries */
-        {80, 40, 37, 1, 3, 0, 0},      /* above 64: the FP32 kernels */
-        {128, 33, 20, 1, 10, 0, 1},
+        {80, 40, 37, 1, 3, 0, 0},      /* DMAX 128, padded */
+        {128, 33, 20, 1, 10, 0, 1},    /* Llama's head: DMAX 128 */
+        {128, 130, 150, 2, 0, 0, 1},   /* DMAX 128, causal diagonal, 3 blocks, 16-row chunks */
+        {96, 70, 45, 1, 40, 17, 0},    /* DMAX 128, the diagonal crossing inside */
+        {136, 21, 19, 1, 0, 0, 0},     /* above 128: the FP32 kernels */
         {200, 17, 16, 1, 0, 0, 0},
     };
     const rmode modes[] = {{TSR_ATTN_TF32, 0, 0}, {TSR_ATTN_BF16, 0, 0}};
@@ -481,7 +485,7 @@ Test(cuda_attention, tensor_cores_against_double)
  * (ld = 3C, hs = d), o written into (C, t), dout read from it, dq, dk, dv
  * added into (3C, t); padded ld (3C + pad, NaN rows a wrong ld or hs would
  * read, or a stray write would overwrite); both precisions, both tensor-core
- * variants and the FP32 fallback (d = 80), against the double reference. */
+ * variants and the FP32 fallback (d = 136), against the double reference. */
 Test(cuda_attention, fused_qkv_strided_views)
 {
     KT_REQUIRE_GPU();
@@ -491,7 +495,8 @@ Test(cuda_attention, fused_qkv_strided_views)
         {64, 100, 70, 3, 64, 64, 0},  /* edge tiles, diagonal at the corner */
         {32, 48, 40, 2, 10, 0, 0},    /* DMAX 32, q0 > k0 */
         {8, 13, 7, 3, 20, 25, 1},     /* rows that see nothing */
-        {80, 40, 37, 2, 3, 0, 0},     /* above 64: the FP32 kernels */
+        {128, 70, 70, 2, 0, 0, 1},    /* DMAX 128, diagonal pair */
+        {136, 40, 37, 2, 3, 0, 0},    /* above 128: the FP32 kernels */
     };
     const rmode modes[] = {{TSR_ATTN_FP32, 1, 0}, {TSR_ATTN_TF32, 1, 0}, {TSR_ATTN_FP32, 1, 3},
                            {TSR_ATTN_TF32, 1, 5}, {TSR_ATTN_BF16, 1, 4}};
@@ -813,8 +818,8 @@ static void gqa_cuda_case(gqcase c, const rmode *md, void *st, uint64_t salt)
 }
 
 /* kvg = 1, 2 and nh (multi-query); 6 heads over 3, 2 and 1 K/V heads; head
- * dimensions 64, 32, 31 (not a multiple of 4: no cp.async) and 8 on the
- * tensor cores, 80 on the FP32 kernels; tiles off the 64-row blocks and
+ * dimensions 128, 64, 32, 31 (not a multiple of 4: no cp.async) and 8 on
+ * the tensor cores, 136 on the FP32 kernels; tiles off the 64-row blocks and
  * 32-row chunks, the diagonal crossing inside, rows that see no key; several
  * sequences in one launch; contiguous and Llama-style fused views (padded
  * with NaN rows); TF32, bf16 and FP32. */
@@ -829,7 +834,8 @@ Test(cuda_attention, grouped_query_heads)
         {31, 33, 47, 6, 3, 1, 20, 5}, /* 6 heads over 2, d off 4 */
         {8, 13, 7, 6, 6, 1, 20, 25},  /* 6 heads over 1, rows that see nothing */
         {32, 20, 20, 6, 2, 1, 0, 0},  /* 6 heads over 3, DMAX 32 */
-        {80, 21, 17, 4, 2, 1, 3, 0},  /* above 64: the FP32 kernels */
+        {128, 40, 40, 4, 2, 1, 0, 0}, /* Llama's head, GQA: DMAX 128 */
+        {136, 21, 17, 4, 2, 1, 3, 0}, /* above 128: the FP32 kernels */
     };
     const rmode modes[] = {{TSR_ATTN_TF32, 0, 0}, {TSR_ATTN_BF16, 0, 0}, {TSR_ATTN_FP32, 0, 0}};
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)

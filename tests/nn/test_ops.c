@@ -406,9 +406,9 @@ static void attention_ref(const float *qkv, int H, int d, int S, int T, const fl
  * C / tc head row tiles each (tc = C: every head in one tile, read in
  * place), y and dy (C, N) in (tc, tt) tiles, lse and D (H, N) in (H tc / C,
  * tt), the state ms (2H, N) and acc (C, N) cut alike. */
-static void attention_case(int tt, int tc)
+static void attention_case(int tt, int tc, int H, int d)
 {
-    int H = 4, d = 8, S = 4, T = 12, C = H * d, N = S * T, R = C / tc, hr = H / R;
+    int S = 4, T = 12, C = H * d, N = S * T, R = C / tc, hr = H / R;
     kt_rng r = kt_seed(77);
     float *qkv = kt_rand(&r, (size_t)3 * C * N, -1, 1), *dy = kt_rand(&r, (size_t)C * N, -1, 1);
     float *dirty = kt_rand(&r, (size_t)3 * C * N, 5, 9);
@@ -511,11 +511,14 @@ Test(nn_ops, regroup_split_and_merge)
 Test(nn_ops, causal_attention_forward_and_backward)
 {
     rt_start();
-    attention_case(4, 32);  /* three tiles per sequence */
-    attention_case(12, 32); /* one tile per sequence */
-    attention_case(24, 32); /* two whole sequences per tile */
-    attention_case(4, 16);  /* two head row tiles of two heads */
-    attention_case(24, 8);  /* a tile per head */
+    attention_case(4, 32, 4, 8);  /* three tiles per sequence */
+    attention_case(12, 32, 4, 8); /* one tile per sequence */
+    attention_case(24, 32, 4, 8); /* two whole sequences per tile */
+    attention_case(4, 16, 4, 8);  /* two head row tiles of two heads */
+    attention_case(24, 8, 4, 8);  /* a tile per head */
+    /* heads wider than the tensor-core kernels take: the attn_*_wide
+     * codelets (the FP32 kernels on a GPU) */
+    attention_case(12, 272, 2, 136);
     rt_stop();
 }
 

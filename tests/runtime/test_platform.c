@@ -394,6 +394,16 @@ Test(platform, per_codelet_override_and_tf32, .init = make_tmpdir, .fini = remov
     t = tsr__platform_task_seconds(&plat, TSR_DEVICE_CPU, &gb, sizes, 1, NULL,
                                    TSR_CUDA_FP32_TF32);
     cr_expect_float_eq(t, 4.0, 1e-9);
+    /* the attention on heads the tensor-core kernels take at the TF32 peak
+     * (0.1 s), on wider ones (the FP32 kernels) at the FP32 peak (0.4 s) */
+    const char *attn[4] = {"attn_fwd", "attn_bwd", "attn_fwd_wide", "attn_bwd_wide"};
+    for (int i = 0; i < 4; i++) {
+        tsr_codelet_t a = {.name = attn[i], .nbuffers = 1, .flops = fixed_flops,
+                           .bytes = fixed_bytes};
+        t = tsr__platform_task_seconds(&plat, TSR_DEVICE_CUDA, &a, sizes, 1, NULL,
+                                       TSR_CUDA_FP32_TF32);
+        cr_expect_float_eq(t, 5e-6 + (i < 2 ? 0.1 : 0.4), 1e-12, "%s: %.9f s", attn[i], t);
+    }
 }
 
 /* ---- the nn codelets' estimates ---------------------------------------------------- */
@@ -430,11 +440,12 @@ Test(codelets, every_one_has_estimates)
             cr_expect_not_null(cl->flops, "%s has no flops estimate", cl->name);
         cr_expect_eq(tsr__op_codelet(cl->name), cl);
     }
-    cr_expect_eq(n, 57); /* 37, less regroup_bf16, with the 5 fused GEMM epilogues, the 6
+    cr_expect_eq(n, 59); /* 37, less regroup_bf16, with the 5 fused GEMM epilogues, the 6
                           * Llama layers (RMSNorm, SwiGLU, RoPE forward and backward) and
                           * their 4 bf16 producers (RMSNorm, SwiGLU forward and backward),
-                          * and LayerNorm over row tiles' 6 (partial sums, deviations,
-                          * combine, apply, gradient partials, gradient apply) */
+                          * LayerNorm over row tiles' 6 (partial sums, deviations,
+                          * combine, apply, gradient partials, gradient apply), and the
+                          * attention's 2 for heads wider than its tensor-core kernels */
     cr_expect_null(tsr__op_codelet("nope"));
 }
 
@@ -479,6 +490,9 @@ Test(codelets, hand_counts)
     tsr__attn_args_t a = {2, 4, 4, 1, 0, 0, 1.0f, 0, 1, 2, 2, 0, 1, 0, 0}; /* one head, one sequence */
     cr_expect_float_eq(flops_of("attn_fwd", &a, asz), 130, 1e-9);
     cr_expect_float_eq(flops_of("attn_bwd", &a, asz), 260, 1e-9);
+    /* the wide heads' codelets count alike (only their rates differ) */
+    cr_expect_float_eq(flops_of("attn_fwd_wide", &a, asz), 130, 1e-9);
+    cr_expect_float_eq(flops_of("attn_bwd_wide", &a, asz), 260, 1e-9);
     a.q0 = 4;
     cr_expect_float_eq(flops_of("attn_fwd", &a, asz), 208, 1e-9);
     /* q, k, v read (96), ms and acc read and written (2 × 64) */
