@@ -122,14 +122,16 @@ static int place_state(tsr__trainer_t *tr)
  * each gradient tile for the whole step, summed once when the step reads
  * it, where COMMUTE moves every tile between the GPUs at every micro-batch
  * (GPT-2 1.5 B on 8 simulated A100s: 649 -> 826 TFLOPS, docs/gpt2.md
- * "Gradients"). Only while every worker's accumulators fit a quarter of
- * its kind of memory. */
+ * "Gradients"). Only while every worker that may run the products keeps
+ * its accumulators in a quarter of its kind of memory. */
 static int grads_redux(const tsr__params_t *ps)
 {
     double numel = (double)tsr__params_numel(ps), grad = 4.0 * numel;
     double state = numel * (ps->bf16 ? 18.0 : 16.0);
     int gpus, cpus;
     count_workers(&gpus, &cpus);
+    if (tsr_placement_accelerators_first() == 1)
+        cpus = 0; /* they run none of the gradients' products */
     tsr__machine_memory_t mem = tsr__machine_memory();
     size_t sb = state < (double)SIZE_MAX ? (size_t)state : SIZE_MAX;
     return gpus >= 2 && tsr_placement_homes(SIZE_MAX) == 1 && tsr_placement_homes(sb) == 0 &&

@@ -136,9 +136,15 @@ tsr_task_t tsr__worker_next(tsr_worker_t *w, long *queued_left)
         w->next = NULL;
         return t;
     }
+    if (tsr__rt.accel_first && w->node == 0 &&
+        atomic_load_explicit(&tsr__rt.nqueued_host, memory_order_acquire) == 0)
+        return NULL; /* nothing queued that a host worker may run */
     t = tsr__rt.sched.policy->pop(&tsr__rt.sched, w->id);
-    if (t)
+    if (t) {
         *queued_left = atomic_fetch_sub(&tsr__rt.nqueued, 1) - 1;
+        if (t->queued_host)
+            atomic_fetch_sub(&tsr__rt.nqueued_host, 1);
+    }
     return t;
 }
 

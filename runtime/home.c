@@ -24,7 +24,15 @@
  *     group is placed whole: all its members' bytes, used yet or not.
  * Once the runtime has homed a handle, a task none of whose buffers has a
  * home runs on an accelerator (HOME_ACCELERATORS) where a CPU worker could
- * also run it: the tiles that flow between tasks live there.
+ * also run it: the tiles that flow between tasks live there. So does every
+ * such task under a policy that weighs no speeds (no TSR_SCHED_USES_MODELS:
+ * eager, ws, prio, random) on a node with CPU and accelerator workers: a
+ * FIFO hands the next task to whichever worker asks, and a CPU core that
+ * takes a GEMM tile an A100 would run in a millisecond holds the step for
+ * a second (GPT-2 1.5 B on a simulated DGX A100 with its 120 CPU workers:
+ * 1 TFLOPS under eager, 757 on the GPUs alone). CPU workers keep the
+ * host's homed work (the optimizer beside moments homed there) and what
+ * only they can run.
  * Assignments happen in the submitting thread, in submission order, so a
  * program that submits from one thread gets the same homes at every run.
  *
@@ -121,6 +129,13 @@ int tsr__home_init(void)
     tsr__rt.home_auto_bytes = SIZE_MAX;
     tsr__rt.homes_auto = false;
     atomic_store(&tsr__rt.owner_engaged, false);
+    /* GPUs, not simulated accelerators (CPU code at a core's speed) */
+    bool host = false, gpu = false;
+    for (int w = 0; w < tsr__rt.nworkers; w++) {
+        host |= tsr__rt.workers[w].node == 0;
+        gpu |= tsr__rt.workers[w].device_kind != TSR_DEVICE_CPU;
+    }
+    tsr__rt.accel_first = host && gpu && !(tsr__rt.sched.policy->flags & TSR_SCHED_USES_MODELS);
     for (int n = 0; n < tsr__rt.nnodes; n++) {
         size_t cap = tsr__mem_node(n)->capacity;
         tsr__rt.home_budget[n] = home_candidate(n) ? (cap == SIZE_MAX ? cap : cap / 10 * 7) : 0;
@@ -239,6 +254,14 @@ int tsr_placement_homes(size_t state_bytes)
     return homes_state(state_bytes) ? 1 : 0;
 }
 
+int tsr_placement_accelerators_first(void)
+{
+    if (!tsr__runtime_instance())
+        return tsr__fail(TSR_ESTATE,
+                         "placement_accelerators_first: the runtime is not initialized");
+    return tsr__rt.accel_first ? 1 : 0;
+}
+
 /* Whether h, without a home at its first submission, gets one (home_m
  * held): under owner placement, when it is large (home_min); under auto,
  * when it is part of the state the application declared (a home group:
@@ -274,6 +297,22 @@ static void first_sight(tsr_data_t *h)
     atomic_store_explicit(&h->home_seen, true, memory_order_release);
 }
 
+/* t, which no home places, on the accelerators where both they and CPU
+ * workers could run it */
+static void keep_on_accelerators(tsr_task_t t)
+{
+    if (!t->cl)
+        return;
+    bool host = false, accel = false; /* workers able to run it */
+    for (int w = 0; w < tsr__rt.nworkers; w++)
+        if (t->cl->impl[tsr__rt.workers[w].device_kind]) {
+            host |= tsr__rt.workers[w].node == 0;
+            accel |= tsr__rt.workers[w].node != 0;
+        }
+    if (host && accel)
+        t->home1 = HOME_ACCELERATORS;
+}
+
 void tsr__home_task(tsr_task_t t)
 {
     t->home1 = 0;
@@ -287,6 +326,8 @@ void tsr__home_task(tsr_task_t t)
             if (h && !atomic_load_explicit(&h->home_seen, memory_order_relaxed))
                 atomic_store_explicit(&h->home_seen, true, memory_order_relaxed);
         }
+        if (tsr__rt.accel_first)
+            keep_on_accelerators(t);
         return;
     }
     size_t on[TSR_MAX_BUFFERS];
@@ -325,19 +366,10 @@ void tsr__home_task(tsr_task_t t)
     if (best < 0) {
         /* Under owner placement the tiles that flow between tasks live on
          * the accelerators: a task without a home runs on one of them (any),
-         * not on a CPU worker that would pull its tiles to the host; CPU
-         * workers keep the host's homed work (the optimizer beside moments
-         * homed there) and what only they can run. */
-        if (!atomic_load_explicit(&tsr__rt.owner_engaged, memory_order_relaxed) || !t->cl)
-            return;
-        bool host = false, accel = false; /* workers able to run it */
-        for (int w = 0; w < tsr__rt.nworkers; w++)
-            if (t->cl->impl[tsr__rt.workers[w].device_kind]) {
-                host |= tsr__rt.workers[w].node == 0;
-                accel |= tsr__rt.workers[w].node != 0;
-            }
-        if (host && accel)
-            t->home1 = HOME_ACCELERATORS;
+         * not on a CPU worker that would pull its tiles to the host */
+        if (tsr__rt.accel_first || atomic_load_explicit(&tsr__rt.owner_engaged,
+                                                        memory_order_relaxed))
+            keep_on_accelerators(t);
         return;
     }
     /* a home no worker there can run the task on is no place for it */

@@ -151,6 +151,7 @@ struct tsr_task {
      * worker's device queue, not through the policy */
     int bound_node1;
     bool via_devq;
+    bool queued_host; /* counted in nqueued_host (accel_first: a host worker may run it) */
     /* launched behind running predecessors: its launch-to-end time is
      * theirs too, not a sample for the performance models */
     bool dev_behind;
@@ -479,7 +480,8 @@ bool tsr__in_codelet(void);
 int tsr__workers_table(int ncpu, int ncores);
 void tsr__workers_table_free(void);
 /* The next task for w: its successor slot (TSR_SCHED_RUN_SUCCESSOR), else
- * the policy's pop, which decrements nqueued; *queued_left: the tasks
+ * the policy's pop, which decrements nqueued (not asked of a host worker
+ * while nqueued_host is 0 under accel_first); *queued_left: the tasks
  * still queued after that pop (0 for the slot's). NULL: none. */
 tsr_task_t tsr__worker_next(tsr_worker_t *w, long *queued_left);
 /* Queue t, released to w's device, for w (any thread), and wake w. */
@@ -610,6 +612,10 @@ typedef struct tsr_runtime {
     atomic_int nspinning;
     atomic_int nsleeping;
     atomic_long nqueued;          /* pushed to the policy, not yet popped */
+    atomic_long nqueued_host;     /* under accel_first, those a host worker
+                                     may run: while none, host workers do
+                                     not ask the policy (its queue may hold
+                                     thousands of GPU tasks to walk past) */
 
     tsr_sched_t sched;
 
@@ -667,6 +673,9 @@ typedef struct tsr_runtime {
                                      to be one, placement not replicate) */
     atomic_bool owner_engaged;    /* placement gave a handle a home: tasks
                                      without one run on accelerators */
+    bool accel_first;             /* the policy weighs no speeds and there are
+                                     CPU and accelerator workers: tasks
+                                     without a home run on accelerators */
     pthread_mutex_t home_m;
     size_t *home_bytes, *home_budget;
 } tsr_runtime_t;

@@ -431,8 +431,8 @@ static const struct init_step {
     {init_driver, fini_driver},
     {init_memory, tsr__mem_shutdown},
     {init_workers, fini_workers},
-    {init_homes, tsr__home_fini},
     {init_sched, fini_sched},
+    {init_homes, tsr__home_fini}, /* reads the policy's flags */
     {init_models, tsr__perfmodel_close},
     {init_record, fini_record},
     {start_workers, stop_workers},

@@ -620,6 +620,10 @@ static void push_to_policy(tsr_task_t t)
      * GPU's worker, which may sleep); asked before the push. */
     bool runnable_here = tsr__tl_self_slot && tsr__task_can_run(t, tsr__tl_worker);
     int capable = capable_target(t);
+    t->queued_host = tsr__rt.accel_first && t->cl && t->cl->impl[TSR_DEVICE_CPU] &&
+                     tsr__home_allows(t, 0);
+    if (t->queued_host)
+        atomic_fetch_add_explicit(&tsr__rt.nqueued_host, 1, memory_order_release);
     atomic_fetch_add(&tsr__rt.nqueued, 1);
     /* Once pushed, t may run and complete at any moment: nothing here may
      * touch it again (policies prefetch inside push, see sched.h). */

@@ -264,6 +264,14 @@ TSR_API int tsr_handle_share_home(tsr_handle_t h, tsr_handle_t with);
  * without an accelerator. Lets a library cut its state for the placement
  * it will get (GPT-2's channel tiles). TSR_ESTATE before tsr_init. */
 TSR_API int tsr_placement_homes(size_t state_bytes);
+/* Whether the running runtime keeps every task that an accelerator can run
+ * off its CPU workers unless its buffers' homes are on the host: 1 on a
+ * node with CPU and accelerator workers under a policy that weighs no
+ * speeds (no TSR_SCHED_USES_MODELS: eager, ws, prio, random), 0 otherwise
+ * (the policy chooses; owner placement still keeps the tasks of homed
+ * state's flow on the accelerators). Lets a library size per-worker state
+ * for the workers that will run its tasks. TSR_ESTATE before tsr_init. */
+TSR_API int tsr_placement_accelerators_first(void);
 
 /* ---- codelets ---------------------------------------------------------- */
 

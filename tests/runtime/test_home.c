@@ -441,3 +441,70 @@ Test(home, placement_homes_follows_the_configuration)
     cr_assert_eq(tsr_placement_homes(SIZE_MAX), 0, "no accelerator");
     stop_runtime();
 }
+
+/* Where it ran: the worker's device kind, written by either implementation
+ * (the GPU one touches no buffer). */
+static int note_kind(void **b, const void *args, const tsr_exec_t *e)
+{
+    (void)b;
+    **(int *const *)args = e->device_kind;
+    return 0;
+}
+static const tsr_codelet_t cl_note = {.name = "note_kind", .impl = {note_kind, note_kind},
+                                      .nbuffers = 1};
+
+/* Under a policy that weighs no speeds (no TSR_SCHED_USES_MODELS), on a
+ * node with CPU and GPU workers, a task a GPU can run never runs on a CPU
+ * worker, unless its buffer is homed on the host; policies with models
+ * choose themselves, and without a GPU (simulated accelerators run CPU
+ * code at a CPU's speed) nothing changes. Runs without a GPU (runtime_home)
+ * and with two emulated ones beside two CPU workers (runtime_home_cuda2). */
+Test(home, policies_without_models_keep_gpu_work_off_cpu_workers, .timeout = 60)
+{
+    cr_assert_eq(tsr_placement_accelerators_first(), TSR_ESTATE, "no runtime");
+    enum { M = 64 };
+    for (int p = 0; tsr_sched_builtin_at(p); p++) {
+        const tsr_sched_policy_t *pol = tsr_sched_builtin_at(p);
+        tsr_config_t cfg;
+        tsr_config_init(&cfg);
+        cfg.ncpu = 2;
+        cfg.sched = pol->name;
+        cfg.bind = 0;
+        OK(tsr_init(&cfg));
+        int gpus = 0;
+        for (int w = 0; w < tsr_worker_count(); w++) {
+            tsr_worker_stats_t st;
+            OK(tsr_worker_stats(w, &st));
+            gpus += st.device_kind == TSR_DEVICE_CUDA;
+        }
+        int want = gpus > 0 && !(pol->flags & TSR_SCHED_USES_MODELS);
+        cr_assert_eq(tsr_placement_accelerators_first(), want, "%s, %d GPUs", pol->name, gpus);
+        tsr_handle_t h[M], host;
+        int kind[M], hkind[M];
+        OK(tsr_handle_alloc(&host, 64));
+        OK(tsr_handle_set_home(host, 0));
+        for (int k = 0; k < M; k++) {
+            OK(tsr_handle_alloc(&h[k], 64));
+            int *slot = &kind[k], *hslot = &hkind[k];
+            tsr_access_t a = {h[k], TSR_RW}, ah = {host, TSR_RW};
+            tsr_task_desc_t d = {.codelet = &cl_note, .nbuffers = 1, .buffers = &a,
+                                 .args = &slot, .args_size = sizeof slot};
+            OK(tsr_submit(&d, NULL));
+            tsr_task_desc_t dh = {.codelet = &cl_note, .nbuffers = 1, .buffers = &ah,
+                                  .args = &hslot, .args_size = sizeof hslot};
+            OK(tsr_submit(&dh, NULL));
+        }
+        OK(tsr_wait_all());
+        for (int k = 0; k < M; k++) {
+            if (want)
+                cr_assert_eq(kind[k], TSR_DEVICE_CUDA, "%s: task %d ran on a CPU worker",
+                             pol->name, k);
+            cr_assert_eq(hkind[k], TSR_DEVICE_CPU, "%s: a host-homed task ran on a GPU",
+                         pol->name);
+            OK(tsr_handle_unregister(h[k]));
+        }
+        OK(tsr_handle_unregister(host));
+        stop_runtime();
+    }
+}
+
