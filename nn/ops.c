@@ -303,9 +303,15 @@ CODELET(cl_gemm_bgrada, "gemm_bgrada", 4, gemm_ep_cpu, gemm_ep_cuda, gemm_ep_flo
  *   TSR_EPI_BIAS        vec: bias (rows of C, 1) tiled like C's rows, added
  *                       by each C tile's first product (p = 0)
  *   TSR_EPI_BIAS_GELU   vec: bias; aux: the GELU input, tiled like C (W);
- *                       C = gelu(aux). One inner tile only, beta 0.
+ *                       C = gelu(aux). Beta 0; over several inner tiles
+ *                       the products before the last sum into C and the
+ *                       last one adds them (beta 1), the bias, and applies
+ *                       the GELU, writing aux: one task less per tile and
+ *                       no separate pass (channel tiles cut the inner
+ *                       dimension of GPT-2's MLP)
  *   TSR_EPI_DGELU       aux: the GELU input (R); C = op(A) op(B) * gelu'(aux).
- *                       One inner tile only, beta 0.
+ *                       Beta 0; over several inner tiles, by the last
+ *                       product as BIAS_GELU's
  *   TSR_EPI_DGELU_BGRAD as DGELU, and vec += the row sums of C (COMMUTE)
  *   TSR_EPI_BGRADA      vec += the row sums of op(A) over the inner
  *                       dimension (COMMUTE), by the tasks of C's first column
@@ -336,9 +342,9 @@ static int gemm_tiles(int transa, int transb, float alpha, const tsr_tensor_t *a
     int kk, kt, kgrid, kind = fuse ? fuse->kind : TSR_EPI_NONE;
     op_tiling(a, transa, 1, &kk, &kt, &kgrid);
     int whole = kind == TSR_EPI_BIAS_GELU || kind == TSR_EPI_DGELU || kind == TSR_EPI_DGELU_BGRAD;
-    if (whole && (kgrid != 1 || beta != 0.0f || acc_mode != TSR_RW))
-        return tsr__fail(TSR_EINVAL, "gemm: a GELU epilogue needs one inner tile (%d) and beta "
-                                     "0 (%g)", kgrid, (double)beta);
+    if (whole && (beta != 0.0f || acc_mode != TSR_RW))
+        return tsr__fail(TSR_EINVAL, "gemm: a GELU epilogue needs beta 0 (%g) and a plain "
+                                     "output", (double)beta);
     if (whole && (rc = same_tiling(fuse->aux, c, "gemm epilogue")))
         return rc;
     if (kind != TSR_EPI_NONE && kind != TSR_EPI_DGELU &&
@@ -357,7 +363,8 @@ static int gemm_tiles(int transa, int transb, float alpha, const tsr_tensor_t *a
                                 : g.beta == 0.0f        ? TSR_W
                                                         : TSR_RW;
                 int k = kind;
-                if ((k == TSR_EPI_BIAS && p != 0) || (k == TSR_EPI_BGRADA && j != 0))
+                if ((k == TSR_EPI_BIAS && p != 0) || (k == TSR_EPI_BGRADA && j != 0) ||
+                    (whole && p != kgrid - 1)) /* the GELU's: by the last product */
                     k = TSR_EPI_NONE;
                 gemm_ep_args_t ge = {g, k, ab16, tsr__tensor_is_bf16(c)};
                 switch (k) {
@@ -367,16 +374,16 @@ static int gemm_tiles(int transa, int transb, float alpha, const tsr_tensor_t *a
                     break;
                 case TSR_EPI_BIAS_GELU:
                     rc = SUBMIT(cl_gemm_bias_gelu, ge, ACC(ha, TSR_R), ACC(hb, TSR_R),
-                                ACC(hc, TSR_W), ACC(tsr__tile(fuse->vec, i, 0), TSR_R),
+                                ACC(hc, mc), ACC(tsr__tile(fuse->vec, i, 0), TSR_R),
                                 ACC(tsr__tile(fuse->aux, i, j), TSR_W));
                     break;
                 case TSR_EPI_DGELU:
                     rc = SUBMIT(cl_gemm_dgelu, ge, ACC(ha, TSR_R), ACC(hb, TSR_R),
-                                ACC(hc, TSR_W), ACC(tsr__tile(fuse->aux, i, j), TSR_R));
+                                ACC(hc, mc), ACC(tsr__tile(fuse->aux, i, j), TSR_R));
                     break;
                 case TSR_EPI_DGELU_BGRAD:
                     rc = SUBMIT(cl_gemm_dgelu_bgrad, ge, ACC(ha, TSR_R), ACC(hb, TSR_R),
-                                ACC(hc, TSR_W), ACC(tsr__tile(fuse->aux, i, j), TSR_R),
+                                ACC(hc, mc), ACC(tsr__tile(fuse->aux, i, j), TSR_R),
                                 ACC(tsr__tile(fuse->vec, i, 0), acc_of(fuse->vec)));
                     break;
                 case TSR_EPI_BGRADA:
@@ -606,8 +613,9 @@ int tsr__op_bias_grad(const tsr_tensor_t *dy, tsr_tensor_t *dbias)
  * task per output tile in the forward; in the backward the bias gradient
  * comes from the weight-gradient products of dw's first column of tiles
  * (BGRADA: the row sums of dy over each token tile, COMMUTE into db), and
- * the GELU gradient with its bias gradient from the input-gradient product
- * where the inner dimension is one tile. */
+ * the GELU gradient with its bias gradient from the input-gradient
+ * products (the last of each output tile's, where the inner dimension is
+ * cut). */
 
 int tsr__op_linear_fwd(const tsr_tensor_t *w, const tsr_tensor_t *b, const tsr_tensor_t *x,
                        float beta, tsr_tensor_t *y)
@@ -622,14 +630,6 @@ int tsr__op_linear_fwd(const tsr_tensor_t *w, const tsr_tensor_t *b, const tsr_t
     return gemm_tiles(OP_N, OP_N, 1.0f, w, x, beta, y, TSR_RW, &f);
 }
 
-/* Whether W's columns (the inner dimension of W x) are one tile. */
-static int one_inner_tile(const tsr_tensor_t *w, int trans)
-{
-    int len, tile, grid;
-    op_tiling(w, trans, 1, &len, &tile, &grid);
-    return grid == 1;
-}
-
 int tsr__op_linear_gelu_fwd(const tsr_tensor_t *w, const tsr_tensor_t *b, const tsr_tensor_t *x,
                             tsr_tensor_t *pre, tsr_tensor_t *out)
 {
@@ -637,9 +637,9 @@ int tsr__op_linear_gelu_fwd(const tsr_tensor_t *w, const tsr_tensor_t *b, const 
     if ((rc = check_bias(b, pre, "linear_gelu_fwd")) ||
         (rc = same_tiling(pre, out, "linear_gelu_fwd")))
         return rc;
-    /* one task per tile where the GELU can follow the whole product, and
-     * the GELU input and output share a type */
-    if (one_inner_tile(w, OP_N) && tsr__tensor_is_bf16(pre) == tsr__tensor_is_bf16(out)) {
+    /* the GELU on the (last) product where its input and output share a
+     * type */
+    if (tsr__tensor_is_bf16(pre) == tsr__tensor_is_bf16(out)) {
         gemm_fuse_t f = {TSR_EPI_BIAS_GELU, b, pre};
         return gemm_tiles(OP_N, OP_N, 1.0f, w, x, 0.0f, out, TSR_RW, &f);
     }
@@ -658,7 +658,7 @@ static int linear_bwd(const tsr_tensor_t *w, const tsr_tensor_t *x, const tsr_te
     if ((db && (rc = check_bias(db, dy, op))) || (dbpre && (rc = check_bias(dbpre, dx, op))) ||
         (pre && (rc = same_tiling(pre, dx, op))))
         return rc;
-    if (pre && one_inner_tile(w, OP_T)) { /* (in, N): the GELU's gradient in the same task */
+    if (pre) { /* (in, N): the GELU's gradient in the (last) product's task */
         gemm_fuse_t f = {dbpre ? TSR_EPI_DGELU_BGRAD : TSR_EPI_DGELU, dbpre, pre};
         rc = gemm_tiles(OP_T, OP_N, 1.0f, w, dy_prod, 0.0f, dx, TSR_RW, &f);
     } else {

@@ -183,6 +183,10 @@ static const ep_case CASES[] = {
     {TSR_EPI_DGELU_BGRAD, 1, 0, 37, 29, 23, 40, 0, 1, 1.0f, 0.0f},
     {TSR_EPI_DGELU_BGRAD, 1, 0, 37, 29, 23, 40, 1, 1, 1.0f, 0.0f},
     {TSR_EPI_DGELU_BGRAD, 0, 0, 21, 13, 50, 21, 1, 1, 1.0f, 0.0f}, /* aux ld 21: fallback */
+    /* beta 1: the last product of a cut inner dimension (nn/ops.c) */
+    {TSR_EPI_DGELU, 0, 1, 37, 29, 23, 40, 0, 1, 1.0f, 1.0f},
+    {TSR_EPI_DGELU_BGRAD, 1, 1, 37, 29, 23, 40, 1, 1, 1.0f, 1.0f},
+    {TSR_EPI_BIAS_GELU, 1, 0, 37, 29, 23, 40, 0, 1, 1.0f, 1.0f},
     {TSR_EPI_BGRADA, 0, 1, 37, 29, 23, 0, 0, 0, 1.0f, 1.0f},
     {TSR_EPI_BGRADA, 0, 1, 37, 29, 23, 0, 1, 0, 1.0f, 1.0f},
     {TSR_EPI_BGRADA, 1, 0, 19, 45, 31, 0, 1, 0, 1.0f, 0.0f},

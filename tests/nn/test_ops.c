@@ -218,7 +218,8 @@ static double gelu_grad_ref(double x)
  * then the second one's backward through the GELU (linear_gelu_bwd): dh =
  * gelu'(pre) W2^T dy, db1 += rows of dh, dw2 += dy h^T, db2 += rows of dy;
  * tiled (th, ti), (to, th) over tt tokens, against double loops. One tile
- * along in and out: fused tasks; several: the unfused path. */
+ * along in and out: one fused task per output tile; several: the GELU (and
+ * its gradient) on the last product of each output tile. */
 static void mlp_case(int in, int hid, int out, int N, int ti, int th, int to, int tt)
 {
     kt_rng r = kt_seed((uint64_t)(in * 7 + hid * 131 + out));
@@ -309,7 +310,7 @@ Test(nn_ops, mlp_linears_with_gelu_fused_and_unfused_against_loops)
 {
     rt_start();
     mlp_case(16, 40, 16, 24, 16, 24, 16, 8); /* one tile along in and out: fused */
-    mlp_case(19, 37, 21, 23, 8, 16, 12, 8);  /* edge tiles on every axis: unfused */
+    mlp_case(19, 37, 21, 23, 8, 16, 12, 8);  /* edge tiles on every axis: GELU by the last product */
     rt_stop();
 }
 
