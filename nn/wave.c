@@ -82,8 +82,8 @@ int tsr__wave_auto(double weight_bytes, double state_bytes, double slot_bytes)
 {
     tsr__machine_memory_t mm = tsr__machine_memory();
     double host = mm.host, disk = mm.disk, accel = mm.accel;
-    if (weights_stay(accel, weight_bytes))
-        return 1;
+    if (weights_stay(accel, weight_bytes)) /* two where three slots fit beside the state */
+        return accel > 0.0 && state_bytes + 3.0 * slot_bytes <= 0.6 * accel ? 2 : 1;
     if (host < 0.0) /* unbounded host memory */
         return TSR__WAVE_MAX;
     /* slots live on the host, beside what the accelerators and the disk

@@ -184,33 +184,39 @@ static void links_now(double b[NLINKS])
 }
 
 /* One training step: zero the gradients, `units` units of `per`
- * micro-batches of forward and backward (one wave each), AdamW; each phase
- * waited for, so that its time is its own (the next phase's tasks are not
- * submitted before it ends). tok: per micro-batches' ids. */
+ * micro-batches of forward and backward (one wave each), AdamW. The first
+ * unit is waited for alone (it also brings the state where it lives); the
+ * later ones are submitted back to back, as a training loop submits them
+ * (tessera-train reads a micro-batch's loss, which its forward's last tasks
+ * make, only once its backward is submitted: the next forward fills the
+ * GPUs while the backward drains), and waited for once: their mean (which
+ * still holds one drain of the pipeline per units - 1 units, where a step
+ * of many units has one in all). AdamW is waited for alone. tok: per
+ * micro-batches' ids. */
 static int train_step(model_t *m, const int32_t *tok, int units, int per, step_times_t *st)
 {
-    int micro = units; /* the units, as the loop below counts them */
     double t0 = tsr_time(), t = t0, b[NLINKS], bnow[NLINKS];
     links_now(b);
     int rc = model_zero_grad(m);
     st->mb = 0.0;
     for (int l = 0; l < NLINKS; l++)
         st->mb_bytes[l] = 0.0;
-    for (int k = 0; rc == TSR_OK && k < micro; k++) {
+    for (int k = 0; rc == TSR_OK && k < units; k++) {
         rc = model_forward_backward(m, per, tok, tok, 1.0f / (float)(units * per), NULL);
-        if (rc == TSR_OK)
-            rc = tsr_wait_all();
+        if (rc != TSR_OK || (k > 0 && k < units - 1))
+            continue; /* the later units run into each other */
+        rc = tsr_wait_all();
         double now = tsr_time();
         links_now(bnow);
         if (k == 0)
             st->first_mb = now - t;
         else
-            st->mb += (now - t) / (micro - 1);
+            st->mb = (now - t) / (units - 1);
         for (int l = 0; l < NLINKS; l++) {
             if (k == 0)
                 st->first_mb_bytes[l] = bnow[l] - b[l];
             else
-                st->mb_bytes[l] += (bnow[l] - b[l]) / (micro - 1);
+                st->mb_bytes[l] = (bnow[l] - b[l]) / (units - 1);
             b[l] = bnow[l];
         }
         t = now;

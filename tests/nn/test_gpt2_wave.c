@@ -196,8 +196,13 @@ static int chosen(int nsim, size_t sim_mem, size_t host_mem)
 Test(wave, its_size_is_chosen_by_the_weights_and_the_host)
 {
     cr_assert_eq(chosen(0, 0, 0), 1, "no accelerator");
-    /* 2 x 1 MiB: 70 % is 1 468 006 bytes, more than the weights */
+    /* 2 x 1 MiB: 70 % is 1 468 006 bytes, more than the weights; the
+     * state and three slots (2 686 976 bytes) are more than 60 % */
     cr_assert_eq(chosen(2, 1 << 20, 0), 1, "the weights stay on the accelerators");
+    /* 2 x 2 MiB: 60 % is 2 516 582 bytes, still less than state + 3 slots */
+    cr_assert_eq(chosen(2, 2 << 20, 0), 1, "the weights stay, no room for a second slot");
+    /* 2 x 3 MiB: 60 % is 3 774 873 bytes: waves of two */
+    cr_assert_eq(chosen(2, 3 << 20, 0), 2, "the weights stay, room for two slots");
     /* 2 x 256 KiB: 367 002 bytes, less than the weights */
     cr_assert_eq(chosen(2, 256 << 10, 0), 16, "an unbounded host: the most");
     /* 3/4 of (host + accelerators - state) = 3/4 (4 slots + 524 288) =
