@@ -275,12 +275,12 @@ STEP_ARGS = ["--batch", "8", "--micro", "3", "--accumulate", "1024", "--tile-tok
 def nntile_args(c):
     """The NNTile-like setup's flags at width c. Its MLP tiles are pinned to
     the rule the platform was calibrated with (one (4C, C) hidden tile where
-    its (4C, 1024) activations fit 256 MiB, C rows beyond), and its channels
-    to one tile (Tessera's channel tiles are Tessera's, not NNTile's), so
-    that a change of Tessera's default tiles does not move the
-    calibration."""
+    its (4C, 1024) activations fit 256 MiB, C rows beyond), its channels
+    to one tile (Tessera's channel tiles are Tessera's, not NNTile's) and
+    its micro-batches to one at a time (Tessera's waves are Tessera's), so
+    that a change of Tessera's defaults does not move the calibration."""
     return STEP_ARGS + ["--tile-hidden", str(4 * c if 4 * c * 1024 * 4 <= 256 << 20 else c),
-                        "--tile-channels", str(c)]
+                        "--tile-channels", str(c), "--wave", "1"]
 
 
 def part_nntile(build, out, quick):
