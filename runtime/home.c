@@ -129,11 +129,20 @@ int tsr__home_init(void)
     tsr__rt.home_auto_bytes = SIZE_MAX;
     tsr__rt.homes_auto = false;
     atomic_store(&tsr__rt.owner_engaged, false);
-    /* GPUs, not simulated accelerators (CPU code at a core's speed) */
+    /* which device kinds work where, read per task by keep_on_accelerators;
+     * accel_first wants GPUs, not simulated accelerators (CPU code at a
+     * core's speed) */
     bool host = false, gpu = false;
+    for (int k = 0; k < TSR_DEVICE_KINDS; k++)
+        tsr__rt.kind_on_host[k] = tsr__rt.kind_on_accel[k] = false;
     for (int w = 0; w < tsr__rt.nworkers; w++) {
-        host |= tsr__rt.workers[w].node == 0;
-        gpu |= tsr__rt.workers[w].device_kind != TSR_DEVICE_CPU;
+        const tsr_worker_t *wk = &tsr__rt.workers[w];
+        host |= wk->node == 0;
+        gpu |= wk->device_kind != TSR_DEVICE_CPU;
+        if (wk->node == 0)
+            tsr__rt.kind_on_host[wk->device_kind] = true;
+        else
+            tsr__rt.kind_on_accel[wk->device_kind] = true;
     }
     tsr__rt.accel_first = host && gpu && !(tsr__rt.sched.policy->flags & TSR_SCHED_USES_MODELS);
     for (int n = 0; n < tsr__rt.nnodes; n++) {
@@ -304,10 +313,10 @@ static void keep_on_accelerators(tsr_task_t t)
     if (!t->cl)
         return;
     bool host = false, accel = false; /* workers able to run it */
-    for (int w = 0; w < tsr__rt.nworkers; w++)
-        if (t->cl->impl[tsr__rt.workers[w].device_kind]) {
-            host |= tsr__rt.workers[w].node == 0;
-            accel |= tsr__rt.workers[w].node != 0;
+    for (int k = 0; k < TSR_DEVICE_KINDS; k++)
+        if (t->cl->impl[k]) {
+            host |= tsr__rt.kind_on_host[k];
+            accel |= tsr__rt.kind_on_accel[k];
         }
     if (host && accel)
         t->home1 = HOME_ACCELERATORS;

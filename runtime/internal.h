@@ -676,6 +676,8 @@ typedef struct tsr_runtime {
     bool accel_first;             /* the policy weighs no speeds and there are
                                      CPU and accelerator workers: tasks
                                      without a home run on accelerators */
+    bool kind_on_host[TSR_DEVICE_KINDS];  /* a host worker of that device kind */
+    bool kind_on_accel[TSR_DEVICE_KINDS]; /* an accelerator's worker of it */
     pthread_mutex_t home_m;
     size_t *home_bytes, *home_budget;
 } tsr_runtime_t;
