@@ -105,6 +105,13 @@ struct tsr_entry {
      * lock and a walk of the replicas each time was a twentieth of a
      * simulated dmda run. */
     _Atomic uint64_t nodes;
+    /* A copy started ahead of need (a prefetch, or its hop) failed with
+     * nobody waiting: its message, told to the next request that must
+     * fetch e (which fails, as if it had read itself), dropped by a write
+     * or a fetch that succeeds. A device error is never swallowed, and
+     * whether a task sees it does not hang on who started the read. */
+    char *ahead_err;
+    int ahead_rc;       /* its status: TSR_EIO or TSR_EDEVICE */
     int nnodes;
     tsr_replica_t rep[];
 };
@@ -673,6 +680,7 @@ static void entry_destroy(tsr_entry_t *e)
             kicks[j] = true;
         }
     pthread_mutex_destroy(&e->lock);
+    free(e->ahead_err);
     free(e);
     for (int j = 0; j < nn; j++)
         if (kicks[j])
@@ -877,6 +885,12 @@ static int fetch_start(tsr_entry_t *e, int dst, waiter_t w, bool demand, char *e
         seterr(err, "%s copy is being written", node(dst)->name);
         return TSR_EBUSY;
     }
+    if (demand && e->ahead_err) {
+        seterr(err, "%s", e->ahead_err);
+        free(e->ahead_err);
+        e->ahead_err = NULL;
+        return e->ahead_rc;
+    }
     if (!R->alloc && !R->user) {
         /* Only a write-back (into the host or the disk) or a hop lands
          * without a request having allocated the replica; nothing waits. */
@@ -939,6 +953,14 @@ static void fetch_finish(fetch_t *f, int status, const char *err)
     }
     if (kick_dst && rep_freeable(R) && (e->dead || !valid(R)) && f->nw == 0)
         rep_free(e, f->dst);
+    if (status == TSR_OK) {
+        free(e->ahead_err);
+        e->ahead_err = NULL;
+    } else if ((status == TSR_EIO || status == TSR_EDEVICE) && f->nw == 0 && !e->dead &&
+               !e->ahead_err) {
+        e->ahead_err = strdup(err && *err ? err : "a copy ahead of need failed");
+        e->ahead_rc = status;
+    }
     pthread_mutex_unlock(&e->lock);
     if (resume)
         fetch_resume(resume);
@@ -1703,6 +1725,8 @@ static void publish_write(tsr_entry_t *e, int nd, bool *kick_node)
 {
     e->version++;
     e->zero = false;
+    free(e->ahead_err); /* what failed to read is overwritten */
+    e->ahead_err = NULL;
     for (int j = 0; j < e->nnodes; j++) {
         if (j == nd)
             continue;
@@ -1875,6 +1899,8 @@ void tsr__mem_invalidate(tsr_entry_t *e)
     bool kicks[TSR_MAX_NODES] = {false};
     pthread_mutex_lock(&e->lock);
     e->version++;
+    free(e->ahead_err); /* nothing is left to read */
+    e->ahead_err = NULL;
     e->zero = !e->rep[0].user;
     for (int j = 0; j < e->nnodes; j++) {
         tsr_replica_t *R = &e->rep[j];

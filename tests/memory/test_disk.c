@@ -496,8 +496,10 @@ Test(disk, failed_write_loses_nothing)
     remove_dir();
 }
 
-/* The first read from disk fails: the task that needed the data fails,
- * naming pread; the data itself is still on disk and reads back. */
+/* The first read from disk fails, whether a task's request or a read
+ * started ahead of it (a prefetch at readiness) ran it: exactly one task
+ * fails, naming pread, and every other tile holds its step's result
+ * (step with x = y: 4 x + k). */
 Test(disk, failed_read_fails_the_task)
 {
     tsr_handle_t h[16];
@@ -507,7 +509,25 @@ Test(disk, failed_read_fails_the_task)
         submit_step(h[i], h[i], 0);
     cr_assert_eq(tsr_wait_all(), TSR_ETASK, "a failed read fails a task");
     expect_io_message("pread");
-    stop_runtime();
+    int failed = 0;
+    for (int i = 0; i < 16; i++) {
+        uint64_t *p;
+        int rc = tsr_handle_acquire(h[i], TSR_R, (void **)&p);
+        if (rc == TSR_ETASK) {
+            failed++;
+            continue;
+        }
+        cr_assert_eq(rc, TSR_OK, "tile %d: %s", i, tsr_error_message());
+        for (int k = 0; k < TE; k++) {
+            uint64_t x = (uint64_t)(i + 1) * 1000003u + (uint64_t)k;
+            cr_assert_eq(p[k], 4 * x + (uint64_t)k, "tile %d [%d]", i, k);
+        }
+        cr_assert_eq(tsr_handle_release(h[i]), TSR_OK);
+    }
+    cr_assert_eq(failed, 1, "exactly the task that needed the failed read failed");
+    for (int i = 0; i < 16; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    tsr_shutdown();
     remove_dir();
 }
 
