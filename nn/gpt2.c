@@ -394,8 +394,9 @@ int tsr_gpt2_free(tsr_gpt2_t *m)
  * (nn/wave.h): the weights are p and g (and the bf16 copy), the state
  * adds the moments, and a slot holds each block's input, one block's
  * activations (about 15 (C, N) tensors) and its backward's (about 10) with
- * recompute, and about 17 (C, N) activations per block without. */
-static void resolve_wave(tsr_gpt2_t *m)
+ * recompute, and about 17 (C, N) activations per block without. Returns
+ * the bytes of the state and a wave's slots (for the trainer). */
+static double resolve_wave(tsr_gpt2_t *m)
 {
     tsr_gpt2_config_t *c = &m->cfg;
     double C = c->channels, L = c->layers, N = m->N, weight, state;
@@ -405,6 +406,7 @@ static void resolve_wave(tsr_gpt2_t *m)
         c->wave = tsr__wave_auto(weight, state, slot);
     m->slots = c->wave;
     m->wave_window = tsr__wave_window(weight);
+    return state + m->slots * slot;
 }
 
 /* Resolve the tiles, check every tensor (dry run), then make them. */
@@ -412,7 +414,7 @@ static int build(tsr_gpt2_t *m)
 {
     TSR_TRY(resolve_tiles(&m->cfg, m->B, m->T));
     m->tc = m->cfg.tile_channels;
-    resolve_wave(m);
+    double footprint = resolve_wave(m);
     m->build = (tsr__build_t){.model = "gpt2", .dry = 1};
     TSR_TRY(make_params(m));
     TSR_TRY(make_acts(m));
@@ -421,7 +423,8 @@ static int build(tsr_gpt2_t *m)
     TSR_TRY(make_acts(m));
     m->params.grads_zero = 1; /* fresh tiles read as zeros */
     m->params.bf16_stale = bf16(m);
-    TSR_TRY(tsr__trainer_init(&m->train, &m->params, "gpt2", m->cfg.data_parallel, m->cfg.zero));
+    TSR_TRY(tsr__trainer_init(&m->train, &m->params, "gpt2", m->cfg.data_parallel, m->cfg.zero,
+                              footprint));
     return live_add(m);
 }
 

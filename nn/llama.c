@@ -441,8 +441,9 @@ static double numel_of(const tsr_llama_t *m)
  * - one layer's activations with recompute (ln1, res1, ln2: 3 C; qkv Q; the
  *   attention output twice, 2 Hq; gate, up, h: 3 F), every layer's
  *   without;
- * - its backward's gradients: dln C, dh, dgate, dup 3 F, dqkv Q, dyb Hq. */
-static void resolve_wave(tsr_llama_t *m)
+ * - its backward's gradients: dln C, dh, dgate, dup 3 F, dqkv Q, dyb Hq.
+ * Returns the bytes of the state and a wave's slots (for the trainer). */
+static double resolve_wave(tsr_llama_t *m)
 {
     tsr_llama_config_t *c = &m->cfg;
     double C = m->C, L = c->layers, N = m->N, numel = numel_of(m);
@@ -454,6 +455,7 @@ static void resolve_wave(tsr_llama_t *m)
         c->wave = tsr__wave_auto(weight, state, slot);
     m->slots = c->wave;
     m->wave_window = tsr__wave_window(weight);
+    return state + m->slots * slot;
 }
 
 /* Resolve the tiles and the wave, check every tensor (dry run), then make
@@ -461,7 +463,7 @@ static void resolve_wave(tsr_llama_t *m)
 static int build(tsr_llama_t *m)
 {
     TSR_TRY(resolve_tiles(m));
-    resolve_wave(m);
+    double footprint = resolve_wave(m);
     m->build = (tsr__build_t){.model = "llama", .dry = 1};
     TSR_TRY(make_params(m));
     TSR_TRY(make_acts(m));
@@ -471,7 +473,8 @@ static int build(tsr_llama_t *m)
     TSR_TRY(make_rope(m));
     m->params.grads_zero = 1;
     m->params.bf16_stale = bf16(m);
-    TSR_TRY(tsr__trainer_init(&m->train, &m->params, "llama", m->cfg.data_parallel, m->cfg.zero));
+    TSR_TRY(tsr__trainer_init(&m->train, &m->params, "llama", m->cfg.data_parallel, m->cfg.zero,
+                              footprint));
     return tsr__registry_add(&live, m)
                ? tsr__fail(TSR_ENOMEM, "llama_create: no memory for the model registry")
                : TSR_OK;

@@ -195,7 +195,8 @@ int tsr__params_refresh_stale(tsr__params_t *ps)
  * (fresh tiles read as zeros), or after an optimizer step, whose updates
  * consume them (each AdamW task zeroes its gradient tile while it has it in
  * cache: a separate pass of fill tasks wrote them from memory again, about
- * 4 % of the 124M GPT-2 step on 2 cores). */
+ * 4 % of the 124M GPT-2 step on 2 cores; or, where memory is short, the
+ * tile's copies are dropped: nn/trainer.c, grads_dropped). */
 int tsr__params_zero_grad(tsr__params_t *ps)
 {
     if (ps->grads_zero)

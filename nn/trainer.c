@@ -102,6 +102,25 @@ static int moments_on_host(const tsr__params_t *ps)
            (mem.host < 0 || 8.0 * numel <= 0.5 * (mem.host + mem.disk));
 }
 
+/* Whether the step drops each gradient tile's copies once its update has
+ * read it (tsr_handle_invalidate: no memory until the next backward's first
+ * product makes zeros where it runs) rather than zeroing it in the update's
+ * own pass: where the training state and a wave's activations (footprint)
+ * do not fit the memory of the workers that compute — the accelerators',
+ * or the host's when it is capped and there are none. There zeros written
+ * by the update are a tile like any other, written back below and read
+ * again by the next backward (the GPT-2 of 3.19 B beyond a 9.4 GiB host: a
+ * quarter of the state to disk and back every step). Elsewhere the zeros
+ * the update writes while it holds the tile are cheaper than zeros made at
+ * the next touch (the 124M GPT-2 step in memory on 2 cores took 7-10 %
+ * longer with them dropped). Either way the gradients read as zeros after
+ * the step: the results do not depend on which. */
+static int grads_dropped(double footprint)
+{
+    tsr__machine_memory_t mem = tsr__machine_memory();
+    return mem.accel > 0 ? footprint > mem.accel : mem.host >= 0 && footprint > mem.host;
+}
+
 static int place_state(tsr__trainer_t *tr)
 {
     tsr__params_t *ps = tr->params;
@@ -147,11 +166,12 @@ static int grads_redux(const tsr__params_t *ps)
 }
 
 int tsr__trainer_init(tsr__trainer_t *tr, tsr__params_t *ps, const char *model,
-                      int data_parallel, int zero)
+                      int data_parallel, int zero, double footprint)
 {
     tr->model = model;
     tr->params = ps;
     TSR_TRY(place_state(tr));
+    tr->drop_grads = tr->moments_host || grads_dropped(footprint);
     if (grads_redux(ps))
         for (int k = 0; k < ps->n; k++)
             TSR_TRY(tsr__op_set_redux(&ps->p[k].g));
@@ -367,7 +387,7 @@ static int clip_scale(tsr__trainer_t *tr, const char *fn, const tsr_adamw_config
 
 /* ZeRO: update the owned tiles and broadcast them, take the others from
  * their owners; the moments of the others are never touched (no memory). */
-static int zero_update(tsr__trainer_t *tr, param_t *p, const tsr_adamw_args_t *a)
+static int zero_update(tsr__trainer_t *tr, param_t *p, const tsr_adamw_args_t *a, int drop)
 {
     size_t n = (size_t)p->p.grid_rows * p->p.grid_cols;
     for (size_t t = 0; t < n; t++) {
@@ -379,11 +399,14 @@ static int zero_update(tsr__trainer_t *tr, param_t *p, const tsr_adamw_args_t *a
             TSR_TRY(tsr__op_adamw(a, &g, &w, &mm, &vv, p->pb.tiles ? &pb : NULL));
             TSR_TRY(tsr_mpi_bcast(p->p.tiles[t], tr->dp_rank));
         } else {
-            TSR_TRY(tsr__op_fill(&g, 0.0f)); /* consumed, as the update would */
+            if (!drop)
+                TSR_TRY(tsr__op_fill(&g, 0.0f)); /* consumed, as the update would */
             TSR_TRY(tsr_mpi_bcast(p->p.tiles[t], p->owner[t]));
             if (p->pb.tiles)
                 TSR_TRY(tsr__op_convert(&w, &pb));
         }
+        if (drop)
+            TSR_TRY(tsr_handle_invalidate(p->g.tiles[t])); /* consumed (grads_dropped) */
     }
     return TSR_OK;
 }
@@ -407,24 +430,23 @@ int tsr__trainer_step(tsr__trainer_t *tr, const char *fn, const tsr_adamw_config
     tr->steps++;
     ps->bf16_stale = ps->bf16; /* until every copy below is refreshed */
     ps->grads_zero = 0;        /* until every update below has consumed its gradient */
+    int drop = tr->drop_grads;
     for (int i = 0; i < ps->n; i++) {
         param_t *p = &ps->p[i];
         tsr_adamw_args_t a = {tr->steps, lr, opt->beta1, opt->beta2, opt->eps,
-                              p->decay ? opt->weight_decay : 0.0f, scale, 1};
+                              p->decay ? opt->weight_decay : 0.0f, scale, !drop};
         /* the bf16 copy, where there is one, comes out of the same task */
         if (p->owner) {
-            TSR_TRY(zero_update(tr, p, &a));
+            TSR_TRY(zero_update(tr, p, &a, drop));
             continue;
         }
-        /* With the moments on the host the update runs there and only reads
-         * the gradient; its copies are then dropped (tsr_handle_invalidate),
-         * not zeroed: the next backward's first product starts from zeros
-         * made on the GPU, where zeros written by the host would cross
-         * PCIe. Elsewhere the update zeroes the tile it holds. */
-        a.zero_grad = !tr->moments_host;
+        /* The update zeroes the gradient tile it holds, or only reads it
+         * and its copies are then dropped (grads_dropped): with the moments
+         * on the host, zeros written there would cross PCIe to the GPU;
+         * beyond the host's memory they would go to disk and come back. */
         TSR_TRY(tsr__op_adamw(&a, &p->g, &p->p, &p->m, &p->v, p->pb.tiles ? &p->pb : NULL));
         size_t n = (size_t)p->g.grid_rows * p->g.grid_cols;
-        for (size_t t = 0; tr->moments_host && t < n; t++)
+        for (size_t t = 0; drop && t < n; t++)
             TSR_TRY(tsr_handle_invalidate(p->g.tiles[t]));
     }
     ps->bf16_stale = 0; /* every copy was refreshed from its updated master */

@@ -29,15 +29,18 @@ typedef struct tsr__trainer {
     int zero;                /* ZeRO-1 shares */
     int moments_host;        /* the moments are homed on the host: AdamW runs
                                 on CPU workers (docs/placement.md) */
+    int drop_grads;          /* the update drops each gradient tile's copies
+                                rather than zeroing it (grads_dropped) */
 } tsr__trainer_t;
 
-/* Set up for a made table: the norm's handle, and with data_parallel over
+/* Set up for a made table (footprint: the bytes of the training state and
+ * of a wave's activations, as the model estimates them): the norm's handle, and with data_parallel over
  * more than one MPI rank the replica's rank and, with zero, each parameter
  * tile's owner (checkpoint order, each tile to the rank with the fewest
  * bytes so far, the lowest on ties: every rank computes the same owners and
  * the shares differ by at most one tile). */
 int tsr__trainer_init(tsr__trainer_t *tr, tsr__params_t *ps, const char *model,
-                      int data_parallel, int zero);
+                      int data_parallel, int zero, double footprint);
 /* Unregister its handles (same_runtime: the runtime that made them runs). */
 void tsr__trainer_free(tsr__trainer_t *tr, int same_runtime);
 

@@ -20,6 +20,8 @@
  * of the update (grad_clip 0). */
 #include "tiny_gpt2.h"
 
+#include "nn/gpt2_model.h" /* the trainer's choice for the gradients */
+
 #include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -253,6 +255,51 @@ Test(gpt2_disk, updates_without_a_norm_run_during_backward)
     free(early.params);
     free(late.params);
 }
+
+/* What a step does with the gradients it consumed (nn/trainer.c,
+ * grads_dropped). Capped at a quarter of the training state (the tiny
+ * model's 16 bytes per parameter alone are 2 MB against a 0.6 MB host):
+ * the update drops them, so that no zeros are written back to the disk. In
+ * memory: it zeroes them in its own pass. Either way, and bitwise alike
+ * (the runs above compare the capped training with the one in memory),
+ * they read as zeros after the step. */
+static void grads_after_steps(bool capped)
+{
+    reference_run();
+    free(reference.params);
+    char dir[64];
+    make_dir(dir, sizeof dir, capped ? "gdrop" : "gkeep");
+    setup_t s = {.ncpu = 2, .evict = TSR_EVICT_WINDOW};
+    if (capped) {
+        s.host_mem = state_bytes / 4;
+        s.disk_dir = dir;
+    }
+    rt_start(&s);
+    tsr_gpt2_t *m = tiny_model(0);
+    cr_assert_lt(s.host_mem, 16 * tsr_gpt2_num_params(m), "(the case: the state alone "
+                 "exceeds the cap)");
+    cr_assert_eq(m->train.drop_grads, capped, "the gradients are %s",
+                 capped ? "dropped" : "zeroed in place");
+    float loss[STEPS];
+    tiny_train(m, loss);
+    for (int i = 0; i < tsr_gpt2_param_count(m); i++) {
+        const char *name = tsr_gpt2_param_name(m, i);
+        size_t numel;
+        OK(tsr_gpt2_get(m, name, TSR_GPT2_GRAD, NULL, &numel));
+        float *g = malloc(numel * sizeof *g);
+        cr_assert(g);
+        OK(tsr_gpt2_get(m, name, TSR_GPT2_GRAD, g, &numel));
+        for (size_t k = 0; k < numel; k++)
+            cr_assert_eq(g[k], 0.0f, "%s gradient [%zu] after the step", name, k);
+        free(g);
+    }
+    OK(tsr_gpt2_free(m));
+    OK(tsr_shutdown());
+    remove_dir(dir);
+}
+
+Test(gpt2_disk, gradients_beyond_memory_are_dropped_not_zeroed) { grads_after_steps(true); }
+Test(gpt2_disk, gradients_in_memory_are_zeroed_in_place) { grads_after_steps(false); }
 
 /* ---- a failing write ------------------------------------------------------------ */
 
