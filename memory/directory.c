@@ -1922,8 +1922,8 @@ void tsr__mem_invalidate(tsr_entry_t *e)
 void tsr__mem_wont_use(tsr_entry_t *e)
 {
     pthread_mutex_lock(&e->lock);
-    for (int j = 1; j < e->nnodes; j++)
-        if (e->rep[j].alloc) {
+    for (int j = 0; j < e->nnodes; j++)
+        if (e->rep[j].alloc && (j > 0 || backing(0) >= 0)) {
             e->rep[j].wont_use = true;
             order_move(j, &e->rep[j], false);
         }

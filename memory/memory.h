@@ -281,7 +281,8 @@ void tsr__mem_prefetch(tsr_entry_t *e, int node);
  * writing back; the next reader sees zeros (or, for a registered buffer,
  * the host buffer as it is). No request may use e meanwhile. */
 void tsr__mem_invalidate(tsr_entry_t *e);
-/* e will not be used soon: its idle copies off the host are evicted first. */
+/* e will not be used soon: its idle copies off the host, and the host's
+ * where a disk tier backs it, are evicted first. */
 void tsr__mem_wont_use(tsr_entry_t *e);
 /* The runtime's word on e's next use: the submission number of the first
  * submitted task that has not yet completed and accesses e, or

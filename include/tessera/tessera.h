@@ -241,7 +241,9 @@ TSR_API int tsr_handle_release(tsr_handle_t h);
 TSR_API int tsr_handle_invalidate(tsr_handle_t h);
 
 /* A hint, ordered after the tasks submitted before: h will not be used
- * soon, so its copies on accelerators are the first to be evicted. */
+ * soon, so its copies on accelerators, and on the host where a disk tier
+ * backs it, are the first to be evicted (written back first if they are
+ * the only ones). */
 TSR_API int tsr_handle_wont_use(tsr_handle_t h);
 
 /* ---- homes (docs/placement.md) ----------------------------------------- */

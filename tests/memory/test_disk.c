@@ -440,6 +440,47 @@ Test(disk, zeros_stay_off_disk_and_writes_free_it)
     remove_dir();
 }
 
+/* tsr_handle_wont_use on the host above a disk tier: its copy goes to disk
+ * first. A host with room for 4 tiles holds 0..3, written in that order
+ * (nothing submitted uses them again: least recently used first, so tile
+ * 0 would go first); tile 3 is declared cold; a fifth tile written evicts
+ * it and keeps 0, 1 and 2 on the host. Every tile then reads back what
+ * was written. */
+Test(disk, wont_use_sends_a_host_copy_to_disk_first)
+{
+    make_dir();
+    start_disk(1, 0, 0, 4 * TILE);
+    int dk = disk_node();
+    tsr_handle_t h[5];
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(tsr_handle_alloc(&h[i], TILE), TSR_OK);
+        submit_fill(h[i], (uint64_t)i + 1);
+        cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    }
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(tsr_handle_nodes(h[i]), 1u, "tile %d on the host only", i);
+    cr_assert_eq(tsr_handle_wont_use(h[3]), TSR_OK);
+    cr_assert_eq(tsr_handle_alloc(&h[4], TILE), TSR_OK);
+    submit_fill(h[4], 5);
+    cr_assert_eq(tsr_wait_all(), TSR_OK, "%s", tsr_error_message());
+    cr_assert_eq(tsr_handle_nodes(h[3]), 1u << dk, "the cold tile went to disk");
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(tsr_handle_nodes(h[i]), 1u, "tile %d stayed on the host", i);
+    for (int i = 0; i < 5; i++) {
+        uint64_t *p;
+        cr_assert_eq(tsr_handle_acquire(h[i], TSR_R, (void **)&p), TSR_OK, "%s",
+                     tsr_error_message());
+        for (int k = 0; k < TE; k++)
+            cr_assert_eq(p[k], (uint64_t)(i + 1) * 1000003u + (uint64_t)k, "tile %d [%d]", i,
+                         k);
+        cr_assert_eq(tsr_handle_release(h[i]), TSR_OK);
+    }
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    stop_runtime();
+    remove_dir();
+}
+
 /* ---- injected errors ------------------------------------------------------ */
 
 /* One CPU worker, a host with room for 4 tiles, the disk tier with the

@@ -383,7 +383,11 @@ static void training_loop(loop_t *l, int fail_at, const char *dir, const char *c
 {
     memset(l, 0, sizeof *l);
     l->failed_op = -1;
-    setup_t s = {.ncpu = 1, .evict = TSR_EVICT_WINDOW, .host_mem = state_bytes / 4,
+    /* A sixth of the training state: less than the parameters, so that a
+     * save makes room by writing to disk (the moments, cold after their
+     * update, have gone there first), and more than the largest AdamW
+     * task's four wte tiles. */
+    setup_t s = {.ncpu = 1, .evict = TSR_EVICT_WINDOW, .host_mem = state_bytes / 6,
                  .disk_dir = dir};
     if (fail_at) {
         char v[32];
