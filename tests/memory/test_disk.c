@@ -507,15 +507,11 @@ static void expect_io_message(const char *call)
               "the message names the file and %s: %s", call, m);
 }
 
-/* The third write to disk fails: one task fails, naming the file and
- * pwrite; every other tile holds what its fill task wrote (the copy whose
- * write-back failed stayed valid on the host). */
-Test(disk, failed_write_loses_nothing)
+/* start_faulty's 16 tiles read back and unregistered: how many a failed
+ * task left failed (TSR_ETASK); every other holds its fill (x_i = (i + 1)
+ * 1000003 + k), or after one step of x = y (`stepped`) 4 x_i + k. */
+static int failed_tiles(tsr_handle_t h[16], bool stepped)
 {
-    tsr_handle_t h[16];
-    start_faulty("write:3", h);
-    cr_assert_eq(tsr_wait_all(), TSR_ETASK, "the failed write-back fails a task");
-    expect_io_message("pwrite");
     int failed = 0;
     for (int i = 0; i < 16; i++) {
         uint64_t *p;
@@ -525,14 +521,27 @@ Test(disk, failed_write_loses_nothing)
             continue;
         }
         cr_assert_eq(rc, TSR_OK, "tile %d: %s", i, tsr_error_message());
-        for (int k = 0; k < TE; k++)
-            cr_assert_eq(p[k], (uint64_t)(i + 1) * 1000003u + (uint64_t)k, "tile %d [%d]", i,
-                         k);
+        for (int k = 0; k < TE; k++) {
+            uint64_t x = (uint64_t)(i + 1) * 1000003u + (uint64_t)k;
+            cr_assert_eq(p[k], stepped ? 4 * x + (uint64_t)k : x, "tile %d [%d]", i, k);
+        }
         cr_assert_eq(tsr_handle_release(h[i]), TSR_OK);
     }
-    cr_assert_eq(failed, 1, "exactly the task that needed the room failed");
     for (int i = 0; i < 16; i++)
         cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    return failed;
+}
+
+/* The third write to disk fails: one task fails, naming the file and
+ * pwrite; every other tile holds what its fill task wrote (the copy whose
+ * write-back failed stayed valid on the host). */
+Test(disk, failed_write_loses_nothing)
+{
+    tsr_handle_t h[16];
+    start_faulty("write:3", h);
+    cr_assert_eq(tsr_wait_all(), TSR_ETASK, "the failed write-back fails a task");
+    expect_io_message("pwrite");
+    cr_assert_eq(failed_tiles(h, false), 1, "exactly the task that needed the room failed");
     tsr_shutdown();
     remove_dir();
 }
@@ -550,24 +559,8 @@ Test(disk, failed_read_fails_the_task)
         submit_step(h[i], h[i], 0);
     cr_assert_eq(tsr_wait_all(), TSR_ETASK, "a failed read fails a task");
     expect_io_message("pread");
-    int failed = 0;
-    for (int i = 0; i < 16; i++) {
-        uint64_t *p;
-        int rc = tsr_handle_acquire(h[i], TSR_R, (void **)&p);
-        if (rc == TSR_ETASK) {
-            failed++;
-            continue;
-        }
-        cr_assert_eq(rc, TSR_OK, "tile %d: %s", i, tsr_error_message());
-        for (int k = 0; k < TE; k++) {
-            uint64_t x = (uint64_t)(i + 1) * 1000003u + (uint64_t)k;
-            cr_assert_eq(p[k], 4 * x + (uint64_t)k, "tile %d [%d]", i, k);
-        }
-        cr_assert_eq(tsr_handle_release(h[i]), TSR_OK);
-    }
-    cr_assert_eq(failed, 1, "exactly the task that needed the failed read failed");
-    for (int i = 0; i < 16; i++)
-        cr_assert_eq(tsr_handle_unregister(h[i]), TSR_OK);
+    cr_assert_eq(failed_tiles(h, true), 1, "exactly the task that needed the failed read "
+                 "failed");
     tsr_shutdown();
     remove_dir();
 }

@@ -190,10 +190,7 @@ Test(gpt2_bf16, copies_follow_set)
     for (int i = 0; i < tsr_gpt2_param_count(b); i++) {
         const char *name = tsr_gpt2_param_name(b, i);
         size_t n;
-        OK(tsr_gpt2_get(b, name, TSR_GPT2_PARAM, NULL, &n));
-        float *x = malloc(n * sizeof *x);
-        cr_assert_not_null(x);
-        OK(tsr_gpt2_get(b, name, TSR_GPT2_PARAM, x, &n));
+        float *x = gpt2_part(b, name, TSR_GPT2_PARAM, &n);
         OK(tsr_gpt2_set(a, name, TSR_GPT2_PARAM, x, n));
         free(x);
     }
