@@ -198,8 +198,9 @@ TSR_API void tsr_adamw_config_default(tsr_adamw_config_t *opt);
  * The update consumes the gradients: once it has run they read as zero,
  * as after tsr_gpt2_zero_grad (each update zeroes its gradient tile in the
  * same pass over memory, or, where the state and the activations do not
- * fit the memory of the workers, drops the tile's copies so that no zeros
- * are written back). Read them before the step to keep them.
+ * fit a capped host without accelerators or the moments live on the host,
+ * drops the tile's copies so that no zeros are written back). Read them
+ * before the step to keep them.
  * Data parallel (cfg.data_parallel): the step first sums every gradient
  * tile over the replicas (one all-reduce task per tile, which runs as soon
  * as that tile's backward is done), and the norm is the same on every
